@@ -1,0 +1,131 @@
+package prober
+
+import "time"
+
+// Kind is the outcome class of one probe; it is the `result` label of
+// slaprobe_probes_total.
+type Kind string
+
+const (
+	KindSuccess     Kind = "success"
+	KindError       Kind = "error"
+	KindShortOutput Kind = "short_output" // the stream finished with fewer tokens than asked
+)
+
+// Reason says why a probe failed. The set is small and fixed: it is the
+// `reason` label of slaprobe_probe_errors_total.
+type Reason string
+
+const (
+	ReasonNone              Reason = ""
+	ReasonConnectionRefused Reason = "connection_refused" // nothing listens at the target
+	ReasonConnection        Reason = "connection_error"   // DNS, reset, TLS and other transport failures
+	ReasonTimeout           Reason = "timeout"            // the scenario's timeout passed
+	ReasonStall             Reason = "stall"              // the stream started, then sent nothing for the stall timeout
+	ReasonHTTP4xx           Reason = "http_4xx"
+	ReasonHTTP5xx           Reason = "http_5xx"
+	ReasonStreamError       Reason = "stream_error"    // an {"error": ...} event inside a 200 stream
+	ReasonStreamCut         Reason = "stream_cut"      // the stream ended before [DONE]
+	ReasonMalformedChunk    Reason = "malformed_chunk" // a data line that is not the JSON we expect
+	ReasonOversizedLine     Reason = "oversized_line"  // an SSE line longer than the reader's limit
+	ReasonMissingUsage      Reason = "missing_usage"   // no usage reported, so tokens cannot be counted
+	ReasonCalibration       Reason = "calibration"     // the prompt could not be sized to the scenario
+)
+
+// Reasons lists every Reason except ReasonNone, so counters can be initialised.
+var Reasons = []Reason{
+	ReasonConnectionRefused, ReasonConnection, ReasonTimeout, ReasonStall,
+	ReasonHTTP4xx, ReasonHTTP5xx, ReasonStreamError, ReasonStreamCut,
+	ReasonMalformedChunk, ReasonOversizedLine, ReasonMissingUsage, ReasonCalibration,
+}
+
+// Result is everything one probe measured. Durations are computed from
+// monotonic timestamps taken when the bytes arrived.
+type Result struct {
+	Target   string
+	Model    string
+	Scenario string
+
+	Kind   Kind
+	Reason Reason
+	Err    error // detail for the log; nil on success
+
+	ResponseID   string    // the `id` of the streamed chunks, to match server-side traces
+	Start        time.Time // t0: just before the request was written
+	FirstToken   time.Time // arrival of the first chunk carrying generated output
+	FirstContent time.Time // arrival of the first chunk carrying non-reasoning content (zero if none)
+	LastToken    time.Time // arrival of the last chunk carrying generated output
+	Reasoning    bool      // the stream carried reasoning tokens before content
+
+	PromptTokens     int // usage.prompt_tokens
+	OutputTokens     int // usage.completion_tokens (final)
+	RequestedTokens  int // max_tokens asked for
+	FirstChunkTokens int // tokens the first output chunk carried (from continuous usage; 1 if unknown)
+	CachedTokens     int // usage.prompt_tokens_details.cached_tokens, when reported
+	CachedReported   bool
+	ContinuousUsage  bool    // the server sent usage on every chunk
+	ChunkTokens      []int32 // tokens per output-bearing chunk (only when ContinuousUsage)
+	FinishReason     string
+	PromptLengthOK   bool // PromptTokens within tolerance of the scenario's input tokens
+}
+
+// CacheHit reports whether the server served part of the prompt from its
+// prefix cache, which makes this probe's prefill timing worthless.
+func (r *Result) CacheHit() bool { return r.CachedTokens > 0 }
+
+// TTFT is the time to the first generated token.
+func (r *Result) TTFT() time.Duration { return r.FirstToken.Sub(r.Start) }
+
+// TTFC is the time to the first non-reasoning token; zero when there was none.
+func (r *Result) TTFC() time.Duration {
+	if r.FirstContent.IsZero() {
+		return 0
+	}
+	return r.FirstContent.Sub(r.Start)
+}
+
+// E2E is the time from t0 to the last token.
+func (r *Result) E2E() time.Duration { return r.LastToken.Sub(r.Start) }
+
+// DecodeTime is the time from the first to the last token.
+func (r *Result) DecodeTime() time.Duration { return r.LastToken.Sub(r.FirstToken) }
+
+// decodeIntervals is the number of token intervals inside DecodeTime: n-1
+// when tokens arrive one per chunk. When continuous usage shows the first
+// chunk carried k tokens (speculative decoding, stream-interval), those k
+// tokens all arrived at FirstToken, so only n-k intervals lie after it.
+func (r *Result) decodeIntervals() int {
+	k := r.FirstChunkTokens
+	if k < 1 {
+		k = 1
+	}
+	return r.OutputTokens - k
+}
+
+// ITL is the mean inter-token latency, decode_time / (n-1); see decodeIntervals.
+func (r *Result) ITL() time.Duration {
+	n := r.decodeIntervals()
+	if n < 1 {
+		return 0
+	}
+	return r.DecodeTime() / time.Duration(n)
+}
+
+// DecodeSpeed is the per-user decode speed in tokens/s, (n-1) / decode_time.
+func (r *Result) DecodeSpeed() float64 {
+	d := r.DecodeTime().Seconds()
+	n := r.decodeIntervals()
+	if d <= 0 || n < 1 {
+		return 0
+	}
+	return float64(n) / d
+}
+
+// PrefillSpeed is prompt tokens / TTFT in tokens/s.
+func (r *Result) PrefillSpeed() float64 {
+	t := r.TTFT().Seconds()
+	if t <= 0 {
+		return 0
+	}
+	return float64(r.PromptTokens) / t
+}

@@ -1,0 +1,142 @@
+package prober
+
+import (
+	"fmt"
+	"sort"
+	"time"
+)
+
+// Family groups scenarios by the benchmark style they come from.
+type Family string
+
+const (
+	// FamilyReport holds output constant so differences come from context length.
+	FamilyReport Family = "report"
+	// FamilyUseCase judges capacity against user-experience thresholds.
+	FamilyUseCase Family = "use_case"
+	// FamilyCustom is a scenario defined in the config file.
+	FamilyCustom Family = "custom"
+)
+
+// Thresholds are the SLA limits a scenario is judged by. A zero value means
+// "no limit on this metric".
+type Thresholds struct {
+	TTFT      time.Duration // time to first token must be <= TTFT
+	E2E       time.Duration // end-to-end latency must be <= E2E
+	ITL       time.Duration // mean inter-token latency must be <= ITL
+	MinDecode float64       // per-user decode speed must be >= MinDecode tokens/s
+}
+
+// ThresholdMetric names one threshold, as exported in the
+// slaprobe_sla_threshold{metric} label. Values are in base units.
+type ThresholdMetric struct {
+	Metric string
+	Value  float64
+}
+
+// Metrics lists the thresholds that are set, in a stable order.
+func (t Thresholds) Metrics() []ThresholdMetric {
+	var out []ThresholdMetric
+	if t.TTFT > 0 {
+		out = append(out, ThresholdMetric{"ttft_seconds", t.TTFT.Seconds()})
+	}
+	if t.ITL > 0 {
+		out = append(out, ThresholdMetric{"itl_seconds", t.ITL.Seconds()})
+	}
+	if t.E2E > 0 {
+		out = append(out, ThresholdMetric{"e2e_latency_seconds", t.E2E.Seconds()})
+	}
+	if t.MinDecode > 0 {
+		out = append(out, ThresholdMetric{"decode_tokens_per_second", t.MinDecode})
+	}
+	return out
+}
+
+// Scenario is one synthetic workload shape.
+type Scenario struct {
+	Name         string
+	Family       Family
+	Description  string
+	InputTokens  int           // prompt length as the server counts it, chat template included
+	OutputTokens int           // exact number of generated tokens forced per probe
+	Interval     time.Duration // mean time between probes of this scenario on one target
+	Timeout      time.Duration // a probe that has not finished by then fails with reason "timeout"
+	Thresholds   Thresholds
+}
+
+// Validate reports the first problem with s, naming the field and value.
+func (s Scenario) Validate() error {
+	switch {
+	case s.Name == "":
+		return fmt.Errorf("scenario: name is empty; expected a short identifier such as %q", "chatbot")
+	case s.InputTokens < 1:
+		return fmt.Errorf("scenario %q: input_tokens=%d; expected a positive token count", s.Name, s.InputTokens)
+	case s.OutputTokens < 2:
+		return fmt.Errorf("scenario %q: output_tokens=%d; expected at least 2 (decode speed needs two tokens)", s.Name, s.OutputTokens)
+	case s.Interval <= 0:
+		return fmt.Errorf("scenario %q: interval=%s; expected a positive duration", s.Name, s.Interval)
+	case s.Timeout <= 0:
+		return fmt.Errorf("scenario %q: timeout=%s; expected a positive duration", s.Name, s.Timeout)
+	case s.Thresholds.TTFT < 0 || s.Thresholds.E2E < 0 || s.Thresholds.ITL < 0 || s.Thresholds.MinDecode < 0:
+		return fmt.Errorf("scenario %q: thresholds must not be negative", s.Name)
+	}
+	return nil
+}
+
+// DefaultScenarios are probed when the config names none.
+var DefaultScenarios = []string{"chatbot", "rag", "agentic", "tool_calling"}
+
+// The report family's thresholds: max safe queue depth is judged at TTFT <= 3 s,
+// and 70 ms ITL is the memory-bandwidth ceiling line of large MoE models.
+var reportThresholds = Thresholds{TTFT: 3 * time.Second, ITL: 70 * time.Millisecond}
+
+// builtin is the catalog. Intervals and timeouts rise with context size so
+// that long, expensive probes run rarely and have time to prefill.
+var builtin = []Scenario{
+	{Name: "chatbot", Family: FamilyReport, Description: "short chat turn", InputTokens: 1024, OutputTokens: 256,
+		Interval: 30 * time.Second, Timeout: time.Minute, Thresholds: reportThresholds},
+	{Name: "rag", Family: FamilyReport, Description: "question plus retrieved chunks", InputTokens: 4096, OutputTokens: 256,
+		Interval: time.Minute, Timeout: 90 * time.Second, Thresholds: reportThresholds},
+	{Name: "agentic", Family: FamilyReport, Description: "agent step with a long scratchpad", InputTokens: 16384, OutputTokens: 256,
+		Interval: 2 * time.Minute, Timeout: 2 * time.Minute, Thresholds: reportThresholds},
+	{Name: "tool_calling", Family: FamilyReport, Description: "multi-step agent with tool schemas and results", InputTokens: 32768, OutputTokens: 256,
+		Interval: 5 * time.Minute, Timeout: 3 * time.Minute, Thresholds: reportThresholds},
+
+	{Name: "code_completion", Family: FamilyUseCase, Description: "inline code completion", InputTokens: 1024, OutputTokens: 128,
+		Interval: 30 * time.Second, Timeout: time.Minute, Thresholds: Thresholds{E2E: 2 * time.Second}},
+	{Name: "short_chat", Family: FamilyUseCase, Description: "chat with a short history", InputTokens: 8192, OutputTokens: 1024,
+		Interval: 2 * time.Minute, Timeout: 3 * time.Minute, Thresholds: Thresholds{TTFT: 10 * time.Second, MinDecode: 10}},
+	{Name: "general_chat", Family: FamilyUseCase, Description: "chat with a long history", InputTokens: 32768, OutputTokens: 1024,
+		Interval: 5 * time.Minute, Timeout: 4 * time.Minute, Thresholds: Thresholds{TTFT: 8 * time.Second, MinDecode: 15}},
+	{Name: "long_document", Family: FamilyUseCase, Description: "question over a long document", InputTokens: 65536, OutputTokens: 1024,
+		Interval: 10 * time.Minute, Timeout: 5 * time.Minute, Thresholds: Thresholds{TTFT: 12 * time.Second, MinDecode: 15}},
+	{Name: "coding_assistant", Family: FamilyUseCase, Description: "coding agent over a large repository context", InputTokens: 98304, OutputTokens: 1024,
+		Interval: 15 * time.Minute, Timeout: 6 * time.Minute, Thresholds: Thresholds{TTFT: 12 * time.Second, MinDecode: 20}},
+}
+
+// Builtin returns a copy of the built-in scenario catalog, report family first.
+func Builtin() []Scenario {
+	out := make([]Scenario, len(builtin))
+	copy(out, builtin)
+	return out
+}
+
+// LookupBuiltin returns the built-in scenario with the given name.
+func LookupBuiltin(name string) (Scenario, bool) {
+	for _, s := range builtin {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return Scenario{}, false
+}
+
+// BuiltinNames lists the built-in scenario names, sorted.
+func BuiltinNames() []string {
+	names := make([]string, 0, len(builtin))
+	for _, s := range builtin {
+		names = append(names, s.Name)
+	}
+	sort.Strings(names)
+	return names
+}

@@ -1,0 +1,1039 @@
+package report
+
+import (
+	"fmt"
+	"html/template"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Chart names: the data-chart attribute of every figure in report.html (and
+// its element id, prefixed "chart-"). Grafana panels mirror the same list.
+const (
+	ChartHeadline            = "headline"
+	ChartDecodeVsConcurrency = "decode-vs-concurrency"
+	ChartITLVsConcurrency    = "itl-vs-concurrency"
+	ChartScalingEfficiency   = "scaling-efficiency"
+	ChartDecodeRange         = "decode-range"
+	ChartTTFTRange           = "ttft-range"
+	ChartTTFTVsQueueDepth    = "ttft-vs-queue-depth"
+	ChartITLVsQueueDepth     = "itl-vs-queue-depth"
+	ChartDecodeVsQueueDepth  = "decode-vs-queue-depth"
+	ChartMaxSafeQueue        = "max-safe-queue"
+	ChartSystemThroughput    = "system-throughput"
+	ChartTokensPerHour       = "tokens-per-hour"
+	ChartUseCaseTable        = "use-case-capacity"
+	// ChartCapacity is one figure per use case; its id is
+	// "chart-capacity-<scenario slug>".
+	ChartCapacity         = "capacity"
+	ChartQueueWait        = "queue-wait-vs-context"
+	ChartPrefillVsContext = "prefill-vs-context"
+	ChartPower            = "power-vs-context"
+)
+
+// Charts lists every data-chart value report.html always contains (one
+// capacity figure per use case comes on top).
+var Charts = []string{
+	ChartHeadline, ChartUseCaseTable,
+	ChartDecodeVsConcurrency, ChartITLVsConcurrency, ChartScalingEfficiency, ChartDecodeRange, ChartTTFTRange,
+	ChartTTFTVsQueueDepth, ChartITLVsQueueDepth, ChartDecodeVsQueueDepth, ChartMaxSafeQueue,
+	ChartSystemThroughput, ChartTokensPerHour,
+	ChartQueueWait, ChartPrefillVsContext, ChartPower,
+}
+
+// Okabe–Ito colours (safe for colour-blind readers), darkest first, plus
+// markers so lines stay apart in grey print.
+var scenarioColors = []string{"#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#3d3d3d", "#8c564b"}
+
+const (
+	colorTTFTLine    = "#c0392b"
+	colorITLInstant  = "#1b7f3b"
+	colorITLCeiling  = "#b03a2e"
+	colorRange       = "#0072B2"
+	colorCapITL      = "#0072B2"
+	colorCapTTFT     = "#D55E00"
+	colorCapE2E      = "#8e44ad"
+	colorCapacityMrk = "#3d3d3d"
+)
+
+// nColor picks a sequential colour for the i-th of n concurrency levels
+// (light to dark reads as "more users"), from a dark slice of viridis.
+func nColor(i, n int) string {
+	stops := [][3]float64{{68, 1, 84}, {59, 82, 139}, {33, 145, 140}, {94, 201, 98}}
+	t := 0.0
+	if n > 1 {
+		t = float64(i) / float64(n-1)
+	}
+	t = 1 - t // N=1 green, largest N dark purple
+	pos := t * float64(len(stops)-1)
+	k := int(math.Floor(pos))
+	if k >= len(stops)-1 {
+		k = len(stops) - 2
+	}
+	f := pos - float64(k)
+	var c [3]int
+	for j := range c {
+		c[j] = int(math.Round(stops[k][j] + f*(stops[k+1][j]-stops[k][j])))
+	}
+	return fmt.Sprintf("#%02x%02x%02x", c[0], c[1], c[2])
+}
+
+// Experience bands from REFERENCE.md, in the units each chart plots.
+var (
+	bandsDecode = []expBand{{50, math.Inf(1), excellent}, {25, 50, good}, {15, 25, acceptable}, {math.Inf(-1), 15, poor}}
+	bandsITLms  = []expBand{{math.Inf(-1), 10, excellent}, {10, 20, good}, {20, 70, acceptable}, {70, math.Inf(1), poor}}
+	bandsTTFT   = []expBand{{math.Inf(-1), 0.5, excellent}, {0.5, 2, good}, {2, 10, acceptable}, {10, math.Inf(1), poor}}
+	bandsEffPct = []expBand{{90, math.Inf(1), excellent}, {70, 90, good}, {50, 70, acceptable}, {math.Inf(-1), 50, poor}}
+)
+
+// figure is one panel of the page.
+type figure struct {
+	Chart       string // data-chart value
+	DOMID       string // element id
+	Title       string
+	How         string // "how to read" note
+	Legend      template.HTML
+	SVG         template.HTML
+	Findings    []string
+	Tiles       []tile
+	Table       *table
+	Placeholder string // set when the data was not measured
+	Scenario    string // capacity figures: the use case
+	Wide        bool   // spans both grid columns
+	TileClass   string // "compact", "pair": tile layout inside the figure
+	Split       bool   // wide, with the text beside the chart (fills an odd row)
+}
+
+type tile struct {
+	Label, Value, Unit, Sub, Extra string
+	Level                          string // experience level class, optional
+}
+
+type table struct {
+	Class   string
+	Caption string
+	Groups  []colGroup // optional first header row
+	Head    []string
+	MDHead  []string // Markdown header when it differs from Head
+	Rows    [][]string
+	Numeric []bool // right-align column
+}
+
+// groupStart reports whether column i opens a new header group.
+func (t *table) groupStart(i int) bool {
+	n := 0
+	for _, g := range t.Groups {
+		if n == i {
+			return true
+		}
+		n += g.Span
+	}
+	return false
+}
+
+type colGroup struct {
+	Label string
+	Span  int
+}
+
+// slugify keeps [a-z0-9-] so a scenario name can be part of an id.
+func slugify(s string) string {
+	var b strings.Builder
+	dash := false
+	for _, r := range strings.ToLower(s) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			b.WriteRune(r)
+			dash = false
+		default:
+			if !dash && b.Len() > 0 {
+				b.WriteByte('-')
+				dash = true
+			}
+		}
+	}
+	out := strings.Trim(b.String(), "-")
+	if out == "" {
+		out = "scenario"
+	}
+	return out
+}
+
+func sortedSteps(steps []Step) []Step {
+	out := append([]Step(nil), steps...)
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Concurrency < out[j].Concurrency })
+	return out
+}
+
+// okSteps drops steps with no successful request: their statistics are empty.
+func okSteps(steps []Step) []Step {
+	var out []Step
+	for _, s := range sortedSteps(steps) {
+		if s.RequestsOK > 0 {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// chartScenarios are the scenarios drawn on the sweep charts: everything
+// but the use-case family, which has its own capacity figures (all of them
+// when nothing else has data).
+func chartScenarios(r *Report) []int {
+	var idx, all []int
+	for i, s := range r.Scenarios {
+		if len(s.ClosedLoop) == 0 && len(s.Burst) == 0 {
+			continue
+		}
+		all = append(all, i)
+		if s.Family != FamilyUseCase {
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) == 0 {
+		return all
+	}
+	return idx
+}
+
+func scenarioSeries(r *Report, i int) series {
+	n := len(scenarioColors)
+	return series{Name: r.Scenarios[i].Name, Color: scenarioColors[i%n], Marker: i % 4, Dashed: i >= n}
+}
+
+func fmtN(v float64) string { return strconv.Itoa(int(math.Round(v))) }
+
+func nAxis(label string, ns []float64) axis {
+	return axis{Label: label, Log: true, Ticks: ns, Fmt: fmtN}
+}
+
+// ladderOf collects the N values measured in a mode across the scenarios.
+func ladderOf(r *Report, idx []int, m Mode) []float64 {
+	seen := map[int]bool{}
+	var out []float64
+	for _, i := range idx {
+		for _, st := range r.Scenarios[i].Steps(m) {
+			if !seen[st.Concurrency] {
+				seen[st.Concurrency] = true
+				out = append(out, float64(st.Concurrency))
+			}
+		}
+	}
+	sort.Float64s(out)
+	return out
+}
+
+// autoLog picks a log axis when the values span more than 40×.
+func autoLog(vals []float64) bool { return spread(vals) > 40 }
+
+func spread(vals []float64) float64 {
+	lo, hi := math.Inf(1), 0.0
+	for _, v := range vals {
+		if v > 0 {
+			lo, hi = math.Min(lo, v), math.Max(hi, v)
+		}
+	}
+	if hi == 0 {
+		return 1
+	}
+	return hi / lo
+}
+
+func axisSeconds(v float64) string {
+	if v == 0 {
+		return "0"
+	}
+	if v < 1 {
+		return strconv.FormatFloat(clean(v*1000), 'f', -1, 64) + " ms"
+	}
+	return strconv.FormatFloat(clean(v), 'f', -1, 64) + " s"
+}
+
+func axisRate(v float64) string {
+	if v >= 10000 {
+		return strconv.FormatFloat(clean(v/1000), 'f', -1, 64) + "k"
+	}
+	return strconv.FormatFloat(clean(v), 'f', -1, 64)
+}
+
+func axisPlain(v float64) string { return strconv.FormatFloat(clean(v), 'f', -1, 64) }
+
+// metricSeries builds one line per scenario from a step metric.
+func metricSeries(r *Report, idx []int, m Mode, get func(Step) (float64, bool), tip func(float64) string) ([]series, []float64) {
+	var out []series
+	var vals []float64
+	for _, i := range idx {
+		s := scenarioSeries(r, i)
+		for _, st := range okSteps(r.Scenarios[i].Steps(m)) {
+			v, ok := get(st)
+			if !ok || !finite(v) {
+				continue
+			}
+			vals = append(vals, v)
+			s.Points = append(s.Points, point{X: float64(st.Concurrency), Y: v,
+				Tip: fmt.Sprintf("%s · %s N=%d · %s", r.Scenarios[i].Name, modeLabel(m), st.Concurrency, tip(v))})
+		}
+		if len(s.Points) > 0 {
+			out = append(out, s)
+		}
+	}
+	return out, vals
+}
+
+// extreme finds the min or max point over the series.
+type located struct {
+	v        float64
+	scenario string
+	n        int
+	ok       bool
+}
+
+func extreme(ss []series, max bool) located {
+	var best located
+	for _, s := range ss {
+		for _, p := range s.Points {
+			if !best.ok || (max && p.Y > best.v) || (!max && p.Y < best.v) {
+				best = located{p.Y, s.Name, int(p.X), true}
+			}
+		}
+	}
+	return best
+}
+
+func (c *chart) build(f *figure) {
+	f.SVG = c.SVG()
+	f.Legend = c.LegendHTML()
+}
+
+func newFigure(name, title, how string) figure {
+	return figure{Chart: name, DOMID: "chart-" + name, Title: title, How: how}
+}
+
+// buildFigures returns the page's figures grouped by section.
+func buildSections(r *Report) []section {
+	idx := chartScenarios(r)
+	th := r.Config.Thresholds
+	if th.MaxSafeQueueTTFTSeconds == 0 && th.ITLInstantSeconds == 0 && th.ITLCeilingSeconds == 0 {
+		th = DefaultThresholds()
+	}
+	if th.MaxSafeQueueStat == "" {
+		th.MaxSafeQueueStat = StatMean
+	}
+	closedN := ladderOf(r, idx, ModeClosedLoop)
+	burstN := ladderOf(r, idx, ModeBurst)
+
+	closed := section{ID: "closed-loop", Title: "When am I the fastest?",
+		Intro: "Closed loop: exactly N requests are in flight at every moment and nothing waits in a queue, so these charts show the best experience each user can get while N users share the server."}
+	closed.Figures = append(closed.Figures,
+		figDecodeVsN(r, idx, closedN),
+		figITLVsN(r, idx, closedN, th),
+		figScaling(r, idx, closedN),
+		figDecodeRange(r, idx, closedN),
+		figTTFTRange(r, idx, closedN),
+	)
+
+	burst := section{ID: "burst", Title: "When should I scale up?",
+		Intro: "Burst: N requests arrive at the same instant. The engine starts what fits and queues the rest, so time to first token grows with the queue. Use these charts for SLA and autoscaling decisions."}
+	burst.Figures = append(burst.Figures,
+		figTTFTVsQueue(r, idx, burstN, th),
+		figITLVsQueue(r, idx, burstN, th),
+		figDecodeVsQueue(r, idx, burstN),
+		figMaxSafeQueue(r, th),
+	)
+
+	tput := section{ID: "throughput", Title: "How much can the server produce?",
+		Intro: "System throughput counts output tokens per second summed over every stream in the measured window. Prompt tokens are not counted."}
+	tput.Figures = append(tput.Figures, figSystem(r, idx, closedN, burstN), figTokensPerHour(r, idx))
+
+	capSec := section{ID: "capacity", Title: "How many users per use case?",
+		Intro: "Each use case is judged against its own thresholds. The capacity is the largest N that meets every threshold. A value between two measured points is interpolated and marked “~”. A value with “+” means every N tested passed."}
+	capSec.Figures = append(capSec.Figures, figUseCaseTable(r))
+	capSec.Figures = append(capSec.Figures, figCapacities(r)...)
+
+	tech := section{ID: "technical", Title: "Under the hood",
+		Intro: "Where the time goes: queueing inside the engine, prefill speed as the context grows, and what the GPUs draw while they work. Each line is one closed-loop concurrency level."}
+	tech.Figures = append(tech.Figures, figQueueWait(r, idx), figPrefill(r, idx), figPower(r, idx))
+
+	out := []section{closed, burst, tput, capSec, tech}
+	for i := range out {
+		balance(out[i].Figures)
+	}
+	return out
+}
+
+// balance turns the last half-width figure of a section into a full-width
+// one with its text beside the chart when it would otherwise sit alone.
+func balance(figs []figure) {
+	run := 0
+	last := -1
+	for i := range figs {
+		if figs[i].Wide {
+			if run%2 == 1 {
+				split(&figs[last])
+			}
+			run = 0
+			continue
+		}
+		run++
+		last = i
+	}
+	if run%2 == 1 {
+		split(&figs[last])
+	}
+}
+
+func split(f *figure) {
+	f.Wide, f.Split = true, true
+}
+
+type section struct {
+	ID, Title, Intro string
+	Figures          []figure
+}
+
+func figDecodeVsN(r *Report, idx []int, ns []float64) figure {
+	f := newFigure(ChartDecodeVsConcurrency, "Per-user decode speed vs concurrency",
+		"Each line is one scenario. Higher is better: this is how fast text streams into one user’s screen while N users share the server. Above 50 tok/s text appears almost at once; below 15 tok/s it is slower than reading.")
+	ss, _ := metricSeries(r, idx, ModeClosedLoop, func(s Step) (float64, bool) { return s.Decode.Mean, s.Decode.Mean > 0 },
+		func(v float64) string { return fmtRate(v) + " tok/s" })
+	c := chart{ID: f.DOMID, Title: f.Title, X: nAxis("concurrent requests (N)", ns),
+		Y: axis{Label: "decode speed per user (tok/s)", FromZero: true, Fmt: axisRate}, Series: ss, Bands: bandsDecode}
+	c.build(&f)
+	if hi, lo := extreme(ss, true), extreme(ss, false); hi.ok {
+		f.Findings = append(f.Findings, fmt.Sprintf("Per-user decode speed runs from %s tok/s (%s, N=%d) down to %s tok/s (%s, N=%d).",
+			fmtRate(hi.v), hi.scenario, hi.n, fmtRate(lo.v), lo.scenario, lo.n))
+	}
+	return f
+}
+
+func figITLVsN(r *Report, idx []int, ns []float64, th ReportThresholds) figure {
+	f := newFigure(ChartITLVsConcurrency, "Inter-token latency vs concurrency",
+		"The gap between two streamed tokens, averaged per request. Lower is smoother. Under the dashed line streaming feels instant; between 20 and 70 ms it is noticeably slower but fine to read.")
+	ss, _ := metricSeries(r, idx, ModeClosedLoop, func(s Step) (float64, bool) { return s.ITL.Mean * 1000, s.ITL.Mean > 0 },
+		func(v float64) string { return fmtMS(v/1000) + " ITL" })
+	var refs []refLine
+	if th.ITLInstantSeconds > 0 {
+		refs = append(refs, refLine{Value: th.ITLInstantSeconds * 1000, Label: fmtSecondsShort(th.ITLInstantSeconds) + " instant", Color: colorITLInstant})
+	}
+	c := chart{ID: f.DOMID, Title: f.Title, X: nAxis("concurrent requests (N)", ns),
+		Y: axis{Label: "inter-token latency (ms)", FromZero: true, Fmt: axisPlain}, Series: ss, Refs: refs, Bands: bandsITLms}
+	c.build(&f)
+	if lo, hi := extreme(ss, false), extreme(ss, true); lo.ok {
+		msg := fmt.Sprintf("Best ITL %s (%s, N=%d); worst %s (%s, N=%d).", fmtMS(lo.v/1000), lo.scenario, lo.n, fmtMS(hi.v/1000), hi.scenario, hi.n)
+		if th.ITLInstantSeconds > 0 {
+			under, total := 0, 0
+			for _, s := range ss {
+				for _, p := range s.Points {
+					total++
+					if p.Y <= th.ITLInstantSeconds*1000 {
+						under++
+					}
+				}
+			}
+			msg += fmt.Sprintf(" %d of %d measured points stay under %s.", under, total, fmtSecondsShort(th.ITLInstantSeconds))
+		}
+		f.Findings = append(f.Findings, msg)
+	}
+	return f
+}
+
+func figScaling(r *Report, idx []int, ns []float64) figure {
+	f := newFigure(ChartScalingEfficiency, "Scaling efficiency vs concurrency",
+		"System throughput divided by (single-user throughput × N). 100% means adding a user costs the others nothing; the drop shows how the GPU’s memory bandwidth is shared. Above 90% is excellent, below 50% means heavy contention.")
+	ss, vals := metricSeries(r, idx, ModeClosedLoop, func(s Step) (float64, bool) {
+		if s.ScalingEfficiency == nil {
+			return 0, false
+		}
+		return *s.ScalingEfficiency * 100, true
+	}, func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) + "% efficiency" })
+	ymax := 100.0
+	for _, v := range vals {
+		ymax = math.Max(ymax, v)
+	}
+	c := chart{ID: f.DOMID, Title: f.Title, X: nAxis("concurrent requests (N)", ns),
+		Y:      axis{Label: "scaling efficiency (%)", Min: 0, Max: math.Ceil(ymax/10) * 10, Fmt: axisPlain},
+		Series: ss, Bands: bandsEffPct}
+	c.build(&f)
+	// Findings at the largest N every scenario reached.
+	if len(ss) > 0 {
+		type at struct {
+			name string
+			v    float64
+		}
+		maxN := 0.0
+		for _, n := range ns {
+			maxN = n
+		}
+		var row []at
+		for _, s := range ss {
+			for _, p := range s.Points {
+				if p.X == maxN {
+					row = append(row, at{s.Name, p.Y})
+				}
+			}
+		}
+		if len(row) > 0 {
+			sort.SliceStable(row, func(i, j int) bool { return row[i].v > row[j].v })
+			if len(row) == 1 {
+				f.Findings = append(f.Findings, fmt.Sprintf("At N=%d scaling efficiency is %.0f%% (%s).", int(maxN), row[0].v, row[0].name))
+			} else {
+				f.Findings = append(f.Findings, fmt.Sprintf("At N=%d scaling efficiency ranges from %.0f%% (%s) to %.0f%% (%s).",
+					int(maxN), row[0].v, row[0].name, row[len(row)-1].v, row[len(row)-1].name))
+			}
+		}
+	}
+	return f
+}
+
+// rangeBand builds a band from the best to the worst scenario at each N.
+func rangeBand(r *Report, idx []int, get func(Step) float64, unit func(float64) string) (area, []string) {
+	byN := map[int][]located{}
+	for _, i := range idx {
+		for _, st := range okSteps(r.Scenarios[i].ClosedLoop) {
+			if v := get(st); v > 0 && finite(v) {
+				byN[st.Concurrency] = append(byN[st.Concurrency], located{v, r.Scenarios[i].Name, st.Concurrency, true})
+			}
+		}
+	}
+	var ns []int
+	for n := range byN {
+		ns = append(ns, n)
+	}
+	sort.Ints(ns)
+	a := area{Name: "best → worst scenario", Color: colorRange}
+	var notes []string
+	for _, n := range ns {
+		pts := byN[n]
+		sort.SliceStable(pts, func(i, j int) bool { return pts[i].v < pts[j].v })
+		lo, hi := pts[0], pts[len(pts)-1]
+		a.Hi = append(a.Hi, point{X: float64(n), Y: hi.v, Tip: fmt.Sprintf("N=%d · %s: %s", n, hi.scenario, unit(hi.v))})
+		a.Lo = append(a.Lo, point{X: float64(n), Y: lo.v, Tip: fmt.Sprintf("N=%d · %s: %s", n, lo.scenario, unit(lo.v))})
+		notes = []string{fmt.Sprintf("At N=%d users get between %s (%s) and %s (%s), depending on context length.",
+			n, unit(lo.v), lo.scenario, unit(hi.v), hi.scenario)}
+	}
+	return a, notes
+}
+
+func figDecodeRange(r *Report, idx []int, ns []float64) figure {
+	f := newFigure(ChartDecodeRange, "Per-user throughput range",
+		"The shaded band runs from the best scenario (usually the shortest context) to the worst at each N. A narrow band means context length hardly changes what a user gets; a wide one means long prompts pay a large decode penalty.")
+	a, notes := rangeBand(r, idx, func(s Step) float64 { return s.Decode.Mean }, func(v float64) string { return fmtRate(v) + " tok/s" })
+	c := chart{ID: f.DOMID, Title: f.Title, X: nAxis("concurrent requests (N)", ns),
+		Y: axis{Label: "decode speed per user (tok/s)", FromZero: true, Fmt: axisRate}, Bands: bandsDecode}
+	if len(a.Hi) > 0 {
+		c.Areas = []area{a}
+	}
+	c.build(&f)
+	f.Findings = notes
+	return f
+}
+
+func figTTFTRange(r *Report, idx []int, ns []float64) figure {
+	f := newFigure(ChartTTFTRange, "Time to first token range",
+		"The band runs from the quickest scenario to the slowest at each N. TTFT is mostly prefill here (nothing queues in a closed loop), so the top edge is the longest context. Under 0.5 s feels instant; 0.5–2 s responsive.")
+	a, notes := rangeBand(r, idx, func(s Step) float64 { return s.TTFT.Mean }, fmtSeconds)
+	var vals []float64
+	for _, p := range append(append([]point(nil), a.Hi...), a.Lo...) {
+		vals = append(vals, p.Y)
+	}
+	c := chart{ID: f.DOMID, Title: f.Title, X: nAxis("concurrent requests (N)", ns),
+		Y: axis{Label: "time to first token", Log: autoLog(vals), FromZero: true, Fmt: axisSeconds}, Bands: bandsTTFT}
+	if len(a.Hi) > 0 {
+		c.Areas = []area{a}
+	}
+	c.build(&f)
+	f.Findings = notes
+	return f
+}
+
+func figTTFTVsQueue(r *Report, idx []int, ns []float64, th ReportThresholds) figure {
+	stat := th.MaxSafeQueueStat
+	f := newFigure(ChartTTFTVsQueueDepth, "TTFT vs queue depth",
+		"The chart to plan production with. N requests arrive together; the later ones wait for earlier prefills, so TTFT climbs with N. Where a line crosses the dashed limit, users start to find the service slow. The value plotted is TTFT "+stat+".")
+	ss, vals := metricSeries(r, idx, ModeBurst, func(s Step) (float64, bool) { v := s.TTFT.Stat(stat); return v, v > 0 }, fmtSeconds)
+	var refs []refLine
+	if th.MaxSafeQueueTTFTSeconds > 0 {
+		refs = append(refs, refLine{Value: th.MaxSafeQueueTTFTSeconds, Label: fmtSecondsShort(th.MaxSafeQueueTTFTSeconds) + " TTFT limit", Color: colorTTFTLine})
+		vals = append(vals, th.MaxSafeQueueTTFTSeconds)
+	}
+	c := chart{ID: f.DOMID, Title: f.Title, X: nAxis("requests sent at once (queue depth)", ns),
+		Y: axis{Label: "time to first token (" + stat + ")", Log: autoLog(vals), FromZero: true, Fmt: axisSeconds}, Series: ss, Refs: refs, Bands: bandsTTFT}
+	c.build(&f)
+	if lo, hi := extreme(ss, false), extreme(ss, true); lo.ok {
+		f.Findings = append(f.Findings, fmt.Sprintf("TTFT under burst load runs from %s (%s, N=%d) to %s (%s, N=%d).",
+			fmtSeconds(lo.v), lo.scenario, lo.n, fmtSeconds(hi.v), hi.scenario, hi.n))
+	}
+	for _, i := range idx {
+		for _, e := range r.Scenarios[i].StoppedEarly {
+			if e.Mode == ModeBurst {
+				f.Findings = append(f.Findings, r.Scenarios[i].Name+": "+earlyStopText(e))
+			}
+		}
+	}
+	return f
+}
+
+func figITLVsQueue(r *Report, idx []int, ns []float64, th ReportThresholds) figure {
+	f := newFigure(ChartITLVsQueueDepth, "Inter-token latency vs queue depth",
+		"Streaming smoothness under a burst. Continuous batching shares decode across all running requests, so ITL often levels off while TTFT keeps rising. The dashed line is the memory-bandwidth ceiling typical of large MoE models.")
+	ss, _ := metricSeries(r, idx, ModeBurst, func(s Step) (float64, bool) { return s.ITL.Mean * 1000, s.ITL.Mean > 0 },
+		func(v float64) string { return fmtMS(v/1000) + " ITL" })
+	var refs []refLine
+	if th.ITLCeilingSeconds > 0 {
+		refs = append(refs, refLine{Value: th.ITLCeilingSeconds * 1000, Label: fmtSecondsShort(th.ITLCeilingSeconds) + " MoE ceiling", Color: colorITLCeiling})
+	}
+	c := chart{ID: f.DOMID, Title: f.Title, X: nAxis("requests sent at once (queue depth)", ns),
+		Y: axis{Label: "inter-token latency (ms)", FromZero: true, Fmt: axisPlain}, Series: ss, Refs: refs, Bands: bandsITLms}
+	c.build(&f)
+	if hi := extreme(ss, true); hi.ok {
+		msg := fmt.Sprintf("Highest ITL under burst: %s (%s, N=%d).", fmtMS(hi.v/1000), hi.scenario, hi.n)
+		if th.ITLCeilingSeconds > 0 {
+			if hi.v <= th.ITLCeilingSeconds*1000 {
+				msg += " Every point stays under the " + fmtSecondsShort(th.ITLCeilingSeconds) + " ceiling."
+			} else {
+				msg += " Some points cross the " + fmtSecondsShort(th.ITLCeilingSeconds) + " ceiling."
+			}
+		}
+		f.Findings = append(f.Findings, msg)
+	}
+	return f
+}
+
+func figDecodeVsQueue(r *Report, idx []int, ns []float64) figure {
+	f := newFigure(ChartDecodeVsQueueDepth, "Per-user decode speed vs queue depth",
+		"Decode speed of the requests of a burst, once they stream. It usually holds up far better than TTFT: a queued user waits longer to start, then reads at a similar pace.")
+	ss, _ := metricSeries(r, idx, ModeBurst, func(s Step) (float64, bool) { return s.Decode.Mean, s.Decode.Mean > 0 },
+		func(v float64) string { return fmtRate(v) + " tok/s" })
+	c := chart{ID: f.DOMID, Title: f.Title, X: nAxis("requests sent at once (queue depth)", ns),
+		Y: axis{Label: "decode speed per user (tok/s)", FromZero: true, Fmt: axisRate}, Series: ss, Bands: bandsDecode}
+	c.build(&f)
+	if hi, lo := extreme(ss, true), extreme(ss, false); hi.ok {
+		f.Findings = append(f.Findings, fmt.Sprintf("Under burst load per-user decode runs from %s tok/s (%s, N=%d) down to %s tok/s (%s, N=%d).",
+			fmtRate(hi.v), hi.scenario, hi.n, fmtRate(lo.v), lo.scenario, lo.n))
+	}
+	return f
+}
+
+func figMaxSafeQueue(r *Report, th ReportThresholds) figure {
+	f := newFigure(ChartMaxSafeQueue, "Max safe queue depth",
+		"The largest burst each scenario absorbs while TTFT stays within the limit. Size autoscaling or admission control so that no more than this many requests wait at once.")
+	f.TileClass = "pair"
+	for _, q := range r.Capacity.MaxSafeQueue {
+		stat := q.Stat
+		if stat == "" {
+			stat = th.MaxSafeQueueStat
+		}
+		t := tile{Label: q.Scenario, Value: fmtBound(q.Bound), Unit: "requests",
+			Sub:   fmt.Sprintf("TTFT %s ≤ %s", stat, fmtSecondsShort(q.ThresholdSeconds)),
+			Extra: fmt.Sprintf("burst tested up to N=%d", q.MaxTested)}
+		if q.Approximate {
+			t.Extra += "; interpolated"
+		}
+		f.Tiles = append(f.Tiles, t)
+	}
+	if len(f.Tiles) == 0 {
+		f.Placeholder = "No burst sweep was run, so the max safe queue depth was not measured."
+	}
+	return f
+}
+
+func figSystem(r *Report, idx []int, closedN, burstN []float64) figure {
+	f := newFigure(ChartSystemThroughput, "System throughput vs concurrency",
+		"Output tokens per second summed over all streams. Solid lines are closed-loop steps, dashed lines the same scenario under burst load. The curve flattens where the server runs out of memory bandwidth or KV cache.")
+	get := func(s Step) (float64, bool) { return s.SystemTokensPerSecond, s.SystemTokensPerSecond > 0 }
+	tip := func(v float64) string { return fmtRate(v) + " tok/s (" + fmtBig(v*3600) + " tokens/h)" }
+	ss, _ := metricSeries(r, idx, ModeClosedLoop, get, tip)
+	bs, _ := metricSeries(r, idx, ModeBurst, get, tip)
+	for i := range bs {
+		bs[i].Dashed = true
+		bs[i].Name += " (burst)"
+	}
+	all := append(ss, bs...)
+	ns := append(append([]float64(nil), closedN...), burstN...)
+	sort.Float64s(ns)
+	ns = dedupe(ns)
+	c := chart{ID: f.DOMID, Title: f.Title, X: nAxis("concurrent requests (N)", ns),
+		Y: axis{Label: "system throughput (tok/s)", FromZero: true, Fmt: axisRate}, Series: all}
+	c.build(&f)
+	h := r.Headline
+	if h.MaxSystemThroughput != nil {
+		f.Findings = append(f.Findings, fmt.Sprintf("Peak: %s tok/s (%s), about %s tokens per hour.",
+			fmtRate(h.MaxSystemThroughput.Value), where(h.MaxSystemThroughput), fmtBig(h.MaxSystemThroughput.Value*3600)))
+	}
+	return f
+}
+
+func dedupe(v []float64) []float64 {
+	var out []float64
+	for i, x := range v {
+		if i == 0 || x != v[i-1] {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func figTokensPerHour(r *Report, idx []int) figure {
+	f := newFigure(ChartTokensPerHour, "Tokens per hour",
+		"System throughput × 3,600 for each closed-loop step, and the best step of either mode. Use it to size batch jobs such as document processing or synthetic data.")
+	t := tokensPerHourTable(r, idx)
+	if len(t.Rows) == 0 {
+		f.Placeholder = "No throughput was measured."
+	} else {
+		f.Table = &t
+	}
+	return f
+}
+
+// tokensPerHourTable: one row per scenario, one column per closed-loop N,
+// plus the peak over both modes.
+func tokensPerHourTable(r *Report, idx []int) table {
+	ns := ladderOf(r, idx, ModeClosedLoop)
+	t := table{Head: []string{"scenario"}, Numeric: []bool{false}}
+	for _, n := range ns {
+		t.Head = append(t.Head, "N="+fmtN(n))
+		t.Numeric = append(t.Numeric, true)
+	}
+	t.Head = append(t.Head, "peak tokens/h", "at")
+	t.Numeric = append(t.Numeric, true, false)
+	for _, i := range idx {
+		s := &r.Scenarios[i]
+		row := []string{s.Name}
+		byN := map[int]Step{}
+		for _, st := range okSteps(s.ClosedLoop) {
+			byN[st.Concurrency] = st
+		}
+		for _, n := range ns {
+			if st, ok := byN[int(n)]; ok {
+				row = append(row, fmtBig(st.TokensPerHour))
+			} else {
+				row = append(row, "–")
+			}
+		}
+		var best *Step
+		var bestMode Mode
+		for _, m := range modes(s) {
+			for _, st := range okSteps(m.steps) {
+				if best == nil || st.TokensPerHour > best.TokensPerHour {
+					st := st
+					best, bestMode = &st, m.mode
+				}
+			}
+		}
+		if best == nil {
+			continue
+		}
+		row = append(row, fmtBig(best.TokensPerHour), fmt.Sprintf("%s N=%d", modeLabel(bestMode), best.Concurrency))
+		t.Rows = append(t.Rows, row)
+	}
+	return t
+}
+
+func figUseCaseTable(r *Report) figure {
+	f := newFigure(ChartUseCaseTable, "Use-case capacity",
+		"How many concurrent requests each use case supports before its first threshold breaks. For chat-style traffic with pauses between turns, one request slot serves several active users.")
+	f.Wide = true
+	t := useCaseTable(r)
+	if len(t.Rows) == 0 {
+		f.Placeholder = "No use-case scenario was run."
+	} else {
+		f.Table = &t
+	}
+	return f
+}
+
+func useCaseTable(r *Report) table {
+	t := table{Class: "cap", Head: []string{"use case", "context", "thresholds", "capacity", "limited by", "tested up to"},
+		Numeric: []bool{false, false, false, true, false, true}}
+	for _, u := range r.Capacity.UseCases {
+		ctx, thr := "", ""
+		if s := r.scenario(u.Scenario); s != nil {
+			ctx = fmt.Sprintf("%s in / %s out", fmtTokens(float64(s.InputTokens)), grouped(float64(s.OutputTokens), 0))
+			thr = strings.Join(thresholdTexts(s.Thresholds), ", ")
+		}
+		lim := "–"
+		if u.LimitedBy != "" {
+			lim = limitName(u.LimitedBy)
+		}
+		t.Rows = append(t.Rows, []string{u.Scenario, ctx, thr, fmtBound(u.Bound), lim, fmt.Sprintf("N=%d (%s)", u.MaxTested, modeLabel(u.Mode))})
+	}
+	return t
+}
+
+func figCapacities(r *Report) []figure {
+	var out []figure
+	used := map[string]int{}
+	for _, u := range r.Capacity.UseCases {
+		s := r.scenario(u.Scenario)
+		slug := slugify(u.Scenario)
+		used[slug]++
+		if used[slug] > 1 {
+			slug += "-" + strconv.Itoa(used[slug])
+		}
+		f := figure{Chart: ChartCapacity, DOMID: "chart-capacity-" + slug, Scenario: u.Scenario,
+			Title: "Capacity: " + u.Scenario,
+			How:   "Inter-token latency on the left axis, time to first token (or end-to-end latency) on the right, against N. Dashed lines are this use case’s thresholds in the colour of the metric they limit; the grey line marks the capacity."}
+		if s == nil {
+			f.Placeholder = "No measurements for this use case."
+			out = append(out, f)
+			continue
+		}
+		if s.Description != "" || s.InputTokens > 0 {
+			f.How = fmt.Sprintf("%s in / %s out%s. ", fmtTokens(float64(s.InputTokens)), grouped(float64(s.OutputTokens), 0), descSuffix(s.Description)) + f.How
+		}
+		f.SVG, f.Legend = capacityChart(f.DOMID, s, u)
+		f.Findings = append(f.Findings, capacitySentence(s, u))
+		out = append(out, f)
+	}
+	return out
+}
+
+func descSuffix(d string) string {
+	if d == "" {
+		return ""
+	}
+	return " · " + d
+}
+
+func capacitySentence(s *Scenario, u UseCaseCapacity) string {
+	thr := strings.Join(thresholdTexts(s.Thresholds), " and ")
+	switch {
+	case u.AtLeast:
+		return fmt.Sprintf("Every N tested, up to %d, met %s: capacity is at least %d and likely higher.", u.MaxTested, thr, u.Value)
+	case u.Value <= 0:
+		return fmt.Sprintf("Even the smallest N tested breaks %s (%s).", thr, limitName(u.LimitedBy))
+	default:
+		return fmt.Sprintf("Supports %s concurrent requests; beyond that %s crosses its threshold (%s).", fmtBound(u.Bound), limitName(u.LimitedBy), thr)
+	}
+}
+
+func limitStat(u UseCaseCapacity, kind string) string {
+	for _, l := range u.Limits {
+		if l.Kind == kind && l.Stat != "" {
+			return l.Stat
+		}
+	}
+	return StatMean
+}
+
+func capacityChart(id string, s *Scenario, u UseCaseCapacity) (template.HTML, template.HTML) {
+	steps := okSteps(s.Steps(u.Mode))
+	var ns []float64
+	itl := series{Name: "ITL mean (left axis)", Color: colorCapITL, Marker: 0}
+	useE2E := s.Thresholds.E2ESeconds > 0
+	useTTFT := s.Thresholds.TTFTSeconds > 0 || !useE2E
+	ttftStat, e2eStat := limitStat(u, LimitTTFT), limitStat(u, LimitE2E)
+	ttft := series{Name: "TTFT " + ttftStat + " (right axis)", Color: colorCapTTFT, Marker: 1, Right: true}
+	e2e := series{Name: "E2E " + e2eStat + " (right axis)", Color: colorCapE2E, Marker: 2, Right: true}
+	for _, st := range steps {
+		n := float64(st.Concurrency)
+		ns = append(ns, n)
+		if st.ITL.Mean > 0 {
+			itl.Points = append(itl.Points, point{X: n, Y: st.ITL.Mean * 1000,
+				Tip: fmt.Sprintf("N=%d · ITL %s (≈ %s tok/s per user)", st.Concurrency, fmtMS(st.ITL.Mean), fmtRate(st.Decode.Mean))})
+		}
+		if v := st.TTFT.Stat(ttftStat); v > 0 {
+			ttft.Points = append(ttft.Points, point{X: n, Y: v, Tip: fmt.Sprintf("N=%d · TTFT %s %s", st.Concurrency, ttftStat, fmtSeconds(v))})
+		}
+		if v := st.E2E.Stat(e2eStat); v > 0 {
+			e2e.Points = append(e2e.Points, point{X: n, Y: v, Tip: fmt.Sprintf("N=%d · E2E %s %s", st.Concurrency, e2eStat, fmtSeconds(v))})
+		}
+	}
+	c := chart{ID: id, Title: "Capacity: " + s.Name, X: nAxis("concurrent requests (N, "+modeLabel(u.Mode)+")", ns),
+		Y:  axis{Label: "inter-token latency (ms)", FromZero: true, Fmt: axisPlain},
+		Y2: &axis{Label: "seconds", FromZero: true, Fmt: axisSeconds}}
+	c.Series = append(c.Series, itl)
+	if useTTFT {
+		c.Series = append(c.Series, ttft)
+	}
+	if useE2E {
+		c.Series = append(c.Series, e2e)
+	}
+	var right []float64
+	for _, s := range c.Series {
+		if s.Right {
+			for _, p := range s.Points {
+				right = append(right, p.Y)
+			}
+		}
+	}
+	right = append(right, s.Thresholds.TTFTSeconds, s.Thresholds.E2ESeconds)
+	c.Y2.Log = spread(right) > 20
+	switch {
+	case useTTFT && !useE2E:
+		c.Y2.Label = "time to first token"
+	case useE2E && !useTTFT:
+		c.Y2.Label = "end-to-end latency"
+	}
+	t := s.Thresholds
+	if t.TTFTSeconds > 0 {
+		c.Refs = append(c.Refs, refLine{Value: t.TTFTSeconds, Right: true, Color: colorCapTTFT, Label: limitText(LimitTTFT, t.TTFTSeconds)})
+	}
+	if t.E2ESeconds > 0 {
+		c.Refs = append(c.Refs, refLine{Value: t.E2ESeconds, Right: true, Color: colorCapE2E, Label: limitText(LimitE2E, t.E2ESeconds)})
+	}
+	if t.ITLSeconds > 0 {
+		c.Refs = append(c.Refs, refLine{Value: t.ITLSeconds * 1000, Color: colorCapITL, Label: limitText(LimitITL, t.ITLSeconds)})
+	}
+	if t.MinDecodeTokensPerSecond > 0 {
+		// Per request, ITL is the reciprocal of decode speed.
+		itlMax := 1 / t.MinDecodeTokensPerSecond
+		c.Refs = append(c.Refs, refLine{Value: itlMax * 1000, Color: colorCapITL,
+			Label: limitText(LimitDecode, t.MinDecodeTokensPerSecond) + " (ITL ≤ " + fmtMS(itlMax) + ")"})
+	}
+	if u.Value > 0 {
+		c.Refs = append(c.Refs, refLine{Value: float64(u.Value), Vertical: true, Color: colorCapacityMrk, Label: "capacity " + fmtBound(u.Bound)})
+	}
+	return c.SVG(), c.LegendHTML()
+}
+
+// contextRows picks one scenario per context length (the first in report
+// order) for the charts whose x axis is the context.
+func contextRows(r *Report, idx []int) []*Scenario {
+	seen := map[int]bool{}
+	var out []*Scenario
+	for _, i := range idx {
+		s := &r.Scenarios[i]
+		if len(s.ClosedLoop) == 0 || seen[s.InputTokens] {
+			continue
+		}
+		seen[s.InputTokens] = true
+		out = append(out, s)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].InputTokens < out[j].InputTokens })
+	return out
+}
+
+// contextSeries builds one line per closed-loop N with x = context length.
+func contextSeries(rows []*Scenario, get func(Step) (float64, bool), unit func(float64) string) ([]series, []float64) {
+	byN := map[int][]point{}
+	var ctxs []float64
+	for _, s := range rows {
+		ctxs = append(ctxs, float64(s.InputTokens))
+		for _, st := range okSteps(s.ClosedLoop) {
+			if v, ok := get(st); ok && finite(v) {
+				byN[st.Concurrency] = append(byN[st.Concurrency], point{X: float64(s.InputTokens), Y: v,
+					Tip: fmt.Sprintf("%s (%s) · N=%d · %s", s.Name, fmtTokens(float64(s.InputTokens)), st.Concurrency, unit(v))})
+			}
+		}
+	}
+	var ns []int
+	for n := range byN {
+		ns = append(ns, n)
+	}
+	sort.Ints(ns)
+	var out []series
+	for k, n := range ns {
+		out = append(out, series{Name: fmt.Sprintf("N=%d", n), Color: nColor(k, len(ns)), Marker: k % 4, Points: byN[n]})
+	}
+	return out, ctxs
+}
+
+func ctxAxis(ctxs []float64) axis {
+	return axis{Label: "context length (input tokens)", Log: true, Ticks: ctxs, Fmt: fmtTokens}
+}
+
+func figQueueWait(r *Report, idx []int) figure {
+	f := newFigure(ChartQueueWait, "Queue wait vs context and concurrency",
+		"Time a request waited inside the engine before its prefill began, from the engine’s own queue-time histogram. Near zero means the GPU took every request at once; growth means requests wait for a batch slot or KV cache.")
+	rows := contextRows(r, idx)
+	ss, ctxs := contextSeries(rows, func(s Step) (float64, bool) {
+		if s.QueueWaitSeconds == nil {
+			return 0, false
+		}
+		return *s.QueueWaitSeconds, true
+	}, fmtSeconds)
+	if len(ss) == 0 {
+		f.Placeholder = "Queue wait was not measured: the engine exposes no vllm:request_queue_time_seconds histogram, or no closed-loop sweep ran."
+		return f
+	}
+	c := chart{ID: f.DOMID, Title: f.Title, X: ctxAxis(ctxs), Y: axis{Label: "queue wait", FromZero: true, Fmt: axisSeconds}, Series: ss}
+	c.build(&f)
+	if hi := extreme(ss, true); hi.ok {
+		f.Findings = append(f.Findings, fmt.Sprintf("Longest mean queue wait: %s at %s context, %s.", fmtSeconds(hi.v), fmtTokens(float64(hi.n)), hi.scenario))
+	}
+	return f
+}
+
+func figPrefill(r *Report, idx []int) figure {
+	f := newFigure(ChartPrefillVsContext, "Per-user prefill speed vs context",
+		"Prompt tokens processed per second for one request, TTFT minus queue wait. It usually rises with context while the GPU fills up, peaks, then falls as attention cost grows or chunked prefill caps each step.")
+	rows := contextRows(r, idx)
+	ss, ctxs := contextSeries(rows, func(s Step) (float64, bool) { return s.PrefillTokensPerSecond, s.PrefillTokensPerSecond > 0 },
+		func(v float64) string { return fmtRate(v) + " tok/s" })
+	if len(ss) == 0 {
+		f.Placeholder = "Prefill speed was not measured."
+		return f
+	}
+	c := chart{ID: f.DOMID, Title: f.Title, X: ctxAxis(ctxs), Y: axis{Label: "prefill speed per user (tok/s)", FromZero: true, Fmt: axisRate}, Series: ss}
+	c.build(&f)
+	t := table{Head: []string{"concurrency", "peaks at", "peak prefill speed"}, Numeric: []bool{false, false, true}}
+	for _, s := range ss {
+		var best point
+		for _, p := range s.Points {
+			if p.Y > best.Y {
+				best = p
+			}
+		}
+		t.Rows = append(t.Rows, []string{s.Name, fmtTokens(best.X) + " context", fmtRate(best.Y) + " tok/s"})
+	}
+	f.Table = &t
+	return f
+}
+
+func figPower(r *Report, idx []int) figure {
+	f := newFigure(ChartPower, "GPU power vs context and concurrency",
+		"Average GPU draw during each closed-loop step, summed over the target’s GPUs. Budget cooling and power for the peak, and cost for the average.")
+	rows := contextRows(r, idx)
+	ss, ctxs := contextSeries(rows, func(s Step) (float64, bool) {
+		if s.Power == nil {
+			return 0, false
+		}
+		return s.Power.AvgWatts, true
+	}, fmtWatts)
+	// Tiles use every step of every scenario, both modes.
+	var peak, bestJ *Step
+	var peakName, bestJName string
+	var peakMode Mode
+	for i := range r.Scenarios {
+		s := &r.Scenarios[i]
+		for _, m := range modes(s) {
+			for _, st := range m.steps {
+				if st.Power == nil {
+					continue
+				}
+				st := st
+				if peak == nil || st.Power.PeakWatts > peak.Power.PeakWatts {
+					peak, peakName, peakMode = &st, s.Name, m.mode
+				}
+				if st.Power.JoulesPerToken > 0 && (bestJ == nil || st.Power.JoulesPerToken < bestJ.Power.JoulesPerToken) {
+					bestJ, bestJName = &st, s.Name
+				}
+			}
+		}
+	}
+	if peak == nil {
+		f.Placeholder = "GPU power was not measured. Run slaprobe bench where NVML can see the target’s GPUs to add power, energy per token and cost per hour to this report."
+		return f
+	}
+	f.TileClass = "compact"
+	f.Tiles = append(f.Tiles, tile{Label: "peak draw", Value: fmtWatts(peak.Power.PeakWatts),
+		Sub: fmt.Sprintf("%s, %s N=%d", peakName, modeLabel(peakMode), peak.Concurrency)})
+	if peak.Power.CostPerHourUSD > 0 {
+		f.Tiles = append(f.Tiles, tile{Label: "cost per hour", Value: fmtUSD(peak.Power.CostPerHourUSD),
+			Sub: fmt.Sprintf("%s average at that step, $%s/kWh", fmtWatts(peak.Power.AvgWatts), strconv.FormatFloat(r.Config.PricePerKWh, 'f', 2, 64))})
+	}
+	if bestJ != nil {
+		f.Tiles = append(f.Tiles, tile{Label: "best energy per token", Value: strconv.FormatFloat(bestJ.Power.JoulesPerToken, 'f', 2, 64) + " J",
+			Sub: fmt.Sprintf("%s, N=%d", bestJName, bestJ.Concurrency)})
+	}
+	if len(ss) == 0 {
+		f.Placeholder = "No closed-loop step carried power readings, so the chart is empty."
+		return f
+	}
+	c := chart{ID: f.DOMID, Title: f.Title, X: ctxAxis(ctxs), Y: axis{Label: "average GPU power (W)", FromZero: true, Fmt: axisPlain}, Series: ss}
+	c.build(&f)
+	return f
+}

@@ -1,0 +1,188 @@
+package report
+
+import (
+	"bytes"
+	"context"
+	"image"
+	"image/png"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// These tests open report.html in headless Chromium, the way a reader on
+// an air-gapped cluster would, and check that it renders: every chart is in
+// the DOM after load, nothing reached the console (the page runs no script,
+// so any console line is a CSP violation or an error), and the screenshot
+// has real content.
+
+func chromium(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: skipping the headless browser")
+	}
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("chromium not found: run `make test-deps` (installs Debian chromium)")
+	return ""
+}
+
+// runChromium runs headless Chromium on a local file with no network
+// activity of its own and returns stdout and stderr.
+func runChromium(t *testing.T, bin, page string, args ...string) (string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	base := []string{
+		"--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--disable-dev-shm-usage", "--disable-extensions", "--hide-scrollbars",
+		"--user-data-dir=" + t.TempDir(),
+		"--enable-logging=stderr", "--v=0",
+	}
+	cmd := exec.CommandContext(ctx, bin, append(append(base, args...), "file://"+page)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("chromium %v: %v\n%s", args, err, tail(stderr.String(), 2000))
+	}
+	return stdout.String(), stderr.String()
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// consoleErrors returns the console lines Chromium logged for the page.
+func consoleErrors(stderr string) []string {
+	var out []string
+	for _, line := range strings.Split(stderr, "\n") {
+		if strings.Contains(line, ":CONSOLE") || strings.Contains(line, "Uncaught") {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+func writeSample(t *testing.T, r *Report) string {
+	t.Helper()
+	paths, err := Write(t.TempDir(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return paths[2]
+}
+
+func TestChromiumRender(t *testing.T) {
+	bin := chromium(t)
+	r := Sample()
+	page := writeSample(t, r)
+
+	dom, stderr := runChromium(t, bin, page, "--dump-dom")
+	if errs := consoleErrors(stderr); len(errs) > 0 {
+		t.Errorf("console output while loading report.html:\n%s", strings.Join(errs, "\n"))
+	}
+	for _, c := range Charts {
+		if !strings.Contains(dom, `data-chart="`+c+`"`) {
+			t.Errorf("chart %q missing from the rendered DOM", c)
+		}
+	}
+	if n, want := strings.Count(dom, `data-chart="capacity"`), len(r.Capacity.UseCases); n != want {
+		t.Errorf("%d capacity charts in the DOM; want %d", n, want)
+	}
+	if n := strings.Count(dom, `<svg class="plot"`); n < len(Charts)-4 {
+		t.Errorf("only %d SVG plots in the DOM", n)
+	}
+
+	shot := filepath.Join(t.TempDir(), "shot.png")
+	_, stderr = runChromium(t, bin, page, "--screenshot="+shot, "--window-size=1400,6000")
+	if errs := consoleErrors(stderr); len(errs) > 0 {
+		t.Errorf("console output while taking the screenshot:\n%s", strings.Join(errs, "\n"))
+	}
+	checkScreenshot(t, shot, 1400, 6000)
+	if dir := os.Getenv("SLAPROBE_REPORT_SHOT_DIR"); dir != "" {
+		b, _ := os.ReadFile(shot)
+		os.MkdirAll(dir, 0o755)
+		os.WriteFile(filepath.Join(dir, "report-1400x6000.png"), b, 0o644)
+	}
+}
+
+// The no-power report shows its placeholders in the browser as well.
+func TestChromiumRenderPlaceholders(t *testing.T) {
+	bin := chromium(t)
+	r := Sample()
+	stripPower(r)
+	dom, stderr := runChromium(t, bin, writeSample(t, r), "--dump-dom")
+	if errs := consoleErrors(stderr); len(errs) > 0 {
+		t.Errorf("console output:\n%s", strings.Join(errs, "\n"))
+	}
+	if !strings.Contains(dom, `id="chart-power-vs-context" data-chart="power-vs-context" data-state="not-measured"`) {
+		t.Error("power placeholder missing from the rendered DOM")
+	}
+}
+
+// A page that loads something from the network must trip the console
+// check, or the check above proves nothing.
+func TestChromiumConsoleCheckWorks(t *testing.T) {
+	bin := chromium(t)
+	page := filepath.Join(t.TempDir(), "bad.html")
+	var buf bytes.Buffer
+	RenderHTML(&buf, Sample())
+	bad := strings.Replace(buf.String(), "</main>", `<img src="http://127.0.0.1:9/pixel.png" alt=""></main>`, 1)
+	os.WriteFile(page, []byte(bad), 0o644)
+	_, stderr := runChromium(t, bin, page, "--dump-dom")
+	if len(consoleErrors(stderr)) == 0 {
+		t.Fatal("an external image went unreported: the console check is blind")
+	}
+}
+
+func checkScreenshot(t *testing.T, path string, w, h int) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatalf("no screenshot: %v", err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("screenshot is not a PNG: %v", err)
+	}
+	if b := img.Bounds(); b.Dx() != w || b.Dy() != h {
+		t.Errorf("screenshot is %dx%d; want %dx%d", b.Dx(), b.Dy(), w, h)
+	}
+	colors, inked := inkStats(img)
+	// A blank or broken page has a handful of colours and almost no ink;
+	// the report has text, coloured lines and tinted bands.
+	if colors < 200 {
+		t.Errorf("screenshot has only %d distinct colours", colors)
+	}
+	if inked < 0.05 {
+		t.Errorf("only %.1f%% of the screenshot is not white", inked*100)
+	}
+}
+
+func inkStats(img image.Image) (int, float64) {
+	b := img.Bounds()
+	seen := map[uint32]bool{}
+	var ink, total int
+	for y := b.Min.Y; y < b.Max.Y; y += 2 {
+		for x := b.Min.X; x < b.Max.X; x += 2 {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			seen[(r>>8)<<16|(g>>8)<<8|bl>>8] = true
+			total++
+			if r < 0xf800 || g < 0xf800 || bl < 0xf800 {
+				ink++
+			}
+		}
+	}
+	return len(seen), float64(ink) / float64(total)
+}

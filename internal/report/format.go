@@ -1,0 +1,218 @@
+package report
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// Number formatting shared by the Markdown and HTML renderers, so both
+// documents show the same digits.
+
+// grouped formats v with thousands separators and the given decimals.
+func grouped(v float64, decimals int) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return "–"
+	}
+	s := strconv.FormatFloat(v, 'f', decimals, 64)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	intPart, frac, hasFrac := strings.Cut(s, ".")
+	var b strings.Builder
+	for i, c := range intPart {
+		if i > 0 && (len(intPart)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	out := b.String()
+	if hasFrac {
+		out += "." + frac
+	}
+	if neg {
+		out = "-" + out
+	}
+	return out
+}
+
+// fmtRate formats tokens/s: one decimal below 1,000, none above.
+func fmtRate(v float64) string {
+	if math.Abs(v) >= 1000 {
+		return grouped(v, 0)
+	}
+	return grouped(v, 1)
+}
+
+// fmtSeconds formats a duration given in seconds: ms below 1 s.
+func fmtSeconds(v float64) string {
+	switch a := math.Abs(v); {
+	case a == 0:
+		return "0 s"
+	case a < 0.01:
+		return strconv.FormatFloat(v*1000, 'f', 1, 64) + " ms"
+	case a < 1:
+		return strconv.FormatFloat(v*1000, 'f', 0, 64) + " ms"
+	case a < 10:
+		return strconv.FormatFloat(v, 'f', 2, 64) + " s"
+	default:
+		return grouped(v, 1) + " s"
+	}
+}
+
+// fmtMS formats seconds as milliseconds, for ITL.
+func fmtMS(v float64) string {
+	ms := v * 1000
+	if math.Abs(ms) >= 100 {
+		return grouped(ms, 0) + " ms"
+	}
+	return strconv.FormatFloat(ms, 'f', 1, 64) + " ms"
+}
+
+// fmtPct formats a ratio as a percentage.
+func fmtPct(ratio float64) string {
+	p := ratio * 100
+	if p != 100 && p >= 99.95 {
+		return "99.9%" // never round a failure away
+	}
+	if p == math.Trunc(p) {
+		return strconv.FormatFloat(p, 'f', 0, 64) + "%"
+	}
+	return strconv.FormatFloat(p, 'f', 1, 64) + "%"
+}
+
+// fmtBig formats a large count compactly: 10.7 M, 620 K.
+func fmtBig(v float64) string {
+	switch a := math.Abs(v); {
+	case a >= 1e9:
+		return strconv.FormatFloat(v/1e9, 'f', 2, 64) + " B"
+	case a >= 1e6:
+		return strconv.FormatFloat(v/1e6, 'f', 2, 64) + " M"
+	case a >= 1e4:
+		return strconv.FormatFloat(v/1e3, 'f', 0, 64) + " K"
+	default:
+		return grouped(v, 0)
+	}
+}
+
+// fmtTokens formats a context size: 1,024 -> "1K", 32,768 -> "32K".
+func fmtTokens(n float64) string {
+	switch {
+	case n >= 1024 && math.Mod(n, 1024) == 0:
+		return strconv.FormatFloat(n/1024, 'f', 0, 64) + "K"
+	case n >= 1000:
+		return strconv.FormatFloat(n/1000, 'f', 1, 64) + "k"
+	default:
+		return strconv.FormatFloat(n, 'f', 0, 64)
+	}
+}
+
+// fmtBound formats a capacity: "~35", "128+", "<1", "39".
+func fmtBound(b Bound) string {
+	switch {
+	case b.AtLeast:
+		return strconv.Itoa(b.Value) + "+"
+	case b.Value <= 0:
+		return "<1"
+	case b.Approximate:
+		return "~" + strconv.Itoa(b.Value)
+	default:
+		return strconv.Itoa(b.Value)
+	}
+}
+
+// fmtWatts formats power.
+func fmtWatts(v float64) string { return grouped(v, 0) + " W" }
+
+// fmtUSD formats a cost per hour with enough digits for cents fractions.
+func fmtUSD(v float64) string {
+	if v < 1 {
+		return "$" + strconv.FormatFloat(v, 'f', 3, 64)
+	}
+	return "$" + grouped(v, 2)
+}
+
+// limitText describes one threshold: "TTFT ≤ 8 s", "decode ≥ 15 tok/s".
+func limitText(kind string, v float64) string {
+	switch kind {
+	case LimitTTFT:
+		return "TTFT ≤ " + fmtSecondsShort(v)
+	case LimitE2E:
+		return "E2E ≤ " + fmtSecondsShort(v)
+	case LimitITL:
+		return "ITL ≤ " + fmtSecondsShort(v)
+	case LimitDecode:
+		return "decode ≥ " + strconv.FormatFloat(v, 'f', -1, 64) + " tok/s"
+	}
+	return fmt.Sprintf("%s %g", kind, v)
+}
+
+// fmtSecondsShort drops trailing zeros: 3 s, 2.5 s, 200 ms.
+func fmtSecondsShort(v float64) string {
+	if v < 1 {
+		return strconv.FormatFloat(clean(v*1000), 'f', -1, 64) + " ms"
+	}
+	return strconv.FormatFloat(clean(v), 'f', -1, 64) + " s"
+}
+
+// thresholdTexts lists a scenario's thresholds in a stable order.
+func thresholdTexts(t Thresholds) []string {
+	var out []string
+	if t.TTFTSeconds > 0 {
+		out = append(out, limitText(LimitTTFT, t.TTFTSeconds))
+	}
+	if t.E2ESeconds > 0 {
+		out = append(out, limitText(LimitE2E, t.E2ESeconds))
+	}
+	if t.ITLSeconds > 0 {
+		out = append(out, limitText(LimitITL, t.ITLSeconds))
+	}
+	if t.MinDecodeTokensPerSecond > 0 {
+		out = append(out, limitText(LimitDecode, t.MinDecodeTokensPerSecond))
+	}
+	return out
+}
+
+// limitName names a threshold kind in prose.
+func limitName(kind string) string {
+	switch kind {
+	case LimitTTFT:
+		return "TTFT"
+	case LimitE2E:
+		return "end-to-end latency"
+	case LimitITL:
+		return "inter-token latency"
+	case LimitDecode:
+		return "decode speed"
+	}
+	return kind
+}
+
+// where describes a headline stat's location: "chatbot, closed loop N=1".
+func where(s *Stat) string {
+	if s == nil {
+		return ""
+	}
+	var parts []string
+	if s.Scenario != "" {
+		parts = append(parts, s.Scenario)
+	}
+	if s.Concurrency > 0 {
+		parts = append(parts, modeLabel(s.Mode)+" N="+strconv.Itoa(s.Concurrency))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func modeLabel(m Mode) string {
+	switch m {
+	case ModeClosedLoop:
+		return "closed loop"
+	case ModeBurst:
+		return "burst"
+	}
+	return string(m)
+}
+
+func statBound(s *Stat) Bound {
+	return Bound{Value: int(s.Value), Approximate: s.Approximate, AtLeast: s.AtLeast}
+}

@@ -1,0 +1,92 @@
+package report
+
+// ComputeHeadline derives the headline tiles from the steps and the capacity
+// results. Steps with no successful request are ignored. Ties keep the first
+// step in scenario order, closed loop before burst, ascending N.
+func ComputeHeadline(r *Report) Headline {
+	var h Headline
+	for _, s := range r.Scenarios {
+		for _, m := range modes(&s) {
+			for _, st := range m.steps {
+				h.RequestsSent += st.RequestsSent
+				h.RequestsOK += st.RequestsOK
+				if st.RequestsOK == 0 {
+					continue
+				}
+				at := func(v float64, unit string) *Stat {
+					return &Stat{Value: v, Unit: unit, Scenario: s.Name, Mode: m.mode, Concurrency: st.Concurrency}
+				}
+				if v := st.Decode.Mean; v > 0 && (h.PeakDecode == nil || v > h.PeakDecode.Value) {
+					h.PeakDecode = at(v, "tok/s")
+				}
+				if v := st.SystemTokensPerSecond; v > 0 && (h.MaxSystemThroughput == nil || v > h.MaxSystemThroughput.Value) {
+					h.MaxSystemThroughput = at(v, "tok/s")
+				}
+				if v := st.TTFT.Mean; v > 0 && (h.BestTTFT == nil || v < h.BestTTFT.Value) {
+					h.BestTTFT = at(v, "s")
+				}
+			}
+		}
+	}
+	if h.RequestsSent > 0 {
+		h.SuccessRate = float64(h.RequestsOK) / float64(h.RequestsSent)
+	}
+	for _, q := range r.Capacity.MaxSafeQueue {
+		h.MaxSafeQueue = append(h.MaxSafeQueue, Stat{
+			Value: float64(q.Value), Unit: "requests", Scenario: q.Scenario, Mode: ModeBurst,
+			Approximate: q.Approximate, AtLeast: q.AtLeast,
+		})
+	}
+	h.UsersAt32K = usersAt32K(r)
+	return h
+}
+
+// is32K accepts 32,768 tokens and the round 32,000 some configs use.
+func is32K(tokens int) bool { return tokens >= 32000 && tokens <= 32768 }
+
+func usersAt32K(r *Report) *Stat {
+	for _, u := range r.Capacity.UseCases {
+		if s := r.scenario(u.Scenario); s != nil && is32K(s.InputTokens) {
+			return &Stat{Value: float64(u.Value), Unit: "users", Scenario: u.Scenario, Mode: u.Mode,
+				Approximate: u.Approximate, AtLeast: u.AtLeast}
+		}
+	}
+	for _, q := range r.Capacity.MaxSafeQueue {
+		if s := r.scenario(q.Scenario); s != nil && is32K(s.InputTokens) {
+			return &Stat{Value: float64(q.Value), Unit: "users", Scenario: q.Scenario, Mode: ModeBurst,
+				Approximate: q.Approximate, AtLeast: q.AtLeast}
+		}
+	}
+	return nil
+}
+
+func (h Headline) empty() bool {
+	return h.PeakDecode == nil && h.MaxSystemThroughput == nil && h.BestTTFT == nil &&
+		h.MaxSafeQueue == nil && h.RequestsSent == 0 && h.UsersAt32K == nil
+}
+
+func (r *Report) scenario(name string) *Scenario {
+	for i := range r.Scenarios {
+		if r.Scenarios[i].Name == name {
+			return &r.Scenarios[i]
+		}
+	}
+	return nil
+}
+
+type modeSteps struct {
+	mode  Mode
+	steps []Step
+}
+
+func modes(s *Scenario) []modeSteps {
+	return []modeSteps{{ModeClosedLoop, s.ClosedLoop}, {ModeBurst, s.Burst}}
+}
+
+// Steps returns the scenario's steps for a mode.
+func (s *Scenario) Steps(m Mode) []Step {
+	if m == ModeBurst {
+		return s.Burst
+	}
+	return s.ClosedLoop
+}

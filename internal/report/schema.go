@@ -1,0 +1,414 @@
+// Package report turns the results of a concurrency/burst sweep into a
+// benchmark report: report.json (a versioned schema, documented in
+// docs/report.md), report.md, and a self-contained report.html whose charts
+// are inline SVG drawn here, so the page opens on an air-gapped cluster.
+//
+// The measurement side fills a *Report with plain values (float64 seconds,
+// tokens/s, ratios 0..1) and calls Write. Optional measurements are pointers
+// or omitempty fields: absent means "not measured", never zero.
+package report
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"time"
+)
+
+// SchemaVersion names the shape of report.json. Bump it on any change that
+// is not a pure addition of an optional field.
+const SchemaVersion = "slaprobe.report/v1"
+
+// Mode is how a sweep step loads the target.
+type Mode string
+
+const (
+	// ModeClosedLoop keeps exactly N requests in flight: a new one starts as
+	// soon as one finishes, so nothing queues in the client.
+	ModeClosedLoop Mode = "closed_loop"
+	// ModeBurst sends N requests at the same instant; later ones queue in
+	// the engine.
+	ModeBurst Mode = "burst"
+)
+
+// Scenario families, as in package prober.
+const (
+	FamilyReport  = "report"
+	FamilyUseCase = "use_case"
+	FamilyCustom  = "custom"
+)
+
+// Threshold kinds used by capacity limits.
+const (
+	LimitTTFT   = "ttft"   // TTFT must stay <= threshold (seconds)
+	LimitE2E    = "e2e"    // end-to-end latency must stay <= threshold (seconds)
+	LimitITL    = "itl"    // inter-token latency must stay <= threshold (seconds)
+	LimitDecode = "decode" // per-user decode speed must stay >= threshold (tokens/s)
+)
+
+// Statistic names that say which summary of a distribution a capacity was
+// judged on.
+const (
+	StatMean = "mean"
+	StatP50  = "p50"
+	StatP90  = "p90"
+	StatP95  = "p95"
+	StatP99  = "p99"
+)
+
+// Report is the whole benchmark: what ran, against what, and what came out.
+type Report struct {
+	SchemaVersion string     `json:"schema_version"`
+	Meta          Meta       `json:"meta"`
+	Config        Config     `json:"config"`
+	Scenarios     []Scenario `json:"scenarios"`
+	Capacity      Capacity   `json:"capacity"`
+	// Headline is derived from the rest; Write computes it when it is empty
+	// (see ComputeHeadline).
+	Headline Headline `json:"headline"`
+	// Notes are short free-text remarks shown at the top of the report, for
+	// example "interrupted by the operator after 14 of 20 steps".
+	Notes []string `json:"notes,omitempty"`
+}
+
+// Meta says what was measured, when and with what.
+type Meta struct {
+	Title       string    `json:"title,omitempty"` // optional report title; default "<model> benchmark"
+	ToolVersion string    `json:"tool_version"`    // slaprobe version that produced the report
+	StartedAt   time.Time `json:"started_at"`
+	FinishedAt  time.Time `json:"finished_at"`
+	// Interrupted is true when the run was stopped (Ctrl-C, deadline) and the
+	// report holds only what was measured until then.
+	Interrupted bool `json:"interrupted,omitempty"`
+	// TargetURL is the server's base URL without user info, query or
+	// fragment; Write strips them again in case the caller forgot.
+	TargetURL     string `json:"target_url"`
+	Model         string `json:"model"`
+	MaxModelLen   int    `json:"max_model_len,omitempty"`  // from /v1/models, when reported
+	Engine        string `json:"engine,omitempty"`         // engine flavor: "vllm", "sglang", "" unknown
+	EngineVersion string `json:"engine_version,omitempty"` // when the engine reports one
+	Host          Host   `json:"host"`
+	// GPU describes the target's accelerators when NVML was available on the
+	// target host; nil otherwise.
+	GPU *GPU `json:"gpu,omitempty"`
+}
+
+// Host is the machine slaprobe ran on (the client, not the server).
+type Host struct {
+	Hostname  string `json:"hostname,omitempty"`
+	OS        string `json:"os"`   // runtime.GOOS
+	Arch      string `json:"arch"` // runtime.GOARCH
+	CPUs      int    `json:"cpus"` // runtime.NumCPU
+	GoVersion string `json:"go_version,omitempty"`
+}
+
+// GPU describes the accelerators behind the target.
+type GPU struct {
+	Name        string `json:"name"`                   // e.g. "NVIDIA H100 80GB HBM3"
+	Count       int    `json:"count"`                  // GPUs serving the model
+	MemoryBytes uint64 `json:"memory_bytes,omitempty"` // per GPU
+	Driver      string `json:"driver,omitempty"`
+}
+
+// Config is the sweep's configuration, as run.
+type Config struct {
+	Scenarios        []string `json:"scenarios"`          // scenario names, in run order
+	ClosedLoopLadder []int    `json:"closed_loop_ladder"` // N values for ModeClosedLoop
+	BurstLadder      []int    `json:"burst_ladder"`       // N values for ModeBurst
+	// StepDurationSeconds is how long each closed-loop step measured after
+	// its warm-up; a burst step lasts until its N requests finish.
+	StepDurationSeconds float64 `json:"step_duration_seconds"`
+	WarmupSeconds       float64 `json:"warmup_seconds,omitempty"`
+	// EarlyStop is true when a ladder stops once every threshold is far
+	// exceeded; Scenario.StoppedEarly says where it did.
+	EarlyStop  bool             `json:"early_stop"`
+	Thresholds ReportThresholds `json:"thresholds"`
+	// PricePerKWh (USD) turns measured power into Power.CostPerHourUSD;
+	// 0 when no price was configured.
+	PricePerKWh float64 `json:"price_per_kwh,omitempty"`
+	// PromptCaching is false when every request carried a fresh context
+	// (worst-case TTFT), as the reference reports run.
+	PromptCaching bool `json:"prompt_caching"`
+}
+
+// ReportThresholds are the report-wide lines drawn on the charts.
+type ReportThresholds struct {
+	// MaxSafeQueueTTFTSeconds is the TTFT limit of "max safe queue depth"
+	// (3.0 s by default).
+	MaxSafeQueueTTFTSeconds float64 `json:"max_safe_queue_ttft_seconds"`
+	// MaxSafeQueueStat is the TTFT statistic judged: "mean", "p50", "p90",
+	// "p95" or "p99".
+	MaxSafeQueueStat string `json:"max_safe_queue_stat"`
+	// ITLInstantSeconds is where streaming stops feeling instant (20 ms).
+	ITLInstantSeconds float64 `json:"itl_instant_seconds"`
+	// ITLCeilingSeconds is the memory-bandwidth ceiling line of large MoE
+	// models drawn on ITL vs queue depth (70 ms).
+	ITLCeilingSeconds float64 `json:"itl_ceiling_seconds"`
+}
+
+// DefaultThresholds are REFERENCE.md's values.
+func DefaultThresholds() ReportThresholds {
+	return ReportThresholds{
+		MaxSafeQueueTTFTSeconds: 3.0,
+		MaxSafeQueueStat:        StatMean,
+		ITLInstantSeconds:       0.020,
+		ITLCeilingSeconds:       0.070,
+	}
+}
+
+// Scenario is one workload shape and every step measured for it.
+type Scenario struct {
+	Name         string `json:"name"`
+	Family       string `json:"family"` // FamilyReport, FamilyUseCase or FamilyCustom
+	Description  string `json:"description,omitempty"`
+	InputTokens  int    `json:"input_tokens"`
+	OutputTokens int    `json:"output_tokens"`
+	// Thresholds are the scenario's SLA; unset ones are omitted.
+	Thresholds Thresholds `json:"thresholds"`
+	// ClosedLoop and Burst hold one Step per N measured, in ladder order.
+	ClosedLoop []Step `json:"closed_loop,omitempty"`
+	Burst      []Step `json:"burst,omitempty"`
+	// StoppedEarly lists the ladders cut short because every threshold was
+	// far exceeded.
+	StoppedEarly []EarlyStop `json:"stopped_early,omitempty"`
+}
+
+// Thresholds are one scenario's SLA limits; zero means "no limit".
+type Thresholds struct {
+	TTFTSeconds              float64 `json:"ttft_seconds,omitempty"`
+	E2ESeconds               float64 `json:"e2e_seconds,omitempty"`
+	ITLSeconds               float64 `json:"itl_seconds,omitempty"`
+	MinDecodeTokensPerSecond float64 `json:"min_decode_tokens_per_second,omitempty"`
+}
+
+// EarlyStop records where a ladder stopped.
+type EarlyStop struct {
+	Mode           Mode   `json:"mode"`
+	AfterN         int    `json:"after_concurrency"` // last N measured
+	SkippedLadderN []int  `json:"skipped"`           // N values not run
+	Reason         string `json:"reason"`            // e.g. "TTFT p50 41.2 s > 4x 3.0 s"
+}
+
+// Step is one (scenario, mode, N) measurement.
+type Step struct {
+	Concurrency     int     `json:"concurrency"`      // N
+	DurationSeconds float64 `json:"duration_seconds"` // wall time of the measured window
+	RequestsSent    int     `json:"requests_sent"`
+	RequestsOK      int     `json:"requests_ok"`
+	SuccessRate     float64 `json:"success_rate"` // RequestsOK / RequestsSent, 0..1
+	// Errors counts failed requests by prober reason ("timeout", "http_5xx", ...).
+	Errors map[string]int `json:"errors,omitempty"`
+
+	Decode Dist `json:"decode_tokens_per_second"` // per-user decode speed
+	ITL    Dist `json:"itl_seconds"`              // mean inter-token latency per request
+	TTFT   Dist `json:"ttft_seconds"`
+	E2E    Dist `json:"e2e_seconds"`
+	// PrefillTokensPerSecond is the mean per-user prefill speed: prompt
+	// tokens / (TTFT - queue wait when known, else TTFT).
+	PrefillTokensPerSecond float64 `json:"prefill_tokens_per_second"`
+	// SystemTokensPerSecond is output tokens/s summed over all streams in
+	// the steady window; prompt tokens are excluded.
+	SystemTokensPerSecond float64 `json:"system_tokens_per_second"`
+	TokensPerHour         float64 `json:"tokens_per_hour"` // SystemTokensPerSecond * 3600
+	// ScalingEfficiency = system / (N=1 system * N), a ratio (1 = no per-user
+	// loss). Closed loop only; noise can push it slightly above 1.
+	ScalingEfficiency *float64 `json:"scaling_efficiency,omitempty"`
+	// QueueWaitSeconds is the mean time requests waited in the engine's queue,
+	// from vllm:request_queue_time_seconds; nil when the engine has no such
+	// metric.
+	QueueWaitSeconds *float64 `json:"queue_wait_seconds,omitempty"`
+	// Power is nil unless GPU power was measured (NVML).
+	Power *Power `json:"power,omitempty"`
+}
+
+// Dist summarises one metric over the requests of a step.
+type Dist struct {
+	Mean float64 `json:"mean"`
+	P50  float64 `json:"p50"`
+	P90  float64 `json:"p90"`
+	P95  float64 `json:"p95"`
+	P99  float64 `json:"p99"`
+}
+
+// Stat returns the named statistic ("mean", "p50", ...); unknown names give Mean.
+func (d Dist) Stat(name string) float64 {
+	switch name {
+	case StatP50:
+		return d.P50
+	case StatP90:
+		return d.P90
+	case StatP95:
+		return d.P95
+	case StatP99:
+		return d.P99
+	}
+	return d.Mean
+}
+
+// Power is the GPU draw during a step, summed over the target's GPUs.
+type Power struct {
+	AvgWatts       float64 `json:"avg_watts"`
+	PeakWatts      float64 `json:"peak_watts"`
+	JoulesPerToken float64 `json:"joules_per_output_token,omitempty"`
+	// CostPerHourUSD = AvgWatts/1000 * Config.PricePerKWh; 0 (omitted) when
+	// no price was configured.
+	CostPerHourUSD float64 `json:"cost_per_hour_usd,omitempty"`
+}
+
+// Capacity answers "how many?" for every scenario that has thresholds.
+type Capacity struct {
+	// MaxSafeQueue has one entry per scenario with burst data: the largest
+	// burst N whose TTFT stays within Config.Thresholds.MaxSafeQueueTTFTSeconds.
+	MaxSafeQueue []QueueCapacity `json:"max_safe_queue,omitempty"`
+	// UseCases has one entry per scenario judged against its own thresholds
+	// (family use_case, and any custom scenario with thresholds).
+	UseCases []UseCaseCapacity `json:"use_cases,omitempty"`
+}
+
+// Bound is how a capacity value relates to the measured ladder.
+type Bound struct {
+	// Value is the largest N within the threshold (interpolated N rounded
+	// down). 0 means even the smallest N measured exceeded it.
+	Value int `json:"value"`
+	// Approximate is true when Value lies between two measured N and was
+	// interpolated ("~" in the report).
+	Approximate bool `json:"approximate,omitempty"`
+	// AtLeast is true when every measured N stayed within the threshold, so
+	// the true capacity is Value or more ("256+" in the report).
+	AtLeast bool `json:"at_least,omitempty"`
+}
+
+// QueueCapacity is one scenario's max safe queue depth.
+type QueueCapacity struct {
+	Scenario string `json:"scenario"`
+	Bound
+	ThresholdSeconds float64 `json:"threshold_seconds"` // TTFT limit judged
+	Stat             string  `json:"stat"`              // TTFT statistic judged ("mean", "p90", ...)
+	MaxTested        int     `json:"max_tested"`        // largest burst N measured
+}
+
+// UseCaseCapacity is one scenario's capacity against its own thresholds.
+type UseCaseCapacity struct {
+	Scenario string `json:"scenario"`
+	Mode     Mode   `json:"mode"` // which ladder the limits were read from
+	// Bound is the binding result: the smallest of Limits.
+	Bound
+	LimitedBy string  `json:"limited_by,omitempty"` // Kind of the binding limit; "" when AtLeast
+	MaxTested int     `json:"max_tested"`
+	Limits    []Limit `json:"limits"` // one per threshold kind set on the scenario
+}
+
+// Limit is the capacity against a single threshold.
+type Limit struct {
+	Kind      string  `json:"kind"`      // LimitTTFT, LimitE2E, LimitITL or LimitDecode
+	Threshold float64 `json:"threshold"` // seconds, or tokens/s for LimitDecode
+	Stat      string  `json:"stat"`      // statistic judged ("mean", "p50", ...)
+	Bound
+}
+
+// Headline holds the numbers of the tiles at the top of the report.
+type Headline struct {
+	PeakDecode          *Stat `json:"peak_decode_tokens_per_second,omitempty"` // best per-user decode mean
+	MaxSystemThroughput *Stat `json:"max_system_tokens_per_second,omitempty"`
+	BestTTFT            *Stat `json:"best_ttft_seconds,omitempty"` // lowest TTFT mean
+	// MaxSafeQueue mirrors Capacity.MaxSafeQueue, one tile per scenario.
+	MaxSafeQueue []Stat `json:"max_safe_queue,omitempty"`
+	// SuccessRate is RequestsOK / RequestsSent over every step of the run.
+	SuccessRate  float64 `json:"success_rate"`
+	RequestsSent int     `json:"requests_sent"`
+	RequestsOK   int     `json:"requests_ok"`
+	// UsersAt32K is the capacity of the 32K-context use case (general_chat
+	// by default), or of a report scenario with 32K input when there is none.
+	UsersAt32K *Stat `json:"concurrent_users_at_32k,omitempty"`
+}
+
+// Stat is one headline number and where it was measured.
+type Stat struct {
+	Value       float64 `json:"value"`
+	Unit        string  `json:"unit"` // "tok/s", "s", "requests", "users"
+	Scenario    string  `json:"scenario,omitempty"`
+	Mode        Mode    `json:"mode,omitempty"`
+	Concurrency int     `json:"concurrency,omitempty"`
+	Approximate bool    `json:"approximate,omitempty"`
+	AtLeast     bool    `json:"at_least,omitempty"`
+}
+
+// Float returns a pointer to v, for the optional fields of Step.
+func Float(v float64) *float64 { return &v }
+
+// RedactURL drops user info, query and fragment from a URL so that no
+// credential lands in a report. Unparseable input yields "(invalid URL)".
+func RedactURL(raw string) string {
+	if raw == "" {
+		return ""
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(invalid URL)"
+	}
+	u.User = nil
+	u.RawQuery = ""
+	u.ForceQuery = false
+	u.Fragment = ""
+	u.RawFragment = ""
+	return u.String()
+}
+
+// Validate reports the first structural problem: things Write cannot draw
+// sensibly. Partial data (an interrupted run, missing modes) is not a problem.
+func (r *Report) Validate() error {
+	if r == nil {
+		return errors.New("report: nil")
+	}
+	if r.SchemaVersion != "" && r.SchemaVersion != SchemaVersion {
+		return fmt.Errorf("report: schema_version=%q; expected %q", r.SchemaVersion, SchemaVersion)
+	}
+	seen := map[string]bool{}
+	for i, s := range r.Scenarios {
+		if s.Name == "" {
+			return fmt.Errorf("report: scenarios[%d]: name is empty", i)
+		}
+		if seen[s.Name] {
+			return fmt.Errorf("report: scenario %q appears twice", s.Name)
+		}
+		seen[s.Name] = true
+		for _, m := range []struct {
+			mode  Mode
+			steps []Step
+		}{{ModeClosedLoop, s.ClosedLoop}, {ModeBurst, s.Burst}} {
+			ns := map[int]bool{}
+			for _, st := range m.steps {
+				if st.Concurrency < 1 {
+					return fmt.Errorf("report: scenario %q %s: concurrency=%d; expected >= 1", s.Name, m.mode, st.Concurrency)
+				}
+				if ns[st.Concurrency] {
+					return fmt.Errorf("report: scenario %q %s: concurrency %d appears twice", s.Name, m.mode, st.Concurrency)
+				}
+				ns[st.Concurrency] = true
+				if st.SuccessRate < 0 || st.SuccessRate > 1 {
+					return fmt.Errorf("report: scenario %q %s N=%d: success_rate=%g; expected a ratio 0..1", s.Name, m.mode, st.Concurrency, st.SuccessRate)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// Load reads a report.json written by Write (or by hand) and checks its
+// schema version.
+func Load(path string) (*Report, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("load report: %w", err)
+	}
+	var r Report
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("load report %s: %w", path, err)
+	}
+	if r.SchemaVersion != SchemaVersion {
+		return nil, fmt.Errorf("load report %s: schema_version=%q; this slaprobe reads %q", path, r.SchemaVersion, SchemaVersion)
+	}
+	return &r, r.Validate()
+}

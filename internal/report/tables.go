@@ -1,0 +1,147 @@
+package report
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// column is one column of a step table; the HTML groups columns under a
+// shared header, Markdown prefixes the group to the name.
+type column struct {
+	part    int    // 0: latency table, 1: throughput table; N is in both
+	group   string // HTML group header
+	mdGroup string // Markdown prefix
+	name    string
+	get     func(Step) string
+}
+
+func secCell(v float64) string {
+	if v < 10 {
+		return strconv.FormatFloat(v, 'f', 3, 64)
+	}
+	return grouped(v, 1)
+}
+
+func msCell(v float64) string { return strconv.FormatFloat(v*1000, 'f', 1, 64) }
+
+func stepColumns(steps []Step, mode Mode) []column {
+	var hasEff, hasQueue, hasPower, hasCost, hasJ bool
+	for _, st := range steps {
+		hasEff = hasEff || st.ScalingEfficiency != nil
+		hasQueue = hasQueue || st.QueueWaitSeconds != nil
+		if st.Power != nil {
+			hasPower = true
+			hasCost = hasCost || st.Power.CostPerHourUSD > 0
+			hasJ = hasJ || st.Power.JoulesPerToken > 0
+		}
+	}
+	cols := []column{
+		{-1, "", "", "N", func(s Step) string { return strconv.Itoa(s.Concurrency) }},
+		{0, "requests", "", "ok / sent", func(s Step) string { return fmt.Sprintf("%d / %d", s.RequestsOK, s.RequestsSent) }},
+		{0, "requests", "", "success", func(s Step) string { return fmtPct(s.SuccessRate) }},
+	}
+	dist := func(group, md string, names []string, d func(Step) Dist, cell func(float64) string) {
+		for _, n := range names {
+			n := n
+			cols = append(cols, column{0, group, md, n, func(s Step) string { return cell(d(s).Stat(n)) }})
+		}
+	}
+	dist("decode tok/s per user", "decode", []string{StatMean, StatP50, StatP90, StatP99}, func(s Step) Dist { return s.Decode }, fmtRate)
+	dist("ITL ms", "ITL ms", []string{StatMean, StatP50, StatP90, StatP99}, func(s Step) Dist { return s.ITL }, msCell)
+	dist("TTFT s", "TTFT s", []string{StatMean, StatP50, StatP90, StatP95, StatP99}, func(s Step) Dist { return s.TTFT }, secCell)
+	dist("E2E s", "E2E s", []string{StatP50, StatP90, StatP99}, func(s Step) Dist { return s.E2E }, secCell)
+	cols = append(cols,
+		column{1, "per user", "", "prefill tok/s", func(s Step) string { return fmtRate(s.PrefillTokensPerSecond) }},
+		column{1, "system", "", "system tok/s", func(s Step) string { return fmtRate(s.SystemTokensPerSecond) }},
+		column{1, "system", "", "tokens/h", func(s Step) string { return fmtBig(s.TokensPerHour) }},
+	)
+	if hasEff && mode == ModeClosedLoop {
+		cols = append(cols, column{1, "system", "", "scaling efficiency", func(s Step) string {
+			if s.ScalingEfficiency == nil {
+				return "–"
+			}
+			return fmtPct(*s.ScalingEfficiency)
+		}})
+	}
+	if hasQueue {
+		cols = append(cols, column{1, "engine", "", "queue wait s", func(s Step) string {
+			if s.QueueWaitSeconds == nil {
+				return "–"
+			}
+			return secCell(*s.QueueWaitSeconds)
+		}})
+	}
+	if hasPower {
+		pw := func(f func(*Power) string) func(Step) string {
+			return func(s Step) string {
+				if s.Power == nil {
+					return "–"
+				}
+				return f(s.Power)
+			}
+		}
+		cols = append(cols,
+			column{1, "GPU power", "", "avg W", pw(func(p *Power) string { return grouped(p.AvgWatts, 0) })},
+			column{1, "GPU power", "", "peak W", pw(func(p *Power) string { return grouped(p.PeakWatts, 0) })},
+		)
+		if hasJ {
+			cols = append(cols, column{1, "GPU power", "", "J/token", pw(func(p *Power) string { return strconv.FormatFloat(p.JoulesPerToken, 'f', 2, 64) })})
+		}
+		if hasCost {
+			cols = append(cols, column{1, "GPU power", "", "$/h", pw(func(p *Power) string { return fmtUSD(p.CostPerHourUSD) })})
+		}
+	}
+	return cols
+}
+
+// stepTables are the per-step tables of one scenario and mode: latency
+// first, then throughput, queue and power (one table would be too wide).
+func stepTables(s *Scenario, mode Mode) []table {
+	steps := sortedSteps(s.Steps(mode))
+	all := stepColumns(steps, mode)
+	var out []table
+	for part, caption := range []string{modeTitle(mode) + " · latency", modeTitle(mode) + " · throughput"} {
+		var cols []column
+		for _, c := range all {
+			if c.part == -1 || c.part == part {
+				cols = append(cols, c)
+			}
+		}
+		t := table{Class: "steps", Caption: caption}
+		for _, c := range cols {
+			t.Head = append(t.Head, c.name)
+			t.MDHead = append(t.MDHead, mdHeader(c))
+			t.Numeric = append(t.Numeric, true)
+			if n := len(t.Groups); n > 0 && t.Groups[n-1].Label == c.group {
+				t.Groups[n-1].Span++
+			} else {
+				t.Groups = append(t.Groups, colGroup{Label: c.group, Span: 1})
+			}
+		}
+		for _, st := range steps {
+			row := make([]string, len(cols))
+			for i, c := range cols {
+				row[i] = c.get(st)
+			}
+			t.Rows = append(t.Rows, row)
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+func modeTitle(m Mode) string {
+	switch m {
+	case ModeClosedLoop:
+		return "Closed loop (N requests always in flight)"
+	case ModeBurst:
+		return "Burst (N requests sent at once)"
+	}
+	return string(m)
+}
+
+// mdHeader names a column for Markdown.
+func mdHeader(c column) string {
+	return strings.TrimSpace(c.mdGroup + " " + c.name)
+}

@@ -1,0 +1,503 @@
+package vllmsim
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// maxLag bounds how far behind its absolute schedule the engine loop may run and still catch up
+// (shorter next steps, so that mean step times stay exact on a loaded machine); beyond it the
+// schedule restarts from now.
+const maxLag = 50 * time.Millisecond
+
+// maxSleepSlice bounds one sleep of the engine loop (and so how late it notices Close).
+const maxSleepSlice = 5 * time.Millisecond
+
+var errEngineClosed = errors.New("engine is shut down")
+
+// Engine is a simulated vLLM engine with an OpenAI-compatible HTTP API. Create it with New, serve
+// Handler, and Close it when done.
+type Engine struct {
+	cfg     Config
+	log     *slog.Logger
+	handler http.Handler
+	m       *metrics
+	g       gauges
+	traces  *traceRing
+	created int64 // unix seconds, for /v1/models
+
+	seq      atomic.Uint64 // request counter: ids and per-request seeds
+	rejected atomic.Uint64
+
+	mu      sync.Mutex
+	waiting []*request // FIFO; preempted requests go back to the front
+	running []*request // admission order
+	kvHeld  int        // tokens held by running requests
+	closed  bool
+	st      Stats
+	cache   *prefixCache // nil when prefix caching is off
+
+	wake      chan struct{}
+	quit      chan struct{}
+	loopDone  chan struct{}
+	closeOnce sync.Once
+}
+
+// Stats is a snapshot of the engine for tests.
+type Stats struct {
+	Running           int // requests in the batch now
+	Waiting           int // requests in the waiting queue now (preempted ones included)
+	MaxRunningSeen    int // since New or ResetPeaks
+	MaxWaitingSeen    int // since New or ResetPeaks
+	KVCacheTokensUsed int
+
+	TotalRequests    uint64 // requests accepted into the waiting queue
+	FinishedRequests uint64 // finished with "stop" or "length"
+	AbortedRequests  uint64 // client gone, fault, or engine closed
+	RejectedRequests uint64 // answered with an HTTP error before queueing (error_status fault included)
+
+	PromptTokens    uint64 // prompt tokens of admitted requests (counted once per request)
+	CachedTokens    uint64 // prefix-cache hits of admitted requests, in tokens
+	GeneratedTokens uint64
+	Preemptions     uint64
+	PrefillSteps    uint64
+	DecodeSteps     uint64
+}
+
+type reqState int
+
+const (
+	stateNew reqState = iota
+	stateWaiting
+	stateRunning
+	stateFinished
+)
+
+// request is one generation request inside the engine.
+type request struct {
+	id           string
+	promptTokens int
+	hashes       []uint64 // prefix-cache block hashes of the prompt
+	target       int      // tokens it will produce
+	targetReason string   // finish reason when target is reached: "length" or "stop"
+	fault        faultPlan
+	trace        *traceRecord
+
+	// Engine side, guarded by Engine.mu.
+	state      reqState
+	produced   int
+	admitted   bool // admitted at least once
+	submitted  time.Time
+	admittedAt time.Time
+	firstToken time.Time
+	lastOutput time.Time
+	stallUntil time.Time
+	stalled    bool
+
+	// Hand-off to the HTTP handler, guarded by mu.
+	mu     sync.Mutex
+	avail  int // tokens produced so far
+	done   bool
+	reason string
+	err    error
+	notify chan struct{} // capacity 1: "something changed"
+}
+
+func (r *request) publish(avail int, done bool, reason string, err error) {
+	r.mu.Lock()
+	r.avail, r.done, r.reason, r.err = avail, done, reason, err
+	r.mu.Unlock()
+	select {
+	case r.notify <- struct{}{}:
+	default:
+	}
+}
+
+func (r *request) snapshot() (avail int, done bool, reason string, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.avail, r.done, r.reason, r.err
+}
+
+// New validates cfg and starts the engine loop. A nil logger discards logs.
+func New(cfg Config, logger *slog.Logger) (*Engine, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	e := &Engine{
+		cfg:      cfg,
+		log:      logger,
+		traces:   newTraceRing(cfg.TraceCapacity),
+		created:  time.Now().Unix(),
+		wake:     make(chan struct{}, 1),
+		quit:     make(chan struct{}),
+		loopDone: make(chan struct{}),
+	}
+	if cfg.EnablePrefixCaching {
+		e.cache = newPrefixCache(cfg.KVCacheTokens / BlockSize)
+	}
+	e.m = newMetrics(cfg, &e.g)
+	e.handler = e.routes()
+	go e.loop()
+	return e, nil
+}
+
+// Handler serves the whole API: /v1/chat/completions, /v1/completions, /v1/models, /tokenize,
+// /health, /version and /metrics.
+func (e *Engine) Handler() http.Handler { return e.handler }
+
+// Gatherer exposes the engine's own Prometheus registry (what /metrics serves).
+func (e *Engine) Gatherer() prometheus.Gatherer { return e.m.reg }
+
+// Config returns the engine's configuration.
+func (e *Engine) Config() Config { return e.cfg }
+
+// Close stops the engine loop. Requests in flight end with an error event and [DONE] (streaming) or
+// a 503 (non-streaming); later requests get 503. Close is idempotent.
+func (e *Engine) Close() {
+	e.closeOnce.Do(func() {
+		e.mu.Lock()
+		e.closed = true
+		pending := append(slices.Clone(e.running), e.waiting...)
+		for _, r := range pending {
+			e.endLocked(r)
+			e.st.AbortedRequests++
+			e.m.success.WithLabelValues(FinishAbort).Inc()
+		}
+		e.running, e.waiting, e.kvHeld = nil, nil, 0
+		e.syncGaugesLocked()
+		e.mu.Unlock()
+		close(e.quit)
+		<-e.loopDone
+		for _, r := range pending {
+			r.publish(r.produced, false, "", errEngineClosed)
+		}
+	})
+}
+
+// Trace returns the ground truth for a response id, if it is among the last TraceCapacity requests.
+func (e *Engine) Trace(id string) (Trace, bool) {
+	rec, ok := e.traces.get(id)
+	if !ok {
+		return Trace{}, false
+	}
+	return rec.snapshot(), true
+}
+
+// Stats returns a snapshot of the engine's state and counters.
+func (e *Engine) Stats() Stats {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := e.st
+	s.Running, s.Waiting, s.KVCacheTokensUsed = len(e.running), len(e.waiting), e.kvHeld
+	s.RejectedRequests = e.rejected.Load()
+	return s
+}
+
+// ResetPeaks restarts MaxRunningSeen and MaxWaitingSeen from the current values (e.g. between the
+// levels of a sweep).
+func (e *Engine) ResetPeaks() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.st.MaxRunningSeen, e.st.MaxWaitingSeen = len(e.running), len(e.waiting)
+}
+
+// submit puts r at the back of the waiting queue.
+func (e *Engine) submit(r *request) error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return errEngineClosed
+	}
+	r.submitted = time.Now()
+	r.state = stateWaiting
+	e.waiting = append(e.waiting, r)
+	e.st.TotalRequests++
+	e.syncGaugesLocked()
+	e.mu.Unlock()
+	r.trace.update(func(t *Trace) { t.Submitted = r.submitted })
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// abort removes r from the engine if it is still there (client gone, fault, handler exit).
+func (e *Engine) abort(r *request) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if r.state != stateWaiting && r.state != stateRunning {
+		return
+	}
+	e.endLocked(r)
+	e.st.AbortedRequests++
+	e.m.success.WithLabelValues(FinishAbort).Inc()
+	e.syncGaugesLocked()
+}
+
+// endLocked takes r out of the queues and frees its KV cache.
+func (e *Engine) endLocked(r *request) {
+	switch r.state {
+	case stateWaiting:
+		if i := slices.Index(e.waiting, r); i >= 0 {
+			e.waiting = slices.Delete(e.waiting, i, i+1)
+		}
+	case stateRunning:
+		if i := slices.Index(e.running, r); i >= 0 {
+			e.running = slices.Delete(e.running, i, i+1)
+		}
+		e.kvHeld -= r.promptTokens + r.produced
+	}
+	r.state = stateFinished
+	r.hashes = nil
+}
+
+func (e *Engine) syncGaugesLocked() {
+	e.g.running.Store(int64(len(e.running)))
+	e.g.waiting.Store(int64(len(e.waiting)))
+	e.g.kvHeld.Store(int64(e.kvHeld))
+	e.st.MaxRunningSeen = max(e.st.MaxRunningSeen, len(e.running))
+	e.st.MaxWaitingSeen = max(e.st.MaxWaitingSeen, len(e.waiting))
+}
+
+// step is one engine iteration: a prefill of newly admitted requests, or a decode of the batch.
+type step struct {
+	prefill bool
+	reqs    []*request
+	dur     time.Duration
+}
+
+// loop is the engine: one step at a time, each ending at an absolute deadline so that timer lateness
+// does not accumulate.
+func (e *Engine) loop() {
+	defer close(e.loopDone)
+	// Steps end at precise deadlines: sleep in the kernel on a thread of our own (see preciseSleep).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var last time.Time // end of the previous step; zero after idling
+	for {
+		e.mu.Lock()
+		for !e.closed && len(e.waiting) == 0 && len(e.running) == 0 {
+			e.mu.Unlock()
+			last = time.Time{}
+			select {
+			case <-e.wake:
+			case <-e.quit:
+				return
+			}
+			e.mu.Lock()
+		}
+		if e.closed {
+			e.mu.Unlock()
+			return
+		}
+		start := last
+		if now := time.Now(); start.IsZero() || now.Sub(start) > maxLag {
+			start = now
+		}
+		st, start := e.planLocked(start)
+		e.mu.Unlock()
+		if st.reqs == nil {
+			// Nothing can run (cannot happen with a valid Config); do not spin.
+			e.log.Error("vllmsim: engine has waiting requests but can neither admit nor decode")
+			if !e.sleepUntil(time.Now().Add(time.Millisecond)) {
+				return
+			}
+			continue
+		}
+		deadline := start.Add(st.dur)
+		if !e.sleepUntil(deadline) {
+			return
+		}
+		end := time.Now()
+		e.mu.Lock()
+		e.finishLocked(st, end)
+		e.mu.Unlock()
+		last = deadline
+	}
+}
+
+// sleepUntil waits for deadline; false means the engine is closing. The engine goroutine owns its
+// OS thread and sleeps in slices of at most maxSleepSlice so that Close is noticed quickly. It
+// first yields, so that the handlers it just woke run at once rather than wait behind a processor
+// held by the sleeping thread.
+func (e *Engine) sleepUntil(deadline time.Time) bool {
+	runtime.Gosched()
+	for {
+		select {
+		case <-e.quit:
+			return false
+		default:
+		}
+		d := time.Until(deadline)
+		if d <= 0 {
+			return true
+		}
+		preciseSleep(min(d, maxSleepSlice))
+	}
+}
+
+// growth is how many tokens r may add to the KV cache in its next step.
+func (e *Engine) growth(r *request) int {
+	return max(min(e.cfg.TokensPerStep, r.target-r.produced), 0)
+}
+
+// planLocked picks the next step. Waiting requests that fit are admitted first and prefilled in one
+// step while running requests wait (no chunked prefill); otherwise the running batch decodes. It
+// returns the step and its start, which is never before the submission of a request it admits.
+func (e *Engine) planLocked(start time.Time) (step, time.Time) {
+	var (
+		admitted []*request
+		batched  int
+		work     time.Duration
+	)
+	for len(e.waiting) > 0 && len(e.running) < e.cfg.MaxNumSeqs {
+		r := e.waiting[0]
+		ctx := r.promptTokens + r.produced
+		if e.kvHeld+ctx+e.growth(r) > e.cfg.KVCacheTokens {
+			break
+		}
+		cached := 0
+		if e.cache != nil {
+			cached = e.cache.hitTokens(r.hashes, ctx)
+		}
+		uncached := ctx - cached
+		if e.cfg.MaxNumBatchedTokens > 0 && len(admitted) > 0 && batched+uncached > e.cfg.MaxNumBatchedTokens {
+			break
+		}
+		e.waiting[0] = nil
+		e.waiting = e.waiting[1:]
+		r.state = stateRunning
+		e.running = append(e.running, r)
+		e.kvHeld += ctx
+		batched += uncached
+		work += e.cfg.prefillWork(ctx, cached)
+		admitted = append(admitted, r)
+		if r.submitted.After(start) {
+			start = r.submitted
+		}
+		if !r.admitted {
+			r.admitted = true
+			r.trace.update(func(t *Trace) { t.CachedTokens = cached })
+			e.st.PromptTokens += uint64(r.promptTokens)
+			e.st.CachedTokens += uint64(cached)
+			e.m.promptTokens.Add(float64(r.promptTokens))
+			e.m.prefixQueries.Add(float64(r.promptTokens))
+			e.m.prefixHits.Add(float64(cached))
+		}
+	}
+	if len(admitted) > 0 {
+		// Admission is stamped with the real time; the step itself may start earlier on the
+		// schedule when the loop is catching up (never before a submission, see above).
+		now := time.Now()
+		for _, r := range admitted {
+			if r.admittedAt.IsZero() {
+				r.admittedAt = now
+				e.m.queue.Observe(now.Sub(r.submitted).Seconds())
+				r.trace.update(func(t *Trace) { t.Admitted = now })
+			}
+		}
+		e.syncGaugesLocked()
+		return step{prefill: true, reqs: admitted, dur: e.cfg.scale(e.cfg.PrefillOverhead + work)}, start
+	}
+
+	// Preempt the most recently admitted requests while the next step would overflow the KV cache.
+	for len(e.running) > 1 {
+		need := 0
+		for _, r := range e.running {
+			need += e.growth(r)
+		}
+		if e.kvHeld+need <= e.cfg.KVCacheTokens {
+			break
+		}
+		v := e.running[len(e.running)-1]
+		e.running = e.running[:len(e.running)-1]
+		e.kvHeld -= v.promptTokens + v.produced
+		v.state = stateWaiting
+		e.waiting = slices.Insert(e.waiting, 0, v)
+		e.st.Preemptions++
+		e.m.preemptions.Inc()
+		v.trace.update(func(t *Trace) { t.Preemptions++ })
+	}
+	e.syncGaugesLocked()
+	if len(e.running) == 0 {
+		return step{}, start
+	}
+	ctx := 0
+	for _, r := range e.running {
+		ctx += r.promptTokens + r.produced
+	}
+	return step{reqs: slices.Clone(e.running), dur: e.cfg.DecodeStep(len(e.running), ctx)}, start
+}
+
+// finishLocked applies a step that ended at end: each request still running gets its tokens.
+func (e *Engine) finishLocked(st step, end time.Time) {
+	if st.prefill {
+		e.st.PrefillSteps++
+	} else {
+		e.st.DecodeSteps++
+	}
+	finished := false
+	for _, r := range st.reqs {
+		if r.state != stateRunning {
+			continue // aborted, preempted or closed during the step
+		}
+		n := 1 // a prefill yields one token
+		if st.prefill {
+			if e.cache != nil {
+				e.cache.insert(r.hashes)
+			}
+		} else {
+			if !r.stallUntil.IsZero() && end.Before(r.stallUntil) {
+				continue
+			}
+			n = e.growth(r)
+		}
+		if r.firstToken.IsZero() {
+			r.firstToken = end
+			e.m.ttft.Observe(end.Sub(r.submitted).Seconds())
+			e.m.prefill.Observe(end.Sub(r.admittedAt).Seconds())
+		} else {
+			e.m.itl.Observe(end.Sub(r.lastOutput).Seconds())
+		}
+		r.lastOutput = end
+		r.produced += n
+		e.kvHeld += n
+		e.st.GeneratedTokens += uint64(n)
+		e.m.genTokens.Add(float64(n))
+		if r.fault.name == FaultStall && !r.stalled && r.fault.after > 0 && r.produced >= r.fault.after {
+			r.stalled = true
+			r.stallUntil = end.Add(r.fault.stallFor)
+		}
+		done := r.produced >= r.target
+		if done {
+			finished = true
+			e.kvHeld -= r.promptTokens + r.produced
+			r.state = stateFinished
+			r.hashes = nil
+			e.st.FinishedRequests++
+			e.m.success.WithLabelValues(r.targetReason).Inc()
+			e.m.e2e.Observe(end.Sub(r.submitted).Seconds())
+			e.m.decode.Observe(end.Sub(r.firstToken).Seconds())
+			e.m.reqPrompt.Observe(float64(r.promptTokens))
+			e.m.reqGen.Observe(float64(r.produced))
+		}
+		r.publish(r.produced, done, r.targetReason, nil)
+	}
+	if finished {
+		e.running = slices.DeleteFunc(e.running, func(r *request) bool { return r.state == stateFinished })
+	}
+	e.syncGaugesLocked()
+}

@@ -1,0 +1,162 @@
+package vllmsim
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestFaultHeader(t *testing.T) {
+	cfg := fastConfig()
+	ts := start(t, cfg)
+	tests := []struct {
+		header string
+		check  func(t *testing.T, res streamResult, tr Trace)
+	}{
+		{"error_status=503", func(t *testing.T, res streamResult, tr Trace) {
+			var e struct {
+				Error struct {
+					Type string `json:"type"`
+					Code int    `json:"code"`
+				} `json:"error"`
+			}
+			if res.status != 503 || json.Unmarshal([]byte(res.body), &e) != nil || e.Error.Code != 503 || e.Error.Type != "ServiceUnavailableError" {
+				t.Errorf("status %d body %s", res.status, res.body)
+			}
+			if tr.Status != 503 || tr.FinishReason != FinishError {
+				t.Errorf("trace %+v", tr)
+			}
+		}},
+		{"error_event=3", func(t *testing.T, res streamResult, tr Trace) {
+			n := len(res.events)
+			if res.status != 200 || !res.done || n < 2 || res.events[n-2].chunk == nil || res.events[n-2].chunk.Error == nil {
+				t.Fatalf("want an error event then [DONE], got %v", res.events)
+			}
+			if tr.CompletionTokens != 3 || tr.FinishReason != FinishError {
+				t.Errorf("trace: %d tokens, finish %q", tr.CompletionTokens, tr.FinishReason)
+			}
+		}},
+		{"cut=2", func(t *testing.T, res streamResult, tr Trace) {
+			if res.done || res.readErr == nil {
+				t.Errorf("cut stream: done=%v readErr=%v", res.done, res.readErr)
+			}
+			if len(res.outputChunks()) != 2 || tr.CompletionTokens != 2 || tr.FinishReason != FinishError || tr.Done.IsZero() {
+				t.Errorf("cut after %d chunks; trace %d tokens finish %q", len(res.outputChunks()), tr.CompletionTokens, tr.FinishReason)
+			}
+		}},
+		{"cut=0", func(t *testing.T, res streamResult, tr Trace) {
+			if res.done || len(res.outputChunks()) != 0 || tr.CompletionTokens != 0 {
+				t.Errorf("cut=0: done=%v, %d output chunks", res.done, len(res.outputChunks()))
+			}
+		}},
+		{"stall=4,150ms", func(t *testing.T, res streamResult, tr Trace) {
+			if !res.done || tr.CompletionTokens != 10 {
+				t.Fatalf("stalled stream did not complete: %+v", tr)
+			}
+			var gaps []time.Duration
+			for i := 1; i < len(tr.Chunks); i++ {
+				gaps = append(gaps, tr.Chunks[i].At.Sub(tr.Chunks[i-1].At))
+			}
+			if gaps[3] < 150*time.Millisecond || gaps[3] > 250*time.Millisecond || gaps[2] > 50*time.Millisecond {
+				t.Errorf("gaps %v: want a ~150 ms gap after the 4th token only", gaps)
+			}
+		}},
+		{"stall=0,100ms", func(t *testing.T, res streamResult, tr Trace) {
+			if d := tr.Submitted.Sub(tr.Arrived); d < 100*time.Millisecond || tr.RoleChunkWritten.Sub(tr.Arrived) > 50*time.Millisecond {
+				t.Errorf("stall=0: submitted after %v, role chunk after %v", d, tr.RoleChunkWritten.Sub(tr.Arrived))
+			}
+		}},
+		{"omit_usage", func(t *testing.T, res streamResult, tr Trace) {
+			if !res.done || res.finalUsage() != nil {
+				t.Errorf("omit_usage: done=%v usage %+v", res.done, res.finalUsage())
+			}
+		}},
+		{"malformed=2", func(t *testing.T, res streamResult, tr Trace) {
+			bad := 0
+			for _, ev := range res.events {
+				if ev.chunk == nil && ev.data != "[DONE]" {
+					bad++
+				}
+			}
+			if bad != 1 || !res.done || tr.CompletionTokens != 10 {
+				t.Errorf("malformed: %d unparsable events, done=%v, tokens %d", bad, res.done, tr.CompletionTokens)
+			}
+		}},
+		{"none", func(t *testing.T, res streamResult, tr Trace) {
+			if !res.done || tr.Fault != "" || tr.CompletionTokens != 10 {
+				t.Errorf("none: %+v", tr)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.header, func(t *testing.T) {
+			res := ts.post(t, "/v1/chat/completions", chatBody("fault", 10, nil), map[string]string{FaultHeader: tt.header})
+			id := res.id()
+			if id == "" { // error_status: no stream; the trace is the latest request
+				id = "chatcmpl-" + strconv.FormatUint(ts.e.seq.Load(), 10)
+			}
+			tr, ok := ts.e.Trace(id)
+			if !ok {
+				t.Fatalf("no trace for %q", id)
+			}
+			if name, _, _ := strings.Cut(tt.header, "="); name != FaultNone && tr.Fault != name {
+				t.Errorf("trace fault %q, want %q", tr.Fault, name)
+			}
+			tt.check(t, res, tr)
+		})
+	}
+	waitFor(t, "engine idle", func() bool { st := ts.e.Stats(); return st.Running == 0 && st.Waiting == 0 })
+	if st := ts.e.Stats(); st.KVCacheTokensUsed != 0 {
+		t.Errorf("KV cache not freed after faults: %+v", st)
+	}
+}
+
+func TestFaultRate(t *testing.T) {
+	run := func() []string {
+		cfg := fastConfig()
+		cfg.Faults = Faults{Rate: 0.5, OmitUsage: true, ErrorStatus: 429}
+		ts := start(t, cfg)
+		var got []string
+		for range 12 {
+			res := ts.post(t, "/v1/completions", map[string]any{
+				"prompt": "x", "max_tokens": 2, "stream": true, "stream_options": map[string]any{"include_usage": true},
+			}, nil)
+			switch {
+			case res.status == 429:
+				got = append(got, "429")
+			case res.finalUsage() == nil:
+				got = append(got, "no-usage")
+			default:
+				got = append(got, "ok")
+			}
+		}
+		return got
+	}
+	a, b := run(), run()
+	if strings.Join(a, ",") != strings.Join(b, ",") {
+		t.Errorf("random faults not deterministic:\n%v\n%v", a, b)
+	}
+	counts := map[string]int{}
+	for _, s := range a {
+		counts[s]++
+	}
+	if counts["ok"] == 0 || counts["429"] == 0 || counts["no-usage"] == 0 {
+		t.Errorf("outcomes %v: want a mix of faults and successes", a)
+	}
+}
+
+func TestFaultNonStreaming(t *testing.T) {
+	ts := start(t, fastConfig())
+	body := chatBody("x", 3, map[string]any{"stream": false, "stream_options": nil})
+	if res := ts.post(t, "/v1/chat/completions", body, map[string]string{FaultHeader: "error_event"}); res.status != 500 {
+		t.Errorf("error_event non-streaming: status %d", res.status)
+	}
+	if res := ts.post(t, "/v1/chat/completions", body, map[string]string{FaultHeader: "omit_usage"}); strings.Contains(res.body, "usage") {
+		t.Errorf("omit_usage non-streaming: %s", res.body)
+	}
+	if res := ts.post(t, "/v1/chat/completions", body, map[string]string{FaultHeader: "malformed"}); json.Valid([]byte(res.body)) {
+		t.Errorf("malformed non-streaming body is valid JSON: %s", res.body)
+	}
+}

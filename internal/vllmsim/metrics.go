@@ -1,0 +1,129 @@
+package vllmsim
+
+import (
+	"strconv"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Buckets (seconds or tokens), close to vLLM's but finer for short inter-token latencies.
+var (
+	ttftBuckets = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80, 160, 640, 2560}
+	itlBuckets  = []float64{0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80}
+	reqBuckets  = []float64{0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920, 7680}
+)
+
+// Finish reasons labelled on vllm:request_success_total.
+var finishedReasons = []string{"stop", "length", FinishAbort}
+
+// gauges are the engine's live values, written by the engine under Engine.mu and read by scrapes.
+type gauges struct {
+	running atomic.Int64
+	waiting atomic.Int64
+	kvHeld  atomic.Int64
+}
+
+type metrics struct {
+	reg *prometheus.Registry
+
+	promptTokens  prometheus.Counter
+	genTokens     prometheus.Counter
+	preemptions   prometheus.Counter
+	prefixQueries prometheus.Counter
+	prefixHits    prometheus.Counter
+	success       *prometheus.CounterVec
+
+	ttft       prometheus.Histogram
+	itl        prometheus.Histogram
+	e2e        prometheus.Histogram
+	queue      prometheus.Histogram
+	prefill    prometheus.Histogram
+	decode     prometheus.Histogram
+	reqPrompt  prometheus.Histogram
+	reqGen     prometheus.Histogram
+	kvCapacity float64
+}
+
+func tokenBuckets(maxLen int) []float64 {
+	var b []float64
+	for m := 1; ; m *= 10 {
+		for _, f := range []int{1, 2, 5} {
+			if f*m >= maxLen {
+				return append(b, float64(maxLen))
+			}
+			b = append(b, float64(f*m))
+		}
+	}
+}
+
+func newMetrics(cfg Config, g *gauges) *metrics {
+	labels := prometheus.Labels{"model_name": cfg.ModelName, "engine": "0"}
+	m := &metrics{reg: prometheus.NewRegistry(), kvCapacity: float64(cfg.KVCacheTokens)}
+	counter := func(name, help string) prometheus.Counter {
+		c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels})
+		m.reg.MustRegister(c)
+		return c
+	}
+	hist := func(name, help string, buckets []float64) prometheus.Histogram {
+		h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, ConstLabels: labels, Buckets: buckets})
+		m.reg.MustRegister(h)
+		return h
+	}
+	gauge := func(name, help string, f func() float64) {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels}, f))
+	}
+
+	kvName, itlName := "vllm:kv_cache_usage_perc", "vllm:inter_token_latency_seconds"
+	if cfg.LegacyMetricNames {
+		kvName, itlName = "vllm:gpu_cache_usage_perc", "vllm:time_per_output_token_seconds"
+	}
+	gauge("vllm:num_requests_running", "Number of requests in model execution batches.",
+		func() float64 { return float64(g.running.Load()) })
+	gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.",
+		func() float64 { return float64(g.waiting.Load()) })
+	gauge(kvName, "KV-cache usage. 1 means 100 percent usage.",
+		func() float64 { return float64(g.kvHeld.Load()) / m.kvCapacity })
+
+	info := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "vllm:cache_config_info", Help: "Information of the LLMEngine CacheConfig.",
+		ConstLabels: prometheus.Labels{
+			"engine":                "0",
+			"block_size":            strconv.Itoa(BlockSize),
+			"enable_prefix_caching": pyBool(cfg.EnablePrefixCaching),
+			"num_gpu_blocks":        strconv.Itoa(cfg.KVCacheTokens / BlockSize),
+		},
+	})
+	info.Set(1)
+	m.reg.MustRegister(info)
+
+	m.promptTokens = counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.")
+	m.genTokens = counter("vllm:generation_tokens_total", "Number of generation tokens processed.")
+	m.preemptions = counter("vllm:num_preemptions_total", "Cumulative number of preemptions from the engine.")
+	m.prefixQueries = counter("vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.")
+	m.prefixHits = counter("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.")
+	m.success = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "vllm:request_success_total", Help: "Count of successfully processed requests.", ConstLabels: labels,
+	}, []string{"finished_reason"})
+	m.reg.MustRegister(m.success)
+	for _, r := range finishedReasons {
+		m.success.WithLabelValues(r)
+	}
+
+	m.ttft = hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", ttftBuckets)
+	m.itl = hist(itlName, "Histogram of inter-token latency in seconds (one sample per engine output).", itlBuckets)
+	m.e2e = hist("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", reqBuckets)
+	m.queue = hist("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", reqBuckets)
+	m.prefill = hist("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", reqBuckets)
+	m.decode = hist("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", reqBuckets)
+	m.reqPrompt = hist("vllm:request_prompt_tokens", "Number of prefill tokens processed.", tokenBuckets(cfg.MaxModelLen))
+	m.reqGen = hist("vllm:request_generation_tokens", "Number of generation tokens processed.", tokenBuckets(cfg.MaxModelLen))
+	return m
+}
+
+func pyBool(b bool) string {
+	if b {
+		return "True"
+	}
+	return "False"
+}

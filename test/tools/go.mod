@@ -2,6 +2,8 @@ module github.com/slaprobe/slaprobe/test/tools
 
 go 1.26
 
+require github.com/llm-d/llm-d-inference-sim v0.10.2
+
 require (
 	dario.cat/mergo v1.0.2 // indirect
 	github.com/Azure/go-ansiterm v0.0.0-20250102033503-faa5f7b0171c // indirect
@@ -48,7 +50,6 @@ require (
 	github.com/josharian/intern v1.0.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/klauspost/compress v1.18.6 // indirect
-	github.com/llm-d/llm-d-inference-sim v0.10.2 // indirect
 	github.com/llm-d/llm-d-kv-cache v0.9.0 // indirect
 	github.com/lufia/plan9stats v0.0.0-20211012122336-39d0f177ccd0 // indirect
 	github.com/magiconair/properties v1.8.10 // indirect

@@ -24,4 +24,31 @@ type Snapshot struct {
 
 	PrefixCacheQueries, PrefixCacheHits float64 // counters, tokens
 	HasPrefixCache                      bool
+
+	// Fields below were added after the first contract; all are optional.
+
+	// Server-side TTFT and inter-token latency histograms (sum/count, seconds).
+	// ITL falls back to the older time_per_output_token name.
+	TTFTSum, TTFTCount float64
+	HasTTFT            bool
+	ITLSum, ITLCount   float64
+	HasITL             bool
+
+	// RequestsFinished is the count of the end-to-end latency histogram: a
+	// counter of finished requests. With PromptTokens it gives the mean prompt
+	// length of the real traffic.
+	RequestsFinished    float64
+	HasRequestsFinished bool
+
+	// CacheHitRate is SGLang's prefix cache hit-rate gauge (0..1); vLLM
+	// reports PrefixCacheQueries/Hits counters instead.
+	CacheHitRate    float64
+	HasCacheHitRate bool
+
+	// Series is the number of label sets summed into Running (engines ×
+	// models); 0 when the family was absent.
+	Series int
 }
+
+// QueueDepth is the number of requests in the engine: running plus waiting.
+func (s Snapshot) QueueDepth() float64 { return s.Running + s.Waiting }

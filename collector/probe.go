@@ -1,0 +1,271 @@
+// Package collector holds slaprobe's Prometheus collectors, one per file.
+package collector
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/slaprobe/slaprobe/prober"
+)
+
+const namespace = "slaprobe"
+
+// Classic buckets: each covers the range the reference reports show and has
+// an edge at every threshold and experience band they use, so that
+// "fraction of probes under X" is exact for those X. Native histograms give
+// fine resolution on top for servers that scrape them.
+var (
+	// 25 ms .. 120 s; edges at the 0.1 / 0.5 / 2 / 3 / 5 / 8 / 10 / 12 / 20 s lines.
+	ttftBuckets = []float64{0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2, 3, 5, 8, 10, 12, 15, 20, 30, 45, 60, 90, 120}
+	// 2 ms .. 1 s; edges at the 10 / 20 / 70 ms bands.
+	itlBuckets = []float64{0.002, 0.004, 0.006, 0.008, 0.01, 0.0125, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.07, 0.1, 0.15, 0.2, 0.3, 0.5, 1}
+	// 5 .. 500 tokens/s; edges at the 10 / 15 / 20 / 25 / 50 / 80 / 150 bands.
+	decodeBuckets = []float64{5, 10, 15, 20, 25, 30, 40, 50, 60, 80, 100, 125, 150, 175, 200, 250, 300, 400, 500}
+	// 0.25 .. 300 s; edge at the 2 s code-completion threshold.
+	e2eBuckets = []float64{0.25, 0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 240, 300}
+	// 250 .. 100000 tokens/s.
+	prefillBuckets = []float64{250, 500, 1000, 2000, 3000, 5000, 7500, 10000, 15000, 20000, 30000, 40000, 50000, 75000, 100000}
+	// 1 .. 32 tokens: 1 is plain decoding, more is MTP / speculative / stream-interval.
+	chunkBuckets = []float64{1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32}
+)
+
+var probeLabels = []string{"target", "model", "scenario"}
+
+// ProbeMetrics turns probe results into the slaprobe_* probe metrics of the
+// metrics contract (docs/architecture.md). It is safe for concurrent use.
+type ProbeMetrics struct {
+	ttft, itl, decode, e2e, prefill, chunk, ttfc *prometheus.HistogramVec
+
+	probes, errors, cacheHits, tokens, mismatches *prometheus.CounterVec
+
+	success, promptTokens, outputTokens, lastTimestamp, enabled *prometheus.GaugeVec
+	threshold, planned                                          *prometheus.GaugeVec
+}
+
+func newHistogram(name, help string, buckets []float64) *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace:                       namespace,
+		Name:                            name,
+		Help:                            help,
+		Buckets:                         buckets,
+		NativeHistogramBucketFactor:     1.1,
+		NativeHistogramMaxBucketNumber:  160,
+		NativeHistogramMinResetDuration: time.Hour,
+	}, probeLabels)
+}
+
+func newCounter(name, help string, extra ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help},
+		append(append([]string(nil), probeLabels...), extra...))
+}
+
+func newGauge(name, help string, labels ...string) *prometheus.GaugeVec {
+	if labels == nil {
+		labels = probeLabels
+	}
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: name, Help: help}, labels)
+}
+
+// NewProbeMetrics creates the probe metrics and registers them with reg.
+func NewProbeMetrics(reg prometheus.Registerer) *ProbeMetrics {
+	m := &ProbeMetrics{
+		ttft: newHistogram("ttft_seconds",
+			"Time from sending the request to the first chunk carrying generated output. Successful probes with a cold prompt only.", ttftBuckets),
+		itl: newHistogram("itl_seconds",
+			"Mean inter-token latency of a probe: (last token - first token) / (output tokens - first chunk's tokens). Successful probes only.", itlBuckets),
+		decode: newHistogram("decode_tokens_per_second",
+			"Per-user decode speed of a probe, the inverse of its ITL. Successful probes only.", decodeBuckets),
+		e2e: newHistogram("e2e_latency_seconds",
+			"Time from sending the request to the last token. Successful probes with a cold prompt only.", e2eBuckets),
+		prefill: newHistogram("prefill_tokens_per_second",
+			"Prompt tokens divided by TTFT (queueing included). Successful probes with a cold prompt only.", prefillBuckets),
+		chunk: newHistogram("tokens_per_chunk",
+			"Output tokens carried by each streamed chunk, when the server reports continuous usage.", chunkBuckets),
+		ttfc: newHistogram("time_to_first_content_seconds",
+			"Time to the first non-reasoning output token. Successful probes of reasoning models with a cold prompt only.", ttftBuckets),
+
+		probes: newCounter("probes_total",
+			"Probes run, by outcome: success, error, or short_output (fewer tokens than asked).", "result"),
+		errors: newCounter("probe_errors_total",
+			"Failed probes by reason.", "reason"),
+		cacheHits: newCounter("probe_cache_hits_total",
+			"Successful probes whose prompt was partly served from the prefix cache; their TTFT, E2E and prefill are not recorded."),
+		tokens: newCounter("probe_tokens_total",
+			"Tokens the prober spent, as the server reported them, by type: prompt or output.", "type"),
+		mismatches: newCounter("probe_prompt_length_mismatches_total",
+			"Probes whose prompt token count, as the server reported it, was outside the tolerance of the scenario's input tokens."),
+
+		success: newGauge("probe_success",
+			"Whether the last probe succeeded (1) or not (0)."),
+		promptTokens: newGauge("probe_prompt_tokens",
+			"Prompt tokens of the last probe, as the server counted them."),
+		outputTokens: newGauge("probe_output_tokens",
+			"Output tokens of the last probe, as the server counted them."),
+		lastTimestamp: newGauge("probe_last_timestamp_seconds",
+			"Unix time at which the last probe started."),
+		enabled: newGauge("scenario_enabled",
+			"Whether the scenario is probed on the target (1) or disabled (0), e.g. because it does not fit the model's max_model_len."),
+		threshold: newGauge("sla_threshold",
+			"SLA threshold of a scenario, in the metric's base unit (seconds, or tokens per second for a minimum decode speed).", "scenario", "metric"),
+		planned: newGauge("prober_planned_tokens_per_hour",
+			"Prompt plus output tokens the prober plans to spend per hour on the target, from the enabled scenarios and their intervals.", "target"),
+	}
+	reg.MustRegister(
+		m.ttft, m.itl, m.decode, m.e2e, m.prefill, m.chunk, m.ttfc,
+		m.probes, m.errors, m.cacheHits, m.tokens, m.mismatches,
+		m.success, m.promptTokens, m.outputTokens, m.lastTimestamp, m.enabled,
+		m.threshold, m.planned,
+	)
+	return m
+}
+
+// Observe records one probe.
+//
+//   - success: probes_total{result="success"}, ITL, decode speed; and, unless
+//     the prompt hit the prefix cache, TTFT, E2E, prefill speed and (for
+//     reasoning output) time to first content. A cache hit counts in
+//     probe_cache_hits_total instead.
+//   - short_output: probes_total{result="short_output"} only.
+//   - error: probes_total{result="error"} and probe_errors_total{reason}.
+//
+// Every probe updates the token counters and the last-probe gauges; every
+// chunk with a known token count is one tokens_per_chunk observation.
+func (m *ProbeMetrics) Observe(r *prober.Result) {
+	lv := []string{r.Target, r.Model, r.Scenario}
+
+	kind := r.Kind
+	switch kind {
+	case prober.KindSuccess, prober.KindShortOutput:
+	default:
+		kind = prober.KindError
+	}
+	m.probes.WithLabelValues(r.Target, r.Model, r.Scenario, string(kind)).Inc()
+
+	switch kind {
+	case prober.KindSuccess:
+		if d := r.ITL(); d > 0 {
+			m.itl.WithLabelValues(lv...).Observe(d.Seconds())
+		}
+		if v := r.DecodeSpeed(); v > 0 {
+			m.decode.WithLabelValues(lv...).Observe(v)
+		}
+		if r.CacheHit() {
+			m.cacheHits.WithLabelValues(lv...).Inc()
+			break
+		}
+		if d := r.TTFT(); d > 0 {
+			m.ttft.WithLabelValues(lv...).Observe(d.Seconds())
+		}
+		if d := r.E2E(); d > 0 {
+			m.e2e.WithLabelValues(lv...).Observe(d.Seconds())
+		}
+		if v := r.PrefillSpeed(); v > 0 {
+			m.prefill.WithLabelValues(lv...).Observe(v)
+		}
+		if d := r.TTFC(); r.Reasoning && d > 0 {
+			m.ttfc.WithLabelValues(lv...).Observe(d.Seconds())
+		}
+	case prober.KindError:
+		reason := string(r.Reason)
+		if reason == "" {
+			reason = "unknown"
+		}
+		m.errors.WithLabelValues(r.Target, r.Model, r.Scenario, reason).Inc()
+	}
+
+	if len(r.ChunkTokens) > 0 {
+		h := m.chunk.WithLabelValues(lv...)
+		for _, n := range r.ChunkTokens {
+			if n > 0 {
+				h.Observe(float64(n))
+			}
+		}
+	}
+
+	m.tokens.WithLabelValues(r.Target, r.Model, r.Scenario, "prompt").Add(float64(max(r.PromptTokens, 0)))
+	m.tokens.WithLabelValues(r.Target, r.Model, r.Scenario, "output").Add(float64(max(r.OutputTokens, 0)))
+	if r.PromptTokens > 0 && !r.PromptLengthOK {
+		m.mismatches.WithLabelValues(lv...).Inc()
+	}
+
+	ok := 0.0
+	if kind == prober.KindSuccess {
+		ok = 1
+	}
+	m.success.WithLabelValues(lv...).Set(ok)
+	m.promptTokens.WithLabelValues(lv...).Set(float64(r.PromptTokens))
+	m.outputTokens.WithLabelValues(lv...).Set(float64(r.OutputTokens))
+	start := r.Start
+	if start.IsZero() {
+		start = time.Now()
+	}
+	m.lastTimestamp.WithLabelValues(lv...).Set(float64(start.UnixNano()) / 1e9)
+}
+
+// SetScenarioEnabled sets slaprobe_scenario_enabled. Enabling a scenario
+// also creates its counters at zero, so that rate() and absence alerts
+// work from the first scrape.
+func (m *ProbeMetrics) SetScenarioEnabled(target, model, scenario string, enabled bool) {
+	v := 0.0
+	if enabled {
+		v = 1
+		for _, k := range []prober.Kind{prober.KindSuccess, prober.KindError, prober.KindShortOutput} {
+			m.probes.WithLabelValues(target, model, scenario, string(k))
+		}
+		for _, r := range prober.Reasons {
+			m.errors.WithLabelValues(target, model, scenario, string(r))
+		}
+		m.cacheHits.WithLabelValues(target, model, scenario)
+		m.tokens.WithLabelValues(target, model, scenario, "prompt")
+		m.tokens.WithLabelValues(target, model, scenario, "output")
+		m.mismatches.WithLabelValues(target, model, scenario)
+	}
+	m.enabled.WithLabelValues(target, model, scenario).Set(v)
+}
+
+// SetThresholds replaces every slaprobe_sla_threshold series with the
+// thresholds of scenarios.
+func (m *ProbeMetrics) SetThresholds(scenarios []prober.Scenario) {
+	m.threshold.Reset()
+	for _, s := range scenarios {
+		for _, t := range s.Thresholds.Metrics() {
+			m.threshold.WithLabelValues(s.Name, t.Metric).Set(t.Value)
+		}
+	}
+}
+
+// SetPlannedTokensPerHour sets slaprobe_prober_planned_tokens_per_hour.
+func (m *ProbeMetrics) SetPlannedTokensPerHour(target string, v float64) {
+	m.planned.WithLabelValues(target).Set(v)
+}
+
+// ForgetTarget deletes every series of the target, e.g. when its model
+// changed or it left the config, so that stale series do not linger.
+func (m *ProbeMetrics) ForgetTarget(target string) {
+	l := prometheus.Labels{"target": target}
+	for _, v := range m.vecs() {
+		v.DeletePartialMatch(l)
+	}
+}
+
+// ForgetModel deletes the series of one target and model, e.g. those
+// recorded under model="" while the model was not known yet.
+func (m *ProbeMetrics) ForgetModel(target, model string) {
+	l := prometheus.Labels{"target": target, "model": model}
+	for _, v := range m.vecs() {
+		if v == m.planned.MetricVec {
+			continue
+		}
+		v.DeletePartialMatch(l)
+	}
+}
+
+func (m *ProbeMetrics) vecs() []*prometheus.MetricVec {
+	return []*prometheus.MetricVec{
+		m.ttft.MetricVec, m.itl.MetricVec, m.decode.MetricVec, m.e2e.MetricVec, m.prefill.MetricVec, m.chunk.MetricVec, m.ttfc.MetricVec,
+		m.probes.MetricVec, m.errors.MetricVec, m.cacheHits.MetricVec, m.tokens.MetricVec, m.mismatches.MetricVec,
+		m.success.MetricVec, m.promptTokens.MetricVec, m.outputTokens.MetricVec, m.lastTimestamp.MetricVec, m.enabled.MetricVec,
+		m.planned.MetricVec,
+	}
+}

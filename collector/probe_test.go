@@ -1,0 +1,347 @@
+package collector
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/slaprobe/slaprobe/prober"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+var t0 = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+
+// success is a cold, successful chatbot probe: TTFT 200 ms, 255 intervals
+// of 10 ms after the first token.
+func success() prober.Result {
+	return prober.Result{
+		Target: "a", Model: "m", Scenario: "chatbot", Kind: prober.KindSuccess,
+		Start:            t0,
+		FirstToken:       t0.Add(200 * time.Millisecond),
+		LastToken:        t0.Add(200*time.Millisecond + 255*10*time.Millisecond),
+		PromptTokens:     1024,
+		OutputTokens:     256,
+		RequestedTokens:  256,
+		FirstChunkTokens: 1,
+		ContinuousUsage:  true,
+		ChunkTokens:      []int32{1, 1, 2, 4},
+		CachedReported:   true,
+		PromptLengthOK:   true,
+		FinishReason:     "length",
+	}
+}
+
+func goldenCases() []prober.Result {
+	cacheHit := success()
+	cacheHit.CachedTokens = 512
+	cacheHit.ChunkTokens = nil
+
+	reasoning := success()
+	reasoning.Scenario = "rag"
+	reasoning.PromptTokens = 4096
+	reasoning.Reasoning = true
+	reasoning.FirstContent = t0.Add(time.Second)
+	reasoning.ChunkTokens = nil
+
+	short := success()
+	short.Kind = prober.KindShortOutput
+	short.OutputTokens = 100
+	short.LastToken = t0.Add(1200 * time.Millisecond)
+	short.ChunkTokens = []int32{1}
+
+	timeout := prober.Result{
+		Target: "a", Model: "m", Scenario: "rag", Kind: prober.KindError, Reason: prober.ReasonTimeout,
+		Err: errors.New("probe timeout"), Start: t0.Add(time.Minute),
+	}
+
+	mismatch := success()
+	mismatch.Scenario = "rag"
+	mismatch.PromptTokens = 3000
+	mismatch.PromptLengthOK = false
+	mismatch.Kind = prober.KindError
+	mismatch.Reason = prober.ReasonStreamCut
+	mismatch.ChunkTokens = nil
+	mismatch.Start = t0.Add(2 * time.Minute)
+
+	return []prober.Result{success(), cacheHit, reasoning, short, timeout, mismatch}
+}
+
+func newTestMetrics(t *testing.T) (*prometheus.Registry, *ProbeMetrics) {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	return reg, NewProbeMetrics(reg)
+}
+
+// golden compares the registry's text exposition with testdata/name, or
+// rewrites it with -update.
+func golden(t *testing.T, reg *prometheus.Registry, name string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))
+		for _, mf := range mfs {
+			if err := enc.Encode(mf); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	defer f.Close()
+	if err := testutil.GatherAndCompare(reg, f); err != nil {
+		t.Errorf("exposition differs from %s (rerun with -update if intended):\n%v", path, err)
+	}
+}
+
+func TestProbeMetricsGolden(t *testing.T) {
+	reg, m := newTestMetrics(t)
+	m.SetThresholds(prober.Builtin()[:2])
+	m.SetPlannedTokensPerHour("a", 163840)
+	m.SetScenarioEnabled("a", "m", "chatbot", true)
+	m.SetScenarioEnabled("a", "m", "tool_calling", false)
+	for _, r := range goldenCases() {
+		m.Observe(&r)
+	}
+	golden(t, reg, "probe.prom")
+
+	problems, err := testutil.GatherAndLint(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+	}
+}
+
+func TestProbeMetricsNativeHistograms(t *testing.T) {
+	reg, m := newTestMetrics(t)
+	r := success()
+	m.Observe(&r)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, mf := range mfs {
+		if !strings.HasSuffix(mf.GetName(), "_seconds") && !strings.HasSuffix(mf.GetName(), "_per_second") && !strings.HasSuffix(mf.GetName(), "_chunk") {
+			continue
+		}
+		for _, met := range mf.GetMetric() {
+			h := met.GetHistogram()
+			if h == nil {
+				continue
+			}
+			seen++
+			if len(h.GetBucket()) == 0 {
+				t.Errorf("%s: no classic buckets", mf.GetName())
+			}
+			// Schema 3 is the coarsest schema whose growth factor is <= 1.1.
+			if h.Schema == nil || h.GetSchema() != 3 || len(h.GetPositiveSpan()) == 0 {
+				t.Errorf("%s: native histogram missing or wrong schema: schema=%v spans=%v", mf.GetName(), h.Schema, h.GetPositiveSpan())
+			}
+		}
+	}
+	if seen != 6 { // ttft, itl, decode, e2e, prefill, tokens per chunk
+		t.Errorf("saw %d observed histograms, want 6", seen)
+	}
+}
+
+func TestObserveSemantics(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(r *prober.Result)
+		// expected sample counts
+		ttft, itl, chunks, cacheHits, ttfc int
+		result                             string
+	}{
+		{name: "cold success", mutate: func(*prober.Result) {}, ttft: 1, itl: 1, chunks: 4, result: "success"},
+		{name: "cache hit keeps decode, drops prefill timings", mutate: func(r *prober.Result) { r.CachedTokens = 1 },
+			itl: 1, chunks: 4, cacheHits: 1, result: "success"},
+		{name: "reasoning adds time to first content", mutate: func(r *prober.Result) {
+			r.Reasoning, r.FirstContent = true, r.Start.Add(time.Second)
+		}, ttft: 1, itl: 1, chunks: 4, ttfc: 1, result: "success"},
+		{name: "short output records no latency", mutate: func(r *prober.Result) { r.Kind = prober.KindShortOutput },
+			chunks: 4, result: "short_output"},
+		{name: "error records no latency", mutate: func(r *prober.Result) {
+			r.Kind, r.Reason, r.ChunkTokens = prober.KindError, prober.ReasonStall, nil
+		}, result: "error"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, m := newTestMetrics(t)
+			r := success()
+			tc.mutate(&r)
+			m.Observe(&r)
+			count := func(v *prometheus.HistogramVec) int {
+				return int(histCount(t, v.WithLabelValues("a", "m", r.Scenario)))
+			}
+			if got := count(m.ttft); got != tc.ttft {
+				t.Errorf("ttft samples = %d, want %d", got, tc.ttft)
+			}
+			if got := count(m.e2e); got != tc.ttft {
+				t.Errorf("e2e samples = %d, want %d", got, tc.ttft)
+			}
+			if got := count(m.prefill); got != tc.ttft {
+				t.Errorf("prefill samples = %d, want %d", got, tc.ttft)
+			}
+			if got := count(m.itl); got != tc.itl {
+				t.Errorf("itl samples = %d, want %d", got, tc.itl)
+			}
+			if got := count(m.decode); got != tc.itl {
+				t.Errorf("decode samples = %d, want %d", got, tc.itl)
+			}
+			if got := count(m.chunk); got != tc.chunks {
+				t.Errorf("tokens_per_chunk samples = %d, want %d", got, tc.chunks)
+			}
+			if got := count(m.ttfc); got != tc.ttfc {
+				t.Errorf("ttfc samples = %d, want %d", got, tc.ttfc)
+			}
+			if got := int(testutil.ToFloat64(m.cacheHits.WithLabelValues("a", "m", r.Scenario))); got != tc.cacheHits {
+				t.Errorf("cache hits = %d, want %d", got, tc.cacheHits)
+			}
+			if got := testutil.ToFloat64(m.probes.WithLabelValues("a", "m", r.Scenario, tc.result)); got != 1 {
+				t.Errorf("probes_total{result=%q} = %g, want 1", tc.result, got)
+			}
+			wantSuccess := 0.0
+			if tc.result == "success" {
+				wantSuccess = 1
+			}
+			if got := testutil.ToFloat64(m.success.WithLabelValues("a", "m", r.Scenario)); got != wantSuccess {
+				t.Errorf("probe_success = %g, want %g", got, wantSuccess)
+			}
+		})
+	}
+}
+
+func histCount(t *testing.T, o prometheus.Observer) uint64 {
+	t.Helper()
+	m, ok := o.(prometheus.Metric)
+	if !ok {
+		t.Fatalf("%T is not a metric", o)
+	}
+	var pb dto.Metric
+	if err := m.Write(&pb); err != nil {
+		t.Fatal(err)
+	}
+	return pb.GetHistogram().GetSampleCount()
+}
+
+func TestForget(t *testing.T) {
+	reg, m := newTestMetrics(t)
+	for _, target := range []string{"a", "b"} {
+		r := success()
+		r.Target = target
+		m.Observe(&r)
+		m.SetScenarioEnabled(target, "m", "chatbot", true)
+		m.SetPlannedTokensPerHour(target, 1)
+	}
+	unknown := prober.Result{Target: "b", Scenario: "chatbot", Kind: prober.KindError, Reason: prober.ReasonConnectionRefused, Start: t0}
+	m.Observe(&unknown)
+
+	m.ForgetModel("b", "")
+	if n := countSeries(t, reg, `model=""`); n != 0 {
+		t.Errorf("%d series with model=\"\" after ForgetModel", n)
+	}
+	if n := countSeries(t, reg, `target="b"`); n == 0 {
+		t.Error("ForgetModel removed the target's other series")
+	}
+	m.ForgetTarget("a")
+	if n := countSeries(t, reg, `target="a"`); n != 0 {
+		t.Errorf("%d series of target a left after ForgetTarget", n)
+	}
+	if n := countSeries(t, reg, `target="b"`); n == 0 {
+		t.Error("ForgetTarget(a) removed target b")
+	}
+}
+
+// countSeries counts exposition lines containing substr.
+func countSeries(t *testing.T, reg *prometheus.Registry, substr string) int {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, mf := range mfs {
+		if err := enc.Encode(mf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := 0
+	for _, line := range strings.Split(buf.String(), "\n") {
+		if !strings.HasPrefix(line, "#") && strings.Contains(line, substr) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestMetricsContract checks the exported names against the metrics
+// contract in docs/architecture.md, both ways.
+func TestMetricsContract(t *testing.T) {
+	doc, err := os.ReadFile("../docs/architecture.md")
+	if err != nil {
+		t.Skipf("architecture.md: %v", err)
+	}
+	section := string(doc)
+	if i := strings.Index(section, "## Metrics contract"); i >= 0 {
+		section = section[i:]
+	}
+	contract := map[string]bool{}
+	for _, name := range regexp.MustCompile("`(slaprobe_[a-z0-9_]+)").FindAllStringSubmatch(section, -1) {
+		switch n := name[1]; {
+		case n == "slaprobe_build_info", strings.HasPrefix(n, "slaprobe_config_"):
+			// the daemon's, not the probe metrics'
+		default:
+			contract[n] = true
+		}
+	}
+
+	reg, m := newTestMetrics(t)
+	m.SetScenarioEnabled("a", "m", "chatbot", true)
+	m.SetThresholds(prober.Builtin())
+	m.SetPlannedTokensPerHour("a", 1)
+	for _, r := range goldenCases() {
+		m.Observe(&r)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exported := map[string]bool{}
+	for _, mf := range mfs {
+		exported[mf.GetName()] = true
+	}
+	for n := range contract {
+		if !exported[n] {
+			t.Errorf("%s is in the contract but not exported", n)
+		}
+	}
+	for n := range exported {
+		if !contract[n] {
+			t.Errorf("%s is exported but not in the contract (docs/architecture.md)", n)
+		}
+	}
+}

@@ -1,0 +1,156 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/prometheus/common/model"
+
+	"github.com/slaprobe/slaprobe/prober"
+)
+
+// ScenarioConfig overrides a built-in scenario (any subset of fields) or
+// defines a custom one (input_tokens and output_tokens required). Fields are
+// pointers so that "absent" (keep the built-in value) differs from an
+// explicit value.
+type ScenarioConfig struct {
+	Name         string            `yaml:"name"`
+	Description  string            `yaml:"description,omitempty"`
+	InputTokens  *int              `yaml:"input_tokens,omitempty"`
+	OutputTokens *int              `yaml:"output_tokens,omitempty"`
+	Interval     *model.Duration   `yaml:"interval,omitempty"`
+	Timeout      *model.Duration   `yaml:"timeout,omitempty"`
+	Thresholds   *ThresholdsConfig `yaml:"thresholds,omitempty"`
+}
+
+// ThresholdsConfig are SLA limits. Each one set replaces the scenario's
+// value; 0 removes that limit.
+type ThresholdsConfig struct {
+	TTFT      *model.Duration `yaml:"ttft,omitempty"`
+	E2E       *model.Duration `yaml:"e2e,omitempty"`
+	ITL       *model.Duration `yaml:"itl,omitempty"`
+	MinDecode *float64        `yaml:"min_decode_tokens_per_second,omitempty"`
+}
+
+// customDefaults gives a custom scenario without interval or timeout the
+// same cadence as the built-ins of its size: long prompts are expensive, so
+// they are probed rarely and given time to prefill.
+var customDefaults = []struct {
+	maxInput          int
+	interval, timeout time.Duration
+}{
+	{2048, 30 * time.Second, time.Minute},
+	{8192, time.Minute, 90 * time.Second},
+	{16384, 2 * time.Minute, 2 * time.Minute},
+	{32768, 5 * time.Minute, 3 * time.Minute},
+	{65536, 10 * time.Minute, 5 * time.Minute},
+	{1 << 62, 15 * time.Minute, 6 * time.Minute},
+}
+
+// DefaultCadence returns the interval and timeout a custom scenario with
+// this many input tokens gets when the config sets none.
+func DefaultCadence(inputTokens int) (interval, timeout time.Duration) {
+	for _, d := range customDefaults {
+		if inputTokens <= d.maxInput {
+			return d.interval, d.timeout
+		}
+	}
+	last := customDefaults[len(customDefaults)-1]
+	return last.interval, last.timeout
+}
+
+// resolveScenarios applies the overrides to the built-in catalog and
+// appends the custom scenarios.
+func (c *Config) resolveScenarios() error {
+	c.resolved = prober.Builtin()
+	seen := make(map[string]bool, len(c.ScenarioConfigs))
+	for i, sc := range c.ScenarioConfigs {
+		where := fmt.Sprintf("scenarios[%d]", i)
+		if sc.Name != "" {
+			where = fmt.Sprintf("scenarios[%d] (%s)", i, sc.Name)
+		}
+		if sc.Name == "" {
+			return fmt.Errorf("%s: name is empty; expected a short identifier such as %q", where, "my_case")
+		}
+		if !scenarioNameRE.MatchString(sc.Name) {
+			return fmt.Errorf("%s: name=%q; expected letters, digits, '_', '.' or '-'", where, sc.Name)
+		}
+		if seen[sc.Name] {
+			return fmt.Errorf("%s: scenario %q is defined twice", where, sc.Name)
+		}
+		seen[sc.Name] = true
+
+		s, builtin := prober.LookupBuiltin(sc.Name)
+		if !builtin {
+			if sc.InputTokens == nil || sc.OutputTokens == nil {
+				return fmt.Errorf("%s: input_tokens and output_tokens are required for a custom scenario (%q is not built in; built-in names: %s)",
+					where, sc.Name, strings.Join(prober.BuiltinNames(), ", "))
+			}
+			s = prober.Scenario{Name: sc.Name, Family: prober.FamilyCustom}
+			s.Interval, s.Timeout = DefaultCadence(*sc.InputTokens)
+		}
+		sc.apply(&s)
+		if err := s.Validate(); err != nil {
+			return fmt.Errorf("scenarios[%d]: %w", i, err)
+		}
+		if builtin {
+			for j := range c.resolved {
+				if c.resolved[j].Name == s.Name {
+					c.resolved[j] = s
+				}
+			}
+		} else {
+			c.resolved = append(c.resolved, s)
+		}
+	}
+	return nil
+}
+
+// apply writes the fields that are set onto s.
+func (sc ScenarioConfig) apply(s *prober.Scenario) {
+	if sc.Description != "" {
+		s.Description = sc.Description
+	}
+	if sc.InputTokens != nil {
+		s.InputTokens = *sc.InputTokens
+	}
+	if sc.OutputTokens != nil {
+		s.OutputTokens = *sc.OutputTokens
+	}
+	if sc.Interval != nil {
+		s.Interval = time.Duration(*sc.Interval)
+	}
+	if sc.Timeout != nil {
+		s.Timeout = time.Duration(*sc.Timeout)
+	}
+	if t := sc.Thresholds; t != nil {
+		if t.TTFT != nil {
+			s.Thresholds.TTFT = time.Duration(*t.TTFT)
+		}
+		if t.E2E != nil {
+			s.Thresholds.E2E = time.Duration(*t.E2E)
+		}
+		if t.ITL != nil {
+			s.Thresholds.ITL = time.Duration(*t.ITL)
+		}
+		if t.MinDecode != nil {
+			s.Thresholds.MinDecode = *t.MinDecode
+		}
+	}
+}
+
+// scenarioConfigOf writes every field of s, for printing the effective
+// config. Every threshold is written, 0 meaning "no limit", so that the
+// printout loads back to the same scenario.
+func scenarioConfigOf(s prober.Scenario) ScenarioConfig {
+	in, out := s.InputTokens, s.OutputTokens
+	iv, to := model.Duration(s.Interval), model.Duration(s.Timeout)
+	ttft, e2e, itl := model.Duration(s.Thresholds.TTFT), model.Duration(s.Thresholds.E2E), model.Duration(s.Thresholds.ITL)
+	dec := s.Thresholds.MinDecode
+	return ScenarioConfig{
+		Name: s.Name, Description: s.Description,
+		InputTokens: &in, OutputTokens: &out, Interval: &iv, Timeout: &to,
+		Thresholds: &ThresholdsConfig{TTFT: &ttft, E2E: &e2e, ITL: &itl, MinDecode: &dec},
+	}
+}

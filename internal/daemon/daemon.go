@@ -1,0 +1,528 @@
+// Package daemon runs slaprobe as a service: it owns the registry, the web
+// endpoints, config reloads and the probe scheduler's lifecycle. `slaprobe
+// run` and `slaprobe demo` both use it; other subsystems plug in through
+// AddHook, AddCollector, Handle and OnReload.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/version"
+	"github.com/prometheus/exporter-toolkit/web"
+
+	"github.com/slaprobe/slaprobe/collector"
+	"github.com/slaprobe/slaprobe/internal/config"
+	"github.com/slaprobe/slaprobe/prober"
+)
+
+// Program is the name used for slaprobe_build_info and the landing page.
+const Program = "slaprobe"
+
+// ProbeHook sees every scheduled probe. Optional subsystems (engine
+// metrics, live signals) implement it.
+type ProbeHook interface {
+	// BeforeProbe runs just before the probe is sent; keep it fast.
+	BeforeProbe(ctx context.Context, t prober.Target, s prober.Scenario)
+	// AfterProbe runs after every probe BeforeProbe saw, also one that a
+	// reload or shutdown cancelled (res.Err is then a context error).
+	AfterProbe(res *prober.Result)
+}
+
+// Options configure a Daemon.
+type Options struct {
+	// ConfigFile is the YAML config; empty means the quick flags alone.
+	ConfigFile string
+	// Flags are the quick command-line settings (see config.Flags).
+	Flags config.Flags
+	// Web holds --web.listen-address, --web.config.file and
+	// --web.systemd-socket. Nil serves nothing: use Handler (tests).
+	Web *web.FlagConfig
+	// Logger; nil discards.
+	Logger *slog.Logger
+	// Prober is kept for the daemon's life so that calibrations survive
+	// reloads. Nil makes one.
+	Prober *prober.Prober
+	// Description is shown on the landing page.
+	Description string
+	// Links are extra landing-page links (the demo adds the simulator's).
+	Links []web.LandingLinks
+
+	// Probe and ListModels replace the real prober (tests).
+	Probe      prober.ProbeFunc
+	ListModels func(ctx context.Context, t prober.Target) ([]prober.ModelInfo, error)
+	// SchedulerSleep replaces the scheduler's timer (tests).
+	SchedulerSleep func(ctx context.Context, d time.Duration) bool
+}
+
+// Daemon is a running slaprobe.
+type Daemon struct {
+	opts    Options
+	logger  *slog.Logger
+	cfg     *config.SafeConfig
+	prober  *prober.Prober
+	reg     *prometheus.Registry
+	metrics *collector.ProbeMetrics
+	mux     *http.ServeMux
+
+	reloadOK, reloadTime prometheus.Gauge
+
+	hooksMu sync.RWMutex
+	hooks   []ProbeHook
+
+	onReloadMu sync.Mutex
+	onReload   []func(*config.Config)
+
+	listeners []net.Listener
+	ready     atomic.Bool
+
+	// reloadMu serialises reloads and scheduler restarts.
+	reloadMu    sync.Mutex
+	runCtx      context.Context // set by Run; nil before
+	stopSched   context.CancelFunc
+	schedDone   chan struct{}
+	sched       *prober.Scheduler
+	knownModels map[string]string
+}
+
+// New loads the config and builds the registry and the web endpoints. An
+// invalid config is an error: the daemon does not start without a good one.
+func New(opts Options) (*Daemon, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Prober == nil {
+		opts.Prober = prober.New(opts.Logger.With("component", "prober"), prober.SystemClock{})
+	}
+	if opts.Description == "" {
+		opts.Description = "Synthetic streaming probes of LLM inference servers: TTFT, ITL, decode speed and E2E latency as Prometheus histograms."
+	}
+	d := &Daemon{
+		opts:   opts,
+		logger: opts.Logger,
+		cfg:    config.NewSafeConfig(opts.Flags),
+		prober: opts.Prober,
+		reg:    prometheus.NewRegistry(),
+		mux:    http.NewServeMux(),
+		reloadOK: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "slaprobe", Name: "config_last_reload_successful",
+			Help: "Whether the last configuration reload attempt was successful.",
+		}),
+		reloadTime: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "slaprobe", Name: "config_last_reload_success_timestamp_seconds",
+			Help: "Timestamp of the last successful configuration reload.",
+		}),
+	}
+	d.reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		versioncollector.NewCollector(Program),
+		d.reloadOK, d.reloadTime,
+	)
+	d.metrics = collector.NewProbeMetrics(d.reg)
+
+	if _, err := d.cfg.Reload(opts.ConfigFile); err != nil {
+		return nil, err
+	}
+	d.reloadOK.Set(1)
+	d.reloadTime.SetToCurrentTime()
+	d.applyConfig(nil, d.cfg.Get())
+
+	if err := d.routes(); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// Registry is the daemon's registry; /metrics serves it.
+func (d *Daemon) Registry() *prometheus.Registry { return d.reg }
+
+// ProbeMetrics are the slaprobe_* probe metrics.
+func (d *Daemon) ProbeMetrics() *collector.ProbeMetrics { return d.metrics }
+
+// Prober is the long-lived prober (calibration cache).
+func (d *Daemon) Prober() *prober.Prober { return d.prober }
+
+// Config is the current config. Treat it as read-only.
+func (d *Daemon) Config() *config.Config { return d.cfg.Get() }
+
+// Logger is the daemon's logger.
+func (d *Daemon) Logger() *slog.Logger { return d.logger }
+
+// AddHook makes h see every probe from now on.
+func (d *Daemon) AddHook(h ProbeHook) {
+	d.hooksMu.Lock()
+	defer d.hooksMu.Unlock()
+	d.hooks = append(d.hooks, h)
+}
+
+// AddCollector registers c with the daemon's registry.
+func (d *Daemon) AddCollector(c prometheus.Collector) error {
+	return d.reg.Register(c)
+}
+
+// Handle serves h at pattern (http.ServeMux syntax, e.g. "POST /-/sweep").
+func (d *Daemon) Handle(pattern string, h http.Handler) { d.mux.Handle(pattern, h) }
+
+// OnReload calls fn with the current config now and with every new config
+// a reload makes current.
+func (d *Daemon) OnReload(fn func(*config.Config)) {
+	d.onReloadMu.Lock()
+	d.onReload = append(d.onReload, fn)
+	d.onReloadMu.Unlock()
+	fn(d.cfg.Get())
+}
+
+// Handler serves every endpoint.
+func (d *Daemon) Handler() http.Handler { return d.mux }
+
+// Ready reports whether the scheduler is running.
+func (d *Daemon) Ready() bool { return d.ready.Load() }
+
+func (d *Daemon) routes() error {
+	links := []web.LandingLinks{
+		{Address: "/metrics", Text: "Metrics", Description: "slaprobe's metrics: probe histograms and counters"},
+		{Address: "/config", Text: "Configuration", Description: "the effective configuration, secrets redacted"},
+		{Address: "/-/healthy", Text: "Health", Description: "200 while the process runs"},
+		{Address: "/-/ready", Text: "Readiness", Description: "200 once the config is loaded and probes are scheduled"},
+	}
+	landing, err := web.NewLandingPage(web.LandingConfig{
+		Name:        Program,
+		Description: d.opts.Description,
+		Version:     version.Info(),
+		Links:       append(links, d.opts.Links...),
+	})
+	if err != nil {
+		return fmt.Errorf("landing page: %w", err)
+	}
+	d.mux.Handle("/", landing)
+	d.mux.Handle("/metrics", promhttp.InstrumentMetricHandler(d.reg, promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{
+		ErrorLog:          slog.NewLogLogger(d.logger.Handler(), slog.LevelError),
+		ErrorHandling:     promhttp.ContinueOnError,
+		EnableOpenMetrics: true,
+	})))
+	d.mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "Healthy")
+	})
+	d.mux.HandleFunc("/-/ready", func(w http.ResponseWriter, _ *http.Request) {
+		if !d.ready.Load() {
+			http.Error(w, "Not ready", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "Ready")
+	})
+	reload := func(w http.ResponseWriter, _ *http.Request) {
+		changed, err := d.Reload()
+		if err != nil {
+			http.Error(w, fmt.Sprintf("failed to reload config: %s", err), http.StatusInternalServerError)
+			return
+		}
+		if changed {
+			fmt.Fprintln(w, "config reloaded")
+		} else {
+			fmt.Fprintln(w, "config unchanged")
+		}
+	}
+	d.mux.HandleFunc("POST /-/reload", reload)
+	d.mux.HandleFunc("PUT /-/reload", reload)
+	// Without this, "/" (the landing page) would answer other methods 404.
+	d.mux.HandleFunc("/-/reload", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Allow", "POST, PUT")
+		http.Error(w, "This endpoint requires a POST or PUT request.", http.StatusMethodNotAllowed)
+	})
+	d.mux.HandleFunc("GET /config", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprint(w, d.cfg.Get().Redacted())
+	})
+	return nil
+}
+
+// Reload re-reads the config file. A bad file keeps the running config and
+// sets slaprobe_config_last_reload_successful to 0; a changed good one
+// restarts the scheduler.
+func (d *Daemon) Reload() (changed bool, err error) {
+	d.reloadMu.Lock()
+	defer d.reloadMu.Unlock()
+	old := d.cfg.Get()
+	changed, err = d.cfg.Reload(d.opts.ConfigFile)
+	if err != nil {
+		d.reloadOK.Set(0)
+		d.logger.Error("config reload failed; keeping the running config", "file", d.opts.ConfigFile, "err", err)
+		return false, err
+	}
+	d.reloadOK.Set(1)
+	d.reloadTime.SetToCurrentTime()
+	if !changed {
+		d.logger.Info("config unchanged", "file", d.opts.ConfigFile)
+		return false, nil
+	}
+	cur := d.cfg.Get()
+	running := d.runCtx != nil
+	if running {
+		// Stop first, so the old loops cannot record into series that
+		// applyConfig is about to drop.
+		d.stopSchedulerLocked()
+	}
+	d.applyConfig(old, cur)
+	if running {
+		if err := d.startSchedulerLocked(); err != nil {
+			d.reloadOK.Set(0)
+			d.logger.Error("config reload: cannot start probes", "err", err)
+			return true, err
+		}
+	}
+	d.logger.Info("config reloaded", "file", d.opts.ConfigFile, "targets", len(cur.TargetConfigs))
+	return true, nil
+}
+
+// applyConfig publishes what does not need the scheduler and drops the
+// series of targets that left or changed, so nothing stale lingers.
+func (d *Daemon) applyConfig(old, cur *config.Config) {
+	d.prober.SetMaxLineBytes(cur.Global.MaxLineBytes)
+	d.metrics.SetThresholds(cur.AllScenarios())
+	if old != nil {
+		for _, ot := range old.TargetConfigs {
+			if !sameTarget(old, cur, ot.Name) {
+				d.metrics.ForgetTarget(ot.Name)
+				delete(d.knownModels, ot.Name)
+			}
+		}
+	}
+	d.onReloadMu.Lock()
+	fns := append([]func(*config.Config){}, d.onReload...)
+	d.onReloadMu.Unlock()
+	for _, fn := range fns {
+		fn(cur)
+	}
+}
+
+// sameTarget reports whether the target keeps its URL, model, API and
+// scenarios, so that its series remain valid.
+func sameTarget(old, cur *config.Config, name string) bool {
+	find := func(c *config.Config) *config.TargetConfig {
+		for i := range c.TargetConfigs {
+			if c.TargetConfigs[i].Name == name {
+				return &c.TargetConfigs[i]
+			}
+		}
+		return nil
+	}
+	o, n := find(old), find(cur)
+	if o == nil || n == nil {
+		return false
+	}
+	return o.URL == n.URL && o.Model == n.Model && o.API == n.API &&
+		reflect.DeepEqual(old.Scenarios(name), cur.Scenarios(name))
+}
+
+// startSchedulerLocked starts a scheduler for the current config.
+// d.reloadMu is held and no scheduler runs.
+func (d *Daemon) startSchedulerLocked() error {
+	cfg := d.cfg.Get()
+	targets, err := cfg.Targets()
+	if err != nil {
+		return err
+	}
+
+	st := make([]prober.ScheduledTarget, len(targets))
+	for i, t := range targets {
+		st[i] = prober.ScheduledTarget{Target: t, Scenarios: cfg.Scenarios(t.Name)}
+	}
+	probe := d.opts.Probe
+	if probe == nil {
+		probe = d.prober.Probe
+	}
+	s := prober.NewScheduler(st, prober.SchedulerOptions{
+		Probe:                probe,
+		ListModels:           d.opts.ListModels,
+		Invalidate:           d.prober.Invalidate,
+		Observer:             d.metrics,
+		Hooks:                []prober.ProbeHook{hookSet{d}},
+		Logger:               d.logger.With("component", "scheduler"),
+		Jitter:               cfg.Global.Jitter,
+		MaxInFlightPerTarget: cfg.Global.MaxInFlightPerTarget,
+		ModelRefreshInterval: time.Duration(cfg.Global.ModelRefreshInterval),
+		KnownModels:          d.knownModels,
+		Sleep:                d.opts.SchedulerSleep,
+	})
+	ctx, cancel := context.WithCancel(d.runCtx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Run(ctx)
+	}()
+	d.sched, d.stopSched, d.schedDone = s, cancel, done
+	names := make([]string, len(targets))
+	for i, t := range targets {
+		names[i] = t.Name
+	}
+	d.logger.Info("probing", "targets", strings.Join(names, ","))
+	return nil
+}
+
+// stopSchedulerLocked cancels the scheduler and waits for its probes to
+// stop, keeping the models it detected for the next one.
+func (d *Daemon) stopSchedulerLocked() {
+	if d.sched == nil {
+		return
+	}
+	d.stopSched()
+	<-d.schedDone
+	known := d.sched.Models()
+	cfg := d.cfg.Get()
+	for name := range known {
+		if cfg.Scenarios(name) == nil {
+			delete(known, name)
+		}
+	}
+	d.knownModels = known
+	d.sched, d.stopSched, d.schedDone = nil, nil, nil
+}
+
+// hookSet fans a probe out to the hooks added so far.
+type hookSet struct{ d *Daemon }
+
+func (h hookSet) list() []ProbeHook {
+	h.d.hooksMu.RLock()
+	defer h.d.hooksMu.RUnlock()
+	return h.d.hooks
+}
+
+func (h hookSet) BeforeProbe(ctx context.Context, t prober.Target, s prober.Scenario) {
+	for _, x := range h.list() {
+		x.BeforeProbe(ctx, t, s)
+	}
+}
+
+func (h hookSet) AfterProbe(res *prober.Result) {
+	for _, x := range h.list() {
+		x.AfterProbe(res)
+	}
+}
+
+// Listen opens the listeners of --web.listen-address, so that callers
+// learn the addresses (port 0) before Run. Systemd sockets and vsock
+// addresses are opened by Run instead and are not returned.
+func (d *Daemon) Listen() ([]net.Addr, error) {
+	if d.opts.Web == nil || d.listeners != nil || d.systemdOrVsock() {
+		return d.addrs(), nil
+	}
+	if d.opts.Web.WebListenAddresses == nil || len(*d.opts.Web.WebListenAddresses) == 0 {
+		return nil, errors.New("no --web.listen-address")
+	}
+	var ls []net.Listener
+	for _, a := range *d.opts.Web.WebListenAddresses {
+		l, err := net.Listen("tcp", a)
+		if err != nil {
+			for _, x := range ls {
+				x.Close()
+			}
+			return nil, fmt.Errorf("listen on %s: %w", a, err)
+		}
+		ls = append(ls, l)
+	}
+	d.listeners = ls
+	return d.addrs(), nil
+}
+
+func (d *Daemon) addrs() []net.Addr {
+	out := make([]net.Addr, len(d.listeners))
+	for i, l := range d.listeners {
+		out[i] = l.Addr()
+	}
+	return out
+}
+
+func (d *Daemon) systemdOrVsock() bool {
+	w := d.opts.Web
+	if w.WebSystemdSocket != nil && *w.WebSystemdSocket {
+		return true
+	}
+	if w.WebListenAddresses != nil {
+		for _, a := range *w.WebListenAddresses {
+			if strings.HasPrefix(a, "vsock://") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Run starts probing and serving, reloads on SIGHUP, and returns when ctx
+// is done (after stopping the probes and the server) or the server fails.
+func (d *Daemon) Run(ctx context.Context) error {
+	d.reloadMu.Lock()
+	d.runCtx = ctx
+	err := d.startSchedulerLocked()
+	if err != nil {
+		d.runCtx = nil
+	}
+	d.reloadMu.Unlock()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		d.ready.Store(false)
+		d.reloadMu.Lock()
+		d.stopSchedulerLocked()
+		d.runCtx = nil
+		d.reloadMu.Unlock()
+	}()
+	d.ready.Store(true)
+
+	serveErr := make(chan error, 1)
+	var srv *http.Server
+	if d.opts.Web != nil {
+		if _, err := d.Listen(); err != nil {
+			return err
+		}
+		srv = &http.Server{Handler: d.mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			if d.listeners != nil {
+				serveErr <- web.ServeMultiple(d.listeners, srv, d.opts.Web, d.logger)
+			} else {
+				serveErr <- web.ListenAndServe(srv, d.opts.Web, d.logger)
+			}
+		}()
+	}
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+
+	for {
+		select {
+		case <-ctx.Done():
+			if srv != nil {
+				sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				_ = srv.Shutdown(sctx)
+				cancel()
+			}
+			return nil
+		case <-hup:
+			d.logger.Info("SIGHUP: reloading config")
+			_, _ = d.Reload() // logged; a bad file keeps the running config
+		case err := <-serveErr:
+			if errors.Is(err, http.ErrServerClosed) {
+				return nil
+			}
+			return fmt.Errorf("web server: %w", err)
+		}
+	}
+}

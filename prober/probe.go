@@ -3,42 +3,353 @@ package prober
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
+	"mime"
+	"net/http"
+	"net/http/httptrace"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fastjson"
 )
 
-// CONTRACT STUB: the measurement helper replaces the bodies; signatures are fixed.
-
-// Prober runs probes and holds the calibration cache.
+// Prober runs probes and holds the calibration cache. It is safe for
+// concurrent use.
 type Prober struct {
-	logger *slog.Logger
-	clock  Clock
+	logger  *slog.Logger
+	clock   Clock
+	maxLine atomic.Int64
+
+	mu         sync.Mutex
+	cal        map[calKey]*calEntry
+	calls      map[calKey]*calCall
+	noTokenize map[string]bool   // base URLs without a usable /tokenize
+	detected   map[string]string // base URL → model found on /v1/models
 }
 
-// New returns a Prober.
-func New(logger *slog.Logger, clock Clock) *Prober { return &Prober{logger: logger, clock: clock} }
+// New returns a Prober. A nil logger discards; a nil clock is SystemClock.
+func New(logger *slog.Logger, clock Clock) *Prober {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if clock == nil {
+		clock = SystemClock{}
+	}
+	return &Prober{
+		logger:     logger,
+		clock:      clock,
+		cal:        map[calKey]*calEntry{},
+		calls:      map[calKey]*calCall{},
+		noTokenize: map[string]bool{},
+		detected:   map[string]string{},
+	}
+}
 
-// Prepared is a calibrated request template for one target, model and scenario.
+// SetMaxLineBytes sets the longest SSE line a probe accepts (default
+// DefaultMaxLineBytes); n <= 0 restores the default.
+func (p *Prober) SetMaxLineBytes(n int) { p.maxLine.Store(int64(n)) }
+
+func (p *Prober) maxLineBytes() int {
+	if n := int(p.maxLine.Load()); n > 0 {
+		return n
+	}
+	return DefaultMaxLineBytes
+}
+
+// Prepared is a calibrated request template for one target, model and
+// scenario. It is immutable and may be shared by concurrent Runs.
 type Prepared struct {
-	Target   string
+	Target   string // the target's name
 	Model    string
 	Scenario Scenario
+
+	API          API    // endpoint form
+	Words        int    // body length in corpus words
+	PromptTokens int    // the server's count of the calibrated prompt
+	MaxModelLen  int    // from /tokenize; 0 when unknown
+	Method       string // CalibrationTokenize or CalibrationUsage
+
+	key   calKey
+	entry *calEntry
+	body  *bodyTemplate
 }
 
-// Prepare calibrates the prompt for s on t (cached).
+// Prepare calibrates the prompt for s on t (cached per base URL, model, input
+// tokens and API) and encodes the request body once. An empty model means
+// t.Model, then the first model of /v1/models (remembered until Invalidate). Transport and HTTP failures
+// come back as *ReasonError or *HTTPError (ClassifyError gives their reason);
+// anything else is a calibration failure.
 func (p *Prober) Prepare(ctx context.Context, t Target, model string, s Scenario) (*Prepared, error) {
-	return nil, errors.New("not implemented")
+	// Only what a probe needs is checked: sweeps run scenarios without an
+	// interval, and a zero Timeout means the caller's context bounds the probe.
+	if s.InputTokens < 1 || s.OutputTokens < 1 {
+		return nil, fmt.Errorf("calibrate %s: input_tokens=%d output_tokens=%d; both must be positive",
+			s.Name, s.InputTokens, s.OutputTokens)
+	}
+	if model == "" {
+		model = t.Model
+	}
+	if model == "" {
+		var err error
+		if model, err = p.detectModel(ctx, t); err != nil {
+			return nil, fmt.Errorf("calibrate %s: %w", s.Name, err)
+		}
+	}
+	key := calKey{base: baseURLOf(t.BaseURL), model: model, input: s.InputTokens, api: normAPI(t.API)}
+	entry, err := p.calibration(ctx, t, key)
+	if err != nil {
+		return nil, fmt.Errorf("calibrate %s: %w", s.Name, err)
+	}
+	if entry.maxModelLen > 0 && !Fits(s, entry.maxModelLen) {
+		return nil, fmt.Errorf("calibrate %s: %d input + %d output tokens exceed max_model_len %d",
+			s.Name, s.InputTokens, s.OutputTokens, entry.maxModelLen)
+	}
+
+	pk := prepKey{target: t.Name, s: s}
+	p.mu.Lock()
+	prep := entry.preps[pk]
+	p.mu.Unlock()
+	if prep != nil {
+		return prep, nil
+	}
+	body, err := newBodyTemplate(key.api, model, entry.words, s.OutputTokens)
+	if err != nil {
+		return nil, fmt.Errorf("calibrate %s: %w", s.Name, err)
+	}
+	prep = &Prepared{
+		Target: t.Name, Model: model, Scenario: s,
+		API: key.api, Words: entry.words, PromptTokens: entry.tokens, MaxModelLen: entry.maxModelLen, Method: entry.method,
+		key: key, entry: entry, body: body,
+	}
+	p.mu.Lock()
+	if other := entry.preps[pk]; other != nil {
+		prep = other // built concurrently; keep one
+	} else {
+		entry.preps[pk] = prep
+	}
+	p.mu.Unlock()
+	return prep, nil
 }
 
-// Run sends one streamed request built from prep and measures it.
-func (p *Prober) Run(ctx context.Context, t Target, prep *Prepared) Result {
-	return Result{Kind: KindError, Reason: ReasonCalibration}
+// detectModel returns the first model of t's /v1/models, remembered per base
+// URL until Invalidate.
+func (p *Prober) detectModel(ctx context.Context, t Target) (string, error) {
+	base := baseURLOf(t.BaseURL)
+	p.mu.Lock()
+	m, ok := p.detected[base]
+	p.mu.Unlock()
+	if ok {
+		return m, nil
+	}
+	models, err := ListModels(ctx, t)
+	if err != nil {
+		return "", fmt.Errorf("detect model: %w", err)
+	}
+	if len(models) == 0 {
+		return "", fmt.Errorf("detect model: %s/v1/models lists no model", base)
+	}
+	p.mu.Lock()
+	p.detected[base] = models[0].ID
+	p.mu.Unlock()
+	return models[0].ID, nil
 }
 
-// Probe is Prepare followed by Run.
+// Run sends one streamed request built from prep and measures it. It never
+// returns an error: failures are a Result with Kind error and a Reason.
+//
+// Timestamps (all from the Prober's clock):
+//   - Start (t0) is taken in httptrace's GotConn hook: the connection is ready
+//     (dialled and TLS-handshaken, or reused from the pool) and nothing of the
+//     request has been written yet. Connection setup is thus excluded from
+//     TTFT, while the upload of a long prompt is included, as the user sees it.
+//     If no connection was obtained, Start is the time Do was called.
+//   - FirstToken, FirstContent and LastToken are the arrival times of the
+//     chunks, see stampReader.
+func (p *Prober) Run(ctx context.Context, t Target, prep *Prepared) (res Result) {
+	if prep == nil || prep.body == nil {
+		return Result{Target: t.Name, Kind: KindError, Reason: ReasonCalibration,
+			Err: errors.New("probe: Run needs a Prepared from Prepare")}
+	}
+	s := prep.Scenario
+	res = Result{Target: t.Name, Model: prep.Model, Scenario: s.Name, RequestedTokens: s.OutputTokens}
+	defer func() {
+		if v := recover(); v != nil {
+			p.logger.Error("probe panicked", "target", t.Name, "scenario", s.Name, "panic", v, "stack", string(debug.Stack()))
+			failResult(&res, ReasonMalformedChunk, fmt.Errorf("internal error: %v", v))
+		}
+	}()
+	p.run(ctx, t, prep, &res)
+	if res.PromptTokens > 0 {
+		res.PromptLengthOK = PromptLengthWithin(res.PromptTokens, s.InputTokens)
+		if !res.PromptLengthOK {
+			p.logger.Warn("prompt length out of tolerance; recalibrating on the next probe",
+				"target", t.Name, "model", prep.Model, "scenario", s.Name,
+				"prompt_tokens", res.PromptTokens, "want", s.InputTokens)
+			p.dropCalibration(prep)
+		}
+	}
+	if res.Kind != KindSuccess {
+		p.logger.Debug("probe failed", "target", t.Name, "model", prep.Model, "scenario", s.Name,
+			"kind", res.Kind, "reason", res.Reason, "err", res.Err)
+	}
+	return res
+}
+
+func (p *Prober) run(ctx context.Context, t Target, prep *Prepared, res *Result) {
+	s := prep.Scenario
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if s.Timeout > 0 {
+		var cancelTimeout context.CancelFunc
+		ctx, cancelTimeout = context.WithTimeoutCause(ctx, s.Timeout, ErrProbeTimeout)
+		defer cancelTimeout()
+	}
+	var t0 startStamp
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn: func(httptrace.GotConnInfo) { t0.set(p.clock.Now()) },
+	})
+
+	nonce, salt := newNonce(), newSalt()
+	body := prep.body
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, baseURLOf(t.BaseURL)+apiPath(prep.API), body.reader(nonce, salt))
+	if err != nil {
+		failResult(res, ReasonConnection, fmt.Errorf("build request: %w", err))
+		return
+	}
+	req.ContentLength = body.size(nonce, salt)
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(body.reader(nonce, salt)), nil }
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	// Ask for an unencoded stream: with gzip, bytes would reach us in
+	// compressor-sized bursts and the arrival stamps would be wrong.
+	req.Header.Set("Accept-Encoding", "identity")
+	setTargetHeaders(req, t)
+
+	res.Start = p.clock.Now()
+	resp, err := targetClient(t).Do(req)
+	if st, ok := t0.get(); ok {
+		res.Start = st
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			cause := context.Cause(ctx)
+			failResult(res, ClassifyError(cause), fmt.Errorf("%w: %v", cause, err))
+			return
+		}
+		failResult(res, ClassifyError(err), err)
+		return
+	}
+	// Closing the body (and cancelling ctx) on every path drops the
+	// connection when the stream is unfinished, so the server aborts the
+	// request and frees its KV cache.
+	defer resp.Body.Close()
+
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		he := readHTTPError(resp.StatusCode, resp.Body)
+		failResult(res, he.Reason(), he)
+		return
+	}
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" {
+		notAStream(res, resp.Body)
+		return
+	}
+
+	if res.ChunkTokens == nil {
+		res.ChunkTokens = make([]int32, 0, min(s.OutputTokens, 1<<14))
+	}
+	d := newStreamDecoder(resp.Body, p.clock, p.maxLineBytes(), res)
+	defer d.release()
+	d.completions = prep.API == APICompletions
+	if t.StallTimeout > 0 {
+		d.sr.stall = t.StallTimeout
+		d.sr.onStall = func() { cancel(ErrStall) }
+	}
+	end := d.decode()
+	d.sr.stopStall()
+	var cause error
+	if end.readErr != nil && ctx.Err() != nil {
+		cause = context.Cause(ctx)
+	}
+	d.settle(end, cause)
+}
+
+// notAStream handles a 200 answer with a JSON body: an error reported with
+// HTTP 200, or a server that ignored stream: true.
+func notAStream(res *Result, body io.Reader) {
+	b, _ := io.ReadAll(io.LimitReader(body, maxErrorBody))
+	var jp fastjson.Parser
+	if v, err := jp.ParseBytes(b); err == nil {
+		if m, ok := jsonErrorMessage(v.Get("error")); ok {
+			failResult(res, ReasonStreamError, errors.New(m))
+			return
+		}
+	}
+	failResult(res, ReasonMalformedChunk, fmt.Errorf("server answered application/json, not an SSE stream: %q", clipForErr(b)))
+}
+
+// Probe is Prepare followed by Run. A failed Prepare is a Result whose Reason
+// is the transport or HTTP reason when calibration could not reach the
+// server (so a down target reads the same with or without a cached
+// calibration), and calibration otherwise.
 func (p *Prober) Probe(ctx context.Context, t Target, model string, s Scenario) Result {
 	prep, err := p.Prepare(ctx, t, model, s)
 	if err != nil {
-		return Result{Target: t.Name, Model: model, Scenario: s.Name, Kind: KindError, Reason: ReasonCalibration, Err: err}
+		if model == "" {
+			model = t.Model
+		}
+		reason := ReasonCalibration
+		var re *ReasonError
+		var he *HTTPError
+		switch {
+		case errors.As(err, &re):
+			reason = re.Reason
+		case errors.As(err, &he):
+			reason = he.Reason()
+		}
+		p.logger.Debug("probe failed in calibration", "target", t.Name, "model", model, "scenario", s.Name,
+			"reason", reason, "err", err)
+		return Result{Target: t.Name, Model: model, Scenario: s.Name, RequestedTokens: s.OutputTokens,
+			Start: p.clock.Now(), Kind: KindError, Reason: reason, Err: err}
 	}
 	return p.Run(ctx, t, prep)
+}
+
+// startStamp holds t0 as set by the GotConn hook. The transport calls the
+// hook on the goroutine of Do today, but that is not a documented promise.
+type startStamp struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (s *startStamp) set(t time.Time) {
+	s.mu.Lock()
+	s.t = t // a retry on a fresh connection moves t0 to the attempt that counted
+	s.mu.Unlock()
+}
+
+func (s *startStamp) get() (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.t, !s.t.IsZero()
+}
+
+func targetClient(t Target) *http.Client {
+	if t.Client != nil {
+		return t.Client
+	}
+	return http.DefaultClient
+}
+
+func setTargetHeaders(req *http.Request, t Target) {
+	for k, v := range t.Headers {
+		if http.CanonicalHeaderKey(k) == "Host" {
+			req.Host = v // net/http ignores a Host entry in Header
+			continue
+		}
+		req.Header.Set(k, v)
+	}
 }

@@ -1,0 +1,400 @@
+package prober
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strings"
+)
+
+// Calibration methods, as reported in Prepared.Method.
+const (
+	CalibrationTokenize = "tokenize" // POST /tokenize counted the prompt
+	CalibrationUsage    = "usage"    // max_tokens: 1 requests, usage.prompt_tokens
+)
+
+// calibrationRounds bounds the sized requests of one calibration (the
+// zero-length request that measures the fixed overhead comes on top). The
+// search usually needs two or three.
+const calibrationRounds = 12
+
+// tokensPerWordGuess is the first estimate for the corpus; the search then
+// uses what the server actually counted.
+const tokensPerWordGuess = 1.3
+
+// maxCalibrationBody bounds a /tokenize answer, which lists every token id.
+const maxCalibrationBody = 64 << 20
+
+// errNoTokenize means the server has no usable /tokenize endpoint.
+var errNoTokenize = errors.New("no /tokenize endpoint")
+
+// PromptTolerance is how far the server's prompt count may be from the
+// scenario's input tokens: 1 %, but at least 8 tokens.
+func PromptTolerance(inputTokens int) int {
+	if tol := inputTokens / 100; tol > 8 {
+		return tol
+	}
+	return 8
+}
+
+// PromptLengthWithin reports whether got is within PromptTolerance of want.
+func PromptLengthWithin(got, want int) bool {
+	d := got - want
+	if d < 0 {
+		d = -d
+	}
+	return d <= PromptTolerance(want)
+}
+
+// calKey identifies one calibration: the body length depends only on the
+// server, the model (its tokenizer and chat template), the input length and
+// the prompt form.
+type calKey struct {
+	base  string
+	model string
+	input int
+	api   API
+}
+
+// calEntry is a finished calibration plus the request templates built on it,
+// one per target name and scenario (the output length is part of the body).
+type calEntry struct {
+	words       int
+	tokens      int
+	method      string
+	rounds      int
+	maxModelLen int // from /tokenize; 0 when unknown
+	preps       map[prepKey]*Prepared
+}
+
+type prepKey struct {
+	target string
+	s      Scenario
+}
+
+// calCall is a calibration in flight; concurrent Prepares for the same key
+// wait on it instead of calibrating again.
+type calCall struct {
+	done  chan struct{}
+	entry *calEntry
+	err   error
+}
+
+// Invalidate drops the cached calibrations of model on t (all models when
+// model is empty) and forgets whether t has /tokenize and which model it
+// serves. The next Prepare calibrates again. Use it when a target restarts,
+// possibly with another model or tokenizer.
+func (p *Prober) Invalidate(t Target, model string) {
+	base := baseURLOf(t.BaseURL)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k := range p.cal {
+		if k.base == base && (model == "" || k.model == model) {
+			delete(p.cal, k)
+		}
+	}
+	for k := range p.calls {
+		if k.base == base && (model == "" || k.model == model) {
+			delete(p.calls, k) // the calibration in flight will not be cached
+		}
+	}
+	delete(p.noTokenize, base)
+	if m, ok := p.detected[base]; ok && (model == "" || model == m) {
+		delete(p.detected, base)
+	}
+}
+
+// dropCalibration forgets prep's calibration if it is still the cached one.
+func (p *Prober) dropCalibration(prep *Prepared) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e, ok := p.cal[prep.key]; ok && e == prep.entry {
+		delete(p.cal, prep.key)
+	}
+}
+
+// calibration returns the cached calibration for key or runs one; concurrent
+// callers for the same key share a single run.
+func (p *Prober) calibration(ctx context.Context, t Target, key calKey) (*calEntry, error) {
+	p.mu.Lock()
+	if e := p.cal[key]; e != nil {
+		p.mu.Unlock()
+		return e, nil
+	}
+	if c := p.calls[key]; c != nil {
+		p.mu.Unlock()
+		select {
+		case <-c.done:
+			return c.entry, c.err
+		case <-ctx.Done():
+			return nil, &ReasonError{Reason: ClassifyError(context.Cause(ctx)), Err: context.Cause(ctx)}
+		}
+	}
+	c := &calCall{done: make(chan struct{})}
+	p.calls[key] = c
+	p.mu.Unlock()
+
+	defer func() {
+		p.mu.Lock()
+		if p.calls[key] == c {
+			delete(p.calls, key)
+			if c.err == nil {
+				p.cal[key] = c.entry
+			}
+		}
+		p.mu.Unlock()
+		close(c.done)
+	}()
+	c.entry, c.err = p.calibrate(ctx, t, key)
+	return c.entry, c.err
+}
+
+// calibrate finds the body length, in corpus words, whose prompt the server
+// counts as key.input tokens (chat template included).
+func (p *Prober) calibrate(ctx context.Context, t Target, key calKey) (*calEntry, error) {
+	p.mu.Lock()
+	noTokenize := p.noTokenize[key.base]
+	p.mu.Unlock()
+
+	e := &calEntry{method: CalibrationTokenize, preps: map[prepKey]*Prepared{}}
+	var c0 int
+	var err error
+	if !noTokenize {
+		c0, e.maxModelLen, err = p.tokenizeCount(ctx, t, key, 0)
+		if errors.Is(err, errNoTokenize) {
+			p.logger.Info("target has no /tokenize; calibrating with max_tokens=1 requests",
+				"target", t.Name, "err", err)
+			p.mu.Lock()
+			p.noTokenize[key.base] = true
+			p.mu.Unlock()
+			noTokenize = true
+		} else if err != nil {
+			return nil, err
+		}
+	}
+	count := func(words int) (int, error) {
+		n, _, err := p.tokenizeCount(ctx, t, key, words)
+		return n, err
+	}
+	if noTokenize {
+		e.method = CalibrationUsage
+		count = func(words int) (int, error) { return p.usageCount(ctx, t, key, words) }
+		// /tokenize told us max_model_len; without it, ask /v1/models (best effort).
+		if models, err := ListModels(ctx, t); err == nil {
+			for _, m := range models {
+				if m.ID == key.model {
+					e.maxModelLen = m.MaxModelLen
+				}
+			}
+		}
+		if c0, err = count(0); err != nil {
+			return nil, err
+		}
+	}
+	e.words, e.tokens, e.rounds, err = searchWords(key.input, c0, count)
+	if err != nil {
+		return nil, err
+	}
+	p.logger.Info("calibrated prompt", "target", t.Name, "model", key.model, "api", key.api,
+		"input_tokens", key.input, "counted", e.tokens, "words", e.words, "method", e.method, "rounds", e.rounds)
+	return e, nil
+}
+
+// searchWords finds n with count(n) as close to target as word granularity
+// allows. c0 = count(0) is the fixed overhead (nonce, instruction, chat
+// template). It steps with the measured tokens-per-word slope, then
+// interpolates inside the bracket [lo, hi] of the closest counts below and
+// above target (regula falsi, falling back to bisection), so a handful of
+// round trips suffice even for long prompts. It stops on an exact hit or when
+// the bracket is one word wide, and fails when the best count is outside
+// PromptTolerance.
+func searchWords(target, c0 int, count func(words int) (int, error)) (words, got, rounds int, err error) {
+	tol := PromptTolerance(target)
+	if c0 > target+tol {
+		return 0, 0, 0, fmt.Errorf("the fixed part of the prompt alone is %d tokens, more than %d±%d", c0, target, tol)
+	}
+	type point struct{ n, c int }
+	lo := point{0, c0}
+	var hi *point
+	best := lo
+	closer := func(a, b point) bool { return absInt(a.c-target) < absInt(b.c-target) }
+	maxWords := 8*target + 1024 // every word is at least one token; this only stops a runaway
+	n := int(math.Round(float64(target-c0) / tokensPerWordGuess))
+	if n < 1 {
+		n = 1
+	}
+	for best.c != target && rounds < calibrationRounds {
+		c, err := count(n)
+		if err != nil {
+			return 0, 0, rounds, err
+		}
+		rounds++
+		pt := point{n, c}
+		if closer(pt, best) {
+			best = pt
+		}
+		if c == target {
+			break
+		}
+		if c < target {
+			if n > lo.n {
+				lo = pt
+			}
+		} else if hi == nil || n < hi.n {
+			hi = &point{n, c}
+		}
+		if hi != nil && hi.n-lo.n <= 1 {
+			break // adjacent word counts straddle the target
+		}
+		var next int
+		if hi != nil {
+			next = lo.n + int(math.Round(float64(target-lo.c)*float64(hi.n-lo.n)/float64(hi.c-lo.c)))
+			if next <= lo.n || next >= hi.n {
+				next = (lo.n + hi.n) / 2
+			}
+		} else {
+			slope := float64(c-c0) / float64(n)
+			if slope <= 0 {
+				return 0, 0, rounds, fmt.Errorf("token count did not grow with the prompt (%d words: %d tokens, 0 words: %d)", n, c, c0)
+			}
+			next = n + int(math.Round(float64(target-c)/slope))
+			if next <= n {
+				next = n + 1
+			}
+		}
+		if next > maxWords {
+			return 0, 0, rounds, fmt.Errorf("calibration diverged: %d words needed for %d tokens", next, target)
+		}
+		n = next
+	}
+	if absInt(best.c-target) > tol {
+		return 0, 0, rounds, fmt.Errorf("closest prompt is %d tokens (%d words), not within %d±%d", best.c, best.n, target, tol)
+	}
+	return best.n, best.c, rounds, nil
+}
+
+// tokenizeCount asks POST {base}/tokenize (no /v1) for the token count of a
+// prompt of words words. It returns errNoTokenize when the endpoint is absent
+// (404, 405, 501), rejects the request form (422), or does not answer JSON.
+func (p *Prober) tokenizeCount(ctx context.Context, t Target, key calKey, words int) (count, maxModelLen int, err error) {
+	body, err := marshalTokenize(key.api, key.model, promptText(newNonce(), bodyWords(words)))
+	if err != nil {
+		return 0, 0, err
+	}
+	status, resp, err := postJSON(ctx, t, key.base+"/tokenize", body)
+	if err != nil {
+		return 0, 0, err
+	}
+	switch {
+	case status == http.StatusNotFound && isAPIError(resp):
+		// vLLM's own 404 (unknown model): /tokenize exists, the request is wrong.
+		return 0, 0, &HTTPError{StatusCode: status, Message: errorMessage(resp)}
+	case status == http.StatusNotFound, status == http.StatusMethodNotAllowed,
+		status == http.StatusNotImplemented, status == http.StatusUnprocessableEntity:
+		return 0, 0, fmt.Errorf("%w: %v", errNoTokenize, &HTTPError{StatusCode: status, Message: errorMessage(resp)})
+	case status < 200 || status > 299:
+		return 0, 0, &HTTPError{StatusCode: status, Message: errorMessage(resp)}
+	}
+	var out struct {
+		Count       *int `json:"count"`
+		MaxModelLen *int `json:"max_model_len"`
+	}
+	if err := json.Unmarshal(resp, &out); err != nil || out.Count == nil {
+		return 0, 0, fmt.Errorf("%w: answer is not {count: …}: %q", errNoTokenize, clipForErr(resp))
+	}
+	if out.MaxModelLen != nil {
+		maxModelLen = *out.MaxModelLen
+	}
+	return *out.Count, maxModelLen, nil
+}
+
+// isAPIError reports whether a body is an OpenAI-style error object
+// ({"error": …} or {"object": "error", …}), as opposed to a router's
+// "Not Found" for a missing endpoint.
+func isAPIError(b []byte) bool {
+	var v struct {
+		Error  json.RawMessage `json:"error"`
+		Object string          `json:"object"`
+	}
+	if json.Unmarshal(b, &v) != nil {
+		return false
+	}
+	return (len(v.Error) > 0 && string(v.Error) != "null") || v.Object == "error"
+}
+
+// usageCount sends the prompt as a non-streaming max_tokens: 1 request with a
+// fresh cache_salt and reads usage.prompt_tokens. It costs a full prefill.
+func (p *Prober) usageCount(ctx context.Context, t Target, key calKey, words int) (int, error) {
+	body, err := marshalRequest(requestSpec{
+		API:       key.api,
+		Model:     key.model,
+		Prompt:    promptText(newNonce(), bodyWords(words)),
+		MaxTokens: 1,
+		CacheSalt: newSalt(),
+	})
+	if err != nil {
+		return 0, err
+	}
+	status, resp, err := postJSON(ctx, t, key.base+apiPath(key.api), body)
+	if err != nil {
+		return 0, err
+	}
+	if status < 200 || status > 299 {
+		return 0, &HTTPError{StatusCode: status, Message: errorMessage(resp)}
+	}
+	var out struct {
+		Usage *struct {
+			PromptTokens *int `json:"prompt_tokens"`
+		} `json:"usage"`
+	}
+	if err := json.Unmarshal(resp, &out); err != nil || out.Usage == nil || out.Usage.PromptTokens == nil {
+		return 0, fmt.Errorf("calibration request: no usage.prompt_tokens in %q", clipForErr(resp))
+	}
+	return *out.Usage.PromptTokens, nil
+}
+
+// postJSON posts body to url with the target's headers and returns the status
+// and (bounded) body. Transport failures come back as *ReasonError.
+func postJSON(ctx context.Context, t Target, url string, body []byte) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, fmt.Errorf("build request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	setTargetHeaders(req, t)
+	resp, err := targetClient(t).Do(req)
+	if err != nil {
+		return 0, nil, transportError(ctx, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxCalibrationBody))
+	if err != nil {
+		return 0, nil, transportError(ctx, err)
+	}
+	return resp.StatusCode, b, nil
+}
+
+// transportError wraps err with its Reason, using the context's cause when
+// the context ended.
+func transportError(ctx context.Context, err error) error {
+	cause := err
+	if ctx.Err() != nil {
+		cause = context.Cause(ctx)
+	}
+	return &ReasonError{Reason: ClassifyError(cause), Err: err}
+}
+
+func baseURLOf(u string) string { return strings.TrimRight(u, "/") }
+
+func absInt(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
+}

@@ -1,0 +1,60 @@
+package prober
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+)
+
+// ModelInfo is one entry of /v1/models.
+type ModelInfo struct {
+	ID          string
+	Root        string
+	MaxModelLen int // 0 = unknown (null for LoRA adapters, absent on other servers)
+}
+
+// ListModels reads GET {base}/v1/models.
+func ListModels(ctx context.Context, t Target) ([]ModelInfo, error) {
+	url := baseURLOf(t.BaseURL) + "/v1/models"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, fmt.Errorf("list models: %w", err)
+	}
+	req.Header.Set("Accept", "application/json")
+	setTargetHeaders(req, t)
+	resp, err := targetClient(t).Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("list models: %w", transportError(ctx, err))
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, fmt.Errorf("list models: %w", readHTTPError(resp.StatusCode, resp.Body))
+	}
+	var out struct {
+		Data []struct {
+			ID          string `json:"id"`
+			Root        string `json:"root"`
+			MaxModelLen *int   `json:"max_model_len"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(&out); err != nil {
+		return nil, fmt.Errorf("list models: decode %s: %w", url, err)
+	}
+	models := make([]ModelInfo, 0, len(out.Data))
+	for _, m := range out.Data {
+		mi := ModelInfo{ID: m.ID, Root: m.Root}
+		if m.MaxModelLen != nil && *m.MaxModelLen > 0 {
+			mi.MaxModelLen = *m.MaxModelLen
+		}
+		models = append(models, mi)
+	}
+	return models, nil
+}
+
+// Fits reports whether s (prompt plus forced output) fits a context of
+// maxModelLen tokens; an unknown length (0 or less) fits.
+func Fits(s Scenario, maxModelLen int) bool {
+	return maxModelLen <= 0 || s.InputTokens+s.OutputTokens <= maxModelLen
+}

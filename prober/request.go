@@ -1,0 +1,195 @@
+package prober
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// The request body is go-openai's request type embedded in a struct of our
+// own that adds the vLLM extensions go-openai lacks. encoding/json promotes
+// the embedded fields, and a field at depth 0 wins over one with the same JSON
+// name at depth 1, which is how stream_options is shadowed.
+
+// vllmStreamOptions replaces go-openai's StreamOptions, which has no
+// continuous_usage_stats.
+type vllmStreamOptions struct {
+	IncludeUsage         bool `json:"include_usage"`
+	ContinuousUsageStats bool `json:"continuous_usage_stats,omitempty"`
+}
+
+// vllmChatRequest is a chat completion request with vLLM's extensions.
+type vllmChatRequest struct {
+	openai.ChatCompletionRequest
+	StreamOptions *vllmStreamOptions `json:"stream_options,omitempty"`
+	MinTokens     int                `json:"min_tokens,omitempty"`
+	IgnoreEOS     bool               `json:"ignore_eos,omitempty"`
+	CacheSalt     string             `json:"cache_salt,omitempty"`
+}
+
+// vllmCompletionRequest is a (legacy) completion request with vLLM's extensions.
+type vllmCompletionRequest struct {
+	openai.CompletionRequest
+	StreamOptions *vllmStreamOptions `json:"stream_options,omitempty"`
+	MinTokens     int                `json:"min_tokens,omitempty"`
+	IgnoreEOS     bool               `json:"ignore_eos,omitempty"`
+	CacheSalt     string             `json:"cache_salt,omitempty"`
+}
+
+// tokenizeChatRequest is vLLM's POST /tokenize chat form; the server applies
+// the chat template, so the count matches the real request's prompt_tokens.
+type tokenizeChatRequest struct {
+	Model               string                         `json:"model"`
+	Messages            []openai.ChatCompletionMessage `json:"messages"`
+	AddGenerationPrompt bool                           `json:"add_generation_prompt"`
+}
+
+// tokenizeCompletionRequest is vLLM's POST /tokenize prompt form.
+type tokenizeCompletionRequest struct {
+	Model  string `json:"model"`
+	Prompt string `json:"prompt"`
+}
+
+// apiPath is the endpoint of an API.
+func apiPath(api API) string {
+	if api == APICompletions {
+		return "/v1/completions"
+	}
+	return "/v1/chat/completions"
+}
+
+// normAPI returns the API with the default applied.
+func normAPI(api API) API {
+	if api == "" {
+		return APIChat
+	}
+	return api
+}
+
+// requestSpec is what a request body is built from.
+type requestSpec struct {
+	API       API
+	Model     string
+	Prompt    string
+	MaxTokens int
+	MinTokens int  // forced output length; 0 omits min_tokens and ignore_eos
+	Stream    bool // streaming with continuous usage
+	CacheSalt string
+}
+
+// marshalRequest encodes a probe or calibration request.
+func marshalRequest(r requestSpec) ([]byte, error) {
+	var opts *vllmStreamOptions
+	if r.Stream {
+		opts = &vllmStreamOptions{IncludeUsage: true, ContinuousUsageStats: true}
+	}
+	forced := r.MinTokens > 0
+	if normAPI(r.API) == APICompletions {
+		return json.Marshal(vllmCompletionRequest{
+			CompletionRequest: openai.CompletionRequest{
+				Model:     r.Model,
+				Prompt:    r.Prompt,
+				MaxTokens: r.MaxTokens,
+				Stream:    r.Stream,
+			},
+			StreamOptions: opts,
+			MinTokens:     r.MinTokens,
+			IgnoreEOS:     forced,
+			CacheSalt:     r.CacheSalt,
+		})
+	}
+	return json.Marshal(vllmChatRequest{
+		ChatCompletionRequest: openai.ChatCompletionRequest{
+			Model:     r.Model,
+			Messages:  []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: r.Prompt}},
+			MaxTokens: r.MaxTokens,
+			Stream:    r.Stream,
+		},
+		StreamOptions: opts,
+		MinTokens:     r.MinTokens,
+		IgnoreEOS:     forced,
+		CacheSalt:     r.CacheSalt,
+	})
+}
+
+// marshalTokenize encodes a /tokenize request for the API's prompt form.
+func marshalTokenize(api API, model, prompt string) ([]byte, error) {
+	if normAPI(api) == APICompletions {
+		return json.Marshal(tokenizeCompletionRequest{Model: model, Prompt: prompt})
+	}
+	return json.Marshal(tokenizeChatRequest{
+		Model:               model,
+		Messages:            []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: prompt}},
+		AddGenerationPrompt: true,
+	})
+}
+
+// Placeholders marshalled in place of the per-request nonce and salt, then
+// cut out. They contain nothing JSON escapes, and neither do real nonces
+// (digits and dashes) or salts (hex), so splicing raw bytes is exact.
+const (
+	nonceMark = "SLAPROBE-NONCE-PLACEHOLDER"
+	saltMark  = "SLAPROBE-SALT-PLACEHOLDER"
+)
+
+// bodyTemplate is a request body encoded once, split around the nonce and the
+// salt: body = pre + nonce + mid + salt + tail. A prompt can be 400 KB, so Run
+// never re-encodes it; it only streams the shared, read-only segments with the
+// two short per-request strings between them.
+type bodyTemplate struct {
+	pre, mid, tail []byte
+}
+
+// newBodyTemplate encodes a streaming probe request for words words of body.
+func newBodyTemplate(api API, model string, words, outputTokens int) (*bodyTemplate, error) {
+	b, err := marshalRequest(requestSpec{
+		API:       api,
+		Model:     model,
+		Prompt:    promptText(nonceMark, bodyWords(words)),
+		MaxTokens: outputTokens,
+		MinTokens: outputTokens,
+		Stream:    true,
+		CacheSalt: saltMark,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("encode request: %w", err)
+	}
+	if bytes.Count(b, []byte(nonceMark)) != 1 || bytes.Count(b, []byte(saltMark)) != 1 {
+		return nil, fmt.Errorf("encode request: model name %q clashes with the body placeholders", model)
+	}
+	n := bytes.Index(b, []byte(nonceMark))
+	s := bytes.Index(b, []byte(saltMark))
+	if n > s {
+		return nil, fmt.Errorf("encode request: cache_salt encoded before the prompt")
+	}
+	return &bodyTemplate{
+		pre:  b[:n],
+		mid:  b[n+len(nonceMark) : s],
+		tail: b[s+len(saltMark):],
+	}, nil
+}
+
+// size is the body length for a nonce and salt.
+func (t *bodyTemplate) size(nonce, salt string) int64 {
+	return int64(len(t.pre) + len(nonce) + len(t.mid) + len(salt) + len(t.tail))
+}
+
+// reader streams the body without copying the shared segments.
+func (t *bodyTemplate) reader(nonce, salt string) io.Reader {
+	return io.MultiReader(bytes.NewReader(t.pre), strings.NewReader(nonce),
+		bytes.NewReader(t.mid), strings.NewReader(salt), bytes.NewReader(t.tail))
+}
+
+// bytes returns the whole body (tests, debugging).
+func (t *bodyTemplate) bytes(nonce, salt string) []byte {
+	out := make([]byte, 0, t.size(nonce, salt))
+	out = append(out, t.pre...)
+	out = append(out, nonce...)
+	out = append(out, t.mid...)
+	out = append(out, salt...)
+	return append(out, t.tail...)
+}

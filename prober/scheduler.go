@@ -1,0 +1,463 @@
+package prober
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// ProbeFunc runs one probe; (*Prober).Probe is one. An empty model means
+// "auto-detect".
+type ProbeFunc func(ctx context.Context, t Target, model string, s Scenario) Result
+
+// ProbeHook sees every scheduled probe (engine metrics, live signals).
+type ProbeHook interface {
+	// BeforeProbe runs just before the probe is sent; keep it fast.
+	BeforeProbe(ctx context.Context, t Target, s Scenario)
+	// AfterProbe runs after every probe that BeforeProbe saw, also when the
+	// scheduler stopped it (then res.Err is a context error).
+	AfterProbe(res *Result)
+}
+
+// ProbeObserver receives the scheduler's results and state: the probe
+// metrics (collector.ProbeMetrics) implement it.
+type ProbeObserver interface {
+	Observe(res *Result)
+	SetScenarioEnabled(target, model, scenario string, enabled bool)
+	SetPlannedTokensPerHour(target string, tokens float64)
+	// ForgetTarget drops every series of the target (its model changed).
+	ForgetTarget(target string)
+	// ForgetModel drops the series of one target and model (those recorded
+	// with model="" before the model was known).
+	ForgetModel(target, model string)
+}
+
+// ScheduledTarget is one target and the scenarios to probe on it.
+type ScheduledTarget struct {
+	Target    Target
+	Scenarios []Scenario
+}
+
+// SchedulerOptions are the scheduler's settings and dependencies. Only
+// Probe is required.
+type SchedulerOptions struct {
+	Probe ProbeFunc
+	// ListModels reads /v1/models; default ListModels.
+	ListModels func(ctx context.Context, t Target) ([]ModelInfo, error)
+	// Invalidate drops cached calibrations when a target's model changes;
+	// pass (*Prober).Invalidate. Optional.
+	Invalidate func(t Target, model string)
+	Observer   ProbeObserver // optional
+	Hooks      []ProbeHook
+	Logger     *slog.Logger
+
+	// Jitter spreads each interval uniformly over interval·(1±Jitter).
+	Jitter float64
+	// MaxInFlightPerTarget caps concurrent probes per target; default 1.
+	MaxInFlightPerTarget int
+	// ModelRefreshInterval is how often /v1/models is read again; default 5m.
+	ModelRefreshInterval time.Duration
+	// FirstProbeMaxDelay bounds the random delay of each loop's first
+	// probe (further bounded by the interval); default 10s.
+	FirstProbeMaxDelay time.Duration
+	// KnownModels are the models detected by a previous scheduler, by
+	// target name, so a restart (config reload) does not take the first
+	// detection for a model change.
+	KnownModels map[string]string
+
+	// Sleep waits for d or until ctx is done, reporting whether the full
+	// time passed; tests replace it. Default: a timer.
+	Sleep func(ctx context.Context, d time.Duration) bool
+	// Rand returns a uniform number in [0, 1); default math/rand/v2.
+	Rand func() float64
+}
+
+// Scheduler runs one loop per target and scenario.
+type Scheduler struct {
+	opts    SchedulerOptions
+	targets []*schedTarget
+}
+
+// Retry pace of /v1/models: while the model is unknown, and at most this
+// often when probes ask for a refresh (404s).
+const (
+	schedUnknownModelRetry = 15 * time.Second
+	schedMinModelRefresh   = 5 * time.Second
+)
+
+// NewScheduler returns a scheduler for targets; Run starts it.
+func NewScheduler(targets []ScheduledTarget, opts SchedulerOptions) *Scheduler {
+	if opts.ListModels == nil {
+		opts.ListModels = ListModels
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.MaxInFlightPerTarget < 1 {
+		opts.MaxInFlightPerTarget = 1
+	}
+	if opts.ModelRefreshInterval <= 0 {
+		opts.ModelRefreshInterval = 5 * time.Minute
+	}
+	if opts.FirstProbeMaxDelay <= 0 {
+		opts.FirstProbeMaxDelay = 10 * time.Second
+	}
+	if opts.Sleep == nil {
+		opts.Sleep = schedSleep
+	}
+	if opts.Rand == nil {
+		opts.Rand = rand.Float64
+	}
+	s := &Scheduler{opts: opts}
+	for _, st := range targets {
+		ts := &schedTarget{
+			t:         st.Target,
+			scenarios: append([]Scenario(nil), st.Scenarios...),
+			sem:       make(chan struct{}, opts.MaxInFlightPerTarget),
+			refresh:   make(chan struct{}, 1),
+			ready:     make(chan struct{}),
+			log:       opts.Logger.With("target", st.Target.Name),
+			model:     st.Target.Model,
+		}
+		if ts.model == "" {
+			ts.model = opts.KnownModels[st.Target.Name]
+		}
+		ts.lastModel = ts.model
+		s.targets = append(s.targets, ts)
+	}
+	return s
+}
+
+// PlannedTokensPerHour is the prompt plus output tokens that probing
+// scenarios at their intervals spends per hour.
+func PlannedTokensPerHour(scenarios []Scenario) float64 {
+	var sum float64
+	for _, s := range scenarios {
+		if s.Interval > 0 {
+			sum += float64(s.InputTokens+s.OutputTokens) * float64(time.Hour) / float64(s.Interval)
+		}
+	}
+	return sum
+}
+
+// Models returns the model each target was last known to serve.
+func (s *Scheduler) Models() map[string]string {
+	out := make(map[string]string, len(s.targets))
+	for _, ts := range s.targets {
+		if m, _, _ := ts.snapshot(); m != "" {
+			out[ts.t.Name] = m
+		}
+	}
+	return out
+}
+
+// Run probes until ctx is done, then cancels the probes in flight and
+// returns once every loop has stopped.
+func (s *Scheduler) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, ts := range s.targets {
+		wg.Go(func() { s.refreshLoop(ctx, ts) })
+		for _, sc := range ts.scenarios {
+			wg.Go(func() { s.probeLoop(ctx, ts, sc) })
+		}
+	}
+	wg.Wait()
+}
+
+// schedTarget is what the loops of one target share.
+type schedTarget struct {
+	t         Target
+	scenarios []Scenario
+	sem       chan struct{} // in-flight slots
+	refresh   chan struct{} // asks refreshLoop for a /v1/models read now
+	ready     chan struct{} // closed after the first /v1/models attempt
+	log       *slog.Logger
+
+	mu          sync.Mutex
+	model       string // "" until detected (auto-detect)
+	maxModelLen int    // 0 when unknown
+	applied     bool   // the state above has been published to the observer
+	lastModel   string // the last model published, to tell a change
+	disabled    map[string]bool
+}
+
+func (ts *schedTarget) snapshot() (model string, maxModelLen int, disabled map[string]bool) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return ts.model, ts.maxModelLen, ts.disabled
+}
+
+func (ts *schedTarget) autoDetect() bool { return ts.t.Model == "" }
+
+// requestRefresh asks for a /v1/models read without waiting for it.
+func (ts *schedTarget) requestRefresh() {
+	select {
+	case ts.refresh <- struct{}{}:
+	default:
+	}
+}
+
+// refreshLoop reads /v1/models at start, every ModelRefreshInterval (every
+// 15 s while the model is unknown) and when a probe asks for it.
+func (s *Scheduler) refreshLoop(ctx context.Context, ts *schedTarget) {
+	s.refreshModel(ctx, ts)
+	close(ts.ready)
+	last := time.Now()
+	for {
+		wait := s.opts.ModelRefreshInterval
+		if m, _, _ := ts.snapshot(); m == "" {
+			wait = min(wait, schedUnknownModelRetry)
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C:
+		case <-ts.refresh:
+			timer.Stop()
+			// Repeated 404s must not turn into a /v1/models storm.
+			if d := schedMinModelRefresh - time.Since(last); d > 0 && !s.opts.Sleep(ctx, d) {
+				return
+			}
+		}
+		s.refreshModel(ctx, ts)
+		last = time.Now()
+	}
+}
+
+// refreshModel reads /v1/models and publishes what changed: on a new model
+// it forgets the old model's series and calibrations; scenarios that do not
+// fit max_model_len are disabled.
+func (s *Scheduler) refreshModel(ctx context.Context, ts *schedTarget) {
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	models, err := s.opts.ListModels(rctx, ts.t)
+	cancel()
+	if ctx.Err() != nil {
+		return
+	}
+
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	model, maxLen := ts.model, ts.maxModelLen
+	if err != nil {
+		ts.log.Warn("cannot list models", "url", ts.t.BaseURL+"/v1/models", "reason", ClassifyError(err), "err", err)
+		if !ts.applied {
+			s.publish(ts, model, 0)
+		}
+		return
+	}
+	if ts.autoDetect() {
+		m, ok := schedPickModel(models)
+		if !ok {
+			ts.log.Warn("/v1/models lists no model", "url", ts.t.BaseURL+"/v1/models")
+			if !ts.applied {
+				s.publish(ts, model, 0)
+			}
+			return
+		}
+		if len(models) > 1 && m.ID != model {
+			ids := make([]string, len(models))
+			for i, x := range models {
+				ids[i] = x.ID
+			}
+			ts.log.Info("the server lists several models; probing one (set the target's model to choose)", "model", m.ID, "models", ids)
+		}
+		model, maxLen = m.ID, m.MaxModelLen
+	} else {
+		maxLen = 0
+		found := false
+		for _, m := range models {
+			if m.ID == model {
+				maxLen, found = m.MaxModelLen, true
+				break
+			}
+		}
+		if !found && !ts.applied {
+			ts.log.Warn("the configured model is not listed by /v1/models; probing it anyway", "model", model)
+		}
+	}
+	if !ts.applied || model != ts.model || maxLen != ts.maxModelLen {
+		s.publish(ts, model, maxLen)
+	}
+}
+
+// schedPickModel prefers the first model with a known context length: LoRA
+// adapters are listed with max_model_len null.
+func schedPickModel(models []ModelInfo) (ModelInfo, bool) {
+	for _, m := range models {
+		if m.MaxModelLen > 0 {
+			return m, true
+		}
+	}
+	if len(models) > 0 {
+		return models[0], true
+	}
+	return ModelInfo{}, false
+}
+
+// publish makes model and maxLen current and tells the observer. ts.mu is held.
+func (s *Scheduler) publish(ts *schedTarget, model string, maxLen int) {
+	obs := s.opts.Observer
+	name := ts.t.Name
+	switch {
+	case ts.lastModel != "" && model != ts.lastModel:
+		ts.log.Info("model changed; dropping the old model's series and calibrations", "old", ts.lastModel, "new", model)
+		if obs != nil {
+			obs.ForgetTarget(name)
+		}
+		if s.opts.Invalidate != nil {
+			s.opts.Invalidate(ts.t, "")
+		}
+	case ts.lastModel == "" && model != "":
+		if obs != nil {
+			obs.ForgetModel(name, "") // errors recorded before the model was known
+		}
+	}
+	if model == "" {
+		// Nothing to label scenario_enabled with yet; plan for everything.
+		ts.model, ts.maxModelLen, ts.applied = model, maxLen, true
+		if obs != nil {
+			obs.SetPlannedTokensPerHour(name, PlannedTokensPerHour(ts.scenarios))
+		}
+		return
+	}
+	disabled := make(map[string]bool)
+	var enabled []Scenario
+	for _, sc := range ts.scenarios {
+		if !Fits(sc, maxLen) {
+			disabled[sc.Name] = true
+			if !ts.disabled[sc.Name] || model != ts.lastModel {
+				ts.log.Warn("scenario disabled: input_tokens + output_tokens exceed the model's max_model_len",
+					"scenario", sc.Name, "model", model, "input_tokens", sc.InputTokens, "output_tokens", sc.OutputTokens, "max_model_len", maxLen)
+			}
+		} else {
+			enabled = append(enabled, sc)
+			if ts.disabled[sc.Name] && model == ts.lastModel {
+				ts.log.Info("scenario enabled again: it fits the model's max_model_len", "scenario", sc.Name, "model", model, "max_model_len", maxLen)
+			}
+		}
+		if obs != nil {
+			obs.SetScenarioEnabled(name, model, sc.Name, !disabled[sc.Name])
+		}
+	}
+	if obs != nil {
+		obs.SetPlannedTokensPerHour(name, PlannedTokensPerHour(enabled))
+	}
+	ts.model, ts.maxModelLen, ts.disabled, ts.applied, ts.lastModel = model, maxLen, disabled, true, model
+}
+
+// probeLoop probes one scenario on one target at its interval.
+func (s *Scheduler) probeLoop(ctx context.Context, ts *schedTarget, sc Scenario) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-ts.ready:
+	}
+	// Spread the first probes so that a (re)start does not send them all
+	// at once, yet shows metrics quickly.
+	if !s.opts.Sleep(ctx, time.Duration(s.opts.Rand()*float64(min(sc.Interval, s.opts.FirstProbeMaxDelay)))) {
+		return
+	}
+	for {
+		s.probeOnce(ctx, ts, sc)
+		if !s.opts.Sleep(ctx, s.nextDelay(sc.Interval)) {
+			return
+		}
+	}
+}
+
+// nextDelay is interval·(1 + Jitter·u), u uniform in [-1, 1).
+func (s *Scheduler) nextDelay(interval time.Duration) time.Duration {
+	f := 1 + s.opts.Jitter*(2*s.opts.Rand()-1)
+	return max(time.Duration(float64(interval)*f), time.Millisecond)
+}
+
+func (s *Scheduler) probeOnce(ctx context.Context, ts *schedTarget, sc Scenario) {
+	model, _, disabled := ts.snapshot()
+	if disabled[sc.Name] {
+		return
+	}
+	// Wait for a free slot: probes of one target never queue behind each
+	// other on the server.
+	select {
+	case <-ctx.Done():
+		return
+	case ts.sem <- struct{}{}:
+	}
+	// The prober enforces the scenario's timeout; this bound only keeps a
+	// hung probe from holding the slot forever.
+	pctx, cancel := context.WithTimeout(ctx, 2*sc.Timeout+time.Minute)
+	for _, h := range s.opts.Hooks {
+		h.BeforeProbe(pctx, ts.t, sc)
+	}
+	res := s.opts.Probe(pctx, ts.t, model, sc)
+	cancel()
+	<-ts.sem
+	for _, h := range s.opts.Hooks {
+		h.AfterProbe(&res)
+	}
+	if ctx.Err() != nil {
+		return // stopped: a cancelled probe measured nothing
+	}
+	if res.Target == "" {
+		res.Target = ts.t.Name
+	}
+	if res.Scenario == "" {
+		res.Scenario = sc.Name
+	}
+	if res.Model == "" {
+		res.Model = model
+	}
+	if s.opts.Observer != nil {
+		s.opts.Observer.Observe(&res)
+	}
+	s.logResult(ts, &res)
+
+	if ts.autoDetect() {
+		var he *HTTPError
+		if model == "" || (res.Model != model) || (errors.As(res.Err, &he) && he.StatusCode == 404) {
+			ts.requestRefresh() // the model may have changed under us
+		}
+	}
+}
+
+func (s *Scheduler) logResult(ts *schedTarget, r *Result) {
+	log := ts.log.With("model", r.Model, "scenario", r.Scenario)
+	switch r.Kind {
+	case KindSuccess:
+		if r.CacheHit() {
+			log.Warn("the prompt hit the prefix cache; TTFT, E2E and prefill not recorded",
+				"cached_tokens", r.CachedTokens, "prompt_tokens", r.PromptTokens, "id", r.ResponseID)
+		} else {
+			log.Debug("probe succeeded", "ttft", r.TTFT(), "itl", r.ITL(), "e2e", r.E2E(),
+				"prompt_tokens", r.PromptTokens, "output_tokens", r.OutputTokens, "id", r.ResponseID)
+		}
+	case KindShortOutput:
+		log.Warn("probe returned fewer tokens than asked", "output_tokens", r.OutputTokens,
+			"requested_tokens", r.RequestedTokens, "finish_reason", r.FinishReason, "id", r.ResponseID)
+	default:
+		log.Warn("probe failed", "reason", r.Reason, "err", r.Err, "id", r.ResponseID)
+	}
+	if r.PromptTokens > 0 && !r.PromptLengthOK {
+		log.Warn("prompt length outside tolerance", "prompt_tokens", r.PromptTokens)
+	}
+}
+
+// schedSleep waits for d or until ctx is done.
+func schedSleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,594 @@
+package prober
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fastjson"
+)
+
+// DefaultMaxLineBytes is the longest SSE line the decoder accepts; a longer
+// one fails the probe with reason oversized_line.
+const DefaultMaxLineBytes = 1 << 20
+
+// readBufSize is the bufio buffer. Lines longer than this (but within the
+// limit) are assembled in a side buffer, so the limit costs no memory until a
+// long line actually arrives.
+const readBufSize = 64 << 10
+
+var errOversized = errors.New("oversized line")
+
+// stampReader wraps the response body and records when bytes arrived.
+//
+// Timestamps: every Read that returns n > 0 stamps clock.Now() into last.
+// Lines are split with bufio.Reader.ReadSlice, which only calls Read while the
+// buffer holds no complete line, and returns as soon as one is complete. So
+// when ReadSlice returns a line, the most recent Read is the one that
+// delivered the line's terminating '\n': either the line was already buffered
+// (it came whole, or its end came, in that Read, perhaps together with
+// earlier lines), or ReadSlice had to read until the newline showed up. A
+// line's arrival time is therefore last, read right after ReadSlice returns.
+// It is never earlier than the bytes reached us, and later only by the time
+// the previous lines of the same Read took to process (microseconds), or by
+// the HTTP layer handing one network read back in two body reads (chunked
+// encoding), which is equally short. A chunk is complete when its newline is
+// here: before that it cannot be parsed, so that is when the client "has" it.
+//
+// The stamp is taken after Read returns, i.e. after the bytes are in our
+// buffer, which is the earliest moment user code can observe them.
+type stampReader struct {
+	r     io.Reader
+	clock Clock
+	last  time.Time
+
+	stall   time.Duration // 0: no stall detection
+	onStall func()
+	watch   *stallWatch // armed at the first token
+}
+
+func (s *stampReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if n > 0 {
+		s.last = s.clock.Now()
+		if s.watch != nil {
+			s.watch.lastNano.Store(int64(s.last.Sub(s.watch.epoch)))
+		}
+	}
+	return n, err
+}
+
+// armStall starts stall detection; it is called when the first token arrives.
+func (s *stampReader) armStall() {
+	if s.stall > 0 && s.onStall != nil && s.watch == nil {
+		s.watch = startStallWatch(s.clock, s.last, s.stall, s.onStall)
+	}
+}
+
+func (s *stampReader) stopStall() {
+	if s.watch != nil {
+		s.watch.stop()
+		s.watch = nil
+	}
+}
+
+// stallWatch fires onStall when no bytes arrived for stall. Rather than
+// resetting a timer on every Read (a timer operation per chunk), Read only
+// publishes the arrival time; when the timer fires it re-arms itself for the
+// rest of the window if bytes came meanwhile, and calls onStall otherwise.
+// Idleness is measured on the same clock as the timestamps. The watch is
+// allocated per probe, so a callback running late never touches a reused
+// decoder.
+type stallWatch struct {
+	clock    Clock
+	epoch    time.Time
+	stall    time.Duration
+	onStall  func()
+	lastNano atomic.Int64 // last arrival - epoch
+
+	mu      sync.Mutex
+	timer   *time.Timer
+	stopped bool
+}
+
+func startStallWatch(clock Clock, now time.Time, stall time.Duration, onStall func()) *stallWatch {
+	w := &stallWatch{clock: clock, epoch: now, stall: stall, onStall: onStall}
+	w.mu.Lock()
+	w.timer = time.AfterFunc(stall, w.fire)
+	w.mu.Unlock()
+	return w
+}
+
+func (w *stallWatch) fire() {
+	idle := w.clock.Now().Sub(w.epoch) - time.Duration(w.lastNano.Load())
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		return
+	}
+	if idle >= w.stall {
+		w.stopped = true
+		w.onStall()
+		return
+	}
+	w.timer.Reset(w.stall - idle)
+}
+
+func (w *stallWatch) stop() {
+	w.mu.Lock()
+	w.stopped = true
+	w.timer.Stop()
+	w.mu.Unlock()
+}
+
+// streamEnd is how the byte stream ended, before interpretation.
+type streamEnd struct {
+	done    bool   // data: [DONE] arrived
+	reason  Reason // a protocol failure: stream_error, malformed_chunk, oversized_line
+	err     error  // detail for reason
+	readErr error  // a transport error other than a clean EOF
+}
+
+// streamDecoder reads an OpenAI-style SSE stream and fills a Result. One
+// decoder serves one stream; decoders are pooled so that the buffer and the
+// JSON parser's arena are reused and a chunk costs no allocation.
+type streamDecoder struct {
+	sr          stampReader
+	br          *bufio.Reader
+	parser      fastjson.Parser
+	maxLine     int
+	long        []byte // assembly buffer for lines longer than readBufSize
+	res         *Result
+	completions bool // the completions API: look for choices[0].text first
+
+	errEvent     bool // the current SSE event is named "error"
+	usageSeen    bool
+	finalUsage   bool // a usage chunk without choices (the end-of-stream usage)
+	completion   int  // latest usage.completion_tokens (a running total with continuous usage)
+	atLastOutput int  // completion at the previous output-bearing chunk
+	outChunks    int  // chunks that carried output
+	outWithUsage int  // of those, the ones that carried usage
+}
+
+var decoderPool = sync.Pool{New: func() any {
+	return &streamDecoder{br: bufio.NewReaderSize(nil, readBufSize)}
+}}
+
+// newStreamDecoder returns a pooled decoder reading body into res. Call
+// release when done with it.
+func newStreamDecoder(body io.Reader, clock Clock, maxLine int, res *Result) *streamDecoder {
+	d := decoderPool.Get().(*streamDecoder)
+	d.reset(body, clock, maxLine, res)
+	return d
+}
+
+func (d *streamDecoder) reset(body io.Reader, clock Clock, maxLine int, res *Result) {
+	if maxLine <= 0 {
+		maxLine = DefaultMaxLineBytes
+	}
+	d.sr = stampReader{r: body, clock: clock}
+	d.br.Reset(&d.sr)
+	d.maxLine = maxLine
+	d.res = res
+	d.errEvent, d.usageSeen, d.finalUsage, d.completions = false, false, false, false
+	d.completion, d.atLastOutput, d.outChunks, d.outWithUsage = 0, 0, 0, 0
+}
+
+func (d *streamDecoder) release() {
+	d.sr.stopStall()
+	d.sr = stampReader{}
+	d.br.Reset(nil)
+	d.res = nil
+	if cap(d.long) > 256<<10 {
+		d.long = nil // do not pin a huge line in the pool
+	}
+	decoderPool.Put(d)
+}
+
+// decode reads until [DONE], the end of the body, an error or a protocol
+// failure. It stops at [DONE]: what follows is not read.
+func (d *streamDecoder) decode() streamEnd {
+	for {
+		line, err := d.readLine()
+		if err == errOversized {
+			return streamEnd{reason: ReasonOversizedLine, err: fmt.Errorf("SSE line longer than %d bytes", d.maxLine)}
+		}
+		if err == nil {
+			if end, stop := d.line(trimLineEnd(line), d.sr.last); stop {
+				return end
+			}
+			continue
+		}
+		// The body ended. A last line without its newline is trusted only when
+		// it is [DONE]; a partial JSON chunk means the stream was cut.
+		if len(line) > 0 {
+			if name, value := sseField(line); string(name) == "data" && isDoneMarker(value) {
+				return streamEnd{done: true}
+			}
+		}
+		if err == io.EOF {
+			return streamEnd{}
+		}
+		return streamEnd{readErr: err}
+	}
+}
+
+// readLine returns the next line including its '\n', or a partial last line
+// with the error that ended the stream.
+func (d *streamDecoder) readLine() ([]byte, error) {
+	line, err := d.br.ReadSlice('\n')
+	if err == bufio.ErrBufferFull {
+		d.long = append(d.long[:0], line...)
+		for err == bufio.ErrBufferFull {
+			if len(d.long) > d.maxLine+2 {
+				return nil, errOversized
+			}
+			line, err = d.br.ReadSlice('\n')
+			d.long = append(d.long, line...)
+		}
+		line = d.long
+	}
+	if len(trimLineEnd(line)) > d.maxLine {
+		return nil, errOversized
+	}
+	return line, err
+}
+
+// line handles one complete SSE line (without its line terminator) that
+// arrived at at. It reports whether decoding stops.
+func (d *streamDecoder) line(l []byte, at time.Time) (streamEnd, bool) {
+	if len(l) == 0 {
+		d.errEvent = false // blank line: end of an event
+		return streamEnd{}, false
+	}
+	switch l[0] {
+	case ':':
+		return streamEnd{}, false // comment, e.g. a keep-alive
+	case '{':
+		return d.bareJSON(l), true
+	}
+	name, value := sseField(l)
+	switch string(name) {
+	case "data":
+		return d.data(value, at)
+	case "event":
+		d.errEvent = string(bytes.TrimSpace(value)) == "error"
+	case "id", "retry":
+	default:
+		return streamEnd{reason: ReasonMalformedChunk, err: fmt.Errorf("not an SSE line: %q", clipForErr(l))}, true
+	}
+	return streamEnd{}, false
+}
+
+// data handles the value of a data: line. Each data line is one chunk: vLLM
+// and the OpenAI-compatible servers put every JSON chunk on a single line, so
+// multi-line data events are not joined (they would fail as malformed).
+func (d *streamDecoder) data(v []byte, at time.Time) (streamEnd, bool) {
+	if len(v) == 0 {
+		return streamEnd{}, false
+	}
+	if d.errEvent { // event: error
+		msg := string(clipForErr(v))
+		if pv, err := d.parser.ParseBytes(v); err == nil {
+			if m, ok := jsonErrorMessage(pv.Get("error")); ok {
+				msg = m
+			} else if m := pv.GetStringBytes("message"); len(m) > 0 {
+				msg = string(m)
+			}
+		}
+		return streamEnd{reason: ReasonStreamError, err: errors.New(msg)}, true
+	}
+	if isDoneMarker(v) {
+		return streamEnd{done: true}, true
+	}
+	pv, err := d.parser.ParseBytes(v)
+	if err != nil {
+		return streamEnd{reason: ReasonMalformedChunk, err: fmt.Errorf("chunk is not JSON: %q", clipForErr(v))}, true
+	}
+	return d.chunk(pv, at)
+}
+
+// bareJSON handles a JSON object sent without SSE framing: an error body
+// answered with HTTP 200, or a non-streaming response.
+func (d *streamDecoder) bareJSON(l []byte) streamEnd {
+	v, err := d.parser.ParseBytes(l)
+	if err == nil && v.Type() == fastjson.TypeObject {
+		if m, ok := jsonErrorMessage(v.Get("error")); ok {
+			return streamEnd{reason: ReasonStreamError, err: errors.New(m)}
+		}
+	}
+	return streamEnd{reason: ReasonMalformedChunk, err: fmt.Errorf("response is not an SSE stream: %q", clipForErr(l))}
+}
+
+// chunk handles one parsed chunk.
+//
+// Lookups are tuned for fastjson, whose Get finds a present key in one scan
+// but, for an absent key, unescapes every key of the object and scans twice.
+// The top-level object is walked once with Visit (the "error" key is absent
+// from all but one chunk), the choice object, whose keys are present, uses
+// Get, and the small delta and usage objects, where most keys asked for are
+// absent, are walked with Visit.
+func (d *streamDecoder) chunk(v *fastjson.Value, at time.Time) (streamEnd, bool) {
+	obj, err := v.Object()
+	if err != nil {
+		return malformedChunk("chunk is a JSON %s, not an object", v.Type())
+	}
+	var errV, idV, choicesV, usageV *fastjson.Value
+	obj.Visit(func(k []byte, x *fastjson.Value) {
+		switch string(k) {
+		case "error":
+			errV = x
+		case "id":
+			idV = x
+		case "choices":
+			choicesV = x
+		case "usage":
+			usageV = x
+		}
+	})
+	if m, ok := jsonErrorMessage(errV); ok {
+		return streamEnd{reason: ReasonStreamError, err: errors.New(m)}, true
+	}
+	r := d.res
+	if r.ResponseID == "" && idV != nil {
+		if b, _ := idV.StringBytes(); len(b) > 0 {
+			r.ResponseID = string(b)
+		}
+	}
+
+	var content, reasoning []byte
+	var tool, hasChoices bool
+	if !isNull(choicesV) {
+		arr, err := choicesV.Array()
+		if err != nil {
+			return malformedChunk("choices is a %s, not an array", choicesV.Type())
+		}
+		if len(arr) > 0 {
+			hasChoices = true
+			co, err := arr[0].Object()
+			if err != nil {
+				return malformedChunk("choices[0] is a %s, not an object", arr[0].Type())
+			}
+			var deltaV, textV *fastjson.Value
+			if d.completions {
+				if textV = co.Get("text"); textV == nil {
+					deltaV = co.Get("delta")
+				}
+			} else if deltaV = co.Get("delta"); deltaV == nil {
+				textV = co.Get("text")
+			}
+			var ok bool
+			if !isNull(deltaV) {
+				do, err := deltaV.Object()
+				if err != nil {
+					return malformedChunk("delta is a %s, not an object", deltaV.Type())
+				}
+				var contentV, reasoningV, reasoningContentV, toolV *fastjson.Value
+				do.Visit(func(k []byte, x *fastjson.Value) {
+					switch string(k) {
+					case "content":
+						contentV = x
+					case "reasoning":
+						reasoningV = x
+					case "reasoning_content":
+						reasoningContentV = x
+					case "tool_calls", "function_call":
+						if jsonNonEmpty(x) {
+							toolV = x
+						}
+					}
+				})
+				if content, ok = jsonOptString(contentV); !ok {
+					return malformedChunk("delta.content is a %s, not a string", contentV.Type())
+				}
+				if reasoning, ok = jsonOptString(reasoningContentV); !ok {
+					return malformedChunk("delta.reasoning_content is a %s, not a string", reasoningContentV.Type())
+				}
+				if len(reasoning) == 0 {
+					if reasoning, ok = jsonOptString(reasoningV); !ok {
+						return malformedChunk("delta.reasoning is a %s, not a string", reasoningV.Type())
+					}
+				}
+				tool = toolV != nil
+			}
+			if len(content) == 0 {
+				if content, ok = jsonOptString(textV); !ok {
+					return malformedChunk("choices[0].text is a %s, not a string", textV.Type())
+				}
+			}
+			if finishV := co.Get("finish_reason"); finishV != nil && finishV.Type() == fastjson.TypeString {
+				if b, _ := finishV.StringBytes(); r.FinishReason != string(b) {
+					r.FinishReason = string(b)
+				}
+			}
+		}
+	}
+
+	hasUsage := false
+	if !isNull(usageV) {
+		uo, err := usageV.Object()
+		if err != nil {
+			return malformedChunk("usage is a %s, not an object", usageV.Type())
+		}
+		var ctV, ptV, detV *fastjson.Value
+		uo.Visit(func(k []byte, x *fastjson.Value) {
+			switch string(k) {
+			case "completion_tokens":
+				ctV = x
+			case "prompt_tokens":
+				ptV = x
+			case "prompt_tokens_details":
+				detV = x
+			}
+		})
+		ct, ok := jsonCount(ctV)
+		if !ok {
+			return malformedChunk("usage.completion_tokens is missing or not a count")
+		}
+		if ct < d.completion {
+			return malformedChunk("usage.completion_tokens went back from %d to %d", d.completion, ct)
+		}
+		if pt, ok := jsonCount(ptV); ok {
+			r.PromptTokens = pt
+		}
+		if detV != nil && detV.Type() == fastjson.TypeObject {
+			if n, ok := jsonCount(detV.Get("cached_tokens")); ok {
+				r.CachedTokens, r.CachedReported = n, true
+			}
+		}
+		hasUsage = true
+		d.usageSeen = true
+		d.completion = ct
+		if !hasChoices {
+			d.finalUsage = true
+		}
+	}
+
+	if len(content) > 0 || len(reasoning) > 0 || tool {
+		d.outChunks++
+		if r.FirstToken.IsZero() {
+			r.FirstToken = at
+			d.sr.armStall()
+			if hasUsage {
+				r.FirstChunkTokens = d.completion
+			}
+		}
+		if len(content) > 0 {
+			if r.FirstContent.IsZero() {
+				r.FirstContent = at
+			}
+		} else if len(reasoning) > 0 && r.FirstContent.IsZero() {
+			r.Reasoning = true
+		}
+		r.LastToken = at
+		if hasUsage {
+			d.outWithUsage++
+			r.ChunkTokens = append(r.ChunkTokens, int32(d.completion-d.atLastOutput))
+			d.atLastOutput = d.completion
+		}
+	}
+	return streamEnd{}, false
+}
+
+// settle turns the end of the stream into Kind and Reason. ctxCause is the
+// cancellation cause of the request when the read failed because the probe
+// was cancelled (timeout, stall), nil otherwise.
+func (d *streamDecoder) settle(end streamEnd, ctxCause error) {
+	r := d.res
+	if d.usageSeen {
+		r.OutputTokens = d.completion
+	}
+	r.ContinuousUsage = d.outChunks > 0 && d.outWithUsage == d.outChunks
+	if !r.ContinuousUsage {
+		r.ChunkTokens = nil
+		r.FirstChunkTokens = 1
+	} else if r.FirstChunkTokens < 1 {
+		r.FirstChunkTokens = 1 // usage lagging behind the text: unknown
+	}
+	// A stream that delivered its end-of-stream usage chunk is complete even
+	// if [DONE] never comes.
+	complete := end.done || d.finalUsage
+	switch {
+	case end.reason != ReasonNone:
+		failResult(r, end.reason, end.err)
+	case !complete && ctxCause != nil:
+		failResult(r, ClassifyError(ctxCause), ctxCause)
+	case !complete && end.readErr != nil:
+		failResult(r, ReasonStreamCut, fmt.Errorf("stream cut before [DONE]: %w", end.readErr))
+	case !complete:
+		failResult(r, ReasonStreamCut, errors.New("stream ended before [DONE]"))
+	case !d.usageSeen:
+		failResult(r, ReasonMissingUsage, errors.New("no usage in the stream; the server ignored stream_options.include_usage"))
+	case r.FirstToken.IsZero() && r.OutputTokens > 0:
+		failResult(r, ReasonMalformedChunk, fmt.Errorf("usage reports %d output tokens but no chunk carried output", r.OutputTokens))
+	case r.OutputTokens != r.RequestedTokens:
+		r.Kind, r.Reason = KindShortOutput, ReasonNone
+		r.Err = fmt.Errorf("stream finished with %d output tokens, asked for %d (finish_reason %q)",
+			r.OutputTokens, r.RequestedTokens, r.FinishReason)
+	default:
+		r.Kind, r.Reason, r.Err = KindSuccess, ReasonNone, nil
+	}
+}
+
+func failResult(r *Result, reason Reason, err error) {
+	r.Kind, r.Reason, r.Err = KindError, reason, err
+}
+
+func malformedChunk(format string, args ...any) (streamEnd, bool) {
+	return streamEnd{reason: ReasonMalformedChunk, err: fmt.Errorf(format, args...)}, true
+}
+
+// sseField splits "name: value" and drops the one optional space after the colon.
+func sseField(l []byte) (name, value []byte) {
+	i := bytes.IndexByte(l, ':')
+	if i < 0 {
+		return trimLineEnd(l), nil
+	}
+	value = trimLineEnd(l[i+1:])
+	if len(value) > 0 && value[0] == ' ' {
+		value = value[1:]
+	}
+	return l[:i], value
+}
+
+func trimLineEnd(l []byte) []byte {
+	if n := len(l); n > 0 && l[n-1] == '\n' {
+		l = l[:n-1]
+	}
+	if n := len(l); n > 0 && l[n-1] == '\r' {
+		l = l[:n-1]
+	}
+	return l
+}
+
+func isDoneMarker(v []byte) bool { return string(bytes.TrimSpace(v)) == "[DONE]" }
+
+// isNull reports whether a field is absent or JSON null.
+func isNull(v *fastjson.Value) bool { return v == nil || v.Type() == fastjson.TypeNull }
+
+// jsonOptString reads an optional string field: absent or null is (nil, true).
+func jsonOptString(v *fastjson.Value) ([]byte, bool) {
+	if isNull(v) {
+		return nil, true
+	}
+	b, err := v.StringBytes()
+	return b, err == nil
+}
+
+// jsonCount reads a non-negative integer field.
+func jsonCount(v *fastjson.Value) (int, bool) {
+	if v == nil {
+		return 0, false
+	}
+	n, err := v.Int()
+	return n, err == nil && n >= 0
+}
+
+// jsonNonEmpty reports whether v is a non-empty array or object (a tool call delta).
+func jsonNonEmpty(v *fastjson.Value) bool {
+	if v == nil {
+		return false
+	}
+	switch v.Type() {
+	case fastjson.TypeArray:
+		a, _ := v.Array()
+		return len(a) > 0
+	case fastjson.TypeObject:
+		o, _ := v.Object()
+		return o.Len() > 0
+	}
+	return false
+}
+
+// clipForErr shortens a line for an error message.
+func clipForErr(b []byte) []byte {
+	if len(b) > 200 {
+		return b[:200]
+	}
+	return b
+}

@@ -1,0 +1,217 @@
+package collector
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/slaprobe/slaprobe/internal/sweeper"
+	"github.com/slaprobe/slaprobe/prober"
+)
+
+// SweepSource is what SweepCollector reads; *sweeper.Sweeper implements it.
+type SweepSource interface {
+	Snapshot() sweeper.Snapshot
+}
+
+// SweepCollector exports the daemon's latest sweep results as gauges, one
+// series per (target, model, scenario, mode, concurrency) step, so Grafana
+// draws the report's curves; plus capacity, scaling efficiency and the
+// job's own state. Values are computed at scrape time from the sweeper's
+// snapshot; nothing is kept here.
+type SweepCollector struct {
+	src SweepSource
+
+	decode, ttft, itl, e2e, prefill, system, success, requests, queueWait *prometheus.Desc
+	powerWatts, energyPerToken                                            *prometheus.Desc
+	efficiency, capacity, capacityApprox, capacityMaxTested               *prometheus.Desc
+	lastTimestamp, lastDuration, lastAttempt, lastAttemptOK               *prometheus.Desc
+	running, paused, enabled                                              *prometheus.Desc
+}
+
+// NewSweepCollector returns the collector for src.
+func NewSweepCollector(src SweepSource) *SweepCollector {
+	step := []string{"target", "model", "scenario", "mode", "concurrency"}
+	stepStat := append(append([]string(nil), step...), "stat")
+	d := func(name, help string, labels []string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, labels, nil)
+	}
+	return &SweepCollector{
+		src: src,
+		decode: d("slaprobe_sweep_decode_tokens_per_second",
+			"Per-user decode speed in the last sweep's step (stat: mean, p50, p90 = speed 90% of users got or better, p99 likewise).", stepStat),
+		ttft: d("slaprobe_sweep_ttft_seconds",
+			"Time to first token in the last sweep's step (stat: mean, p50, p90, p95, p99).", stepStat),
+		itl: d("slaprobe_sweep_itl_seconds",
+			"Mean inter-token latency per request in the last sweep's step (stat: mean, p50, p90, p99 over requests).", stepStat),
+		e2e: d("slaprobe_sweep_e2e_latency_seconds",
+			"End-to-end latency in the last sweep's step (stat: mean, p50, p90, p99).", stepStat),
+		prefill: d("slaprobe_sweep_prefill_tokens_per_second",
+			"Per-user prefill speed, prompt tokens / TTFT, in the last sweep's step (stat: mean, p50).", stepStat),
+		system: d("slaprobe_sweep_system_throughput_tokens_per_second",
+			"Output tokens per second summed over all streams in the step's steady window (closed loop) or from release to last token (burst); prompt tokens excluded. ×3600 for tokens per hour.", step),
+		success: d("slaprobe_sweep_success_ratio",
+			"Share of the step's measured requests that completed successfully.", step),
+		requests: d("slaprobe_sweep_requests",
+			"Requests the step measured.", step),
+		queueWait: d("slaprobe_sweep_queue_wait_seconds",
+			"Mean engine queue time during the step, from the change in vllm:request_queue_time_seconds; absent when the engine does not expose it.", step),
+		powerWatts: d("slaprobe_sweep_power_watts",
+			"GPU power during the step, summed over the target's GPUs (stat: mean, max); absent without power readings.", stepStat),
+		energyPerToken: d("slaprobe_sweep_energy_per_output_token_joules",
+			"GPU energy per output token during the step; absent without power readings.", step),
+		efficiency: d("slaprobe_scaling_efficiency_ratio",
+			"Closed-loop scaling efficiency: system throughput / (N=1 throughput × N); 1 means no per-user loss.", []string{"target", "model", "scenario", "concurrency"}),
+		capacity: d("slaprobe_capacity_max_safe_concurrency",
+			"Largest N within the limits: for mode=burst the max safe queue depth (TTFT within sweep.capacity.max_safe_ttft), for mode=closed_loop the concurrent users within every scenario threshold. Interpolated between measured N, rounded down; 0 when even the smallest N missed.", []string{"target", "model", "scenario", "mode"}),
+		capacityApprox: d("slaprobe_capacity_approximate",
+			"1 when slaprobe_capacity_max_safe_concurrency was interpolated between measured N (shown as ~N in reports), else 0.", []string{"target", "model", "scenario", "mode"}),
+		capacityMaxTested: d("slaprobe_capacity_max_tested_concurrency",
+			"Largest N measured; when it equals slaprobe_capacity_max_safe_concurrency the true capacity may be higher.", []string{"target", "model", "scenario", "mode"}),
+		lastTimestamp: d("slaprobe_sweep_last_timestamp_seconds",
+			"Unix time the sweep whose results are exported finished.", []string{"target"}),
+		lastDuration: d("slaprobe_sweep_last_duration_seconds",
+			"How long the sweep whose results are exported took.", []string{"target"}),
+		lastAttempt: d("slaprobe_sweep_last_attempt_timestamp_seconds",
+			"Unix time the most recent sweep of the target ended, complete or not.", []string{"target"}),
+		lastAttemptOK: d("slaprobe_sweep_last_attempt_success",
+			"Whether the most recent sweep of the target ran to the end (1) or was stopped (0: paused too long, window closed, shutdown).", []string{"target"}),
+		running: d("slaprobe_sweep_running",
+			"Whether a sweep is running now.", nil),
+		paused: d("slaprobe_sweep_paused",
+			"Whether the running sweep is paused for this target and reason (requests_waiting, kv_cache_usage, engine_metrics_unavailable).", []string{"target", "reason"}),
+		enabled: d("slaprobe_sweep_enabled",
+			"Whether scheduled sweeps are enabled (sweep.enabled).", nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *SweepCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{
+		c.decode, c.ttft, c.itl, c.e2e, c.prefill, c.system, c.success, c.requests, c.queueWait,
+		c.powerWatts, c.energyPerToken, c.efficiency, c.capacity, c.capacityApprox, c.capacityMaxTested,
+		c.lastTimestamp, c.lastDuration, c.lastAttempt, c.lastAttemptOK, c.running, c.paused, c.enabled,
+	} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *SweepCollector) Collect(ch chan<- prometheus.Metric) { _ = c.Update(ch) }
+
+// Update emits the metrics (node_exporter style).
+func (c *SweepCollector) Update(ch chan<- prometheus.Metric) error {
+	snap := c.src.Snapshot()
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	gauge(c.enabled, sweepBool(snap.Enabled))
+	gauge(c.running, sweepBool(snap.Running))
+	for _, ts := range snap.Targets {
+		if !ts.LastAttempt.Finished.IsZero() {
+			gauge(c.lastAttempt, sweepUnix(ts.LastAttempt.Finished), ts.Target)
+			gauge(c.lastAttemptOK, sweepBool(ts.LastAttempt.Complete), ts.Target)
+		}
+		for _, reason := range sweeper.PauseReasons {
+			gauge(c.paused, sweepBool(snap.Paused[ts.Target] == reason), ts.Target, reason)
+		}
+		if r := ts.Result; r != nil {
+			gauge(c.lastTimestamp, sweepUnix(r.Finished), ts.Target)
+			gauge(c.lastDuration, r.Finished.Sub(r.Started).Seconds(), ts.Target)
+			c.result(gauge, ts.Target, r)
+		}
+	}
+	// A target being swept for the first time has no entry yet.
+	for target, reason := range snap.Paused {
+		if !sweepHasTarget(snap.Targets, target) {
+			for _, r := range sweeper.PauseReasons {
+				gauge(c.paused, sweepBool(reason == r), target, r)
+			}
+		}
+	}
+	return nil
+}
+
+func (c *SweepCollector) result(gauge func(*prometheus.Desc, float64, ...string), target string, r *prober.SweepResult) {
+	for _, sc := range r.Scenarios {
+		for _, mode := range []prober.Mode{prober.ModeClosedLoop, prober.ModeBurst} {
+			steps := sc.Steps(mode)
+			for i := range steps {
+				st := &steps[i]
+				n := strconv.Itoa(st.Concurrency)
+				l := []string{target, r.Model, sc.Name, string(mode), n}
+				stat := func(d *prometheus.Desc, name string, v float64) {
+					gauge(d, v, append(l[:5:5], name)...)
+				}
+				gauge(c.requests, float64(st.Requests), l...)
+				gauge(c.success, st.SuccessRatio, l...)
+				gauge(c.system, st.SystemThroughput, l...)
+				if st.Succeeded > 0 {
+					stat(c.decode, "mean", st.Decode.Mean)
+					stat(c.decode, "p50", st.Decode.P50)
+					stat(c.decode, "p90", st.Decode.P10) // the speed 90 % of users got or better
+					stat(c.decode, "p99", st.Decode.P1)
+					stat(c.ttft, "mean", st.TTFT.Mean)
+					stat(c.ttft, "p50", st.TTFT.P50)
+					stat(c.ttft, "p90", st.TTFT.P90)
+					stat(c.ttft, "p95", st.TTFT.P95)
+					stat(c.ttft, "p99", st.TTFT.P99)
+					stat(c.itl, "mean", st.ITL.Mean)
+					stat(c.itl, "p50", st.ITL.P50)
+					stat(c.itl, "p90", st.ITL.P90)
+					stat(c.itl, "p99", st.ITL.P99)
+					stat(c.e2e, "mean", st.E2E.Mean)
+					stat(c.e2e, "p50", st.E2E.P50)
+					stat(c.e2e, "p90", st.E2E.P90)
+					stat(c.e2e, "p99", st.E2E.P99)
+					if st.Prefill.Count > 0 {
+						stat(c.prefill, "mean", st.Prefill.Mean)
+						stat(c.prefill, "p50", st.Prefill.P50)
+					}
+				}
+				if st.QueueWaitSeconds != nil {
+					gauge(c.queueWait, *st.QueueWaitSeconds, l...)
+				}
+				if p := st.Power; p != nil {
+					stat(c.powerWatts, "mean", p.AvgWatts)
+					stat(c.powerWatts, "max", p.PeakWatts)
+					if p.JoulesPerOutputToken > 0 {
+						gauge(c.energyPerToken, p.JoulesPerOutputToken, l...)
+					}
+				}
+				if mode == prober.ModeClosedLoop && st.ScalingEfficiency > 0 {
+					gauge(c.efficiency, st.ScalingEfficiency, target, r.Model, sc.Name, n)
+				}
+			}
+			cp := sc.MaxSafeQueue
+			if mode == prober.ModeClosedLoop {
+				cp = sc.Capacity
+			}
+			if cp != nil && cp.Bound != prober.BoundUnknown {
+				l := []string{target, r.Model, sc.Name, string(mode)}
+				gauge(c.capacity, float64(cp.N), l...)
+				gauge(c.capacityApprox, sweepBool(cp.Approximate), l...)
+				gauge(c.capacityMaxTested, float64(cp.MaxTested), l...)
+			}
+		}
+	}
+}
+
+func sweepHasTarget(ts []sweeper.TargetSnapshot, name string) bool {
+	for _, t := range ts {
+		if t.Target == name {
+			return true
+		}
+	}
+	return false
+}
+
+func sweepUnix(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
+
+func sweepBool(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,113 @@
+package collector
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/slaprobe/slaprobe/internal/sweeper"
+	"github.com/slaprobe/slaprobe/prober"
+)
+
+type staticSweeps sweeper.Snapshot
+
+func (s staticSweeps) Snapshot() sweeper.Snapshot { return sweeper.Snapshot(s) }
+
+func sweepStep(mode prober.Mode, n int, ttft, itl, system float64) prober.StepResult {
+	sum := func(v float64) prober.Summary {
+		return prober.Summary{Count: n, Mean: v, Min: v * 0.8, P1: v * 0.8, P5: v * 0.85, P10: v * 0.9,
+			P50: v, P90: v * 1.1, P95: v * 1.15, P99: v * 1.2, Max: v * 1.25}
+	}
+	st := prober.StepResult{
+		Scenario: "chatbot", Mode: mode, Concurrency: n, Requests: n, Succeeded: n, SuccessRatio: 1,
+		Decode: sum(1 / itl), ITL: sum(itl), TTFT: sum(ttft), E2E: sum(ttft + 255*itl), Prefill: sum(1024 / ttft),
+		SystemThroughput: system, TokensPerHour: system * 3600,
+	}
+	return st
+}
+
+func sweepFixture() staticSweeps {
+	t0 := time.Date(2025, 6, 1, 3, 0, 0, 0, time.UTC)
+	qw := 0.25
+	cl := []prober.StepResult{sweepStep(prober.ModeClosedLoop, 1, 0.1, 0.006, 160), sweepStep(prober.ModeClosedLoop, 2, 0.11, 0.0065, 300)}
+	cl[0].ScalingEfficiency, cl[1].ScalingEfficiency = 1, 300.0/320
+	cl[1].Power = &prober.PowerReading{AvgWatts: 420, PeakWatts: 510, Joules: 25200, JoulesPerOutputToken: 1.4}
+	burst := []prober.StepResult{sweepStep(prober.ModeBurst, 1, 0.1, 0.006, 150), sweepStep(prober.ModeBurst, 4, 0.4, 0.007, 520)}
+	burst[1].QueueWaitSeconds = &qw
+	burst[1].Requests, burst[1].Succeeded, burst[1].SuccessRatio = 4, 3, 0.75
+	burst[1].Errors = map[prober.Reason]int{prober.ReasonHTTP5xx: 1}
+	res := &prober.SweepResult{
+		Target: "gpu-a", Model: "qwen", Started: t0, Finished: t0.Add(7 * time.Minute),
+		Scenarios: []prober.ScenarioResult{{
+			Name: "chatbot", Family: prober.FamilyReport, ClosedLoop: cl, Burst: burst,
+			Capacity:     &prober.Capacity{N: 2, Estimate: 2, Bound: prober.BoundAtLeast, MinTested: 1, MaxTested: 2},
+			MaxSafeQueue: &prober.Capacity{N: 3, Estimate: 3.4, Approximate: true, Bound: prober.BoundWithin, LimitedBy: "success", MinTested: 1, MaxTested: 4},
+		}},
+	}
+	return staticSweeps{
+		Enabled: true, Running: true, Current: "gpu-b",
+		Paused: map[string]string{"gpu-b": sweeper.PauseWaiting},
+		Targets: []sweeper.TargetSnapshot{{
+			Target: "gpu-a", Result: res,
+			LastAttempt: sweeper.Attempt{Started: t0, Finished: t0.Add(7 * time.Minute), Trigger: sweeper.TriggerSchedule, Complete: true},
+		}},
+	}
+}
+
+func TestSweepCollectorGolden(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(NewSweepCollector(sweepFixture()))
+
+	path := filepath.Join("testdata", "sweep.prom")
+	if f := flag.Lookup("update"); f != nil && f.Value.String() == "true" {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))
+		for _, mf := range mfs {
+			if err := enc.Encode(mf); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	defer f.Close()
+	if err := testutil.GatherAndCompare(reg, f); err != nil {
+		t.Errorf("exposition differs from %s (rerun with -update if intended):\n%v", path, err)
+	}
+
+	problems, err := testutil.GatherAndLint(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+	}
+}
+
+func TestSweepCollectorEmpty(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(NewSweepCollector(staticSweeps{}))
+	n, err := testutil.GatherAndCount(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 { // slaprobe_sweep_enabled and slaprobe_sweep_running
+		t.Errorf("an idle sweeper without results exports %d series; want 2", n)
+	}
+}

@@ -1,0 +1,514 @@
+// Package sweeper runs concurrency and burst sweeps inside the daemon: on a
+// schedule (an interval, a daily time window, or both) or on demand with
+// POST /-/sweep. Production comes first: one sweep at a time, a ceiling on
+// N, and a pause before every step while the engine has requests waiting
+// or its KV cache is nearly full. Results are kept in a state file written
+// atomically and loaded at start, and exported by collector.SweepCollector.
+package sweeper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/slaprobe/slaprobe/internal/config"
+	"github.com/slaprobe/slaprobe/internal/engine"
+	"github.com/slaprobe/slaprobe/prober"
+)
+
+// Pause reasons, the `reason` label of slaprobe_sweep_paused.
+const (
+	PauseWaiting     = "requests_waiting"           // the engine has requests in its queue
+	PauseKVCache     = "kv_cache_usage"             // KV-cache usage above the bound
+	PauseUnavailable = "engine_metrics_unavailable" // the engine's /metrics could not be read
+)
+
+// PauseReasons lists every pause reason, so gauges can be initialised.
+var PauseReasons = []string{PauseWaiting, PauseKVCache, PauseUnavailable}
+
+// Triggers, recorded in Attempt.Trigger.
+const (
+	TriggerSchedule = "schedule"
+	TriggerRequest  = "request"
+)
+
+var (
+	// ErrBusy means a sweep is already running.
+	ErrBusy = errors.New("a sweep is already running")
+	// ErrPausedTooLong ends a sweep that stayed paused longer than
+	// pause.max_pause.
+	ErrPausedTooLong = errors.New("paused too long: the target stayed busy")
+	// errWindowClosed ends a scheduled sweep at the end of its window.
+	errWindowClosed = errors.New("the schedule window closed")
+)
+
+// Target is one server to sweep, resolved by the daemon.
+type Target struct {
+	Target    prober.Target
+	Model string // resolved model (the daemon auto-detects it)
+	// Scenarios is the catalog sweep.scenarios names are looked up in
+	// (config.AllScenarios(), with the file's overrides).
+	Scenarios []prober.Scenario
+	// Scrape reads the engine's own /metrics (engine.Scrape bound to the
+	// target); nil when the target has none. It gates every step and gives
+	// the queue wait.
+	Scrape func(ctx context.Context) (engine.Snapshot, error)
+}
+
+// Options configure a Sweeper.
+type Options struct {
+	Config config.SweepConfig
+	Runner prober.Runner
+	// Targets resolves the targets to sweep when a sweep starts, so a
+	// config reload takes effect at the next sweep.
+	Targets func(ctx context.Context) ([]Target, error)
+	Power   prober.PowerSampler // optional
+	// OnResult, optional, sees every sweep of a target as it ends, complete
+	// or not (e.g. to feed closed-loop N=1 decode speeds to the live
+	// efficiency signal). It must not modify the result.
+	OnResult func(*prober.SweepResult)
+	Logger   *slog.Logger
+	// Now and Tick are for tests: the clock, and how often the schedule is
+	// checked (default 15 s).
+	Now  func() time.Time
+	Tick time.Duration
+}
+
+// Sweeper is the daemon's sweep job.
+type Sweeper struct {
+	opts   Options
+	logger *slog.Logger
+	now    func() time.Time
+
+	base   context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	cfg     config.SweepConfig
+	window  *config.Window
+	st      *state
+	running bool
+	current string            // target being swept
+	step    prober.StepInfo   // step in progress
+	paused  map[string]string // target -> pause reason
+	stopRun context.CancelFunc
+}
+
+// New loads the state file and returns a Sweeper. A state file that cannot
+// be read is logged and replaced by an empty state on the next save.
+func New(opts Options) (*Sweeper, error) {
+	if opts.Runner == nil || opts.Targets == nil {
+		return nil, errors.New("sweeper: Runner and Targets are required")
+	}
+	cfg := opts.Config.OrDefault()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Tick <= 0 {
+		opts.Tick = 15 * time.Second
+	}
+	s := &Sweeper{opts: opts, logger: opts.Logger, now: opts.Now, paused: map[string]string{}}
+	s.base, s.cancel = context.WithCancel(context.Background())
+	if err := s.setConfig(cfg); err != nil {
+		return nil, err
+	}
+	st, err := loadState(cfg.StateFile)
+	if err != nil {
+		s.logger.Warn("sweep state not loaded; starting empty", "err", err)
+	}
+	s.st = st
+	return s, nil
+}
+
+// SetConfig applies a reloaded sweep config; a sweep in progress keeps the
+// settings it started with.
+func (s *Sweeper) SetConfig(cfg config.SweepConfig) error {
+	cfg = cfg.OrDefault()
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	return s.setConfig(cfg)
+}
+
+func (s *Sweeper) setConfig(cfg config.SweepConfig) error {
+	var w *config.Window
+	if cfg.Schedule.Window != "" {
+		win, err := config.ParseWindow(cfg.Schedule.Window)
+		if err != nil {
+			return fmt.Errorf("sweep.schedule.window: %w", err)
+		}
+		w = &win
+	}
+	s.mu.Lock()
+	s.cfg, s.window = cfg, w
+	s.mu.Unlock()
+	return nil
+}
+
+// Run checks the schedule until ctx ends, then stops any sweep in progress
+// and waits for it (its partial results are saved).
+func (s *Sweeper) Run(ctx context.Context) {
+	tick := time.NewTicker(s.opts.Tick)
+	defer tick.Stop()
+	for {
+		if due, deadline := s.due(s.now()); due {
+			if err := s.start(TriggerSchedule, nil, deadline); err != nil && !errors.Is(err, ErrBusy) {
+				s.logger.Warn("scheduled sweep not started", "err", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			s.Close()
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// Close stops a sweep in progress and waits until its results are saved.
+func (s *Sweeper) Close() {
+	s.cancel()
+	s.wg.Wait()
+}
+
+// Wait blocks until no sweep is running.
+func (s *Sweeper) Wait() { s.wg.Wait() }
+
+// Trigger starts a sweep of the named targets (all when none) now,
+// whatever the schedule. It returns ErrBusy when a sweep is running.
+func (s *Sweeper) Trigger(targets ...string) error {
+	return s.start(TriggerRequest, targets, time.Time{})
+}
+
+// due reports whether a scheduled sweep should start at now, and the
+// deadline it must stop by (the window's end; zero for none).
+func (s *Sweeper) due(now time.Time) (bool, time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.cfg.Enabled || s.running {
+		return false, time.Time{}
+	}
+	interval := time.Duration(s.cfg.Schedule.Interval)
+	last := s.st.LastScheduled
+	if s.window == nil {
+		return interval > 0 && (last.IsZero() || !now.Before(last.Add(interval))), time.Time{}
+	}
+	if !s.window.Contains(now) {
+		return false, time.Time{}
+	}
+	deadline := s.window.ClosesAt(now)
+	if interval > 0 {
+		return last.IsZero() || !now.Before(last.Add(interval)), deadline
+	}
+	// One sweep per window occurrence.
+	return last.Before(s.window.OpenedAt(now)), deadline
+}
+
+func (s *Sweeper) start(trigger string, names []string, deadline time.Time) error {
+	s.mu.Lock()
+	if s.running {
+		s.mu.Unlock()
+		return ErrBusy
+	}
+	if err := s.base.Err(); err != nil {
+		s.mu.Unlock()
+		return fmt.Errorf("sweeper stopped: %w", err)
+	}
+	cfg := s.cfg
+	ctx, cancel := context.WithCancelCause(s.base)
+	if !deadline.IsZero() {
+		var stop context.CancelFunc
+		ctx, stop = context.WithDeadlineCause(ctx, deadline, errWindowClosed)
+		prev := cancel
+		cancel = func(cause error) { stop(); prev(cause) }
+	}
+	s.running = true
+	s.stopRun = func() { cancel(context.Canceled) }
+	if trigger == TriggerSchedule {
+		s.st.LastScheduled = s.now()
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+
+	// Resolve targets before answering, so a request naming an unknown
+	// target gets an error rather than a silent no-op.
+	targets, err := s.opts.Targets(ctx)
+	if err == nil {
+		targets, err = pick(targets, names, cfg.Targets)
+	}
+	if err != nil {
+		s.finish()
+		cancel(nil)
+		return err
+	}
+	go func() {
+		defer cancel(nil)
+		defer s.finish()
+		s.sweepAll(ctx, cfg, targets, trigger)
+	}()
+	return nil
+}
+
+func (s *Sweeper) finish() {
+	s.mu.Lock()
+	s.running, s.current, s.step, s.stopRun = false, "", prober.StepInfo{}, nil
+	clear(s.paused)
+	s.mu.Unlock()
+	s.wg.Done()
+}
+
+// pick keeps the targets named in the request (or else in the config's
+// sweep.targets), in the order given.
+func pick(all []Target, requested, configured []string) ([]Target, error) {
+	names := requested
+	if len(names) == 0 {
+		names = configured
+	}
+	if len(names) == 0 {
+		return all, nil
+	}
+	out := make([]Target, 0, len(names))
+	for _, n := range names {
+		i := slices.IndexFunc(all, func(t Target) bool { return t.Target.Name == n })
+		if i < 0 {
+			known := make([]string, 0, len(all))
+			for _, t := range all {
+				known = append(known, t.Target.Name)
+			}
+			sort.Strings(known)
+			return nil, fmt.Errorf("unknown target %q; expected one of: %v", n, known)
+		}
+		out = append(out, all[i])
+	}
+	return out, nil
+}
+
+// sweepAll sweeps targets one after another and saves after each.
+func (s *Sweeper) sweepAll(ctx context.Context, cfg config.SweepConfig, targets []Target, trigger string) {
+	for _, t := range targets {
+		if ctx.Err() != nil {
+			return
+		}
+		s.sweepOne(ctx, cfg, t, trigger)
+	}
+}
+
+func (s *Sweeper) sweepOne(ctx context.Context, cfg config.SweepConfig, t Target, trigger string) {
+	name := t.Target.Name
+	s.mu.Lock()
+	s.current = name
+	s.mu.Unlock()
+
+	scenarios := filterScenarios(t.Scenarios, cfg.ScenarioNames())
+	if len(scenarios) == 0 {
+		s.logger.Warn("sweep: none of the scenarios to sweep is known", "target", name, "scenarios", cfg.ScenarioNames())
+	}
+	opts := cfg.Options(scenarios)
+	opts.Logger = s.logger.With("target", name)
+	opts.Power = s.opts.Power
+	opts.BeforeStep = func(ctx context.Context, info prober.StepInfo) error {
+		s.mu.Lock()
+		s.step = info
+		s.mu.Unlock()
+		return s.gate(ctx, cfg.Pause, t)
+	}
+	if t.Scrape != nil {
+		opts.Scrape = func(ctx context.Context) (prober.EngineCounters, error) {
+			snap, err := t.Scrape(ctx)
+			return prober.EngineCounters{QueueTimeSum: snap.QueueTimeSum, QueueTimeCount: snap.QueueTimeCount, HasQueueTime: snap.HasQueueTime}, err
+		}
+	}
+
+	start := s.now()
+	s.logger.Info("sweep started", "target", name, "model", t.Model, "trigger", trigger, "scenarios", len(scenarios))
+	res, err := prober.Sweep(ctx, s.opts.Runner, t.Target, t.Model, opts)
+	if cause := context.Cause(ctx); err != nil && cause != nil {
+		err = cause
+	}
+	att := Attempt{Started: start, Finished: s.now(), Trigger: trigger, Complete: err == nil}
+	if err != nil {
+		att.Error = err.Error()
+		s.logger.Warn("sweep stopped early; keeping the steps it finished", "target", name, "err", err)
+	} else {
+		s.logger.Info("sweep finished", "target", name, "duration", att.Finished.Sub(start).Round(time.Second))
+	}
+
+	s.mu.Lock()
+	ts := s.st.Targets[name]
+	if ts == nil {
+		ts = &targetState{}
+		s.st.Targets[name] = ts
+	}
+	ts.LastAttempt = att
+	// A complete sweep always replaces the result shown; a partial one only
+	// replaces another partial one (or nothing), so an interrupted sweep
+	// never hides the last complete picture.
+	switch {
+	case err == nil:
+		ts.Result = res
+	case hasSteps(res) && (ts.Result == nil || ts.Result.Interrupted):
+		ts.Result = res
+	}
+	saveErr := s.st.save(cfg.StateFile)
+	s.mu.Unlock()
+	if saveErr != nil {
+		s.logger.Error("sweep state not saved", "err", saveErr)
+	}
+	if s.opts.OnResult != nil && hasSteps(res) {
+		s.opts.OnResult(res)
+	}
+}
+
+func hasSteps(r *prober.SweepResult) bool {
+	if r == nil {
+		return false
+	}
+	for _, sc := range r.Scenarios {
+		if len(sc.ClosedLoop)+len(sc.Burst) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func filterScenarios(all []prober.Scenario, names []string) []prober.Scenario {
+	out := make([]prober.Scenario, 0, len(names))
+	for _, n := range names {
+		for _, s := range all {
+			if s.Name == n {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// gate waits while the engine is busy. It returns nil when the step may
+// run, ErrPausedTooLong when pause.max_pause passed, or ctx's error.
+func (s *Sweeper) gate(ctx context.Context, p config.SweepPauseConfig, t Target) error {
+	name := t.Target.Name
+	var since time.Time
+	for {
+		reason, detail := s.busy(ctx, p, t)
+		s.mu.Lock()
+		prev := s.paused[name]
+		if reason == "" {
+			delete(s.paused, name)
+		} else {
+			s.paused[name] = reason
+		}
+		s.mu.Unlock()
+		if reason == "" {
+			if prev != "" {
+				s.logger.Info("sweep resumed", "target", name, "paused_for", s.now().Sub(since).Round(time.Second))
+			}
+			return nil
+		}
+		if since.IsZero() {
+			since = s.now()
+		}
+		if prev != reason {
+			s.logger.Info("sweep paused", "target", name, "reason", reason, "detail", detail)
+		}
+		if p.MaxPause > 0 && s.now().Sub(since) >= time.Duration(p.MaxPause) {
+			return fmt.Errorf("%w (%s for %s)", ErrPausedTooLong, reason, time.Duration(p.MaxPause))
+		}
+		timer := time.NewTimer(time.Duration(p.CheckInterval))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return context.Cause(ctx)
+		case <-timer.C:
+		}
+	}
+}
+
+// busy returns why the target is too busy for a sweep step, or "".
+func (s *Sweeper) busy(ctx context.Context, p config.SweepPauseConfig, t Target) (reason, detail string) {
+	if t.Scrape == nil {
+		if p.RequireEngineMetrics {
+			return PauseUnavailable, "the target has no engine metrics URL"
+		}
+		return "", ""
+	}
+	snap, err := t.Scrape(ctx)
+	if err != nil {
+		if p.RequireEngineMetrics {
+			return PauseUnavailable, err.Error()
+		}
+		return "", ""
+	}
+	if snap.HasQueue && snap.Waiting > p.MaxWaiting {
+		return PauseWaiting, fmt.Sprintf("%g requests waiting (bound %g)", snap.Waiting, p.MaxWaiting)
+	}
+	if snap.HasKVCache && snap.KVCacheUsage > p.MaxKVCacheUsage {
+		return PauseKVCache, fmt.Sprintf("KV cache %.0f%% used (bound %.0f%%)", snap.KVCacheUsage*100, p.MaxKVCacheUsage*100)
+	}
+	return "", ""
+}
+
+// Stop cancels the sweep in progress, if any; its finished steps are kept.
+func (s *Sweeper) Stop() {
+	s.mu.Lock()
+	stop := s.stopRun
+	s.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
+
+// Snapshot is the sweeper's state for metrics and the status endpoint.
+type Snapshot struct {
+	Enabled bool              `json:"enabled"`
+	Running bool              `json:"running"`
+	Current string            `json:"current_target,omitempty"`
+	Step    *prober.StepInfo  `json:"current_step,omitempty"`
+	Paused  map[string]string `json:"paused,omitempty"` // target -> reason
+	Targets []TargetSnapshot  `json:"targets"`
+}
+
+// TargetSnapshot is one target's latest results.
+type TargetSnapshot struct {
+	Target      string              `json:"target"`
+	Result      *prober.SweepResult `json:"-"`
+	LastAttempt Attempt             `json:"last_attempt"`
+}
+
+// Snapshot returns a copy of the state. Results are shared, read-only.
+func (s *Sweeper) Snapshot() Snapshot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	snap := Snapshot{Enabled: s.cfg.Enabled, Running: s.running, Current: s.current}
+	if s.running && s.step.Scenario != "" {
+		st := s.step
+		snap.Step = &st
+	}
+	if len(s.paused) > 0 {
+		snap.Paused = make(map[string]string, len(s.paused))
+		for k, v := range s.paused {
+			snap.Paused[k] = v
+		}
+	}
+	names := make([]string, 0, len(s.st.Targets))
+	for n := range s.st.Targets {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		ts := s.st.Targets[n]
+		snap.Targets = append(snap.Targets, TargetSnapshot{Target: n, Result: ts.Result, LastAttempt: ts.LastAttempt})
+	}
+	return snap
+}

@@ -1,0 +1,404 @@
+package sweeper
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/model"
+
+	"github.com/slaprobe/slaprobe/internal/config"
+	"github.com/slaprobe/slaprobe/internal/engine"
+	"github.com/slaprobe/slaprobe/prober"
+)
+
+// stubRunner answers every request after delay with 10 tokens.
+type stubRunner struct {
+	delay   time.Duration
+	inRun   atomic.Int64
+	maxSeen atomic.Int64
+	calls   atomic.Int64
+}
+
+func (r *stubRunner) Prepare(_ context.Context, t prober.Target, model string, s prober.Scenario) (*prober.Prepared, error) {
+	return &prober.Prepared{Target: t.Name, Model: model, Scenario: s}, nil
+}
+
+func (r *stubRunner) Run(ctx context.Context, t prober.Target, prep *prober.Prepared) prober.Result {
+	n := r.inRun.Add(1)
+	defer r.inRun.Add(-1)
+	r.calls.Add(1)
+	for {
+		m := r.maxSeen.Load()
+		if n <= m || r.maxSeen.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	start := time.Now()
+	res := prober.Result{Target: t.Name, Scenario: prep.Scenario.Name, Start: start, PromptTokens: 10, FirstChunkTokens: 1}
+	timer := time.NewTimer(r.delay)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		res.Kind, res.Reason = prober.KindError, prober.ReasonTimeout
+		return res
+	case <-timer.C:
+	}
+	res.FirstToken = start.Add(r.delay / 2)
+	res.LastToken = time.Now()
+	res.OutputTokens = 10
+	res.Kind = prober.KindSuccess
+	return res
+}
+
+type fixture struct {
+	cfg     config.SweepConfig
+	runner  *stubRunner
+	waiting atomic.Int64 // engine's waiting queue, for the pause gate
+	scrapes atomic.Int64
+	noScrap bool
+}
+
+func newFixture(t *testing.T) *fixture {
+	cfg := config.DefaultSweepConfig()
+	cfg.Enabled = true
+	cfg.ClosedLoop.Concurrency = []int{1, 2}
+	cfg.ClosedLoop.Warmup = 0
+	cfg.ClosedLoop.Duration = model.Duration(30 * time.Millisecond)
+	cfg.Burst.Concurrency = []int{1, 4, 512}
+	cfg.MaxConcurrency = 4
+	cfg.Cooldown = 0
+	cfg.Pause.CheckInterval = model.Duration(5 * time.Millisecond)
+	cfg.StateFile = filepath.Join(t.TempDir(), "state", "sweep.json")
+	return &fixture{cfg: cfg, runner: &stubRunner{delay: 5 * time.Millisecond}}
+}
+
+func (f *fixture) targets(context.Context) ([]Target, error) {
+	s, _ := prober.LookupBuiltin("chatbot")
+	tg := Target{Target: prober.Target{Name: "a"}, Model: "m", Scenarios: []prober.Scenario{s}}
+	if !f.noScrap {
+		tg.Scrape = func(context.Context) (engine.Snapshot, error) {
+			f.scrapes.Add(1)
+			return engine.Snapshot{HasQueue: true, Waiting: float64(f.waiting.Load()), HasKVCache: true, KVCacheUsage: 0.1}, nil
+		}
+	}
+	b := tg
+	b.Target.Name = "b"
+	return []Target{tg, b}, nil
+}
+
+func (f *fixture) new(t *testing.T) *Sweeper {
+	t.Helper()
+	s, err := New(Options{Config: f.cfg, Runner: f.runner, Targets: f.targets})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+func TestTriggerPersistsAndReloads(t *testing.T) {
+	f := newFixture(t)
+	s := f.new(t)
+	if err := s.Trigger("a"); err != nil {
+		t.Fatal(err)
+	}
+	s.Wait()
+	snap := s.Snapshot()
+	if snap.Running || len(snap.Targets) != 1 || snap.Targets[0].Target != "a" {
+		t.Fatalf("snapshot after sweep: %+v", snap)
+	}
+	res := snap.Targets[0].Result
+	if res == nil || !snap.Targets[0].LastAttempt.Complete || snap.Targets[0].LastAttempt.Trigger != TriggerRequest {
+		t.Fatalf("attempt %+v result %v", snap.Targets[0].LastAttempt, res)
+	}
+	sc := res.Scenarios[0]
+	if len(sc.ClosedLoop) != 2 || len(sc.Burst) != 2 || sc.Burst[1].Concurrency != 4 {
+		t.Errorf("steps: closed loop %d, burst %d; want 2 and 2 (512 is above the ceiling of 4)", len(sc.ClosedLoop), len(sc.Burst))
+	}
+	if m := f.runner.maxSeen.Load(); m > 4 {
+		t.Errorf("%d requests in flight; the ceiling is 4", m)
+	}
+	// Every step was gated on the engine's metrics, and queue wait read.
+	if f.scrapes.Load() < 4 {
+		t.Errorf("engine scraped %d times; want at least once per step", f.scrapes.Load())
+	}
+
+	// The state file is complete JSON with no temporary left behind.
+	entries, _ := os.ReadDir(filepath.Dir(f.cfg.StateFile))
+	if len(entries) != 1 {
+		t.Errorf("state directory holds %d entries; want only the state file", len(entries))
+	}
+	// A new sweeper (a restart) loads what the first one measured.
+	s2 := f.new(t)
+	snap2 := s2.Snapshot()
+	if len(snap2.Targets) != 1 || snap2.Targets[0].Result == nil ||
+		snap2.Targets[0].Result.Scenarios[0].Burst[1].TTFT != sc.Burst[1].TTFT {
+		t.Errorf("after restart: %+v", snap2)
+	}
+}
+
+func TestBusyAndHandler(t *testing.T) {
+	f := newFixture(t)
+	f.runner.delay = 50 * time.Millisecond
+	f.cfg.ClosedLoop.Duration = model.Duration(300 * time.Millisecond)
+	s := f.new(t)
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+
+	post := func(query string) (int, map[string]any) {
+		resp, err := http.Post(srv.URL+"/-/sweep"+query, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		return resp.StatusCode, body
+	}
+	if code, body := post("?target=nope"); code != http.StatusBadRequest || !strings.Contains(body["error"].(string), "unknown target") {
+		t.Errorf("unknown target: %d %v", code, body)
+	}
+	if code, _ := post(""); code != http.StatusAccepted {
+		t.Fatalf("first POST: %d; want 202", code)
+	}
+	if code, body := post(""); code != http.StatusConflict || body["status"] != "busy" {
+		t.Errorf("second POST while running: %d %v; want 409 busy", code, body)
+	}
+	if err := s.Trigger(); !errors.Is(err, ErrBusy) {
+		t.Errorf("Trigger while running: %v; want ErrBusy", err)
+	}
+	resp, err := http.Get(srv.URL + "/-/sweep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var snap Snapshot
+	_ = json.NewDecoder(resp.Body).Decode(&snap)
+	resp.Body.Close()
+	if !snap.Running || snap.Current == "" {
+		t.Errorf("GET while running: %+v", snap)
+	}
+	req, _ := http.NewRequest(http.MethodPut, srv.URL+"/-/sweep", nil)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("PUT: %v %v; want 405", resp.StatusCode, err)
+	}
+	// DELETE stops it; the attempt is recorded as incomplete.
+	req, _ = http.NewRequest(http.MethodDelete, srv.URL+"/-/sweep", nil)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("DELETE: %v", err)
+	}
+	s.Wait()
+	if snap := s.Snapshot(); snap.Running || len(snap.Targets) != 1 || snap.Targets[0].LastAttempt.Complete {
+		t.Errorf("after DELETE: %+v", snap)
+	}
+	if code, _ := post(""); code != http.StatusAccepted {
+		t.Errorf("POST after the sweep stopped: %d; want 202", code)
+	}
+}
+
+func TestPause(t *testing.T) {
+	f := newFixture(t)
+	f.waiting.Store(3)
+	s := f.new(t)
+	if err := s.Trigger("a"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for s.Snapshot().Paused["a"] != PauseWaiting {
+		if time.Now().After(deadline) {
+			t.Fatal("sweep never reported the pause")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if c := f.runner.calls.Load(); c != 0 {
+		t.Errorf("%d requests sent while the engine had requests waiting", c)
+	}
+	f.waiting.Store(0)
+	s.Wait()
+	snap := s.Snapshot()
+	if len(snap.Paused) != 0 || !snap.Targets[0].LastAttempt.Complete {
+		t.Errorf("after resume: paused %v attempt %+v", snap.Paused, snap.Targets[0].LastAttempt)
+	}
+
+	// Paused longer than max_pause: the sweep gives up and keeps the
+	// previous complete result.
+	f.cfg.Pause.MaxPause = model.Duration(30 * time.Millisecond)
+	f.waiting.Store(1)
+	s2 := f.new(t)
+	if err := s2.Trigger("a"); err != nil {
+		t.Fatal(err)
+	}
+	s2.Wait()
+	snap = s2.Snapshot()
+	att := snap.Targets[0].LastAttempt
+	if att.Complete || !strings.Contains(att.Error, "paused too long") {
+		t.Errorf("attempt %+v; want incomplete, paused too long", att)
+	}
+	if r := snap.Targets[0].Result; r == nil || r.Interrupted {
+		t.Errorf("the previous complete result was replaced: %+v", r)
+	}
+}
+
+func TestRequireEngineMetrics(t *testing.T) {
+	f := newFixture(t)
+	f.noScrap = true
+	f.cfg.Pause.MaxPause = model.Duration(20 * time.Millisecond)
+	s := f.new(t)
+	_ = s.Trigger("a")
+	s.Wait()
+	if att := s.Snapshot().Targets[0].LastAttempt; att.Complete || !strings.Contains(att.Error, PauseUnavailable) {
+		t.Errorf("attempt %+v; want it paused for %s", att, PauseUnavailable)
+	}
+	if f.runner.calls.Load() != 0 {
+		t.Error("requests were sent to a target whose load cannot be checked")
+	}
+
+	f.cfg.Pause.RequireEngineMetrics = false
+	s2 := f.new(t)
+	_ = s2.Trigger("a")
+	s2.Wait()
+	if att := s2.Snapshot().Targets[0].LastAttempt; !att.Complete {
+		t.Errorf("attempt %+v; want complete with require_engine_metrics off", att)
+	}
+}
+
+func TestSchedule(t *testing.T) {
+	f := newFixture(t)
+	loc := time.UTC
+	at := func(h, m int) time.Time { return time.Date(2025, 6, 2, h, m, 0, 0, loc) }
+	var now atomic.Pointer[time.Time]
+	set := func(t time.Time) { now.Store(&t) }
+	set(at(1, 0))
+	f.cfg.Schedule.Window = "02:00-05:00"
+	s, err := New(Options{Config: f.cfg, Runner: f.runner, Targets: f.targets, Now: func() time.Time { return *now.Load() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+
+	check := func(when time.Time, want bool) {
+		t.Helper()
+		set(when)
+		if got, _ := s.due(when); got != want {
+			t.Errorf("due at %s = %v; want %v", when.Format("15:04"), got, want)
+		}
+	}
+	// Window only: once per window occurrence.
+	check(at(1, 59), false)
+	check(at(2, 0), true)
+	s.mu.Lock()
+	s.st.LastScheduled = at(2, 0)
+	s.mu.Unlock()
+	check(at(4, 0), false)
+	check(at(2, 0).AddDate(0, 0, 1), true)
+	if _, dl := s.due(at(2, 30).AddDate(0, 0, 1)); !dl.Equal(at(5, 0).AddDate(0, 0, 1)) {
+		t.Errorf("deadline %v; want the window's end", dl)
+	}
+
+	// Interval and window: every 30m inside the window.
+	f.cfg.Schedule.Interval = model.Duration(30 * time.Minute)
+	if err := s.SetConfig(f.cfg); err != nil {
+		t.Fatal(err)
+	}
+	check(at(2, 20), false)
+	check(at(2, 30), true)
+	check(at(6, 0), false)
+
+	// Interval only; disabled never runs.
+	f.cfg.Schedule.Window = ""
+	_ = s.SetConfig(f.cfg)
+	check(at(2, 29), false)
+	check(at(7, 0), true)
+	f.cfg.Enabled = false
+	_ = s.SetConfig(f.cfg)
+	check(at(9, 0), false)
+
+	// A wrapping window.
+	w, _ := config.ParseWindow("22:00-04:00")
+	for h, want := range map[int]bool{21: false, 22: true, 23: true, 0: true, 3: true, 4: false} {
+		if got := w.Contains(at(h, 0)); got != want {
+			t.Errorf("22:00-04:00 contains %02d:00 = %v", h, got)
+		}
+	}
+	if open := w.OpenedAt(at(1, 0)); !open.Equal(at(22, 0).AddDate(0, 0, -1)) {
+		t.Errorf("opened at %v; want yesterday 22:00", open)
+	}
+}
+
+func TestWindowDeadlineStopsSweep(t *testing.T) {
+	f := newFixture(t)
+	f.cfg.ClosedLoop.Duration = model.Duration(10 * time.Second)
+	s := f.new(t)
+	start := time.Now()
+	if err := s.start(TriggerSchedule, []string{"a"}, time.Now().Add(80*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	s.Wait()
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("sweep ran %v past its window", d)
+	}
+	att := s.Snapshot().Targets[0].LastAttempt
+	if att.Complete || !strings.Contains(att.Error, "window closed") || att.Trigger != TriggerSchedule {
+		t.Errorf("attempt %+v; want stopped by the window", att)
+	}
+}
+
+func TestRunScheduled(t *testing.T) {
+	f := newFixture(t)
+	f.cfg.Schedule.Interval = model.Duration(time.Hour)
+	s, err := New(Options{Config: f.cfg, Runner: f.runner, Targets: f.targets, Tick: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); s.Run(ctx) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(s.Snapshot().Targets) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("scheduled sweep did not run")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	wg.Wait()
+	for _, ts := range s.Snapshot().Targets {
+		if ts.LastAttempt.Trigger != TriggerSchedule || !ts.LastAttempt.Complete {
+			t.Errorf("%s: %+v", ts.Target, ts.LastAttempt)
+		}
+	}
+	// The schedule survives a restart: no second sweep within the hour.
+	s2 := f.new(t)
+	if due, _ := s2.due(time.Now()); due {
+		t.Error("a restarted sweeper wants to sweep again right away")
+	}
+}
+
+func TestCorruptStateFile(t *testing.T) {
+	f := newFixture(t)
+	_ = os.MkdirAll(filepath.Dir(f.cfg.StateFile), 0o755)
+	if err := os.WriteFile(f.cfg.StateFile, []byte("{not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := f.new(t) // logs and starts empty
+	if len(s.Snapshot().Targets) != 0 {
+		t.Error("corrupt state produced targets")
+	}
+	if err := s.Trigger("a"); err != nil {
+		t.Fatal(err)
+	}
+	s.Wait()
+	if _, err := loadState(f.cfg.StateFile); err != nil {
+		t.Errorf("state after a sweep: %v", err)
+	}
+}

@@ -1,0 +1,828 @@
+package prober
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sort"
+	"time"
+)
+
+// Mode is how a sweep step loads the target.
+type Mode string
+
+const (
+	// ModeClosedLoop holds exactly N requests in flight ("when am I the fastest?").
+	ModeClosedLoop Mode = "closed_loop"
+	// ModeBurst sends N requests at once ("when to scale up").
+	ModeBurst Mode = "burst"
+)
+
+// Default ladders, as in the reports.
+var (
+	DefaultClosedLoopLadder = []int{1, 2, 4, 8, 16, 32}
+	DefaultBurstLadder      = []int{1, 2, 4, 8, 16, 32, 64, 128, 256}
+)
+
+// PowerSampler measures accelerator power over an interval. The NVML
+// implementation lives in internal/gpu; a sweep without one reports no power.
+type PowerSampler interface {
+	// Start begins an interval. The sampler polls on its own goroutine.
+	Start(ctx context.Context) error
+	// Stop ends the interval and returns what was drawn during it.
+	Stop() (PowerReading, error)
+}
+
+// PowerReading is the power drawn over one interval, summed over the GPUs
+// the sampler watches.
+type PowerReading struct {
+	AvgWatts  float64 `json:"avg_watts"`
+	PeakWatts float64 `json:"peak_watts"`
+	Joules    float64 `json:"joules"` // energy-counter delta when the GPU has one
+	// JoulesPerOutputToken is Joules over the output tokens counted in the
+	// same interval; filled in by the sweep.
+	JoulesPerOutputToken float64 `json:"joules_per_output_token,omitempty"`
+}
+
+// EngineCounters is what a sweep reads from the target engine's own
+// /metrics: the queue-time histogram's sum and count (vLLM
+// vllm:request_queue_time_seconds, SGLang queue_time_seconds).
+type EngineCounters struct {
+	QueueTimeSum, QueueTimeCount float64
+	HasQueueTime                 bool
+}
+
+// EngineScraper reads EngineCounters; callers bind engine.Scrape to the
+// target's client and metrics URL. (prober cannot import internal/engine,
+// which imports prober.)
+type EngineScraper func(ctx context.Context) (EngineCounters, error)
+
+// SweepOptions configure Sweep. The zero value of an optional field turns
+// its feature off; DefaultSweepOptions holds the documented defaults.
+type SweepOptions struct {
+	Scenarios  []Scenario
+	ClosedLoop []int // closed-loop ladder; empty: no closed-loop steps
+	Burst      []int // burst ladder; empty: no burst steps
+
+	Warmup       time.Duration // closed loop: ramp-up excluded from each step
+	StepDuration time.Duration // closed loop: steady window per step
+	BurstRepeat  int           // burst: rounds per step (>= 1)
+	Cooldown     time.Duration // idle time between steps, so the engine settles
+
+	// MaxConcurrency drops ladder rungs above it (0: no ceiling).
+	MaxConcurrency int
+
+	// EarlyStopFactor stops a scenario's ladder once a step misses every
+	// threshold the scenario sets by this factor (0: never stop early).
+	EarlyStopFactor float64
+	// EarlyStopMinSuccess stops a ladder once a step's success ratio falls
+	// below it (0: never).
+	EarlyStopMinSuccess float64
+
+	Capacity CapacityOptions
+
+	Scrape     EngineScraper // optional: queue wait from the engine's histogram
+	Power      PowerSampler  // optional: power per step
+	BeforeStep func(ctx context.Context, s StepInfo) error
+	Progress   func(ProgressEvent)
+
+	Clock  Clock
+	Logger *slog.Logger
+}
+
+// DefaultSweepOptions returns the report's settings for the given
+// scenarios.
+func DefaultSweepOptions(scenarios []Scenario) SweepOptions {
+	return SweepOptions{
+		Scenarios:           scenarios,
+		ClosedLoop:          append([]int(nil), DefaultClosedLoopLadder...),
+		Burst:               append([]int(nil), DefaultBurstLadder...),
+		Warmup:              10 * time.Second,
+		StepDuration:        60 * time.Second,
+		BurstRepeat:         1,
+		Cooldown:            2 * time.Second,
+		EarlyStopFactor:     3,
+		EarlyStopMinSuccess: 0.5,
+		Capacity:            DefaultCapacityOptions(),
+	}
+}
+
+// StepInfo names one step of a sweep.
+type StepInfo struct {
+	Scenario    string
+	Mode        Mode
+	Concurrency int
+}
+
+// ProgressKind is the kind of a ProgressEvent.
+type ProgressKind string
+
+const (
+	ProgressStepStarted    ProgressKind = "step_started"
+	ProgressStepFinished   ProgressKind = "step_finished"
+	ProgressStepSkipped    ProgressKind = "step_skipped"    // a ladder stopped early; Message says why
+	ProgressScenarioFailed ProgressKind = "scenario_failed" // Prepare failed; Message says why
+)
+
+// ProgressEvent reports where a sweep is, for progress bars and logs.
+type ProgressEvent struct {
+	Kind ProgressKind
+	StepInfo
+	Step  int // 1-based index of this step
+	Steps int // steps planned in all; shrinks when a ladder stops early
+	// Elapsed is the time since the sweep started; Remaining a rough
+	// estimate of the time left (0 when unknown).
+	Elapsed, Remaining time.Duration
+	Result             *StepResult // ProgressStepFinished only
+	Message            string
+}
+
+// Summary describes a distribution of per-request values in base units
+// (seconds, tokens/s). Percentiles interpolate linearly between closest
+// ranks.
+type Summary struct {
+	Count int     `json:"count"`
+	Mean  float64 `json:"mean"`
+	Min   float64 `json:"min"`
+	P1    float64 `json:"p1"`
+	P5    float64 `json:"p5"`
+	P10   float64 `json:"p10"`
+	P50   float64 `json:"p50"`
+	P90   float64 `json:"p90"`
+	P95   float64 `json:"p95"`
+	P99   float64 `json:"p99"`
+	Max   float64 `json:"max"`
+}
+
+// Summarize sorts a copy of values and describes it.
+func Summarize(values []float64) Summary {
+	if len(values) == 0 {
+		return Summary{}
+	}
+	v := append([]float64(nil), values...)
+	sort.Float64s(v)
+	var sum float64
+	for _, x := range v {
+		sum += x
+	}
+	return Summary{
+		Count: len(v), Mean: sum / float64(len(v)), Min: v[0], Max: v[len(v)-1],
+		P1: quantile(v, 0.01), P5: quantile(v, 0.05), P10: quantile(v, 0.10),
+		P50: quantile(v, 0.50), P90: quantile(v, 0.90), P95: quantile(v, 0.95), P99: quantile(v, 0.99),
+	}
+}
+
+// quantile of sorted v, linear between closest ranks (Hyndman–Fan type 7).
+func quantile(v []float64, q float64) float64 {
+	pos := q * float64(len(v)-1)
+	i := int(math.Floor(pos))
+	if i+1 >= len(v) {
+		return v[len(v)-1]
+	}
+	return v[i] + (pos-float64(i))*(v[i+1]-v[i])
+}
+
+// StepResult is what one (scenario, mode, N) step measured.
+type StepResult struct {
+	Scenario    string    `json:"scenario"`
+	Mode        Mode      `json:"mode"`
+	Concurrency int       `json:"concurrency"`
+	Started     time.Time `json:"started"`
+	Finished    time.Time `json:"finished"`
+	// WindowSeconds is the span system throughput is measured over: the
+	// steady window (closed loop) or release to last token (burst).
+	WindowSeconds float64 `json:"window_seconds"`
+
+	Requests     int            `json:"requests"` // measured requests sent
+	Succeeded    int            `json:"succeeded"`
+	Errors       map[Reason]int `json:"errors,omitempty"`
+	SuccessRatio float64        `json:"success_ratio"`
+	CacheHits    int            `json:"cache_hits,omitempty"` // successes served partly from the prefix cache
+
+	// Per-request distributions over successful requests.
+	Decode  Summary `json:"decode_tokens_per_second"`
+	ITL     Summary `json:"itl_seconds"`
+	TTFT    Summary `json:"ttft_seconds"`
+	E2E     Summary `json:"e2e_seconds"`
+	Prefill Summary `json:"prefill_tokens_per_second"` // prompt tokens / TTFT; cache hits left out
+	// PrefillExclQueue is mean prompt tokens / (mean TTFT − mean queue
+	// wait): the per-user prefill speed with the engine's queueing taken
+	// out, as the reports define it. 0 when queue wait is unknown.
+	PrefillExclQueue float64 `json:"prefill_excl_queue_tokens_per_second,omitempty"`
+	promptTokens     float64 // mean prompt tokens of successes, for PrefillExclQueue
+
+	OutputTokens     float64 `json:"output_tokens"` // output tokens inside the window
+	SystemThroughput float64 `json:"system_tokens_per_second"`
+	TokensPerHour    float64 `json:"tokens_per_hour"`
+	// ScalingEfficiency is SystemThroughput / (N=1 throughput × N) of the
+	// same scenario and mode; 0 when the ladder had no N=1 step.
+	ScalingEfficiency float64 `json:"scaling_efficiency,omitempty"`
+
+	// QueueWaitSeconds is the mean engine queue time over the step, from
+	// the change in vllm:request_queue_time_seconds; nil when the engine
+	// does not expose it.
+	QueueWaitSeconds *float64      `json:"queue_wait_seconds,omitempty"`
+	Power            *PowerReading `json:"power,omitempty"`
+
+	MaxInFlight int `json:"max_in_flight"` // client side, highest seen
+	// StartSpreadSeconds is the time between the first and the last
+	// request start (burst: how "at once" the burst really was).
+	StartSpreadSeconds float64 `json:"start_spread_seconds"`
+}
+
+// EarlyStop records why a ladder ended before its last rung.
+type EarlyStop struct {
+	Concurrency int    `json:"concurrency"` // the step that triggered the stop
+	Skipped     []int  `json:"skipped"`     // rungs not run
+	Reason      string `json:"reason"`
+}
+
+// SLA is Thresholds in base units, for JSON.
+type SLA struct {
+	TTFTSeconds       float64 `json:"ttft_seconds,omitempty"`
+	E2ESeconds        float64 `json:"e2e_seconds,omitempty"`
+	ITLSeconds        float64 `json:"itl_seconds,omitempty"`
+	MinDecodeTokensPS float64 `json:"min_decode_tokens_per_second,omitempty"`
+}
+
+// SLAOf converts scenario thresholds.
+func SLAOf(t Thresholds) SLA {
+	return SLA{TTFTSeconds: t.TTFT.Seconds(), E2ESeconds: t.E2E.Seconds(), ITLSeconds: t.ITL.Seconds(), MinDecodeTokensPS: t.MinDecode}
+}
+
+// ScenarioResult holds one scenario's ladders and the capacity derived
+// from them.
+type ScenarioResult struct {
+	Name         string `json:"name"`
+	Family       Family `json:"family"`
+	Description  string `json:"description,omitempty"`
+	InputTokens  int    `json:"input_tokens"`
+	OutputTokens int    `json:"output_tokens"`
+	Thresholds   SLA    `json:"thresholds"`
+	Error        string `json:"error,omitempty"` // the scenario could not be prepared
+
+	ClosedLoop     []StepResult `json:"closed_loop,omitempty"`
+	Burst          []StepResult `json:"burst,omitempty"`
+	ClosedLoopStop *EarlyStop   `json:"closed_loop_early_stop,omitempty"`
+	BurstStop      *EarlyStop   `json:"burst_early_stop,omitempty"`
+
+	// MaxSafeQueue is the largest burst N with TTFT within the max-safe limit.
+	MaxSafeQueue *Capacity `json:"max_safe_queue,omitempty"`
+	// Capacity is the largest closed-loop N within every scenario threshold.
+	Capacity *Capacity `json:"capacity,omitempty"`
+}
+
+// Steps returns the ladder for mode.
+func (r *ScenarioResult) Steps(m Mode) []StepResult {
+	if m == ModeBurst {
+		return r.Burst
+	}
+	return r.ClosedLoop
+}
+
+// SweepSettings records how a sweep was run.
+type SweepSettings struct {
+	ClosedLoop          []int   `json:"closed_loop"`
+	Burst               []int   `json:"burst"`
+	WarmupSeconds       float64 `json:"warmup_seconds"`
+	StepSeconds         float64 `json:"step_seconds"`
+	BurstRepeat         int     `json:"burst_repeat"`
+	MaxConcurrency      int     `json:"max_concurrency,omitempty"`
+	EarlyStopFactor     float64 `json:"early_stop_factor,omitempty"`
+	EarlyStopMinSuccess float64 `json:"early_stop_min_success,omitempty"`
+	MaxSafeTTFTSeconds  float64 `json:"max_safe_ttft_seconds"`
+	CapacityStat        Stat    `json:"capacity_stat"`
+	CapacityMinSuccess  float64 `json:"capacity_min_success"`
+}
+
+// SweepResult is everything one sweep of one target measured.
+type SweepResult struct {
+	Target   string    `json:"target"`
+	Model    string    `json:"model"`
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished"`
+	// Interrupted is true when the sweep was cancelled; the steps that
+	// completed are kept, the one in progress is dropped.
+	Interrupted bool             `json:"interrupted,omitempty"`
+	Settings    SweepSettings    `json:"settings"`
+	Scenarios   []ScenarioResult `json:"scenarios"`
+}
+
+// Sweep runs, for each scenario in turn, the closed-loop ladder and then
+// the burst ladder against t, and derives efficiency and capacity. When
+// ctx is cancelled it stops at once and returns what was measured so far
+// together with ctx's error; the result is never nil.
+func Sweep(ctx context.Context, r Runner, t Target, model string, opts SweepOptions) (*SweepResult, error) {
+	clock := opts.Clock
+	if clock == nil {
+		clock = SystemClock{}
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.BurstRepeat < 1 {
+		opts.BurstRepeat = 1
+	}
+	if opts.Capacity.Stat == "" {
+		opts.Capacity.Stat = StatMean
+	}
+	if opts.Capacity.MaxSafeTTFT <= 0 {
+		opts.Capacity.MaxSafeTTFT = DefaultCapacityOptions().MaxSafeTTFT
+	}
+	closed := ladder(opts.ClosedLoop, opts.MaxConcurrency)
+	burst := ladder(opts.Burst, opts.MaxConcurrency)
+	if len(closed) > 0 && opts.StepDuration <= 0 {
+		return &SweepResult{Target: t.Name, Model: model}, errors.New("sweep: step duration must be positive for the closed loop")
+	}
+
+	sw := &sweepRun{
+		r: r, t: t, model: model, opts: opts, clock: clock, logger: logger,
+		start: clock.Now(),
+	}
+	sw.steps = len(opts.Scenarios) * (len(closed) + len(burst))
+	res := &SweepResult{
+		Target: t.Name, Model: model, Started: sw.start,
+		Settings: SweepSettings{
+			ClosedLoop: closed, Burst: burst,
+			WarmupSeconds: opts.Warmup.Seconds(), StepSeconds: opts.StepDuration.Seconds(),
+			BurstRepeat: opts.BurstRepeat, MaxConcurrency: opts.MaxConcurrency,
+			EarlyStopFactor: opts.EarlyStopFactor, EarlyStopMinSuccess: opts.EarlyStopMinSuccess,
+			MaxSafeTTFTSeconds: opts.Capacity.MaxSafeTTFT.Seconds(), CapacityStat: opts.Capacity.Stat,
+			CapacityMinSuccess: opts.Capacity.MinSuccess,
+		},
+	}
+	sw.plan = make([]StepInfo, 0, sw.steps)
+	for _, s := range opts.Scenarios {
+		for _, n := range closed {
+			sw.plan = append(sw.plan, StepInfo{s.Name, ModeClosedLoop, n})
+		}
+		for _, n := range burst {
+			sw.plan = append(sw.plan, StepInfo{s.Name, ModeBurst, n})
+		}
+	}
+
+	var err error
+	for _, s := range opts.Scenarios {
+		sr := ScenarioResult{
+			Name: s.Name, Family: s.Family, Description: s.Description,
+			InputTokens: s.InputTokens, OutputTokens: s.OutputTokens, Thresholds: SLAOf(s.Thresholds),
+		}
+		err = sw.scenario(ctx, s, closed, burst, &sr)
+		finishScenario(&sr, s, opts)
+		res.Scenarios = append(res.Scenarios, sr)
+		if err != nil {
+			break
+		}
+	}
+	res.Finished = clock.Now()
+	if err != nil {
+		res.Interrupted = true
+	}
+	return res, err
+}
+
+// ladder sorts and de-duplicates rungs and drops those above ceiling.
+func ladder(rungs []int, ceiling int) []int {
+	out := make([]int, 0, len(rungs))
+	for _, n := range rungs {
+		if n >= 1 && (ceiling <= 0 || n <= ceiling) {
+			out = append(out, n)
+		}
+	}
+	sort.Ints(out)
+	j := 0
+	for i, n := range out {
+		if i == 0 || n != out[j-1] {
+			out[j] = n
+			j++
+		}
+	}
+	return out[:j]
+}
+
+type sweepRun struct {
+	r      Runner
+	t      Target
+	model  string
+	opts   SweepOptions
+	clock  Clock
+	logger *slog.Logger
+	start  time.Time
+
+	plan  []StepInfo // remaining plan, for ETA
+	done  int        // steps finished or skipped
+	steps int        // steps planned in all (shrinks on early stop)
+	// observed durations for the estimator
+	bursts  map[string][]StepResult
+	lastE2E map[string]float64
+}
+
+// scenario runs both ladders of one scenario. It returns a non-nil error
+// only when the sweep must stop (ctx cancelled, BeforeStep refused).
+func (sw *sweepRun) scenario(ctx context.Context, s Scenario, closed, burst []int, sr *ScenarioResult) error {
+	prep, err := sw.r.Prepare(ctx, sw.t, sw.model, s)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		sr.Error = err.Error()
+		skipped := len(closed) + len(burst)
+		sw.dropPlanned(s.Name, "", 0)
+		sw.steps -= skipped
+		sw.emit(ProgressEvent{Kind: ProgressScenarioFailed, StepInfo: StepInfo{Scenario: s.Name}, Message: fmt.Sprintf("prepare: %v", err)})
+		sw.logger.Warn("sweep scenario skipped", "scenario", s.Name, "err", err)
+		return nil
+	}
+	for _, mode := range []Mode{ModeClosedLoop, ModeBurst} {
+		rungs := closed
+		if mode == ModeBurst {
+			rungs = burst
+		}
+		for i, n := range rungs {
+			info := StepInfo{Scenario: s.Name, Mode: mode, Concurrency: n}
+			step, err := sw.step(ctx, s, prep, info)
+			if err != nil {
+				return err
+			}
+			if mode == ModeBurst {
+				sr.Burst = append(sr.Burst, step)
+			} else {
+				sr.ClosedLoop = append(sr.ClosedLoop, step)
+			}
+			if reason := earlyStop(step, s.Thresholds, mode, sw.opts); reason != "" && i < len(rungs)-1 {
+				stop := &EarlyStop{Concurrency: n, Skipped: append([]int(nil), rungs[i+1:]...), Reason: reason}
+				if mode == ModeBurst {
+					sr.BurstStop = stop
+				} else {
+					sr.ClosedLoopStop = stop
+				}
+				left := len(rungs) - i - 1
+				sw.dropPlanned(s.Name, mode, n)
+				sw.steps -= left
+				sw.emit(ProgressEvent{Kind: ProgressStepSkipped, StepInfo: StepInfo{s.Name, mode, rungs[i+1]},
+					Message: fmt.Sprintf("%d larger steps skipped: %s", left, reason)})
+				sw.logger.Info("sweep ladder stopped early", "scenario", s.Name, "mode", mode, "concurrency", n, "reason", reason)
+				break
+			}
+		}
+	}
+	return nil
+}
+
+func (sw *sweepRun) step(ctx context.Context, s Scenario, prep *Prepared, info StepInfo) (StepResult, error) {
+	if sw.opts.BeforeStep != nil {
+		if err := sw.opts.BeforeStep(ctx, info); err != nil {
+			return StepResult{}, err
+		}
+	}
+	// Let the engine settle after the previous step (aborted fillers, KV
+	// cache frees) before measuring again.
+	if sw.done > 0 && sw.opts.Cooldown > 0 && !sleepUntil(ctx, sw.clock, sw.clock.Now().Add(sw.opts.Cooldown)) {
+		return StepResult{}, ctx.Err()
+	}
+	if err := ctx.Err(); err != nil {
+		return StepResult{}, err
+	}
+	sw.emit(ProgressEvent{Kind: ProgressStepStarted, StepInfo: info, Step: sw.done + 1})
+	sw.removePlanned(info)
+
+	before, haveBefore := sw.scrape(ctx)
+	var (
+		power              PowerReading
+		powerOn, havePower bool
+	)
+	startPower := func() {
+		if sw.opts.Power == nil {
+			return
+		}
+		if err := sw.opts.Power.Start(ctx); err != nil {
+			sw.logger.Debug("power sampler start", "err", err)
+			return
+		}
+		powerOn = true
+	}
+	stopPower := func() {
+		if !powerOn {
+			return
+		}
+		powerOn = false
+		p, err := sw.opts.Power.Stop()
+		if err != nil {
+			sw.logger.Debug("power sampler stop", "err", err)
+			return
+		}
+		power, havePower = p, true
+	}
+
+	var out loadOutcome
+	if info.Mode == ModeClosedLoop {
+		out = runClosedLoop(ctx, sw.r, sw.t, prep, closedLoopPlan{
+			N: info.Concurrency, Warmup: sw.opts.Warmup, Window: sw.opts.StepDuration, Clock: sw.clock,
+			OnWindowStart: startPower, OnWindowEnd: stopPower,
+		})
+	} else {
+		out = sw.burst(ctx, prep, info.Concurrency, startPower, stopPower)
+	}
+	if out.Interrupted || ctx.Err() != nil {
+		stopPower()
+		return StepResult{}, ctx.Err()
+	}
+	step := summarizeStep(info, out)
+	if havePower {
+		if step.OutputTokens > 0 && power.Joules > 0 {
+			power.JoulesPerOutputToken = power.Joules / step.OutputTokens
+		}
+		step.Power = &power
+	}
+	if haveBefore {
+		if after, ok := sw.scrape(ctx); ok {
+			step.QueueWaitSeconds = queueWait(before, after)
+		}
+		if q := step.QueueWaitSeconds; q != nil && step.TTFT.Mean-*q > 0 {
+			step.PrefillExclQueue = step.promptTokens / (step.TTFT.Mean - *q)
+		}
+	}
+	sw.done++
+	sw.observe(step)
+	sw.emit(ProgressEvent{Kind: ProgressStepFinished, StepInfo: info, Step: sw.done, Result: &step})
+	return step, nil
+}
+
+// burst runs BurstRepeat rounds back to back and merges them; each round
+// starts once the previous one has fully finished.
+func (sw *sweepRun) burst(ctx context.Context, prep *Prepared, n int, startPower, stopPower func()) loadOutcome {
+	var merged loadOutcome
+	var span time.Duration
+	for round := range sw.opts.BurstRepeat {
+		onRelease := func() {}
+		if round == 0 {
+			onRelease = startPower
+		}
+		out := runBurst(ctx, sw.r, sw.t, prep, n, sw.clock, onRelease)
+		if round == 0 {
+			merged.Started, merged.SpanStart = out.Started, out.SpanStart
+		}
+		merged.Sampled = append(merged.Sampled, out.Sampled...)
+		merged.Tokens += out.Tokens
+		merged.MaxInFlight = max(merged.MaxInFlight, out.MaxInFlight)
+		merged.Finished = out.Finished
+		span += out.SpanEnd.Sub(out.SpanStart)
+		if out.Interrupted {
+			merged.Interrupted = true
+			return merged
+		}
+	}
+	stopPower()
+	// Rounds are back to back; throughput is over the time spent serving.
+	merged.SpanEnd = merged.SpanStart.Add(span)
+	return merged
+}
+
+func (sw *sweepRun) scrape(ctx context.Context) (EngineCounters, bool) {
+	if sw.opts.Scrape == nil {
+		return EngineCounters{}, false
+	}
+	snap, err := sw.opts.Scrape(ctx)
+	if err != nil {
+		sw.logger.Debug("sweep engine scrape", "err", err)
+		return EngineCounters{}, false
+	}
+	return snap, true
+}
+
+// queueWait is the mean queue time of the requests the engine finished
+// between two scrapes.
+func queueWait(before, after EngineCounters) *float64 {
+	if !before.HasQueueTime || !after.HasQueueTime {
+		return nil
+	}
+	dc := after.QueueTimeCount - before.QueueTimeCount
+	ds := after.QueueTimeSum - before.QueueTimeSum
+	if dc <= 0 || ds < 0 { // nothing finished, or the engine restarted
+		return nil
+	}
+	v := ds / dc
+	return &v
+}
+
+// summarizeStep turns raw results into a StepResult.
+func summarizeStep(info StepInfo, out loadOutcome) StepResult {
+	st := StepResult{
+		Scenario: info.Scenario, Mode: info.Mode, Concurrency: info.Concurrency,
+		Started: out.Started, Finished: out.Finished,
+		Requests: len(out.Sampled), MaxInFlight: out.MaxInFlight, OutputTokens: out.Tokens,
+	}
+	var decode, itl, ttft, e2e, prefill []float64
+	var prompt float64
+	var first, last time.Time
+	for i := range out.Sampled {
+		r := &out.Sampled[i]
+		if !r.Start.IsZero() {
+			if first.IsZero() || r.Start.Before(first) {
+				first = r.Start
+			}
+			if r.Start.After(last) {
+				last = r.Start
+			}
+		}
+		if r.Kind != KindSuccess {
+			if st.Errors == nil {
+				st.Errors = map[Reason]int{}
+			}
+			reason := r.Reason
+			if reason == ReasonNone {
+				reason = Reason(r.Kind)
+			}
+			st.Errors[reason]++
+			continue
+		}
+		st.Succeeded++
+		prompt += float64(r.PromptTokens)
+		ttft = append(ttft, r.TTFT().Seconds())
+		e2e = append(e2e, r.E2E().Seconds())
+		if v := r.DecodeSpeed(); v > 0 {
+			decode = append(decode, v)
+			itl = append(itl, r.ITL().Seconds())
+		}
+		if r.CacheHit() {
+			st.CacheHits++
+		} else if v := r.PrefillSpeed(); v > 0 {
+			prefill = append(prefill, v)
+		}
+	}
+	if st.Requests > 0 {
+		st.SuccessRatio = float64(st.Succeeded) / float64(st.Requests)
+	}
+	if st.Succeeded > 0 {
+		st.promptTokens = prompt / float64(st.Succeeded)
+	}
+	st.StartSpreadSeconds = last.Sub(first).Seconds()
+	st.Decode, st.ITL, st.TTFT, st.E2E, st.Prefill = Summarize(decode), Summarize(itl), Summarize(ttft), Summarize(e2e), Summarize(prefill)
+	if w := out.SpanEnd.Sub(out.SpanStart).Seconds(); w > 0 {
+		st.WindowSeconds = w
+		st.SystemThroughput = out.Tokens / w
+		st.TokensPerHour = st.SystemThroughput * 3600
+	}
+	return st
+}
+
+// earlyStop returns why a ladder should stop after step, or "".
+//
+// A step is far out of bounds when it misses every threshold the scenario
+// sets by opts.EarlyStopFactor (F): TTFT and E2E above F × their limit,
+// ITL above F × its limit, decode speed below limit / F, each judged on
+// the capacity statistic. In burst mode the ITL limit is left out of this
+// test: under queueing ITL plateaus while TTFT keeps growing, so waiting
+// for ITL would never stop a burst ladder. A step whose success ratio
+// falls below opts.EarlyStopMinSuccess also stops the ladder.
+func earlyStop(s StepResult, th Thresholds, mode Mode, opts SweepOptions) string {
+	if opts.EarlyStopMinSuccess > 0 && s.Requests > 0 && s.SuccessRatio < opts.EarlyStopMinSuccess {
+		return fmt.Sprintf("success ratio %.2f below %.2f", s.SuccessRatio, opts.EarlyStopMinSuccess)
+	}
+	f := opts.EarlyStopFactor
+	if f <= 0 || s.Succeeded == 0 {
+		return ""
+	}
+	st := opts.Capacity.Stat
+	var missed []string
+	checked := 0
+	check := func(name string, far bool) {
+		checked++
+		if far {
+			missed = append(missed, name)
+		}
+	}
+	if th.TTFT > 0 {
+		v := s.TTFT.Worse(st)
+		check(fmt.Sprintf("ttft %.3gs > %g×%gs", v, f, th.TTFT.Seconds()), v > f*th.TTFT.Seconds())
+	}
+	if th.E2E > 0 {
+		v := s.E2E.Worse(st)
+		check(fmt.Sprintf("e2e %.3gs > %g×%gs", v, f, th.E2E.Seconds()), v > f*th.E2E.Seconds())
+	}
+	if th.ITL > 0 && mode != ModeBurst {
+		v := s.ITL.Worse(st)
+		check(fmt.Sprintf("itl %.3gs > %g×%gs", v, f, th.ITL.Seconds()), v > f*th.ITL.Seconds())
+	}
+	if th.MinDecode > 0 {
+		v := s.Decode.WorseLow(st)
+		check(fmt.Sprintf("decode %.3g tok/s < %g/%g", v, th.MinDecode, f), v < th.MinDecode/f)
+	}
+	if checked == 0 || len(missed) < checked {
+		return ""
+	}
+	out := "every threshold far exceeded:"
+	for i, m := range missed {
+		if i > 0 {
+			out += ","
+		}
+		out += " " + m
+	}
+	return out
+}
+
+// finishScenario fills efficiency and capacity once the ladders are done.
+func finishScenario(sr *ScenarioResult, s Scenario, opts SweepOptions) {
+	for _, steps := range [][]StepResult{sr.ClosedLoop, sr.Burst} {
+		var base float64
+		for _, st := range steps {
+			if st.Concurrency == 1 {
+				base = st.SystemThroughput
+			}
+		}
+		for i := range steps {
+			steps[i].ScalingEfficiency = ScalingEfficiency(steps[i].SystemThroughput, base, steps[i].Concurrency)
+		}
+	}
+	if len(sr.Burst) > 0 {
+		c := MaxSafeQueue(sr.Burst, opts.Capacity)
+		sr.MaxSafeQueue = &c
+	}
+	if len(sr.ClosedLoop) > 0 {
+		c := UseCaseCapacity(sr.ClosedLoop, s.Thresholds, opts.Capacity)
+		sr.Capacity = &c
+	}
+}
+
+// dropPlanned removes from the remaining plan the steps of scenario (and
+// mode, when set) with concurrency above minN.
+func (sw *sweepRun) dropPlanned(scenario string, mode Mode, minN int) {
+	kept := sw.plan[:0]
+	for _, p := range sw.plan {
+		if p.Scenario == scenario && (mode == "" || p.Mode == mode) && p.Concurrency > minN {
+			continue
+		}
+		kept = append(kept, p)
+	}
+	sw.plan = kept
+}
+
+// removePlanned takes one step out of the remaining plan.
+func (sw *sweepRun) removePlanned(info StepInfo) {
+	for i, p := range sw.plan {
+		if p == info {
+			sw.plan = append(sw.plan[:i], sw.plan[i+1:]...)
+			return
+		}
+	}
+}
+
+func (sw *sweepRun) observe(st StepResult) {
+	if sw.bursts == nil {
+		sw.bursts = map[string][]StepResult{}
+		sw.lastE2E = map[string]float64{}
+	}
+	if st.Mode == ModeBurst {
+		sw.bursts[st.Scenario] = append(sw.bursts[st.Scenario], st)
+	}
+	if st.E2E.Count > 0 {
+		sw.lastE2E[st.Scenario] = st.E2E.P99
+	}
+}
+
+// remaining estimates the time left. A closed-loop step takes warm-up +
+// window + one slow request. A burst step's duration grows about linearly
+// with N (queued prefills) from a floor (one request's decode), so it is
+// extrapolated along the line through the scenario's last two bursts, or
+// taken as one request's E2E before there are two.
+func (sw *sweepRun) remaining() time.Duration {
+	var total float64
+	for _, p := range sw.plan {
+		e2e := sw.lastE2E[p.Scenario]
+		if p.Mode == ModeClosedLoop {
+			total += (sw.opts.Warmup + sw.opts.StepDuration + sw.opts.Cooldown).Seconds() + e2e
+			continue
+		}
+		est := e2e
+		if b := sw.bursts[p.Scenario]; len(b) > 0 {
+			last := b[len(b)-1]
+			d1 := last.Finished.Sub(last.Started).Seconds() / float64(sw.opts.BurstRepeat)
+			est = d1
+			if len(b) > 1 {
+				prev := b[len(b)-2]
+				d0 := prev.Finished.Sub(prev.Started).Seconds() / float64(sw.opts.BurstRepeat)
+				if dn := last.Concurrency - prev.Concurrency; dn > 0 && d1 > d0 {
+					est = d1 + (d1-d0)/float64(dn)*float64(p.Concurrency-last.Concurrency)
+				}
+			}
+		}
+		total += float64(sw.opts.BurstRepeat)*est + sw.opts.Cooldown.Seconds()
+	}
+	return time.Duration(total * float64(time.Second))
+}
+
+func (sw *sweepRun) emit(ev ProgressEvent) {
+	if sw.opts.Progress == nil {
+		return
+	}
+	ev.Steps = sw.steps
+	if ev.Step == 0 {
+		ev.Step = sw.done
+	}
+	ev.Elapsed = sw.clock.Now().Sub(sw.start)
+	ev.Remaining = sw.remaining()
+	sw.opts.Progress(ev)
+}

@@ -1,0 +1,7 @@
+//go:build race
+
+package prober
+
+// raceEnabled: the race detector slows the client several-fold, so timing
+// assertions against the simulated engine are loosened.
+const raceEnabled = true

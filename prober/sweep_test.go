@@ -1,0 +1,313 @@
+package prober
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"sync"
+	"testing"
+	"time"
+)
+
+type swFakePower struct {
+	mu      sync.Mutex
+	started int
+	stopped int
+}
+
+func (p *swFakePower) Start(context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.started++
+	return nil
+}
+
+func (p *swFakePower) Stop() (PowerReading, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stopped++
+	return PowerReading{AvgWatts: 300, PeakWatts: 450, Joules: 60}, nil
+}
+
+func swFastOptions(s ...Scenario) SweepOptions {
+	o := DefaultSweepOptions(s)
+	o.ClosedLoop = []int{1, 2, 4}
+	o.Burst = []int{1, 2, 4, 8}
+	o.Warmup = 20 * time.Millisecond
+	o.StepDuration = 150 * time.Millisecond
+	o.Cooldown = 0
+	return o
+}
+
+func TestSweep(t *testing.T) {
+	f := newSwFakeEngine()
+	power := &swFakePower{}
+	var events []ProgressEvent
+	opts := swFastOptions(swScenario())
+	opts.Scrape = f.counters
+	opts.Power = power
+	opts.Progress = func(ev ProgressEvent) { events = append(events, ev) }
+
+	res, err := Sweep(context.Background(), f, Target{Name: "t"}, "m", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Interrupted || len(res.Scenarios) != 1 {
+		t.Fatalf("result: interrupted=%v scenarios=%d", res.Interrupted, len(res.Scenarios))
+	}
+	sr := res.Scenarios[0]
+	if len(sr.ClosedLoop) != 3 || len(sr.Burst) != 4 {
+		t.Fatalf("steps: closed loop %d, burst %d; want 3 and 4", len(sr.ClosedLoop), len(sr.Burst))
+	}
+	for _, st := range append(append([]StepResult(nil), sr.ClosedLoop...), sr.Burst...) {
+		if st.SuccessRatio != 1 || st.Succeeded == 0 {
+			t.Errorf("%s N=%d: success %d/%d", st.Mode, st.Concurrency, st.Succeeded, st.Requests)
+		}
+		if st.MaxInFlight != st.Concurrency {
+			t.Errorf("%s N=%d: max in flight %d", st.Mode, st.Concurrency, st.MaxInFlight)
+		}
+		if st.SystemThroughput <= 0 || st.TokensPerHour != st.SystemThroughput*3600 {
+			t.Errorf("%s N=%d: throughput %g tok/s, %g tok/h", st.Mode, st.Concurrency, st.SystemThroughput, st.TokensPerHour)
+		}
+		if st.Decode.Mean <= 0 || st.ITL.Mean <= 0 || st.TTFT.P50 <= 0 || st.E2E.P99 <= 0 || st.Prefill.Mean <= 0 {
+			t.Errorf("%s N=%d: empty distributions: %+v", st.Mode, st.Concurrency, st)
+		}
+		if st.Power == nil || st.Power.AvgWatts != 300 || math.Abs(st.Power.JoulesPerOutputToken-60/st.OutputTokens) > 1e-9 {
+			t.Errorf("%s N=%d: power %+v", st.Mode, st.Concurrency, st.Power)
+		}
+		if st.QueueWaitSeconds == nil {
+			t.Errorf("%s N=%d: no queue wait though the engine reports it", st.Mode, st.Concurrency)
+		}
+		if st.Mode == ModeBurst && st.Concurrency == 8 && *st.QueueWaitSeconds < 2*f.prefill.Seconds() {
+			t.Errorf("burst N=8: queue wait %gs; prefills are serialised, want ≥ %gs", *st.QueueWaitSeconds, 2*f.prefill.Seconds())
+		}
+	}
+	if power.started != 7 || power.stopped != 7 {
+		t.Errorf("power sampler started %d, stopped %d times; want 7 each", power.started, power.stopped)
+	}
+	// Efficiency is relative to the N=1 step of the same ladder.
+	if e := sr.ClosedLoop[0].ScalingEfficiency; e != 1 {
+		t.Errorf("efficiency at N=1 = %g; want 1", e)
+	}
+	want := sr.ClosedLoop[2].SystemThroughput / (sr.ClosedLoop[0].SystemThroughput * 4)
+	if e := sr.ClosedLoop[2].ScalingEfficiency; math.Abs(e-want) > 1e-12 || e <= 0.3 || e > 1.1 {
+		t.Errorf("efficiency at N=4 = %g; want %g, a plausible ratio", e, want)
+	}
+	if sr.MaxSafeQueue == nil || sr.Capacity == nil {
+		t.Fatal("capacity not computed")
+	}
+	if sr.MaxSafeQueue.Bound != BoundAtLeast || sr.MaxSafeQueue.N != 8 {
+		t.Errorf("max safe queue = %s; want ≥8 (TTFT far below 3 s)", sr.MaxSafeQueue)
+	}
+
+	// Progress: a start and a finish per step, numbered, with a shrinking ETA.
+	var started, finished int
+	for _, ev := range events {
+		switch ev.Kind {
+		case ProgressStepStarted:
+			started++
+			if ev.Step != started || ev.Steps != 7 {
+				t.Errorf("start event %d: step %d of %d", started, ev.Step, ev.Steps)
+			}
+		case ProgressStepFinished:
+			finished++
+			if ev.Result == nil || ev.Step != finished {
+				t.Errorf("finish event %d: step %d, result %v", finished, ev.Step, ev.Result)
+			}
+		}
+	}
+	if started != 7 || finished != 7 {
+		t.Errorf("progress: %d started, %d finished; want 7 each", started, finished)
+	}
+	if last := events[len(events)-1]; last.Remaining != 0 {
+		t.Errorf("remaining after the last step = %v; want 0", last.Remaining)
+	}
+	if first := events[0]; first.Remaining < 3*(opts.Warmup+opts.StepDuration) {
+		t.Errorf("first ETA %v; want at least the closed-loop windows", first.Remaining)
+	}
+
+	// The result survives a JSON round trip (the daemon's state file).
+	b, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back SweepResult
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Scenarios[0].Burst[3].TTFT != sr.Burst[3].TTFT || back.Scenarios[0].MaxSafeQueue.String() != sr.MaxSafeQueue.String() {
+		t.Error("JSON round trip changed the result")
+	}
+}
+
+func TestSweepEarlyStop(t *testing.T) {
+	f := newSwFakeEngine()
+	f.prefill = 4 * time.Millisecond
+	s := swScenario()
+	// Burst TTFT mean ≈ (N+1)/2 × 4 ms: N=8 ≈ 18 ms, N=16 ≈ 34 ms > 3 × 10 ms.
+	s.Thresholds = Thresholds{TTFT: 10 * time.Millisecond, ITL: 70 * time.Millisecond}
+	opts := swFastOptions(s)
+	opts.ClosedLoop = nil
+	opts.Burst = []int{1, 2, 4, 8, 16, 32, 64}
+	opts.Capacity.MaxSafeTTFT = 10 * time.Millisecond
+	var skipped []ProgressEvent
+	opts.Progress = func(ev ProgressEvent) {
+		if ev.Kind == ProgressStepSkipped {
+			skipped = append(skipped, ev)
+		}
+	}
+	res, err := Sweep(context.Background(), f, Target{Name: "t"}, "m", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sr := res.Scenarios[0]
+	stop := sr.BurstStop
+	if stop == nil {
+		t.Fatalf("burst ladder ran to the end: %d steps", len(sr.Burst))
+	}
+	// Timing on a loaded machine only makes TTFT worse, so the ladder may
+	// stop at 8 or 16, never later.
+	if stop.Concurrency > 16 || stop.Concurrency < 8 || len(sr.Burst) != len(opts.Burst)-len(stop.Skipped) {
+		t.Errorf("stopped after N=%d with %d steps, skipped %v", stop.Concurrency, len(sr.Burst), stop.Skipped)
+	}
+	if len(skipped) != 1 || skipped[0].Steps != len(sr.Burst) {
+		t.Errorf("skip events %+v; want one, with the plan shrunk to %d steps", skipped, len(sr.Burst))
+	}
+	if sr.MaxSafeQueue.Bound != BoundWithin {
+		t.Errorf("max safe queue %s; want a crossing inside the ladder", sr.MaxSafeQueue)
+	}
+
+	// Failures stop a ladder too.
+	f = newSwFakeEngine()
+	f.failWhen = func(n int) bool { return n > 2 }
+	opts = swFastOptions(swScenario())
+	opts.ClosedLoop = nil
+	opts.EarlyStopMinSuccess = 0.6
+	res, err = Sweep(context.Background(), f, Target{Name: "t"}, "m", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := res.Scenarios[0].BurstStop; st == nil || st.Concurrency != 4 {
+		t.Errorf("early stop on failures = %+v; want after N=4", st)
+	}
+	if c := res.Scenarios[0].MaxSafeQueue; c.N != 2 || c.LimitedBy != "success" {
+		t.Errorf("max safe queue with failures = %s by %q; want 2 by success", c, c.LimitedBy)
+	}
+}
+
+func TestEarlyStopRule(t *testing.T) {
+	opts := DefaultSweepOptions(nil)
+	use := Thresholds{TTFT: 10 * time.Second, MinDecode: 10} // short_chat
+	for _, tc := range []struct {
+		name      string
+		ttft, dec float64
+		mode      Mode
+		th        Thresholds
+		wantStop  bool
+	}{
+		{"both far", 31, 3, ModeClosedLoop, use, true},
+		{"only ttft far", 31, 9, ModeClosedLoop, use, false},
+		{"only decode far", 29, 3, ModeClosedLoop, use, false},
+		{"report family burst: itl ignored", 10, 50, ModeBurst, reportThresholds, true},
+		{"report family closed loop: itl counts", 10, 50, ModeClosedLoop, reportThresholds, false},
+		{"no thresholds", 1e6, 0.001, ModeBurst, Thresholds{}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := swStep(8, tc.ttft, 0.02, tc.ttft+10, tc.dec, 1)
+			got := earlyStop(s, tc.th, tc.mode, opts)
+			if (got != "") != tc.wantStop {
+				t.Errorf("earlyStop = %q; want stop=%v", got, tc.wantStop)
+			}
+		})
+	}
+	if got := earlyStop(swStep(8, 0.1, 0.01, 1, 100, 0.4), use, ModeBurst, opts); got == "" {
+		t.Error("success ratio 0.4 did not stop the ladder")
+	}
+}
+
+func TestSweepCancel(t *testing.T) {
+	f := newSwFakeEngine()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	opts := swFastOptions(swScenario(), swScenario())
+	opts.Scenarios[1].Name = "second"
+	opts.Progress = func(ev ProgressEvent) {
+		if ev.Kind == ProgressStepStarted && ev.Step == 3 {
+			go func() { time.Sleep(20 * time.Millisecond); cancel() }()
+		}
+	}
+	start := time.Now()
+	res, err := Sweep(ctx, f, Target{Name: "t"}, "m", opts)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v; want context.Canceled", err)
+	}
+	if time.Since(start) > 2*time.Second {
+		t.Errorf("cancel took %v", time.Since(start))
+	}
+	if !res.Interrupted || len(res.Scenarios) != 1 || len(res.Scenarios[0].ClosedLoop) != 2 {
+		t.Fatalf("partial result: interrupted=%v scenarios=%d steps=%d; want the 2 finished steps",
+			res.Interrupted, len(res.Scenarios), len(res.Scenarios[0].ClosedLoop))
+	}
+	if res.Scenarios[0].Capacity == nil {
+		t.Error("capacity not computed on the partial result")
+	}
+}
+
+type swFailingPrepare struct{ *swFakeEngine }
+
+func (swFailingPrepare) Prepare(context.Context, Target, string, Scenario) (*Prepared, error) {
+	return nil, errors.New("calibration failed: prompt too long")
+}
+
+func TestSweepPrepareFails(t *testing.T) {
+	var failed int
+	opts := swFastOptions(swScenario())
+	opts.Progress = func(ev ProgressEvent) {
+		if ev.Kind == ProgressScenarioFailed {
+			failed++
+		}
+	}
+	res, err := Sweep(context.Background(), swFailingPrepare{newSwFakeEngine()}, Target{Name: "t"}, "m", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if failed != 1 || res.Scenarios[0].Error == "" || len(res.Scenarios[0].Burst) != 0 {
+		t.Errorf("failed=%d scenario=%+v", failed, res.Scenarios[0])
+	}
+}
+
+func TestSweepBeforeStep(t *testing.T) {
+	var seen []StepInfo
+	opts := swFastOptions(swScenario())
+	opts.ClosedLoop = nil
+	opts.MaxConcurrency = 4
+	stopErr := errors.New("engine busy for too long")
+	opts.BeforeStep = func(_ context.Context, s StepInfo) error {
+		seen = append(seen, s)
+		if s.Concurrency == 4 {
+			return stopErr
+		}
+		return nil
+	}
+	res, err := Sweep(context.Background(), newSwFakeEngine(), Target{Name: "t"}, "m", opts)
+	if !errors.Is(err, stopErr) {
+		t.Fatalf("err = %v; want the gate's error", err)
+	}
+	if len(seen) != 3 || len(res.Scenarios[0].Burst) != 2 || res.Settings.Burst[len(res.Settings.Burst)-1] != 4 {
+		t.Errorf("gate saw %v; steps %d; ladder %v (ceiling 4)", seen, len(res.Scenarios[0].Burst), res.Settings.Burst)
+	}
+}
+
+func TestLadder(t *testing.T) {
+	got := ladder([]int{32, 1, 4, 4, 0, 256, 2}, 32)
+	want := []int{1, 2, 4, 32}
+	if len(got) != len(want) {
+		t.Fatalf("ladder = %v; want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("ladder = %v; want %v", got, want)
+		}
+	}
+}

@@ -414,7 +414,14 @@ func (c *Config) finish() error {
 		}
 		c.enabled[t.Name] = c.enabledFor(t)
 	}
-	return nil
+	names := make([]string, 0, len(c.TargetConfigs))
+	for _, t := range c.TargetConfigs {
+		names = append(names, t.Name)
+	}
+	if err := c.Power.CheckTargets(names); err != nil {
+		return err
+	}
+	return CheckLiveSignals(c.Engine, c.Power)
 }
 
 func (t *TargetConfig) finish() error {

@@ -1,0 +1,197 @@
+package collector
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/slaprobe/slaprobe/internal/engine"
+	"github.com/slaprobe/slaprobe/internal/vllmsim"
+	"github.com/slaprobe/slaprobe/prober"
+)
+
+// TestLiveSignalsUnderLoadRamp runs the simulated engine under a ramp of
+// concurrent streams (0, 1, 2, 4, 8, 16 with 8 batch slots), probes it
+// through the Live hook and the real prober, and checks the live signals
+// against the engine's own timing model:
+//   - probes land in the queue-depth bucket of their ramp level, and TTFT
+//     rises once requests wait;
+//   - live scaling efficiency follows SteadyThroughput(b)/(b×SteadyThroughput(1));
+//   - the live max safe queue depth lies past the 8 batch slots, before 16.
+func TestLiveSignalsUnderLoadRamp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the load ramp takes about 30 s")
+	}
+	cfg := vllmsim.DefaultConfig()
+	cfg.MaxNumSeqs = 8
+	cfg.PrefillOverhead = time.Millisecond // prefill stalls negligible: decode dominates
+	cfg.DecodeBase = 4 * time.Millisecond
+	cfg.DecodePerSeq = time.Millisecond // step(b) = 4 + b ms: efficiency 5/(4+b)
+	cfg.DecodePerKVToken = 0
+	cfg.EOSMeanTokens = 0
+	cfg.RoleChunkEarly = false
+	sim, err := vllmsim.New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sim.Close()
+	srv := httptest.NewServer(sim.Handler())
+	defer srv.Close()
+
+	target := prober.Target{Name: "sim", BaseURL: srv.URL, Client: srv.Client()}
+	pool := engine.NewPool(engine.Options{Interval: 200 * time.Millisecond, ProbeTimeout: 500 * time.Millisecond, Fresh: 50 * time.Millisecond}, nil)
+	defer pool.Close()
+	pool.Sync([]prober.Target{target})
+	live := NewLive(pool, LiveOptions{EfficiencyWindow: 2 * time.Second, EfficiencySmoothing: 300 * time.Millisecond})
+	p := prober.New(nil, prober.SystemClock{})
+	scen := prober.Scenario{Name: "e2e", Family: prober.FamilyCustom, InputTokens: 128, OutputTokens: 64,
+		Interval: time.Second, Timeout: 20 * time.Second, Thresholds: prober.Thresholds{TTFT: 1200 * time.Millisecond}}
+	ctx := context.Background()
+	probe := func() prober.Result {
+		live.BeforeProbe(ctx, target, scen)
+		res := p.Probe(ctx, target, cfg.ModelName, scen)
+		live.AfterProbe(&res)
+		if res.Kind != prober.KindSuccess {
+			t.Errorf("probe failed: %s %v", res.Reason, res.Err)
+		}
+		return res
+	}
+
+	// Load: closed-loop non-streaming requests of 128 output tokens.
+	load := func(ctx context.Context, wg *sync.WaitGroup) {
+		defer wg.Done()
+		body := fmt.Sprintf(`{"model":%q,"prompt":"load load load load","max_tokens":128,"min_tokens":128,"ignore_eos":true}`, cfg.ModelName)
+		for ctx.Err() == nil {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/v1/completions", strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := srv.Client().Do(req)
+			if err != nil {
+				continue
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}
+
+	// Level 0: the engine is idle; these probes give the single-stream speed.
+	time.Sleep(300 * time.Millisecond)
+	for range 3 {
+		probe()
+	}
+	base := liveFind(t, live, "slaprobe_live_single_stream_decode_tokens_per_second", nil)
+	if len(base) != 1 {
+		t.Fatal("no single-stream baseline from idle probes")
+	}
+	bs1 := base[0].GetGauge().GetValue()
+	bs1Model := cfg.SteadyThroughput(1, 100)
+	t.Logf("single-stream decode: probes %.1f tok/s, engine model %.1f tok/s", bs1, bs1Model)
+	if math.Abs(bs1-bs1Model)/bs1Model > 0.15 {
+		t.Errorf("single-stream decode %.1f tok/s, engine model %.1f", bs1, bs1Model)
+	}
+
+	type level struct {
+		streams   int
+		label     string
+		eff       float64
+		model     float64
+		meanTTFT  float64
+		meanBatch float64
+		simStep   float64 // the simulator's achieved decode step, seconds
+		lagged    bool    // it fell behind its model (CPU starved)
+	}
+	levels := []*level{{streams: 1, label: "1"}, {streams: 2, label: "2-3"}, {streams: 4, label: "4-7"}, {streams: 8, label: "8-15"}, {streams: 16, label: "16-31"}}
+	for _, lv := range levels {
+		lctx, cancel := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		for range lv.streams {
+			wg.Add(1)
+			go load(lctx, &wg)
+		}
+		// Efficiency first, over a window with the load alone (a probe is a
+		// large share of a one-stream load), then the probes.
+		time.Sleep(600 * time.Millisecond)
+		st0, t0 := sim.Stats(), time.Now()
+		time.Sleep(2 * time.Second)
+		st1, t1 := sim.Stats(), time.Now()
+		if e, ok := live.Efficiency("sim"); ok {
+			lv.eff = e.Ratio
+		}
+		r, _ := engine.WindowRates(pool.Watcher("sim").Window(2 * time.Second))
+		lv.meanBatch = min(r.MeanRunning, float64(cfg.MaxNumSeqs))
+		// The model at the measured batch: step(b) is linear in b.
+		s1, s2 := cfg.DecodeStep(1, 0).Seconds(), cfg.DecodeStep(2, 0).Seconds()
+		modelStep := s1 + (lv.meanBatch-1)*(s2-s1)
+		lv.model = s1 / modelStep
+		// On a loaded machine the simulator cannot keep its own schedule;
+		// then its model says nothing about this level.
+		busy := t1.Sub(t0).Seconds() - float64(st1.PrefillSteps-st0.PrefillSteps)*cfg.PrefillTime(32).Seconds()
+		if steps := float64(st1.DecodeSteps - st0.DecodeSteps); steps > 0 {
+			lv.simStep = busy / steps
+		}
+		lv.lagged = lv.simStep > 1.1*modelStep
+		var ttft float64
+		const probes = 3
+		for range probes {
+			res := probe()
+			ttft += res.TTFT().Seconds()
+			time.Sleep(250 * time.Millisecond)
+		}
+		lv.meanTTFT = ttft / probes
+		cancel()
+		wg.Wait()
+		time.Sleep(300 * time.Millisecond)
+	}
+
+	lagged := 0
+	for _, lv := range levels {
+		t.Logf("streams %2d: label %-5s mean batch %4.1f  efficiency live %.3f model %.3f  sim step %.2f ms  probe TTFT %.3f s",
+			lv.streams, lv.label, lv.meanBatch, lv.eff, lv.model, 1000*lv.simStep, lv.meanTTFT)
+		if lv.lagged {
+			lagged++
+		}
+	}
+	if lagged > 2 {
+		t.Skipf("the simulator lagged its model at %d of %d levels: the machine is too busy for this test", lagged, len(levels))
+	}
+	var prev *level
+	for _, lv := range levels {
+		if lv.lagged {
+			t.Logf("streams %d: the simulator lagged its model (machine busy); level not checked", lv.streams)
+			continue
+		}
+		// Probes land in their level's bucket (the probe itself is not counted:
+		// it is read before sending).
+		ms := liveFind(t, live, "slaprobe_ttft_by_queue_depth_seconds", map[string]string{"queue_depth": lv.label})
+		if len(ms) != 1 || ms[0].GetHistogram().GetSampleCount() < 1 {
+			t.Errorf("streams %d: bucket %q holds %v", lv.streams, lv.label, ms)
+		}
+		if lv.eff <= 0 || math.Abs(lv.eff-lv.model) > 0.1*lv.model+0.02 {
+			t.Errorf("streams %d: live efficiency %.3f, engine model %.3f", lv.streams, lv.eff, lv.model)
+		}
+		if prev != nil && lv.streams <= cfg.MaxNumSeqs && lv.eff >= prev.eff {
+			t.Errorf("efficiency did not fall from %d to %d streams: %.3f -> %.3f", prev.streams, lv.streams, prev.eff, lv.eff)
+		}
+		prev = lv
+	}
+	// Beyond 8 slots, requests wait: TTFT jumps.
+	if last, prev := levels[len(levels)-1], levels[len(levels)-2]; last.meanTTFT < 2*prev.meanTTFT || last.meanTTFT < scen.Thresholds.TTFT.Seconds() {
+		t.Errorf("TTFT with a queue %.3f s vs without %.3f s: want a clear rise past the threshold", last.meanTTFT, prev.meanTTFT)
+	}
+	ms := live.MaxSafeDepths()
+	if len(ms) != 1 {
+		t.Fatalf("max safe depths: %+v", ms)
+	}
+	t.Logf("live max safe queue depth %.1f from %d probes (lower bound: %v)", ms[0].Depth, ms[0].Samples, ms[0].LowerBound)
+	// With 8 others in the engine a probe waits for a slot but stays under
+	// the 1.2 s threshold; with 16 it waits for a whole round: over it.
+	if ms[0].LowerBound || ms[0].Depth < 8 || ms[0].Depth > 16 {
+		t.Errorf("live max safe queue depth %.1f (lower bound %v); want between 8 and 16", ms[0].Depth, ms[0].LowerBound)
+	}
+}

@@ -1,0 +1,279 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/slaprobe/slaprobe/prober"
+)
+
+// recorder is a slog.Handler that keeps records, to check what is logged once.
+type recorder struct {
+	mu   sync.Mutex
+	recs []slog.Record
+}
+
+func (r *recorder) Enabled(context.Context, slog.Level) bool { return true }
+func (r *recorder) Handle(_ context.Context, rec slog.Record) error {
+	r.mu.Lock()
+	r.recs = append(r.recs, rec)
+	r.mu.Unlock()
+	return nil
+}
+func (r *recorder) WithAttrs([]slog.Attr) slog.Handler { return r }
+func (r *recorder) WithGroup(string) slog.Handler      { return r }
+
+func (r *recorder) count(level slog.Level) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, rec := range r.recs {
+		if rec.Level == level {
+			n++
+		}
+	}
+	return n
+}
+
+// engineServer serves a vLLM page whose state the test changes.
+type engineServer struct {
+	mu      sync.Mutex
+	status  int
+	running int
+	hits    atomic.Int64
+	delay   time.Duration
+}
+
+func (e *engineServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	e.hits.Add(1)
+	e.mu.Lock()
+	status, running, delay := e.status, e.running, e.delay
+	e.mu.Unlock()
+	if delay > 0 {
+		time.Sleep(delay)
+	}
+	if status != 0 && status != 200 {
+		w.WriteHeader(status)
+		return
+	}
+	_, _ = w.Write([]byte("# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running " +
+		strconv.Itoa(running) + "\n# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting 0\n" +
+		"# TYPE vllm:generation_tokens_total counter\nvllm:generation_tokens_total 10\n"))
+}
+
+func (e *engineServer) set(status, running int) {
+	e.mu.Lock()
+	e.status, e.running = status, running
+	e.mu.Unlock()
+}
+
+// fakeClock is a settable clock.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fakeClock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func TestWatcherLogsOnceAndRecovers(t *testing.T) {
+	es := &engineServer{status: 500}
+	srv := httptest.NewServer(es)
+	defer srv.Close()
+	rec := &recorder{}
+	clk := &fakeClock{t: time.Unix(1_700_000_000, 0)}
+	w := NewWatcher("vllm-a", srv.URL+"/metrics", srv.Client(), Options{Clock: clk}, slog.New(rec))
+	ctx := context.Background()
+
+	for range 5 {
+		if _, err := w.Scrape(ctx); err == nil {
+			t.Fatal("500 should fail")
+		}
+	}
+	if n := rec.count(slog.LevelWarn); n != 1 {
+		t.Errorf("warnings = %d, want 1 (logged once)", n)
+	}
+	if n := rec.count(slog.LevelDebug); n != 4 {
+		t.Errorf("debug lines = %d, want 4", n)
+	}
+	st := w.Status()
+	if st.Up || st.ScrapeErrors != 5 || st.LastErr == nil {
+		t.Errorf("status %+v", st)
+	}
+	// While down, the on-demand scrape does not touch the endpoint.
+	before := es.hits.Load()
+	if _, err := w.Refresh(ctx); !errors.Is(err, ErrDown) {
+		t.Errorf("Refresh while down: %v", err)
+	}
+	if es.hits.Load() != before {
+		t.Error("Refresh scraped a failing endpoint")
+	}
+
+	es.set(200, 3)
+	s, err := w.Scrape(ctx)
+	if err != nil || s.Running != 3 {
+		t.Fatalf("recovery: %+v %v", s, err)
+	}
+	if n := rec.count(slog.LevelInfo); n != 1 {
+		t.Errorf("info lines = %d, want 1 (recovered)", n)
+	}
+	// Fails again: logged once more.
+	es.set(404, 0)
+	_, _ = w.Scrape(ctx)
+	_, _ = w.Scrape(ctx)
+	if n := rec.count(slog.LevelWarn); n != 2 {
+		t.Errorf("warnings = %d, want 2", n)
+	}
+	if st := w.Status(); st.ScrapeErrors != 7 || st.Up {
+		t.Errorf("status %+v", st)
+	}
+}
+
+func TestWatcherRefreshReusesFreshSnapshot(t *testing.T) {
+	es := &engineServer{running: 2}
+	srv := httptest.NewServer(es)
+	defer srv.Close()
+	clk := &fakeClock{t: time.Unix(1_700_000_000, 0)}
+	w := NewWatcher("t", srv.URL, srv.Client(), Options{Clock: clk, Fresh: time.Second}, nil)
+	ctx := context.Background()
+	if _, err := w.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(500 * time.Millisecond)
+	if _, err := w.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if h := es.hits.Load(); h != 1 {
+		t.Errorf("hits = %d, want 1 (second Refresh reuses the fresh snapshot)", h)
+	}
+	clk.Add(time.Second)
+	es.set(200, 7)
+	s, err := w.Refresh(ctx)
+	if err != nil || s.Running != 7 || es.hits.Load() != 2 {
+		t.Errorf("stale snapshot not refreshed: %+v %v hits=%d", s, err, es.hits.Load())
+	}
+}
+
+func TestWatcherSharesConcurrentScrapes(t *testing.T) {
+	es := &engineServer{running: 1, delay: 100 * time.Millisecond}
+	srv := httptest.NewServer(es)
+	defer srv.Close()
+	w := NewWatcher("t", srv.URL, srv.Client(), Options{}, nil)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := w.Scrape(context.Background()); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if h := es.hits.Load(); h != 1 {
+		t.Errorf("hits = %d, want 1 shared scrape", h)
+	}
+}
+
+func TestWatcherProbeTimeout(t *testing.T) {
+	es := &engineServer{running: 1, delay: 300 * time.Millisecond}
+	srv := httptest.NewServer(es)
+	defer srv.Close()
+	w := NewWatcher("t", srv.URL, srv.Client(), Options{ProbeTimeout: 30 * time.Millisecond}, nil)
+	start := time.Now()
+	_, err := w.Refresh(context.Background())
+	if err == nil || time.Since(start) > 250*time.Millisecond {
+		t.Errorf("Refresh took %s, err %v; want a quick timeout", time.Since(start), err)
+	}
+	// A timeout counts as a failed scrape.
+	time.Sleep(50 * time.Millisecond)
+	if st := w.Status(); st.ScrapeErrors != 1 {
+		t.Errorf("errors = %d, want 1", st.ScrapeErrors)
+	}
+}
+
+func TestWatcherHistory(t *testing.T) {
+	es := &engineServer{running: 1}
+	srv := httptest.NewServer(es)
+	defer srv.Close()
+	clk := &fakeClock{t: time.Unix(1_700_000_000, 0)}
+	w := NewWatcher("t", srv.URL, srv.Client(), Options{Clock: clk, History: time.Minute}, nil)
+	for range 10 {
+		if _, err := w.Scrape(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		clk.Add(10 * time.Second)
+	}
+	// Scrapes at 0..90 s; the last minute before 90 s is 30..90 s.
+	if got := len(w.Window(time.Hour)); got != 7 {
+		t.Errorf("history = %d snapshots, want 7", got)
+	}
+	if got := len(w.Window(20 * time.Second)); got != 3 {
+		t.Errorf("20 s window = %d snapshots, want 3", got)
+	}
+}
+
+func TestPoolSync(t *testing.T) {
+	es := &engineServer{running: 4}
+	srv := httptest.NewServer(es)
+	defer srv.Close()
+	p := NewPool(Options{Interval: time.Hour}, nil)
+	defer p.Close()
+	var mu sync.Mutex
+	got := map[string]float64{}
+	p.OnSnapshot(func(target string, s Snapshot) {
+		mu.Lock()
+		got[target] = s.Running
+		mu.Unlock()
+	})
+	a := prober.Target{Name: "a", BaseURL: srv.URL + "/"}
+	b := prober.Target{Name: "b", BaseURL: srv.URL, MetricsURL: srv.URL + "/metrics"}
+	p.Sync([]prober.Target{a, b})
+	if p.Watcher("a") == nil || p.Watcher("b") == nil || len(p.Watchers()) != 2 {
+		t.Fatal("watchers missing")
+	}
+	if p.Watcher("a").URL() != srv.URL+"/metrics" {
+		t.Errorf("default metrics URL = %q", p.Watcher("a").URL())
+	}
+	// Each watcher scrapes at once in the background.
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		mu.Lock()
+		n := len(got)
+		mu.Unlock()
+		if n == 2 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	mu.Lock()
+	if got["a"] != 4 || got["b"] != 4 {
+		t.Errorf("listener saw %v", got)
+	}
+	mu.Unlock()
+	wa := p.Watcher("a")
+	b.MetricsURL = srv.URL + "/other"
+	p.Sync([]prober.Target{a, b})
+	if p.Watcher("a") != wa {
+		t.Error("unchanged target lost its watcher (and history)")
+	}
+	if p.Watcher("b").URL() != srv.URL+"/other" {
+		t.Error("changed metrics URL not followed")
+	}
+	p.Sync([]prober.Target{b})
+	if p.Watcher("a") != nil || len(p.Watchers()) != 1 {
+		t.Error("removed target still watched")
+	}
+}

@@ -88,6 +88,7 @@ type Daemon struct {
 
 	onReloadMu sync.Mutex
 	onReload   []func(*config.Config)
+	onStop     []func()
 
 	listeners []net.Listener
 	ready     atomic.Bool
@@ -187,6 +188,14 @@ func (d *Daemon) OnReload(fn func(*config.Config)) {
 	d.onReload = append(d.onReload, fn)
 	d.onReloadMu.Unlock()
 	fn(d.cfg.Get())
+}
+
+// OnStop registers fn to run when Run returns, after the probes have
+// stopped: subsystems release their background work there.
+func (d *Daemon) OnStop(fn func()) {
+	d.onReloadMu.Lock()
+	d.onStop = append(d.onStop, fn)
+	d.onReloadMu.Unlock()
 }
 
 // Handler serves every endpoint.
@@ -483,6 +492,12 @@ func (d *Daemon) Run(ctx context.Context) error {
 		d.stopSchedulerLocked()
 		d.runCtx = nil
 		d.reloadMu.Unlock()
+		d.onReloadMu.Lock()
+		stops := append([]func(){}, d.onStop...)
+		d.onReloadMu.Unlock()
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
 	}()
 	d.ready.Store(true)
 

@@ -1,0 +1,714 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+const (
+	// envRequire turns a missing tool into a failure instead of a skip (set by `make test`).
+	envRequire = "SLAPROBE_REQUIRE_DEPS"
+	// waitBudget bounds everything after the build: demo start, Prometheus start, every check.
+	waitBudget = 90 * time.Second
+	// scrapeInterval is also the rule evaluation interval.
+	scrapeInterval = 2 * time.Second
+)
+
+// The demo's default scenarios.
+var scenarios = []string{"agentic", "chatbot", "rag", "tool_calling"}
+
+// histogramMode is how Prometheus ingests slaprobe's histograms, which carry classic buckets and
+// native ones: classic scrapes the text format (_bucket series), native turns on native histograms,
+// which Prometheus 2.x then ingests instead of the classic buckets.
+type histogramMode struct {
+	name     string
+	flags    []string
+	quantile string // p50 TTFT by scenario over 1m, in this mode's series
+}
+
+var (
+	classic = histogramMode{
+		name:     "classic",
+		quantile: `histogram_quantile(0.5, sum by (le, scenario) (rate(slaprobe_ttft_seconds_bucket[1m])))`,
+	}
+	native = histogramMode{
+		name:     "native",
+		flags:    []string{"--enable-feature=native-histograms"},
+		quantile: `histogram_quantile(0.5, sum by (scenario) (rate(slaprobe_ttft_seconds[1m])))`,
+	}
+)
+
+// TestPrometheus runs `slaprobe demo`, has a real Prometheus scrape it (and the demo's simulated
+// engine) with alerts/*.yml loaded, and checks through the HTTP API what a dashboard and the alerts
+// read: successful probes of every default scenario, a finite TTFT quantile, the SLA thresholds, the
+// recording rules, every rule loaded and healthy, and no alert firing on the healthy demo.
+//
+// With native histograms available (Prometheus 2.40 to 2.x) a second Prometheus runs with them on:
+// 2.x then ingests the native histograms only, which exercises the rules' native-histogram branch.
+func TestPrometheus(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs slaprobe demo and Prometheus for up to 90 s")
+	}
+	promBin := requireTool(t, "prometheus")
+	major, minor := prometheusVersion(t, promBin)
+	root := repoRoot(t)
+	ruleFiles := ruleFiles(t, root)
+	bin := buildSlaprobe(t, root)
+
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), waitBudget)
+	t.Cleanup(cancel)
+
+	demo := startDemo(t, ctx, bin)
+	t.Logf("%5.1fs demo up: metrics %s, engine %s", since(start), demo.metrics, demo.engine)
+
+	modes := []histogramMode{classic}
+	if major == 2 && minor >= 40 {
+		modes = append(modes, native)
+	} else {
+		t.Logf("prometheus %d.%d: native histograms not checked (2.40 to 2.x only: 3.x configures them differently)", major, minor)
+	}
+	// A group, so that the demo outlives its parallel subtests.
+	t.Run("histograms", func(t *testing.T) {
+		for _, m := range modes {
+			t.Run(m.name, func(t *testing.T) {
+				t.Parallel()
+				p := startPrometheus(t, ctx, promBin, m, demo, ruleFiles)
+				t.Logf("%5.1fs prometheus (%s histograms) ready at %s", since(start), m.name, p.base)
+				checkPrometheus(t, ctx, p, m, demo, ruleFiles, start)
+			})
+		}
+	})
+	demo.stop(t)
+	t.Logf("%5.1fs demo stopped", since(start))
+}
+
+// checkPrometheus polls Prometheus until every check passes, then asserts that no alert fires.
+func checkPrometheus(t *testing.T, ctx context.Context, p *prometheus, m histogramMode, demo *demoProcess, ruleFiles []string, start time.Time) {
+	wantRules := ruleNames(t, ruleFiles)
+	checks := []struct {
+		name  string
+		check func(ctx context.Context) error
+	}{
+		{"successful probes of every scenario", func(ctx context.Context) error {
+			return p.wantScenarios(ctx, `sum by (scenario) (slaprobe_probes_total{result="success"}) >= 1`, scenarios)
+		}},
+		{"slaprobe_sla_threshold", func(ctx context.Context) error {
+			return p.wantScenarios(ctx, `slaprobe_sla_threshold{metric="ttft_seconds"} > 0`, scenarios)
+		}},
+		{"engine scraped", func(ctx context.Context) error {
+			return p.wantNonEmpty(ctx, `up{job="vllm-sim"} == 1 and on (instance) count by (instance) ({job="vllm-sim", __name__=~"vllm:.+"}) > 0`)
+		}},
+		{"finite p50 TTFT (" + m.name + " histograms)", func(ctx context.Context) error {
+			return p.wantFinite(ctx, m.quantile)
+		}},
+		{"rules loaded and healthy", func(ctx context.Context) error {
+			return p.rulesHealthy(ctx, wantRules)
+		}},
+		{"recording rule target_scenario:slaprobe_ttft_seconds:p95_15m", func(ctx context.Context) error {
+			return p.wantFinite(ctx, `target_scenario:slaprobe_ttft_seconds:p95_15m`)
+		}},
+		// NaN for a scenario whose only probe ran before the first scrape: the counter did not move.
+		{"recording rule target_scenario:slaprobe_probe_success:ratio_1h", func(ctx context.Context) error {
+			if err := p.wantEmpty(ctx, `target_scenario:slaprobe_probe_success:ratio_1h < 1`); err != nil {
+				return err
+			}
+			return p.wantNonEmpty(ctx, `target_scenario:slaprobe_probe_success:ratio_1h == 1`)
+		}},
+	}
+	if m.name == native.name {
+		// Prometheus 2.x keeps only the native histogram then, so the rules' native branch answered.
+		checks = append(checks, struct {
+			name  string
+			check func(ctx context.Context) error
+		}{"no classic buckets ingested", func(ctx context.Context) error {
+			if err := p.wantNonEmpty(ctx, `slaprobe_ttft_seconds`); err != nil {
+				return err
+			}
+			return p.wantEmpty(ctx, `slaprobe_ttft_seconds_bucket`)
+		}})
+	}
+	done := make([]bool, len(checks))
+	errs := make([]error, len(checks))
+	for {
+		pending := 0
+		for i, c := range checks {
+			if done[i] {
+				continue
+			}
+			if errs[i] = c.check(ctx); errs[i] == nil {
+				done[i] = true
+				t.Logf("%5.1fs ok: %s", since(start), c.name)
+			} else {
+				pending++
+			}
+		}
+		if pending == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			var msg strings.Builder
+			for i, c := range checks {
+				if !done[i] {
+					fmt.Fprintf(&msg, "\n  %s: %v", c.name, errs[i])
+				}
+			}
+			t.Fatalf("after %.0fs, still failing:%s\n--- prometheus log (tail) ---\n%s\n%s",
+				since(start), msg.String(), tail(p.logs.String(), 30), demo.proc.output())
+		case <-time.After(time.Second):
+		}
+	}
+
+	// Now that every rule has seen real series, none may fail (e.g. a join turned many-to-many).
+	if err := p.rulesHealthy(ctx, wantRules); err != nil {
+		t.Error(err)
+	}
+	// The demo is healthy: an alert firing on it is a false positive.
+	firing, err := p.query(ctx, `ALERTS{alertstate="firing"}`)
+	if err != nil {
+		t.Fatalf("query ALERTS: %v", err)
+	}
+	for _, s := range firing {
+		t.Errorf("alert firing on the healthy demo: %s", s.Metric)
+	}
+}
+
+// ---------------------------------------------------------------------------------------------------
+// slaprobe demo
+
+type demoProcess struct {
+	metrics, engine string // scrape URLs
+	proc            *process
+}
+
+var (
+	demoMetricsRE = regexp.MustCompile(`(?m)^\s*metrics:\s+(http://\S+)`)
+	demoEngineRE  = regexp.MustCompile(`(?m)^\s*engine metrics:\s+(http://\S+)`)
+)
+
+// startDemo runs `slaprobe demo` on a free loopback port and reads the URLs it prints.
+func startDemo(t *testing.T, ctx context.Context, bin string) *demoProcess {
+	t.Helper()
+	proc := startProcess(t, "slaprobe demo", bin, "demo", "--web.listen-address=127.0.0.1:0")
+	for {
+		out := proc.stdout.String()
+		m, e := demoMetricsRE.FindStringSubmatch(out), demoEngineRE.FindStringSubmatch(out)
+		if m != nil && e != nil {
+			return &demoProcess{metrics: m[1], engine: e[1], proc: proc}
+		}
+		select {
+		case <-proc.exited:
+			t.Fatalf("slaprobe demo exited before printing its URLs: %v\n%s", proc.err, proc.output())
+		case <-ctx.Done():
+			t.Fatalf("slaprobe demo printed no URLs\n%s", proc.output())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (d *demoProcess) stop(t *testing.T) { d.proc.stop(t) }
+
+// ---------------------------------------------------------------------------------------------------
+// Prometheus
+
+type prometheus struct {
+	base string // http://127.0.0.1:port
+	logs *syncBuffer
+	hc   *http.Client
+}
+
+// startPrometheus writes a config that scrapes the demo and its engine every scrapeInterval with the
+// rule files loaded, and starts Prometheus on a free loopback port. It is stopped, and must exit 0,
+// when the test ends.
+func startPrometheus(t *testing.T, ctx context.Context, bin string, m histogramMode, demo *demoProcess, ruleFiles []string) *prometheus {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "prometheus.yml")
+	if err := os.WriteFile(cfg, prometheusConfig(t, demo, ruleFiles), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A free port can be taken between picking and binding it: try again then.
+	for try := 1; ; try++ {
+		addr := freeAddr(t)
+		args := append([]string{
+			"--config.file=" + cfg,
+			"--storage.tsdb.path=" + filepath.Join(dir, fmt.Sprintf("data%d", try)),
+			"--web.listen-address=" + addr,
+			"--log.level=warn", // what is left is what went wrong
+		}, m.flags...)
+		proc := startProcess(t, "prometheus", bin, args...)
+		p := &prometheus{base: "http://" + addr, logs: proc.stderr, hc: &http.Client{Timeout: 5 * time.Second}}
+		err := p.waitReady(ctx, proc)
+		if err == nil {
+			return p
+		}
+		if try < 3 && strings.Contains(proc.output(), "address already in use") {
+			proc.stopOnce.Do(func() {}) // it exited as it should have: nothing to stop or report
+			continue
+		}
+		t.Fatalf("prometheus not ready: %v\n%s", err, proc.output())
+	}
+}
+
+func prometheusConfig(t *testing.T, demo *demoProcess, ruleFiles []string) []byte {
+	t.Helper()
+	type staticConfig struct {
+		Targets []string `yaml:"targets"`
+	}
+	type scrapeConfig struct {
+		JobName       string         `yaml:"job_name"`
+		MetricsPath   string         `yaml:"metrics_path"`
+		StaticConfigs []staticConfig `yaml:"static_configs"`
+	}
+	job := func(name, rawURL string) scrapeConfig {
+		u, err := url.Parse(rawURL)
+		if err != nil {
+			t.Fatalf("%s URL %q: %v", name, rawURL, err)
+		}
+		return scrapeConfig{JobName: name, MetricsPath: u.Path, StaticConfigs: []staticConfig{{Targets: []string{u.Host}}}}
+	}
+	interval := scrapeInterval.String()
+	cfg := map[string]any{
+		"global": map[string]string{
+			"scrape_interval":     interval,
+			"scrape_timeout":      interval,
+			"evaluation_interval": interval,
+		},
+		"rule_files": ruleFiles,
+		// job="slaprobe" is what SlaprobeDown selects, as in deploy/prometheus.yml.
+		"scrape_configs": []scrapeConfig{job("slaprobe", demo.metrics), job("vllm-sim", demo.engine)},
+	}
+	b, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func (p *prometheus) waitReady(ctx context.Context, proc *process) error {
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.base+"/-/ready", nil)
+		if resp, err := p.hc.Do(req); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-proc.exited:
+			return fmt.Errorf("exited: %v", proc.err)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// apiGet calls a Prometheus HTTP API endpoint and decodes its data field into data.
+func (p *prometheus) apiGet(ctx context.Context, path string, params url.Values, data any) error {
+	u := p.base + path
+	if params != nil {
+		u += "?" + params.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := p.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Status string          `json:"status"`
+		Data   json.RawMessage `json:"data"`
+		Error  string          `json:"error"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		return fmt.Errorf("%s: HTTP %d, decode: %w", path, resp.StatusCode, err)
+	}
+	if r.Status != "success" {
+		return fmt.Errorf("%s: %s", path, r.Error)
+	}
+	return json.Unmarshal(r.Data, data)
+}
+
+type sample struct {
+	Metric map[string]string `json:"metric"`
+	Value  [2]any            `json:"value"`     // [time, "value"] for a float sample
+	Hist   json.RawMessage   `json:"histogram"` // a native histogram sample
+}
+
+func (s sample) float() (float64, error) {
+	if s.Hist != nil {
+		return 0, errors.New("a histogram, not a float")
+	}
+	v, ok := s.Value[1].(string)
+	if !ok {
+		return 0, fmt.Errorf("value %v", s.Value[1])
+	}
+	return strconv.ParseFloat(v, 64)
+}
+
+// query runs an instant query that must return a vector.
+func (p *prometheus) query(ctx context.Context, q string) ([]sample, error) {
+	var data struct {
+		ResultType string   `json:"resultType"`
+		Result     []sample `json:"result"`
+	}
+	if err := p.apiGet(ctx, "/api/v1/query", url.Values{"query": {q}}, &data); err != nil {
+		return nil, err
+	}
+	if data.ResultType != "vector" {
+		return nil, fmt.Errorf("%s: result type %s, want vector", q, data.ResultType)
+	}
+	return data.Result, nil
+}
+
+// wantScenarios checks that q returns a sample for each of want (by the scenario label).
+func (p *prometheus) wantScenarios(ctx context.Context, q string, want []string) error {
+	res, err := p.query(ctx, q)
+	if err != nil {
+		return err
+	}
+	var got []string
+	for _, s := range res {
+		got = append(got, s.Metric["scenario"])
+	}
+	sort.Strings(got)
+	got = slices.Compact(got)
+	for _, w := range want {
+		if !slices.Contains(got, w) {
+			return fmt.Errorf("%s: scenarios %v, want %v", q, got, want)
+		}
+	}
+	return nil
+}
+
+func (p *prometheus) wantNonEmpty(ctx context.Context, q string) error {
+	res, err := p.query(ctx, q)
+	if err != nil {
+		return err
+	}
+	if len(res) == 0 {
+		return fmt.Errorf("%s: empty", q)
+	}
+	return nil
+}
+
+func (p *prometheus) wantEmpty(ctx context.Context, q string) error {
+	res, err := p.query(ctx, q)
+	if err != nil {
+		return err
+	}
+	for _, s := range res {
+		return fmt.Errorf("%s: got %s %v", q, s.Metric, s.Value[1])
+	}
+	return nil
+}
+
+// wantFinite checks that q returns at least one finite value, and only numbers: a quantile is NaN
+// until a scenario has two observations in the window (the first one only creates the series).
+func (p *prometheus) wantFinite(ctx context.Context, q string) error {
+	res, err := p.query(ctx, q)
+	if err != nil {
+		return err
+	}
+	var finite []string
+	for _, s := range res {
+		v, err := s.float()
+		if err != nil {
+			return fmt.Errorf("%s: %s: %v", q, s.Metric, err)
+		}
+		if !math.IsNaN(v) && !math.IsInf(v, 0) {
+			finite = append(finite, fmt.Sprintf("%s=%.3g", s.Metric["scenario"], v))
+		}
+	}
+	if len(finite) == 0 {
+		return fmt.Errorf("%s: no finite value among %d series", q, len(res))
+	}
+	return nil
+}
+
+// rulesHealthy checks /api/v1/rules: exactly the rules of the rule files are loaded, and every one
+// has been evaluated without error.
+func (p *prometheus) rulesHealthy(ctx context.Context, want []string) error {
+	var data struct {
+		Groups []struct {
+			Name  string `json:"name"`
+			File  string `json:"file"`
+			Rules []struct {
+				Name      string `json:"name"`
+				Health    string `json:"health"`
+				LastError string `json:"lastError"`
+			} `json:"rules"`
+		} `json:"groups"`
+	}
+	if err := p.apiGet(ctx, "/api/v1/rules", nil, &data); err != nil {
+		return err
+	}
+	var got, bad []string
+	for _, g := range data.Groups {
+		for _, r := range g.Rules {
+			got = append(got, r.Name)
+			if r.Health != "ok" || r.LastError != "" {
+				bad = append(bad, fmt.Sprintf("%s/%s: health %q %s", filepath.Base(g.File), r.Name, r.Health, r.LastError))
+			}
+		}
+	}
+	sort.Strings(got)
+	if !slices.Equal(got, want) {
+		return fmt.Errorf("loaded rules %v, want %v", got, want)
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("rules not healthy: %s", strings.Join(bad, "; "))
+	}
+	return nil
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Rule files
+
+// ruleFiles lists alerts/*.yml and *.yaml without the promtool tests, as the Makefile does.
+func ruleFiles(t *testing.T, root string) []string {
+	t.Helper()
+	var files []string
+	for _, pat := range []string{"*.yml", "*.yaml"} {
+		m, err := filepath.Glob(filepath.Join(root, "alerts", pat))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range m {
+			if !strings.HasSuffix(f, "_test.yml") && !strings.HasSuffix(f, "_test.yaml") {
+				files = append(files, f)
+			}
+		}
+	}
+	if len(files) == 0 {
+		t.Fatalf("no rule files in %s", filepath.Join(root, "alerts"))
+	}
+	sort.Strings(files)
+	return files
+}
+
+// ruleNames reads the record and alert names of the rule files, sorted.
+func ruleNames(t *testing.T, files []string) []string {
+	t.Helper()
+	var names []string
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			Groups []struct {
+				Rules []struct {
+					Record string `yaml:"record"`
+					Alert  string `yaml:"alert"`
+				} `yaml:"rules"`
+			} `yaml:"groups"`
+		}
+		if err := yaml.Unmarshal(b, &doc); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for _, g := range doc.Groups {
+			for _, r := range g.Rules {
+				names = append(names, r.Record+r.Alert)
+			}
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Processes and tools
+
+// requireTool finds a program on PATH; without it the test skips, or fails under SLAPROBE_REQUIRE_DEPS=1.
+func requireTool(t *testing.T, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err == nil {
+		return p
+	}
+	msg := fmt.Sprintf("%s not found: run `make test-deps` (Debian package prometheus)", name)
+	if os.Getenv(envRequire) == "1" {
+		t.Fatalf("%s (%s=1)", msg, envRequire)
+	}
+	t.Skip(msg)
+	return ""
+}
+
+var versionRE = regexp.MustCompile(`version (\d+)\.(\d+)\.\d+`)
+
+func prometheusVersion(t *testing.T, bin string) (major, minor int) {
+	t.Helper()
+	out, err := exec.Command(bin, "--version").CombinedOutput()
+	if err != nil {
+		t.Fatalf("prometheus --version: %v\n%s", err, out)
+	}
+	m := versionRE.FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("prometheus --version: no version in %q", out)
+	}
+	major, _ = strconv.Atoi(string(m[1]))
+	minor, _ = strconv.Atoi(string(m[2]))
+	t.Logf("%s", bytes.TrimSpace(bytes.SplitN(out, []byte("\n"), 2)[0]))
+	return major, minor
+}
+
+// repoRoot is two levels up from this package, where go.mod is.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("repository root: %v", err)
+	}
+	return root
+}
+
+// buildSlaprobe builds ./cmd/slaprobe into the test's temporary directory.
+func buildSlaprobe(t *testing.T, root string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "slaprobe")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	start := time.Now()
+	// -buildvcs=false: the build must not depend on git being usable (see the Makefile).
+	cmd := exec.CommandContext(ctx, "go", "build", "-buildvcs=false", "-o", bin, "./cmd/slaprobe")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/slaprobe: %v\n%s", err, out)
+	}
+	t.Logf("built slaprobe in %.1fs", since(start))
+	return bin
+}
+
+// freeAddr returns a loopback address with a port that was free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// process is a child process whose output is kept for failure messages.
+type process struct {
+	name           string
+	cmd            *exec.Cmd
+	stdout, stderr *syncBuffer
+	exited         chan struct{} // closed when the process has exited; err is set then
+	err            error
+	stopOnce       sync.Once
+}
+
+// startProcess starts a program; it is stopped when the test ends, if the test did not stop it.
+func startProcess(t *testing.T, name, bin string, args ...string) *process {
+	t.Helper()
+	p := &process{name: name, cmd: exec.Command(bin, args...), stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.exited)
+	}()
+	t.Cleanup(func() { p.stop(t) })
+	return p
+}
+
+// stop sends SIGTERM and expects a clean exit (status 0) within 15 s; it kills the process otherwise.
+func (p *process) stop(t *testing.T) {
+	t.Helper()
+	p.stopOnce.Do(func() {
+		select {
+		case <-p.exited:
+			t.Errorf("%s exited early: %v\n%s", p.name, p.err, p.output())
+			return
+		default:
+		}
+		if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
+			t.Errorf("signal %s: %v", p.name, err)
+		}
+		select {
+		case <-p.exited:
+			if p.err != nil {
+				t.Errorf("%s did not exit cleanly after SIGINT: %v\n%s", p.name, p.err, p.output())
+			}
+		case <-time.After(15 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.exited
+			t.Errorf("%s did not exit within 15 s of SIGINT; killed\n%s", p.name, p.output())
+		}
+	})
+}
+
+func (p *process) output() string {
+	return fmt.Sprintf("--- %s stdout (tail) ---\n%s\n--- %s stderr (tail) ---\n%s",
+		p.name, tail(p.stdout.String(), 20), p.name, tail(p.stderr.String(), 40))
+}
+
+// syncBuffer collects a process's output for reading while it runs.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// tail returns the last n lines of s.
+func tail(s string, n int) string {
+	sc := bufio.NewScanner(strings.NewReader(s))
+	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
+	var lines []string
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func since(t time.Time) float64 { return time.Since(t).Seconds() }

@@ -37,6 +37,7 @@ help:
 	@echo '  test-short  go test ./... with nothing installed (tests needing a missing tool skip)'
 	@echo '  test-e2e    run `slaprobe demo`, scrape it, check all four default scenarios and promtool check metrics'
 	@echo '  lint        gofmt -l (must be empty) and go vet'
+	@echo '  dashboards  regenerate dashboards/*.json from internal/dashgen (lint fails when they differ)'
 	@echo '  checkrules  promtool check rules / test rules on alerts/, amtool check-config on deploy/'
 	@echo '  bench       benchmarks, 5 runs each ($(BENCH_PKGS))'
 	@echo '  fuzz        fuzz the stream decoder for $(FUZZTIME)'
@@ -78,6 +79,12 @@ lint:
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	@echo '==> go vet ./...'
 	$(GO) vet ./...
+	@$(MAKE) --no-print-directory dashboards && git diff --exit-code -- dashboards/
+
+.PHONY: dashboards
+dashboards:
+	@echo '==> dashboards/ from internal/dashgen'
+	$(GO) run ./internal/dashgen/cmd/dashgen -out dashboards/
 
 .PHONY: checkrules
 checkrules:

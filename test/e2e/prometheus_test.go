@@ -98,6 +98,7 @@ func TestPrometheus(t *testing.T) {
 				p := startPrometheus(t, ctx, promBin, m, demo, ruleFiles)
 				t.Logf("%5.1fs prometheus (%s histograms) ready at %s", since(start), m.name, p.base)
 				checkPrometheus(t, ctx, p, m, demo, ruleFiles, start)
+				checkDashboards(t, ctx, p) // dashboards_test.go: every dashboard query, now that there is data
 			})
 		}
 	})

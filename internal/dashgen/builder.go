@@ -1,0 +1,482 @@
+package dashgen
+
+import (
+	"fmt"
+	"strings"
+)
+
+// The one data source every panel, query and variable reads: the ${datasource} variable.
+var promDS = &DataSourceRef{Type: "prometheus", UID: "${datasource}"}
+
+// Colours. The experience bands use report.html's colours (internal/report), so a band looks the same
+// in the report and in Grafana; the reference lines use the report's line colours.
+const (
+	colorExcellent  = "#1a9850"
+	colorGood       = "#91cf60"
+	colorAcceptable = "#fdae61"
+	colorPoor       = "#d73027"
+
+	colorThreshold  = "#c0392b" // configured SLA thresholds and the 3.0 s TTFT line
+	colorITLInstant = "#1b7f3b"
+	colorITLCeiling = "#b03a2e"
+	colorNeutral    = "#0072B2"
+)
+
+// unitTokS is a custom Grafana unit: Grafana has none for tokens per second.
+const unitTokS = "suffix: tok/s"
+
+func num(v float64) *float64 { return &v }
+
+// steps builds threshold steps from a base colour and (value, colour) pairs: steps(c0, v1, c1, v2, c2).
+func steps(base string, rest ...any) *Thresholds {
+	t := &Thresholds{Mode: "absolute", Steps: []Step{{Color: base}}}
+	for i := 0; i+1 < len(rest); i += 2 {
+		t.Steps = append(t.Steps, Step{Color: rest[i+1].(string), Value: num(rest[i].(float64))})
+	}
+	return t
+}
+
+// Experience bands from REFERENCE.md ("Experience bands"), in base units, as threshold steps:
+// excellent, good, acceptable, poor. Stats and tables colour their values by them; graphs draw their
+// edges as dashed lines.
+var (
+	bandsITL        = steps(colorExcellent, 0.010, colorGood, 0.020, colorAcceptable, 0.070, colorPoor)
+	bandsTTFT       = steps(colorExcellent, 0.5, colorGood, 2.0, colorAcceptable, 10.0, colorPoor)
+	bandsDecode     = steps(colorPoor, 15.0, colorAcceptable, 25.0, colorGood, 50.0, colorExcellent)
+	bandsEfficiency = steps(colorPoor, 0.5, colorAcceptable, 0.7, colorGood, 0.9, colorExcellent)
+
+	// The ITL bands' 20 ms and 70 ms edges are the report's two ITL reference lines: 20 ms "instant"
+	// streaming and the 70 ms memory-bandwidth ceiling of large MoE models. They are drawn as lines
+	// in the reference colours; these two numbers are the only latencies written into the dashboards
+	// besides the 3.0 s TTFT line below (the configured SLAs come from slaprobe_sla_threshold).
+	refITL = steps(colorExcellent, 0.010, colorGood, 0.020, colorITLInstant, 0.070, colorITLCeiling)
+
+	// The report's 3.0 s TTFT line: the "max safe queue depth" of the burst charts
+	// (sweep.capacity.max_safe_ttft by default, which slaprobe does not export as a series), between
+	// the TTFT bands' 2 s and 10 s edges.
+	refTTFT = steps(colorExcellent, 0.5, colorGood, 2.0, colorAcceptable, 3.0, colorThreshold, 10.0, colorPoor)
+
+	plainSteps = steps(colorNeutral)
+)
+
+// board lays panels out on Grafana's 24-column grid, left to right and top to bottom, and numbers them.
+type board struct {
+	d            *Dashboard
+	nextID       int
+	x, y, lineH  int
+	refIDLetters string
+}
+
+func newBoard(file, uid, title, description string, vars ...*Variable) *board {
+	return &board{
+		d: &Dashboard{
+			Annotations: Annotations{List: []Annotation{{
+				BuiltIn:    1,
+				Datasource: &DataSourceRef{Type: "grafana", UID: "-- Grafana --"},
+				Enable:     true,
+				Hide:       true,
+				IconColor:  "rgba(0, 211, 255, 1)",
+				Name:       "Annotations & Alerts",
+				Type:       "dashboard",
+			}}},
+			Description:  description,
+			Editable:     true,
+			GraphTooltip: 1,
+			Links: []Link{{
+				AsDropdown: true, IncludeVars: true, KeepTime: true,
+				Tags: []string{"slaprobe"}, Title: "slaprobe dashboards", Type: "dashboards",
+			}},
+			Refresh:       "1m",
+			SchemaVersion: SchemaVersion,
+			Tags:          []string{"slaprobe"},
+			Templating:    Templating{List: vars},
+			Time:          TimeRange{From: "now-6h", To: "now"},
+			Title:         title,
+			UID:           uid,
+			Version:       1,
+			file:          file,
+		},
+		nextID:       1,
+		refIDLetters: "ABCDEFGHIJKLMNOPQRSTUVWXYZ",
+	}
+}
+
+// newline moves the cursor below the current line of panels.
+func (b *board) newline() {
+	if b.x > 0 {
+		b.y += b.lineH
+		b.x, b.lineH = 0, 0
+	}
+}
+
+// row starts a full-width row header.
+func (b *board) row(title string) {
+	b.newline()
+	collapsed := false
+	b.d.Panels = append(b.d.Panels, &Panel{
+		Type: "row", Title: title, ID: b.nextID, Collapsed: &collapsed,
+		GridPos: GridPos{H: 1, W: 24, X: 0, Y: b.y},
+	})
+	b.nextID++
+	b.y++
+}
+
+// add places p, w columns wide and h high, after the previous panel or on a new line when it does not
+// fit. It gives p its id, the data source and its queries' refIds.
+func (b *board) add(w, h int, p *Panel) *Panel {
+	if b.x+w > 24 {
+		b.newline()
+	}
+	p.ID = b.nextID
+	b.nextID++
+	p.GridPos = GridPos{H: h, W: w, X: b.x, Y: b.y}
+	p.Datasource = promDS
+	for i, t := range p.Targets {
+		t.RefID = b.refIDLetters[i : i+1]
+		t.Datasource = promDS
+	}
+	b.x += w
+	b.lineH = max(b.lineH, h)
+	b.d.Panels = append(b.d.Panels, p)
+	return p
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Variables
+
+func datasourceVar() *Variable {
+	return &Variable{Name: "datasource", Label: "Data source", Type: "datasource", Query: "prometheus", Refresh: 1, Options: []struct{}{}}
+}
+
+// labelVar is a multi-value variable over the values of label in the series of selector, with "All"
+// as the regex .* (every panel matches it with =~).
+func labelVar(name, label, selector, description string) *Variable {
+	q := fmt.Sprintf("label_values(%s, %s)", selector, name)
+	return &Variable{
+		Name: name, Label: label, Type: "query", Datasource: promDS,
+		Definition: q, Query: q, Refresh: 2, Sort: 1,
+		IncludeAll: true, AllValue: ".*", Multi: true, Description: description, Options: []struct{}{},
+	}
+}
+
+// singleLabelVar is labelVar with one value at a time and no "All".
+func singleLabelVar(name, label, selector, description string) *Variable {
+	v := labelVar(name, label, selector, description)
+	v.IncludeAll, v.AllValue, v.Multi = false, "", false
+	return v
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Queries
+
+// sel writes metric{matchers}.
+func sel(metric string, matchers ...string) string {
+	if len(matchers) == 0 {
+		return metric
+	}
+	return metric + "{" + strings.Join(matchers, ", ") + "}"
+}
+
+// Matchers for the template variables.
+const (
+	mTarget   = `target=~"$target"`
+	mModel    = `model=~"$model"`
+	mScenario = `scenario=~"$scenario"`
+)
+
+// probeSel selects a probe series of the chosen targets, models and scenarios.
+func probeSel(metric string, extra ...string) string {
+	return sel(metric, append([]string{mTarget, mModel, mScenario}, extra...)...)
+}
+
+// ruleBy is the grouping of the recording rules in alerts/slaprobe.rules.yml: a query grouped the same
+// way can be or-ed with a rule without duplicating series.
+const ruleBy = "job, instance, target, model, scenario"
+
+// probeWindow is the window of probe quantiles and ratios: 15 minutes, as in the alerts. Probes run
+// every 30 s to 5 min, so $__rate_interval (four scrapes) would hold one probe of a slow scenario or none.
+const probeWindow = "15m"
+
+// histQuantile is the q-quantile of a probe histogram over window, from the classic buckets, or from
+// the native histogram where only that is ingested (the same two branches as the recording rules).
+func histQuantile(q, metric, by, window string, extra ...string) string {
+	return fmt.Sprintf("histogram_quantile(%s, sum by (%s, le) (rate(%s[%s])))\nor\nhistogram_quantile(%s, sum by (%s) (rate(%s[%s])))",
+		q, by, probeSel(metric+"_bucket", extra...), window, q, by, probeSel(metric, extra...), window)
+}
+
+// histMean is the mean of a probe histogram over window: _sum / _count, or the native histogram's.
+func histMean(metric, by, window string) string {
+	cls := fmt.Sprintf("sum by (%s) (rate(%s[%s]))\n/\nsum by (%s) (rate(%s[%s]))",
+		by, probeSel(metric+"_sum"), window, by, probeSel(metric+"_count"), window)
+	nat := fmt.Sprintf("sum by (%s) (rate(%s[%s]))", by, probeSel(metric), window)
+	return fmt.Sprintf("(\n%s\n)\nor\n(\nhistogram_sum(%s)\n/\nhistogram_count(%s)\n)", cls, nat, nat)
+}
+
+// orRule reads a recording rule, and computes the same series where the rules are not loaded.
+func orRule(rule, expr string) string {
+	return probeSel(rule) + "\nor\n" + expr
+}
+
+// threshold is the configured SLA threshold of metric per scenario, from slaprobe_sla_threshold.
+func threshold(metric string) string {
+	return fmt.Sprintf(`max by (scenario) (slaprobe_sla_threshold{metric=%q, %s})`, metric, mScenario)
+}
+
+// rangeQ is a graph query.
+func rangeQ(expr, legend string) *Target {
+	return &Target{Expr: expr, LegendFormat: legend, Range: true}
+}
+
+// tableQ is an instant query in table format (one row per series, labels as columns).
+func tableQ(expr string) *Target {
+	return &Target{Expr: expr, Format: "table", Instant: true}
+}
+
+// instantQ is an instant query for stats.
+func instantQ(expr, legend string) *Target {
+	return &Target{Expr: expr, LegendFormat: legend, Instant: true}
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Panels
+
+func bottomLegend(calcs ...string) Legend {
+	if calcs == nil {
+		calcs = []string{}
+	}
+	mode := "list"
+	if len(calcs) > 0 {
+		mode = "table"
+	}
+	return Legend{Calcs: calcs, DisplayMode: mode, Placement: "bottom", ShowLegend: true}
+}
+
+// timeseries is a line graph; thresholds become dashed lines when style is "dashed".
+func timeseries(title, description, unit string, th *Thresholds, style string, targets ...*Target) *Panel {
+	if th == nil {
+		th = plainSteps
+	}
+	if style == "" {
+		style = "off"
+	}
+	span := true
+	return &Panel{
+		Type: "timeseries", Title: title, Description: description, Targets: targets,
+		FieldConfig: &FieldConfig{
+			Defaults: FieldDefaults{
+				Unit: unit, Min: num(0), Color: &FieldColor{Mode: "palette-classic"},
+				Thresholds: th, Mappings: []ValueMapping{},
+				Custom: &Custom{
+					DrawStyle: "line", LineWidth: 1, FillOpacity: 0, ShowPoints: "never", SpanNulls: &span,
+					AxisPlacement: "auto", ScaleDistribution: &ScaleDist{Type: "linear"},
+					Stacking:        &Stacking{Group: "A", Mode: "none"},
+					ThresholdsStyle: &ThresholdsStyle{Mode: style},
+				},
+			},
+			Overrides: []Override{},
+		},
+		Options: TimeseriesOptions{Legend: bottomLegend("lastNotNull", "max"), Tooltip: Tooltip{Mode: "multi", Sort: "desc"}},
+	}
+}
+
+// thresholdLines draws the series whose legend starts with "SLA " as dashed threshold lines.
+func (p *Panel) thresholdLines() *Panel {
+	p.FieldConfig.Overrides = append(p.FieldConfig.Overrides, Override{
+		Matcher: Matcher{ID: "byRegexp", Options: "^SLA .*"},
+		Properties: []Property{
+			{ID: "custom.lineStyle", Value: map[string]any{"fill": "dash", "dash": []int{10, 10}}},
+			{ID: "custom.lineWidth", Value: 2},
+			{ID: "color", Value: FieldColor{Mode: "fixed", FixedColor: colorThreshold}},
+		},
+	})
+	return p
+}
+
+// dotted draws the series whose display name matches re as thin dotted lines.
+func (p *Panel) dotted(re string) *Panel {
+	p.FieldConfig.Overrides = append(p.FieldConfig.Overrides, Override{
+		Matcher: Matcher{ID: "byRegexp", Options: re},
+		Properties: []Property{
+			{ID: "custom.lineStyle", Value: map[string]any{"fill": "dot", "dash": []int{0, 10}}},
+		},
+	})
+	return p
+}
+
+// bars turns a timeseries into bars of counts per interval, at least minInterval apart.
+func (p *Panel) bars(minInterval string) *Panel {
+	c := p.FieldConfig.Defaults.Custom
+	c.DrawStyle, c.FillOpacity, c.Stacking = "bars", 80, &Stacking{Group: "A", Mode: "normal"}
+	p.Interval = minInterval
+	p.Options = TimeseriesOptions{Legend: bottomLegend("sum"), Tooltip: Tooltip{Mode: "multi", Sort: "desc"}}
+	return p
+}
+
+// stat shows one value per series, coloured by th.
+func stat(title, description, unit string, th *Thresholds, targets ...*Target) *Panel {
+	if th == nil {
+		th = plainSteps
+	}
+	return &Panel{
+		Type: "stat", Title: title, Description: description, Targets: targets,
+		FieldConfig: &FieldConfig{
+			Defaults:  FieldDefaults{Unit: unit, Color: &FieldColor{Mode: "thresholds"}, Thresholds: th, Mappings: []ValueMapping{}},
+			Overrides: []Override{},
+		},
+		Options: StatOptions{
+			ReduceOptions: ReduceOptions{Calcs: []string{"lastNotNull"}, Fields: ""},
+			ColorMode:     "value", GraphMode: "none", JustifyMode: "auto", Orientation: "auto",
+			TextMode: "value_and_name", WideLayout: true,
+		},
+	}
+}
+
+// mapValues adds value mappings ("1" → text/colour).
+func (p *Panel) mapValues(m map[string]MappingValue) *Panel {
+	p.FieldConfig.Defaults.Mappings = append(p.FieldConfig.Defaults.Mappings, ValueMapping{Type: "value", Options: m})
+	return p
+}
+
+// bargauge shows one horizontal bar per series, coloured by th.
+func bargauge(title, description, unit string, th *Thresholds, targets ...*Target) *Panel {
+	if th == nil {
+		th = plainSteps
+	}
+	return &Panel{
+		Type: "bargauge", Title: title, Description: description, Targets: targets,
+		FieldConfig: &FieldConfig{
+			Defaults: FieldDefaults{
+				Unit: unit, Min: num(0), Color: &FieldColor{Mode: "thresholds"}, Thresholds: th, Mappings: []ValueMapping{},
+			},
+			Overrides: []Override{},
+		},
+		Options: BarGaugeOptions{
+			ReduceOptions: ReduceOptions{Calcs: []string{"lastNotNull"}, Fields: ""},
+			DisplayMode:   "gradient", Orientation: "horizontal", ShowUnfilled: true, ValueMode: "color",
+			NamePlacement: "auto", Sizing: "auto", MinVizHeight: 16, MinVizWidth: 8, MaxVizHeight: 300,
+		},
+	}
+}
+
+// table shows instant queries as rows; several queries are merged into one row per label set.
+func table(title, description string, transformations []Transformation, targets ...*Target) *Panel {
+	return &Panel{
+		Type: "table", Title: title, Description: description, Targets: targets,
+		FieldConfig: &FieldConfig{
+			Defaults: FieldDefaults{
+				Color: &FieldColor{Mode: "thresholds"}, Thresholds: plainSteps, Mappings: []ValueMapping{},
+				Custom: &Custom{Align: "auto", CellOptions: &CellOptions{Type: "auto"}},
+			},
+			Overrides: []Override{},
+		},
+		Options: TableOptions{
+			ShowHeader: true, CellHeight: "sm",
+			Footer: TableFooter{Reducer: []string{"sum"}, Fields: ""},
+		},
+		Transformations: transformations,
+	}
+}
+
+// column overrides one table column: display name, unit, colouring by thresholds, value mappings.
+func (p *Panel) column(name, display, unit string, th *Thresholds, mappings []ValueMapping) *Panel {
+	props := []Property{{ID: "displayName", Value: display}}
+	if unit != "" {
+		props = append(props, Property{ID: "unit", Value: unit})
+	}
+	if th != nil {
+		props = append(props, Property{ID: "thresholds", Value: th})
+	}
+	if mappings != nil {
+		props = append(props, Property{ID: "mappings", Value: mappings})
+	}
+	if th != nil || mappings != nil {
+		props = append(props, Property{ID: "custom.cellOptions", Value: CellOptions{Type: "color-text"}})
+	}
+	p.FieldConfig.Overrides = append(p.FieldConfig.Overrides, Override{Matcher: Matcher{ID: "byName", Options: name}, Properties: props})
+	return p
+}
+
+// Transformations.
+
+// merge joins the tables of several instant queries into one row per label set.
+func merge() Transformation { return Transformation{ID: "merge", Options: map[string]any{}} }
+
+// organize hides and renames columns, and orders the ones named in order.
+func organize(exclude []string, rename map[string]string, order []string) Transformation {
+	ex := map[string]bool{}
+	for _, e := range exclude {
+		ex[e] = true
+	}
+	idx := map[string]int{}
+	for i, o := range order {
+		idx[o] = i
+	}
+	if rename == nil {
+		rename = map[string]string{}
+	}
+	return Transformation{ID: "organize", Options: map[string]any{
+		"excludeByName": ex, "indexByName": idx, "renameByName": rename,
+	}}
+}
+
+// hideColumns is organize with only hidden columns.
+func hideColumns(names ...string) Transformation { return organize(names, nil, nil) }
+
+// matrixBy turns an instant table (one row per series) into one row per value of the rowLabel and
+// one numeric column per value of colLabel: the shape a bar chart with categories on the x axis needs.
+// Rows are first sorted by sortLabel as a number, so the x axis runs 1, 2, 4, … 256 and not
+// 1, 128, 16, … as strings would sort.
+func matrixBy(rowLabel, colLabel, sortLabel string) []Transformation {
+	return []Transformation{
+		{ID: "convertFieldType", Options: map[string]any{
+			"conversions": []map[string]string{{"targetField": sortLabel, "destinationType": "number"}},
+			"fields":      map[string]any{},
+		}},
+		{ID: "sortBy", Options: map[string]any{
+			"fields": map[string]any{},
+			"sort":   []map[string]any{{"field": sortLabel, "desc": false}},
+		}},
+		{ID: "groupingToMatrix", Options: map[string]string{
+			"columnField": colLabel, "rowField": rowLabel, "valueField": "Value", "emptyValue": "null",
+		}},
+	}
+}
+
+// matrixField is the name groupingToMatrix gives its first column.
+func matrixField(rowLabel, colLabel string) string { return rowLabel + `\` + colLabel }
+
+// barchart draws an instant query as grouped bars: rowLabel's values on the x axis (categories, in
+// numeric order of sortLabel), one bar per value of colLabel. th's edges are drawn as dashed lines.
+func barchart(title, description, unit string, th *Thresholds, rowLabel, colLabel, sortLabel string, target *Target) *Panel {
+	if th == nil {
+		th = plainSteps
+	}
+	return &Panel{
+		Type: "barchart", Title: title, Description: description, Targets: []*Target{target},
+		FieldConfig: &FieldConfig{
+			Defaults: FieldDefaults{
+				Unit: unit, Min: num(0), Color: &FieldColor{Mode: "palette-classic"}, Thresholds: th,
+				Mappings: []ValueMapping{},
+				Custom: &Custom{
+					LineWidth: 1, FillOpacity: 80, AxisPlacement: "auto", AxisLabel: "",
+					ScaleDistribution: &ScaleDist{Type: "linear"},
+					ThresholdsStyle:   &ThresholdsStyle{Mode: "dashed"},
+				},
+			},
+			// The categories on the x axis are counts or depth ranges: no unit.
+			Overrides: []Override{{
+				Matcher:    Matcher{ID: "byName", Options: matrixField(rowLabel, colLabel)},
+				Properties: []Property{{ID: "unit", Value: "none"}, {ID: "decimals", Value: 0}},
+			}},
+		},
+		Options: BarChartOptions{
+			XField: matrixField(rowLabel, colLabel), Orientation: "vertical",
+			GroupWidth: 0.75, BarWidth: 0.95, ShowValue: "never", Stacking: "none",
+			Legend: bottomLegend(), Tooltip: Tooltip{Mode: "multi", Sort: "none"},
+		},
+		Transformations: matrixBy(rowLabel, colLabel, sortLabel),
+	}
+}
+
+// mirrors records which report.html chart the panel stands for.
+func (p *Panel) mirrors(chart string) *Panel { p.reportChart = chart; return p }

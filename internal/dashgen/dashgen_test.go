@@ -1,0 +1,183 @@
+package dashgen
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/slaprobe/slaprobe/internal/report"
+)
+
+func TestRenderIsDeterministicJSON(t *testing.T) {
+	a, err := Render()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Render()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"slaprobe-capacity.json", "slaprobe-live.json", "slaprobe-overview.json"}
+	var got []string
+	for name, content := range a {
+		got = append(got, name)
+		if !bytes.Equal(content, b[name]) {
+			t.Errorf("%s: two renders differ", name)
+		}
+		if !json.Valid(content) {
+			t.Errorf("%s: invalid JSON", name)
+		}
+		if !bytes.HasSuffix(content, []byte("}\n")) {
+			t.Errorf("%s: does not end in a newline", name)
+		}
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("files %v, want %v", got, want)
+	}
+}
+
+func TestLayout(t *testing.T) {
+	uids := map[string]bool{}
+	for _, d := range Dashboards() {
+		if d.UID == "" || uids[d.UID] {
+			t.Errorf("%s: uid %q empty or taken", d.file, d.UID)
+		}
+		uids[d.UID] = true
+		if d.SchemaVersion != SchemaVersion || !slices.Contains(d.Tags, "slaprobe") {
+			t.Errorf("%s: schemaVersion %d, tags %v", d.file, d.SchemaVersion, d.Tags)
+		}
+		ids := map[int]bool{}
+		var cells = map[[2]int]int{} // (x, y) → panel id, to find overlaps
+		for _, p := range d.Panels {
+			if p.ID <= 0 || ids[p.ID] {
+				t.Errorf("%s: panel %q: id %d not positive or not unique", d.file, p.Title, p.ID)
+			}
+			ids[p.ID] = true
+			g := p.GridPos
+			if g.W <= 0 || g.H <= 0 || g.X < 0 || g.X+g.W > 24 {
+				t.Errorf("%s: panel %q: gridPos %+v off the 24-column grid", d.file, p.Title, g)
+			}
+			for x := g.X; x < g.X+g.W; x++ {
+				for y := g.Y; y < g.Y+g.H; y++ {
+					if other, ok := cells[[2]int{x, y}]; ok {
+						t.Errorf("%s: panel %q (id %d) overlaps panel id %d at %d,%d", d.file, p.Title, p.ID, other, x, y)
+					}
+					cells[[2]int{x, y}] = p.ID
+				}
+			}
+			if p.Type == "row" {
+				continue
+			}
+			if p.Title == "" || p.Description == "" {
+				t.Errorf("%s: panel id %d: needs a title and a description", d.file, p.ID)
+			}
+			if len(p.Targets) == 0 {
+				t.Errorf("%s: panel %q: no query", d.file, p.Title)
+			}
+			refs := map[string]bool{}
+			for _, q := range p.Targets {
+				if refs[q.RefID] || q.Datasource == nil || q.Datasource.UID != "${datasource}" {
+					t.Errorf("%s: panel %q: query %q: refId repeated or data source not ${datasource}", d.file, p.Title, q.RefID)
+				}
+				refs[q.RefID] = true
+			}
+		}
+	}
+}
+
+// The panels mirror report.html's charts (docs/report.md says so): every chart has one.
+func TestReportChartsMirrored(t *testing.T) {
+	got := ReportCharts()
+	for _, c := range report.Charts {
+		if len(got[c]) == 0 {
+			t.Errorf("report chart %q has no panel", c)
+		}
+	}
+	if len(got[report.ChartCapacity]) == 0 {
+		t.Errorf("report chart %q has no panel", report.ChartCapacity)
+	}
+}
+
+// Every query and variable uses the ${datasource} variable and the target variable, so that one
+// dashboard serves every Prometheus and every target.
+func TestVariables(t *testing.T) {
+	for _, d := range Dashboards() {
+		var names []string
+		for _, v := range d.Templating.List {
+			names = append(names, v.Name)
+			if v.Type == "query" && (v.Datasource == nil || v.Datasource.UID != "${datasource}" || !strings.HasPrefix(v.Query, "label_values(")) {
+				t.Errorf("%s: variable %s: %+v", d.file, v.Name, v)
+			}
+		}
+		if want := []string{"datasource", "target", "model", "scenario"}; !slices.Equal(names, want) {
+			t.Errorf("%s: variables %v, want %v", d.file, names, want)
+		}
+	}
+}
+
+// No configured SLA number is written into an expression: thresholds come from slaprobe_sla_threshold.
+// The numbers that may appear are quantiles, the 3600 of tokens per hour, the 1000 of W to kW, and 1
+// (boolean gauges).
+func TestNoThresholdNumbersInQueries(t *testing.T) {
+	allowed := map[string]bool{"0.5": true, "0.95": true, "0.10": true, "3600": true, "1000": true, "1": true}
+	for _, d := range Dashboards() {
+		for _, p := range d.Panels {
+			for _, q := range p.Targets {
+				for _, num := range numbersOutsideBrackets(q.Expr) {
+					if !allowed[num] {
+						t.Errorf("%s: panel %q: number %s in %s", d.file, p.Title, num, q.Expr)
+					}
+				}
+			}
+		}
+	}
+}
+
+// numbersOutsideBrackets lists numeric literals outside strings, label matchers and ranges.
+func numbersOutsideBrackets(expr string) []string {
+	var nums []string
+	for i := 0; i < len(expr); {
+		c := expr[i]
+		switch {
+		case c == '"' || c == '\'' || c == '`':
+			i = skipStringAt(expr, i)
+		case c == '{':
+			i = skipGroupAt(expr, i, '}')
+		case c == '[':
+			i = skipGroupAt(expr, i, ']')
+		case isIdentStart(c) || c == '$':
+			for i++; i < len(expr) && isIdentChar(expr[i]); i++ {
+			}
+		case c >= '0' && c <= '9':
+			start := i
+			for ; i < len(expr) && (expr[i] >= '0' && expr[i] <= '9' || expr[i] == '.'); i++ {
+			}
+			nums = append(nums, expr[start:i])
+		default:
+			i++
+		}
+	}
+	return nums
+}
+
+func TestMetricNames(t *testing.T) {
+	for _, tc := range []struct {
+		expr string
+		want []string
+	}{
+		{`slaprobe_up`, []string{"slaprobe_up"}},
+		{`histogram_quantile(0.95, sum by (job, le) (rate(a_bucket{scenario=~"$scenario", x="rate(b)"}[$__rate_interval])))`, []string{"a_bucket"}},
+		{"a\n/ on (job, instance, scenario) group_left ()\nb{metric=\"c\"}", []string{"a", "b"}},
+		{`label_replace(max by (concurrency) (x:y:z), "bound", "best", "", "") or time() - last_ts`, []string{"last_ts", "x:y:z"}},
+		{`sum without (gpu) (rate(e_total[5m:1m] offset 1h)) > bool 3 and 1e3 * g`, []string{"e_total", "g"}},
+		{`max(a) == bool max(b) unless on () c # comment d`, []string{"a", "b", "c"}},
+		{`label_join(x, "series", " ", "scenario", "mode")`, []string{"x"}},
+	} {
+		if got := MetricNames(tc.expr); !slices.Equal(got, tc.want) {
+			t.Errorf("MetricNames(%q) = %v, want %v", tc.expr, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,174 @@
+package dashgen
+
+import "fmt"
+
+// probeVars are the variables of the dashboards about probes: targets, models and scenarios that
+// slaprobe probes (slaprobe_scenario_enabled has a series for each, enabled or not).
+func probeVars() []*Variable {
+	return []*Variable{
+		datasourceVar(),
+		labelVar("target", "Target", "slaprobe_scenario_enabled", "Targets slaprobe probes (the target name of its config)."),
+		labelVar("model", "Model", `slaprobe_scenario_enabled{target=~"$target"}`, "Models served by the chosen targets."),
+		labelVar("scenario", "Scenario", `slaprobe_scenario_enabled{target=~"$target", model=~"$model"}`, "Probe scenarios."),
+	}
+}
+
+const legendTS = "{{target}} {{scenario}}"
+
+// perProbe reduces an expression to one series per target, model and scenario: the rows of a table
+// that merges several queries.
+func perProbe(expr string) string { return "max by (target, model, scenario) (" + expr + ")" }
+
+// overview is the live SLA view: what a user of each target feels, per scenario, against the
+// thresholds slaprobe exports.
+func overview() *Dashboard {
+	b := newBoard("slaprobe-overview.json", "slaprobe-overview", "slaprobe / SLA overview",
+		"What a user of each LLM server feels, from slaprobe's synthetic probes: TTFT, inter-token latency, "+
+			"decode speed and end-to-end latency per scenario against the SLA thresholds slaprobe exports "+
+			"(slaprobe_sla_threshold), probe outcomes and measurement quality. Quantiles over 15 min, as in the alerts.",
+		probeVars()...)
+
+	b.row("SLA budget now")
+	budget := func(title, rule, metric, desc string) *Panel {
+		// The quantile the alert judges over its threshold, joined as in the alerts.
+		expr := fmt.Sprintf("%s\n/ on (job, instance, scenario) group_left ()\nslaprobe_sla_threshold{metric=%q}", probeSel(rule), metric)
+		return bargauge(title, desc, "percentunit", steps(colorExcellent, 0.8, colorAcceptable, 1.0, colorPoor), instantQ(expr, legendTS))
+	}
+	b.add(8, 6, budget("TTFT p95 ÷ SLA", "target_scenario:slaprobe_ttft_seconds:p95_15m", "ttft_seconds",
+		"p95 time to first token over 15 min divided by the scenario's threshold (slaprobe_sla_threshold). "+
+			"Over 100 % for 10 min fires SlaprobeTTFTHigh. Needs the recording rules of alerts/slaprobe.rules.yml."))
+	b.add(8, 6, budget("ITL p95 ÷ SLA", "target_scenario:slaprobe_itl_seconds:p95_15m", "itl_seconds",
+		"p95 of the per-probe mean inter-token latency over 15 min divided by the scenario's threshold. "+
+			"Over 100 % for 10 min fires SlaprobeITLHigh. Needs the recording rules."))
+	dec := budget("Decode p10 ÷ SLA minimum", "target_scenario:slaprobe_decode_tokens_per_second:p10_15m", "decode_tokens_per_second",
+		"Decode speed of the slowest 10 % of probes over 15 min divided by the scenario's minimum. "+
+			"Under 100 % for 10 min fires SlaprobeDecodeSpeedLow. Needs the recording rules.")
+	dec.FieldConfig.Defaults.Thresholds = steps(colorPoor, 1.0, colorAcceptable, 1.25, colorExcellent)
+	b.add(8, 6, dec)
+
+	b.row("Latency and speed per scenario")
+	b.add(12, 9, timeseries("Time to first token: p50, p95 and SLA",
+		"p50 and p95 TTFT of successful probes with a cold prompt, over 15 min windows (the alerts' window: "+
+			"the default scenarios are probed every 30 s to 5 min). Dashed: the scenario's configured threshold "+
+			"(slaprobe_sla_threshold). p95 reads the recording rule when loaded.",
+		"s", bandsTTFT, "",
+		rangeQ(histQuantile("0.5", "slaprobe_ttft_seconds", ruleBy, probeWindow), "p50 "+legendTS),
+		rangeQ(orRule("target_scenario:slaprobe_ttft_seconds:p95_15m", histQuantile("0.95", "slaprobe_ttft_seconds", ruleBy, probeWindow)), "p95 "+legendTS),
+		rangeQ(threshold("ttft_seconds"), "SLA {{scenario}}"),
+	).thresholdLines())
+	b.add(12, 9, timeseries("Inter-token latency: p50, p95, 20 ms and 70 ms",
+		"p50 and p95 of each probe's mean inter-token latency over 15 min. Dashed red: the configured threshold. "+
+			"Threshold lines: 10 ms (excellent), 20 ms (the reports' \"instant\" line), 70 ms (memory-bandwidth "+
+			"ceiling of large MoE models).",
+		"s", refITL, "dashed",
+		rangeQ(histQuantile("0.5", "slaprobe_itl_seconds", ruleBy, probeWindow), "p50 "+legendTS),
+		rangeQ(orRule("target_scenario:slaprobe_itl_seconds:p95_15m", histQuantile("0.95", "slaprobe_itl_seconds", ruleBy, probeWindow)), "p95 "+legendTS),
+		rangeQ(threshold("itl_seconds"), "SLA {{scenario}}"),
+	).thresholdLines())
+	b.add(12, 9, timeseries("Per-user decode speed: p10, p50 and SLA minimum",
+		"Decode speed of a probe: (output tokens − first chunk's tokens) ÷ (last token − first token). "+
+			"p10 is the slow tail (higher is better). Dashed: the scenario's minimum, where one is configured.",
+		unitTokS, bandsDecode, "",
+		rangeQ(orRule("target_scenario:slaprobe_decode_tokens_per_second:p10_15m", histQuantile("0.10", "slaprobe_decode_tokens_per_second", ruleBy, probeWindow)), "p10 "+legendTS),
+		rangeQ(histQuantile("0.5", "slaprobe_decode_tokens_per_second", ruleBy, probeWindow), "p50 "+legendTS),
+		rangeQ(threshold("decode_tokens_per_second"), "SLA {{scenario}}"),
+	).thresholdLines())
+	b.add(12, 9, timeseries("End-to-end latency: p50, p95 and SLA",
+		"Request written to last token, successful probes with a cold prompt, over 15 min. Dashed: the "+
+			"configured E2E threshold, where a scenario has one (code_completion by default).",
+		"s", nil, "",
+		rangeQ(histQuantile("0.5", "slaprobe_e2e_latency_seconds", ruleBy, probeWindow), "p50 "+legendTS),
+		rangeQ(orRule("target_scenario:slaprobe_e2e_latency_seconds:p95_15m", histQuantile("0.95", "slaprobe_e2e_latency_seconds", ruleBy, probeWindow)), "p95 "+legendTS),
+		rangeQ(threshold("e2e_latency_seconds"), "SLA {{scenario}}"),
+	).thresholdLines())
+	b.add(12, 8, timeseries("Prefill speed: p10 and p50",
+		"Prompt tokens ÷ TTFT (queueing included) of probes with a cold prompt, over 15 min.",
+		unitTokS, nil, "",
+		rangeQ(histQuantile("0.10", "slaprobe_prefill_tokens_per_second", ruleBy, probeWindow), "p10 "+legendTS),
+		rangeQ(histQuantile("0.5", "slaprobe_prefill_tokens_per_second", ruleBy, probeWindow), "p50 "+legendTS),
+	))
+	b.add(12, 8, timeseries("Tokens per output chunk (mean)",
+		"Mean output tokens each streamed chunk carried, over 15 min: 1 for plain decoding; more with "+
+			"multi-token prediction, speculative decoding or a stream interval. Needs continuous usage stats.",
+		"short", nil, "",
+		rangeQ(histMean("slaprobe_tokens_per_chunk", ruleBy, probeWindow), legendTS),
+	))
+
+	b.row("Probe outcomes")
+	b.add(8, 8, timeseries("Probe success ratio (1 h)",
+		"Successful probes ÷ all probes over the last hour. Under 90 % for 15 min fires SlaprobeProbeSuccessRateLow.",
+		"percentunit", steps(colorPoor, 0.9, colorAcceptable, 0.99, colorExcellent), "dashed",
+		rangeQ(orRule("target_scenario:slaprobe_probe_success:ratio_1h",
+			fmt.Sprintf("sum by (%s) (rate(%s[1h]))\n/\nsum by (%s) (rate(%s[1h]))",
+				ruleBy, probeSel("slaprobe_probes_total", `result="success"`), ruleBy, probeSel("slaprobe_probes_total"))), legendTS),
+	))
+	b.add(8, 8, timeseries("Failed probes by reason",
+		"Failed probes per interval, by reason (connection_refused, timeout, stall, http_5xx, …). "+
+			"short_output probes are counted in slaprobe_probes_total{result=\"short_output\"}.",
+		"short", nil, "",
+		rangeQ(fmt.Sprintf("sum by (target, scenario, reason) (increase(%s[$__interval]))", probeSel("slaprobe_probe_errors_total")), "{{reason}} "+legendTS),
+		rangeQ(fmt.Sprintf("sum by (target, scenario) (increase(%s[$__interval]))", probeSel("slaprobe_probes_total", `result="short_output"`)), "short_output "+legendTS),
+	).bars("1m"))
+	b.add(8, 8, timeseries("Tokens spent per hour",
+		"Prompt and output tokens the prober spent over the last hour, and what its schedule plans "+
+			"(slaprobe_prober_planned_tokens_per_hour, prompt plus output).",
+		"short", nil, "",
+		rangeQ(fmt.Sprintf("sum by (target, type) (increase(%s[1h]))", probeSel("slaprobe_probe_tokens_total")), "{{type}} {{target}}"),
+		rangeQ(sel("slaprobe_prober_planned_tokens_per_hour", mTarget), "planned {{target}}"),
+	))
+
+	b.row("Measurement quality")
+	b.add(8, 8, timeseries("Prefix-cache hits",
+		"Probes the prefix cache served in part, per interval. Their TTFT, E2E and prefill speed are not "+
+			"recorded. Over 10 % of successful probes for 15 min fires SlaprobePrefixCacheHits.",
+		"short", nil, "",
+		rangeQ(fmt.Sprintf("sum by (target, scenario) (increase(%s[$__interval]))", probeSel("slaprobe_probe_cache_hits_total")), legendTS),
+	).bars("1m"))
+	b.add(8, 8, timeseries("Prompt-length mismatches",
+		"Probes whose prompt, as the server counted it, missed the scenario's input length (then recalibrated), "+
+			"per interval. Over 10 % for 15 min fires SlaprobePromptLengthMismatch.",
+		"short", nil, "",
+		rangeQ(fmt.Sprintf("sum by (target, scenario) (increase(%s[$__interval]))", probeSel("slaprobe_probe_prompt_length_mismatches_total")), legendTS),
+	).bars("1m"))
+	b.add(8, 8, timeseries("Last probe's prompt and output tokens",
+		"Token counts of each scenario's last probe, from the server's usage.",
+		"short", nil, "",
+		rangeQ(probeSel("slaprobe_probe_prompt_tokens"), "prompt "+legendTS),
+		rangeQ(probeSel("slaprobe_probe_output_tokens"), "output "+legendTS),
+	))
+
+	b.row("Scenarios")
+	enabled := table("Scenarios: enabled, last probe, age",
+		"One row per target and scenario. Enabled 0: the scenario does not fit the model's max_model_len. "+
+			"Age: seconds since the last probe started; interval: the measured mean time between probes over a "+
+			"day (recording rule). Over three intervals fires SlaprobeProbesStale.",
+		[]Transformation{merge(), organize([]string{"Time"},
+			map[string]string{"Value #A": "enabled", "Value #B": "last probe ok", "Value #C": "age", "Value #D": "interval"},
+			[]string{"target", "model", "scenario", "Value #A", "Value #B", "Value #C", "Value #D"})},
+		// Aggregated to the same labels (no __name__, job or instance), so that merge joins the rows.
+		tableQ(perProbe(probeSel("slaprobe_scenario_enabled"))),
+		tableQ(perProbe(probeSel("slaprobe_probe_success"))),
+		tableQ(perProbe("time() - "+probeSel("slaprobe_probe_last_timestamp_seconds"))),
+		tableQ(perProbe(probeSel("target_scenario:slaprobe_probe_interval_seconds:mean_1d"))),
+	)
+	yesNo := []ValueMapping{{Type: "value", Options: map[string]MappingValue{
+		"0": {Text: "no", Color: colorPoor, Index: 0}, "1": {Text: "yes", Color: colorExcellent, Index: 1},
+	}}}
+	enabled.column("enabled", "enabled", "", nil, yesNo).
+		column("last probe ok", "last probe ok", "", nil, yesNo).
+		column("age", "last probe age", "s", nil, nil).
+		column("interval", "probe interval (1 d)", "s", nil, nil)
+	b.add(16, 9, enabled)
+	b.add(8, 9, stat("Last probe age",
+		"Seconds since each scenario's last probe started (the gauge is set when the probe ends).",
+		"s", nil, instantQ("time() - "+probeSel("slaprobe_probe_last_timestamp_seconds"), legendTS)))
+	b.add(24, 7, table("SLA thresholds",
+		"The thresholds slaprobe exports from its config (slaprobe_sla_threshold): what the dashed lines and "+
+			"the alerts compare with. Seconds, or tokens/s for the minimum decode speed.",
+		[]Transformation{
+			{ID: "groupingToMatrix", Options: map[string]string{"columnField": "metric", "rowField": "scenario", "valueField": "Value", "emptyValue": "null"}},
+		},
+		tableQ(fmt.Sprintf(`max by (scenario, metric) (slaprobe_sla_threshold{%s})`, mScenario)),
+	))
+	return b.d
+}

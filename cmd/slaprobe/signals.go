@@ -20,6 +20,10 @@ func init() {
 	daemonExtensions = append(daemonExtensions, addLiveSignals)
 }
 
+// liveGPUs is the NVML reader addLiveSignals made, shared with the sweeper
+// so sweeps can report power; nil before it ran.
+var liveGPUs *gpu.Reader
+
 func addLiveSignals(d *daemon.Daemon) error {
 	logger := d.Logger()
 	cfg := d.Config()
@@ -80,6 +84,7 @@ func addLiveSignals(d *daemon.Daemon) error {
 		return err
 	}
 	go gpus.Run(ctx)
+	liveGPUs = gpus
 	if err := d.AddCollector(collector.NewNVMLCollector(gpus)); err != nil {
 		cancel()
 		return err

@@ -36,10 +36,15 @@
 //
 // One engine goroutine runs steps back to back on an absolute schedule: each step ends at the previous
 // step's end + its duration, so lateness does not accumulate (up to 50 ms of it is caught up by the
-// next steps; the schedule restarts when the engine was idle). It sleeps with nanosleep(2) on a
-// locked OS thread, which wakes within tens of µs where Go timers on an idle process can be a
-// millisecond late. Trace times are what really happened, so compare clients with the Trace, and
-// the Trace with the model below. At each step boundary:
+// next steps). After idling, the schedule restarts at the submission of the request that woke the
+// engine (when the loop woke within 0.5 ms of it, else when it woke), so the loop's own wake-up is
+// not added to TTFT. Between steps the goroutine is parked on a timerfd(2) (Linux; a Go timer
+// elsewhere), which leaves every P to the HTTP handlers and to a client in the same process, and it
+// yields in a loop (runtime.Gosched) through the last min(100 µs, duration/20) of a step: waking
+// from any sleep takes about 50 µs on a virtual machine. On an idle machine steps so end within a
+// few µs of their deadline; on a loaded one they can end 0.1–1 ms late (then the next steps catch
+// up). Trace times are what really happened, so compare clients with the Trace, and the Trace with
+// the model below. At each step boundary:
 //
 //  1. Admission (FIFO, no overtaking): the head of the waiting queue is admitted while fewer than
 //     MaxNumSeqs requests run, its context fits the free KV cache, and the uncached prompt tokens of
@@ -58,8 +63,12 @@
 // network and parsing latency, well under a millisecond on loopback):
 //
 //   - TTFT at N=1, idle engine, no cache hit: Config.PrefillTime(P). With C cached tokens:
-//     Config.PrefillTimeCached(P, C). (Trace: FirstTokenWritten − Arrived; tokenization and the write
-//     add tens of µs, a few ms for 100K-token prompts.)
+//     Config.PrefillTimeCached(P, C). The model covers Trace.Submitted → the step's end; the Trace
+//     adds, before it, Arrived → Submitted (reading the body, JSON decoding, tokenization: 0.2–1 ms
+//     for a 1K prompt without -race, a few ms for 100K tokens), and after it the step end →
+//     FirstTokenWritten: waking the handler, building the chunk, and its Write + Flush, whose
+//     write(2) on loopback also delivers to and wakes the reader. On a 2-core VM that is 0.1–0.15 ms
+//     (median 0.14 ms, of which the write(2) 50–90 µs), more when the CPUs are busy.
 //   - Decode time (first → last token) at N=1: Config.DecodeTime(1, P, O). Mean ITL as the reports
 //     define it (decode_time / (O−1)): Config.ITL(1, P, O); with TokensPerStep=1 it equals
 //     DecodeStep(1, P + O/2) exactly. Per-user decode speed = 1/ITL.
@@ -87,10 +96,12 @@
 // queue and is prefilled again (prompt + generated) when readmitted (vllm:num_preemptions_total).
 //
 // Prefix caching (EnablePrefixCaching, on by default): prompt token ids are cut into 16-token blocks
-// with chained hashes, the first block's hash including cache_salt. Blocks of prefilled prompts are
-// kept in an LRU of KVCacheTokens/16 blocks. A request's cached tokens are its leading run of known
-// blocks, at most ⌊(P−1)/16⌋×16 (at least one token is always computed). So a repeated identical
-// prompt without salt hits, while a fresh salt or any change in the first block misses entirely.
+// with chained hashes, the first block's hash including cache_salt. Blocks of admitted prompts are
+// kept in an LRU of KVCacheTokens/16 blocks from the start of their prefill step (vLLM caches full
+// blocks when it schedules them), so requests admitted in later steps can hit them. A request's
+// cached tokens are its leading run of known blocks, at most ⌊(P−1)/16⌋×16 (at least one token is
+// always computed). So a repeated identical prompt without salt hits, while a fresh salt or any
+// change in the first block misses entirely.
 // Hits reduce the prefill time (see PrefillTimeCached), are reported in
 // usage.prompt_tokens_details.cached_tokens (when EnablePromptTokensDetails) and in
 // vllm:prefix_cache_queries_total / vllm:prefix_cache_hits_total (tokens, counted at first admission).

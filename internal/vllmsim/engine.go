@@ -18,8 +18,18 @@ import (
 // schedule restarts from now.
 const maxLag = 50 * time.Millisecond
 
+// maxWakeLag bounds how long after a submission the idle loop may wake and still start the step at
+// the submission: that hides the loop's own wake-up (tens of µs) from the model, while a loop woken
+// later on a loaded machine starts from now rather than producing tokens in a hurry.
+const maxWakeLag = 500 * time.Microsecond
+
 // maxSleepSlice bounds one sleep of the engine loop (and so how late it notices Close).
 const maxSleepSlice = 5 * time.Millisecond
+
+// maxSpin bounds the end of a step that the engine loop spends yielding (runtime.Gosched in a loop)
+// instead of sleeping, also at most 1/20 of the step: waking from any sleep takes 30–100 µs on a
+// virtual machine, which would make every step end that much late.
+const maxSpin = 100 * time.Microsecond
 
 var errEngineClosed = errors.New("engine is shut down")
 
@@ -283,9 +293,8 @@ type step struct {
 // does not accumulate.
 func (e *Engine) loop() {
 	defer close(e.loopDone)
-	// Steps end at precise deadlines: sleep in the kernel on a thread of our own (see preciseSleep).
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
+	sl := newSleeper()
+	defer sl.close()
 	var last time.Time // end of the previous step; zero after idling
 	for {
 		e.mu.Lock()
@@ -303,22 +312,30 @@ func (e *Engine) loop() {
 			e.mu.Unlock()
 			return
 		}
+		// After idling (last is zero) the schedule restarts at the latest submission among the
+		// requests the step admits (planLocked never starts a step before one), not when this loop
+		// woke up: waking up is not part of the model.
+		now := time.Now()
 		start := last
-		if now := time.Now(); start.IsZero() || now.Sub(start) > maxLag {
+		if !start.IsZero() && now.Sub(start) > maxLag {
 			start = now
 		}
+		idle := start.IsZero()
 		st, start := e.planLocked(start)
 		e.mu.Unlock()
+		if start.IsZero() || now.Sub(start) > maxLag || idle && now.Sub(start) > maxWakeLag {
+			start = now
+		}
 		if st.reqs == nil {
 			// Nothing can run (cannot happen with a valid Config); do not spin.
 			e.log.Error("vllmsim: engine has waiting requests but can neither admit nor decode")
-			if !e.sleepUntil(time.Now().Add(time.Millisecond)) {
+			if !e.sleepUntil(sl, time.Now().Add(time.Millisecond), 0) {
 				return
 			}
 			continue
 		}
 		deadline := start.Add(st.dur)
-		if !e.sleepUntil(deadline) {
+		if !e.sleepUntil(sl, deadline, min(maxSpin, st.dur/20)) {
 			return
 		}
 		end := time.Now()
@@ -329,12 +346,10 @@ func (e *Engine) loop() {
 	}
 }
 
-// sleepUntil waits for deadline; false means the engine is closing. The engine goroutine owns its
-// OS thread and sleeps in slices of at most maxSleepSlice so that Close is noticed quickly. It
-// first yields, so that the handlers it just woke run at once rather than wait behind a processor
-// held by the sleeping thread.
-func (e *Engine) sleepUntil(deadline time.Time) bool {
-	runtime.Gosched()
+// sleepUntil waits for deadline; false means the engine is closing. It sleeps (parked, see
+// newSleeper) in slices of at most maxSleepSlice so that Close is noticed quickly, then yields in a
+// loop for the last spin before the deadline.
+func (e *Engine) sleepUntil(sl sleeper, deadline time.Time, spin time.Duration) bool {
 	for {
 		select {
 		case <-e.quit:
@@ -345,7 +360,13 @@ func (e *Engine) sleepUntil(deadline time.Time) bool {
 		if d <= 0 {
 			return true
 		}
-		preciseSleep(min(d, maxSleepSlice))
+		if d <= spin {
+			for time.Now().Before(deadline) {
+				runtime.Gosched()
+			}
+			return true
+		}
+		sl.sleep(min(d-spin, maxSleepSlice))
 	}
 }
 
@@ -399,6 +420,14 @@ func (e *Engine) planLocked(start time.Time) (step, time.Time) {
 		}
 	}
 	if len(admitted) > 0 {
+		// The prompts' blocks are cached from this step on, as vLLM caches full blocks when it
+		// schedules them: only later steps can hit them (the lookups above are done). Done here
+		// rather than at the end of the step, where it would delay the first tokens.
+		if e.cache != nil {
+			for _, r := range admitted {
+				e.cache.insert(r.hashes)
+			}
+		}
 		// Admission is stamped with the real time; the step itself may start earlier on the
 		// schedule when the loop is catching up (never before a submission, see above).
 		now := time.Now()
@@ -455,11 +484,7 @@ func (e *Engine) finishLocked(st step, end time.Time) {
 			continue // aborted, preempted or closed during the step
 		}
 		n := 1 // a prefill yields one token
-		if st.prefill {
-			if e.cache != nil {
-				e.cache.insert(r.hashes)
-			}
-		} else {
+		if !st.prefill {
 			if !r.stallUntil.IsZero() && end.Before(r.stallUntil) {
 				continue
 			}

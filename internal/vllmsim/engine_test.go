@@ -105,7 +105,7 @@ func TestTimingMatchesModel(t *testing.T) {
 		if !ok || tr.CompletionTokens != out || tr.CachedTokens != 0 {
 			t.Fatalf("trace %+v", tr)
 		}
-		if tr.Admitted.Before(tr.Submitted) || tr.Submitted.Before(tr.Arrived) {
+		if tr.Admitted.Before(tr.Submitted) || tr.Submitted.Before(tr.Decoded) || tr.Decoded.Before(tr.Arrived) {
 			t.Fatalf("trace times out of order: %+v", tr)
 		}
 		// The model covers queue + prefill (Submitted → first token); parsing and tokenizing the
@@ -356,5 +356,21 @@ func TestPreemption(t *testing.T) {
 	}
 	if v, _ := metricValue(t, ts.e, "vllm:num_preemptions_total", nil); v != float64(st.Preemptions) {
 		t.Errorf("num_preemptions_total = %v, stats %d", v, st.Preemptions)
+	}
+}
+
+// TestSleeper: the engine loop's sleeper never ends a wait early (the loop re-checks its deadline, but
+// an early end would turn into a busy loop), and can be used again after each wait.
+func TestSleeper(t *testing.T) {
+	sl := newSleeper()
+	defer sl.close()
+	for _, d := range []time.Duration{0, time.Microsecond, 300 * time.Microsecond, 2 * time.Millisecond, 300 * time.Microsecond} {
+		for range 5 {
+			start := time.Now()
+			sl.sleep(d)
+			if got := time.Since(start); got < d {
+				t.Errorf("sleep(%v) returned after %v", d, got)
+			}
+		}
 	}
 }

@@ -353,9 +353,10 @@ func geometric(rng *splitmix, mean int) int {
 }
 
 func (e *Engine) handleGenerate(w http.ResponseWriter, hr *http.Request, chat bool) {
+	arrived := time.Now() // before the body is read: what a client's t0 compares with
 	var req genRequest
 	err := readBody(w, hr, &req)
-	arrived := time.Now()
+	decoded := time.Now()
 	if err == nil {
 		err = e.checkModel(req.Model)
 	}
@@ -431,7 +432,7 @@ func (e *Engine) handleGenerate(w http.ResponseWriter, hr *http.Request, chat bo
 	}
 	rec := &traceRecord{t: Trace{
 		ID: id, Endpoint: endpoint, Stream: req.Stream, Model: req.Model, Fault: fault.name,
-		Arrived: arrived, PromptTokens: len(ids), CacheSalt: salt, PromptHead: head,
+		Arrived: arrived, Decoded: decoded, PromptTokens: len(ids), CacheSalt: salt, PromptHead: head,
 		MaxTokens: maxReq, MinTokens: minTokens, IgnoreEOS: req.IgnoreEOS,
 	}}
 	e.traces.add(id, rec)

@@ -2,6 +2,4 @@
 
 package vllmsim
 
-import "time"
-
-func preciseSleep(d time.Duration) { time.Sleep(d) }
+func newSleeper() sleeper { return timerSleeper{} }

@@ -20,8 +20,9 @@ type Trace struct {
 	Status   int    // HTTP status answered
 	Fault    string // fault applied (a Fault* name), "" for none
 
-	Arrived   time.Time // request body read
-	Submitted time.Time // entered the engine's waiting queue (after parsing and tokenization)
+	Arrived   time.Time // the handler started, before reading the request body
+	Decoded   time.Time // the request body was read and JSON-decoded
+	Submitted time.Time // entered the engine's waiting queue (after tokenization)
 	Admitted  time.Time // first left the waiting queue (start of its prefill step); zero if never
 
 	RoleChunkWritten  time.Time // role-only chat chunk written; zero for completions / non-streaming

@@ -40,7 +40,7 @@ func NewSweepCollector(src SweepSource) *SweepCollector {
 	return &SweepCollector{
 		src: src,
 		decode: d("slaprobe_sweep_decode_tokens_per_second",
-			"Per-user decode speed in the last sweep's step (stat: mean, p50, p90 = speed 90% of users got or better, p99 likewise).", stepStat),
+			"Per-user decode speed in the last sweep's step (stat: mean and plain percentiles p10, p50, p90, p99; p10 is the speed 90% of requests got or better).", stepStat),
 		ttft: d("slaprobe_sweep_ttft_seconds",
 			"Time to first token in the last sweep's step (stat: mean, p50, p90, p95, p99).", stepStat),
 		itl: d("slaprobe_sweep_itl_seconds",
@@ -148,10 +148,13 @@ func (c *SweepCollector) result(gauge func(*prometheus.Desc, float64, ...string)
 				gauge(c.success, st.SuccessRatio, l...)
 				gauge(c.system, st.SystemThroughput, l...)
 				if st.Succeeded > 0 {
+					// Plain percentiles, as in report.json and the probe
+					// histograms; the slow tail of decode speed is p10.
 					stat(c.decode, "mean", st.Decode.Mean)
+					stat(c.decode, "p10", st.Decode.P10)
 					stat(c.decode, "p50", st.Decode.P50)
-					stat(c.decode, "p90", st.Decode.P10) // the speed 90 % of users got or better
-					stat(c.decode, "p99", st.Decode.P1)
+					stat(c.decode, "p90", st.Decode.P90)
+					stat(c.decode, "p99", st.Decode.P99)
 					stat(c.ttft, "mean", st.TTFT.Mean)
 					stat(c.ttft, "p50", st.TTFT.P50)
 					stat(c.ttft, "p90", st.TTFT.P90)

@@ -376,7 +376,7 @@ func TestPerfTimingError(t *testing.T) {
 	}
 	cpu, wall := processCPU()-cpu0, time.Since(wall0)
 	t.Logf("wall %v, process CPU (client + engine) %v = %.1f%% of one core, %d cores", wall.Round(time.Second), cpu, 100*cpu.Seconds()/wall.Seconds(), runtime.NumCPU())
-	t.Logf("%-28s %6s  %-26s %-26s %-26s %-26s", "step", "reqs", "first-token lag ms p50/p99/max", "last-token lag ms p50/p99/max", "TTFT err ms p50/p99/max", "ITL err µs p50/p99/max")
+	t.Logf("%-28s %6s  %-26s %-26s %-26s %-26s %s", "step", "reqs", "first-token lag ms p50/p99/max", "last-token lag ms p50/p99/max", "TTFT err ms p50/p99/max", "ITL err µs p50/p99/max", "burst arrival spread")
 	all := &lagStats{}
 	for _, sc := range res.Scenarios {
 		for _, m := range []Mode{ModeClosedLoop, ModeBurst} {
@@ -387,7 +387,11 @@ func TestPerfTimingError(t *testing.T) {
 					continue
 				}
 				all.merge(l)
-				t.Logf("%-28s %6d  %-26s %-26s %-26s %-26s", k, len(l.first), l.fmt(l.first, 1e3), l.fmt(l.last, 1e3), l.fmt(l.ttft, 1e3), l.fmt(l.itl, 1e6))
+				spread := ""
+				if m == ModeBurst {
+					spread = l.arrivalSpread().Round(10 * time.Microsecond).String()
+				}
+				t.Logf("%-28s %6d  %-26s %-26s %-26s %-26s %s", k, len(l.first), l.fmt(l.first, 1e3), l.fmt(l.last, 1e3), l.fmt(l.ttft, 1e3), l.fmt(l.itl, 1e6), spread)
 			}
 		}
 	}
@@ -406,7 +410,14 @@ type traceRunner struct {
 	missing int
 }
 
-type lagStats struct{ first, last, ttft, itl []float64 }
+type lagStats struct {
+	first, last, ttft, itl []float64
+	arrivedMin, arrivedMax time.Time // server arrival of the step's requests
+}
+
+// arrivalSpread is how long the engine took to receive all the step's
+// requests (for a burst: how "at once" it really was).
+func (l *lagStats) arrivalSpread() time.Duration { return l.arrivedMax.Sub(l.arrivedMin) }
 
 func (l *lagStats) merge(o *lagStats) {
 	l.first = append(l.first, o.first...)
@@ -439,6 +450,12 @@ func (r *traceRunner) Run(ctx context.Context, t Target, prep *Prepared) Result 
 	if l == nil {
 		l = &lagStats{}
 		r.byStep[r.step] = l
+	}
+	if l.arrivedMin.IsZero() || tr.Arrived.Before(l.arrivedMin) {
+		l.arrivedMin = tr.Arrived
+	}
+	if tr.Arrived.After(l.arrivedMax) {
+		l.arrivedMax = tr.Arrived
 	}
 	l.first = append(l.first, res.FirstToken.Sub(tr.FirstTokenWritten).Seconds())
 	l.last = append(l.last, res.LastToken.Sub(tr.LastTokenWritten).Seconds())

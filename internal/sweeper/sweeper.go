@@ -49,8 +49,8 @@ var (
 
 // Target is one server to sweep, resolved by the daemon.
 type Target struct {
-	Target    prober.Target
-	Model string // resolved model (the daemon auto-detects it)
+	Target prober.Target
+	Model  string // resolved model (the daemon auto-detects it)
 	// Scenarios is the catalog sweep.scenarios names are looked up in
 	// (config.AllScenarios(), with the file's overrides).
 	Scenarios []prober.Scenario

@@ -27,7 +27,7 @@ type SweepCollector struct {
 	powerWatts, energyPerToken                                            *prometheus.Desc
 	efficiency, capacity, capacityApprox, capacityMaxTested               *prometheus.Desc
 	lastTimestamp, lastDuration, lastAttempt, lastAttemptOK               *prometheus.Desc
-	running, paused, enabled                                              *prometheus.Desc
+	running, paused, enabled, probesHeld                                  *prometheus.Desc
 }
 
 // NewSweepCollector returns the collector for src.
@@ -81,6 +81,8 @@ func NewSweepCollector(src SweepSource) *SweepCollector {
 			"Whether a sweep is running now.", nil),
 		paused: d("slaprobe_sweep_paused",
 			"Whether the running sweep is paused for this target and reason (requests_waiting, kv_cache_usage, engine_metrics_unavailable).", []string{"target", "reason"}),
+		probesHeld: d("slaprobe_sweep_probes_held",
+			"Whether the target's scheduled probes are held (1) because a sweep is loading it; the probe metrics get no new samples until its sweep ends.", []string{"target"}),
 		enabled: d("slaprobe_sweep_enabled",
 			"Whether scheduled sweeps are enabled (sweep.enabled).", nil),
 	}
@@ -92,6 +94,7 @@ func (c *SweepCollector) Describe(ch chan<- *prometheus.Desc) {
 		c.decode, c.ttft, c.itl, c.e2e, c.prefill, c.system, c.success, c.requests, c.queueWait,
 		c.powerWatts, c.energyPerToken, c.efficiency, c.capacity, c.capacityApprox, c.capacityMaxTested,
 		c.lastTimestamp, c.lastDuration, c.lastAttempt, c.lastAttemptOK, c.running, c.paused, c.enabled,
+		c.probesHeld,
 	} {
 		ch <- d
 	}
@@ -116,6 +119,7 @@ func (c *SweepCollector) Update(ch chan<- prometheus.Metric) error {
 		for _, reason := range sweeper.PauseReasons {
 			gauge(c.paused, sweepBool(snap.Paused[ts.Target] == reason), ts.Target, reason)
 		}
+		gauge(c.probesHeld, sweepBool(snap.Holding == ts.Target), ts.Target)
 		if r := ts.Result; r != nil {
 			gauge(c.lastTimestamp, sweepUnix(r.Finished), ts.Target)
 			gauge(c.lastDuration, r.Finished.Sub(r.Started).Seconds(), ts.Target)
@@ -123,6 +127,9 @@ func (c *SweepCollector) Update(ch chan<- prometheus.Metric) error {
 		}
 	}
 	// A target being swept for the first time has no entry yet.
+	if snap.Holding != "" && !sweepHasTarget(snap.Targets, snap.Holding) {
+		gauge(c.probesHeld, 1, snap.Holding)
+	}
 	for target, reason := range snap.Paused {
 		if !sweepHasTarget(snap.Targets, target) {
 			for _, r := range sweeper.PauseReasons {

@@ -52,7 +52,7 @@ func sweepFixture() staticSweeps {
 		}},
 	}
 	return staticSweeps{
-		Enabled: true, Running: true, Current: "gpu-b",
+		Enabled: true, Running: true, Current: "gpu-b", Holding: "gpu-b",
 		Paused: map[string]string{"gpu-b": sweeper.PauseWaiting},
 		Targets: []sweeper.TargetSnapshot{{
 			Target: "gpu-a", Result: res,

@@ -52,7 +52,10 @@ type SchedulerOptions struct {
 	Invalidate func(t Target, model string)
 	Observer   ProbeObserver // optional
 	Hooks      []ProbeHook
-	Logger     *slog.Logger
+	// Holds, when set, pauses a target's probes while it is held (a sweep
+	// runs on it): a probe due then waits and is sent when the hold ends.
+	Holds  *Holds
+	Logger *slog.Logger
 
 	// Jitter spreads each interval uniformly over interval·(1±Jitter).
 	Jitter float64
@@ -380,6 +383,15 @@ func (s *Scheduler) probeOnce(ctx context.Context, ts *schedTarget, sc Scenario)
 	model, _, disabled := ts.snapshot()
 	if disabled[sc.Name] {
 		return
+	}
+	if s.opts.Holds != nil {
+		// Counted until its result is recorded: a hold that waits for it
+		// sees the probe's metrics complete.
+		leave, ok := s.opts.Holds.Enter(ctx, ts.t.Name)
+		if !ok {
+			return
+		}
+		defer leave()
 	}
 	// Wait for a free slot: probes of one target never queue behind each
 	// other on the server.

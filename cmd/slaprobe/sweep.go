@@ -29,6 +29,9 @@ func addSweeper(d *daemon.Daemon) error {
 		Runner:  d.Prober(),
 		Targets: func(ctx context.Context) ([]sweeper.Target, error) { return sweepTargets(ctx, d.Config()) },
 		Logger:  logger,
+		// A regular probe sent during a sweep would measure the sweep's
+		// load and page on it; the target's probes wait for its sweep.
+		Hold: d.Holds().Hold,
 	}
 	if liveGPUs != nil && liveGPUs.Up() {
 		opts.Power = gpu.NewPowerSampler(liveGPUs, d.Config().Power.OrDefault().Devices, time.Second)

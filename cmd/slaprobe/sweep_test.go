@@ -17,7 +17,8 @@ import (
 
 // TestDaemonSweepEndpoint runs the daemon's sweep job against the simulated
 // engine through POST /-/sweep: 202, then 409 while it runs, then gauges and
-// a state file that a new daemon loads back.
+// a state file that a new daemon loads back. The target's scheduled probes
+// (every second here) are held while it is swept and resume afterwards.
 func TestDaemonSweepEndpoint(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a small sweep against the simulated engine")
@@ -41,7 +42,7 @@ engine: {enabled: false}
 power: {nvml: false}
 scenarios:
   - name: chatbot
-    interval: 1h
+    interval: 1s
 sweep:
   enabled: true
   scenarios: [chatbot]
@@ -73,18 +74,52 @@ sweep:
 	}
 
 	d, cancel, done := start()
+	// Let the scheduled probes start, so that the hold has one to wait for.
+	deadline := time.Now().Add(30 * time.Second)
+	for familySum(t, d, "slaprobe_probes_total") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no scheduled probe within 30 s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	if code := post(d); code != http.StatusAccepted {
 		t.Fatalf("first POST /-/sweep = %d, want 202", code)
 	}
 	if code := post(d); code != http.StatusConflict {
 		t.Fatalf("second POST /-/sweep while one runs = %d, want 409", code)
 	}
-	deadline := time.Now().Add(60 * time.Second)
+	// While the target is held no probe ends; the sweep's own requests are
+	// not probes.
+	heldProbes := -1.0
+	deadline = time.Now().Add(60 * time.Second)
 	for gaugeValue(t, d, "slaprobe_sweep_last_timestamp_seconds") == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the sweep did not finish within 60 s")
 		}
-		time.Sleep(200 * time.Millisecond)
+		held := gaugeValue(t, d, "slaprobe_sweep_probes_held") == 1
+		n := familySum(t, d, "slaprobe_probes_total")
+		switch {
+		case held && heldProbes < 0:
+			heldProbes = n
+		case held && n != heldProbes:
+			t.Fatalf("slaprobe_probes_total went from %v to %v while the target was held for its sweep", heldProbes, n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if heldProbes < 0 {
+		t.Fatal("slaprobe_sweep_probes_held was never 1 during the sweep")
+	}
+	if v := gaugeValue(t, d, "slaprobe_sweep_probes_held"); v != 0 {
+		t.Fatalf("slaprobe_sweep_probes_held = %v after the sweep, want 0", v)
+	}
+	// The probes resume.
+	after := familySum(t, d, "slaprobe_probes_total")
+	deadline = time.Now().Add(30 * time.Second)
+	for familySum(t, d, "slaprobe_probes_total") <= after {
+		if time.Now().After(deadline) {
+			t.Fatal("scheduled probes did not resume within 30 s of the sweep's end")
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	cancel()
 	if err := <-done; err != nil {
@@ -104,6 +139,26 @@ sweep:
 	if n < 4 { // efficiency at N=1 and 2, capacity for closed loop and burst
 		t.Fatalf("after restart: %d efficiency/capacity series, want at least 4", n)
 	}
+}
+
+// familySum adds up every series of a counter or gauge family in d's
+// registry; 0 when there is none.
+func familySum(t *testing.T, d *daemon.Daemon, name string) float64 {
+	t.Helper()
+	mfs, err := d.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	return sum
 }
 
 // gaugeValue reads the first sample of a gauge family from d's registry;

@@ -100,6 +100,9 @@ type Daemon struct {
 	schedDone   chan struct{}
 	sched       *prober.Scheduler
 	knownModels map[string]string
+	// holds pauses a target's scheduled probes while a sweep loads it;
+	// it outlives schedulers, which reloads replace.
+	holds prober.Holds
 }
 
 // New loads the config and builds the registry and the web endpoints. An
@@ -162,6 +165,10 @@ func (d *Daemon) Prober() *prober.Prober { return d.prober }
 
 // Config is the current config. Treat it as read-only.
 func (d *Daemon) Config() *config.Config { return d.cfg.Get() }
+
+// Holds pauses the scheduled probes of a target (see prober.Holds); the
+// sweep job holds the target it sweeps.
+func (d *Daemon) Holds() *prober.Holds { return &d.holds }
 
 // Logger is the daemon's logger.
 func (d *Daemon) Logger() *slog.Logger { return d.logger }
@@ -363,6 +370,7 @@ func (d *Daemon) startSchedulerLocked() error {
 		Invalidate:           d.prober.Invalidate,
 		Observer:             d.metrics,
 		Hooks:                []prober.ProbeHook{hookSet{d}},
+		Holds:                &d.holds,
 		Logger:               d.logger.With("component", "scheduler"),
 		Jitter:               cfg.Global.Jitter,
 		MaxInFlightPerTarget: cfg.Global.MaxInFlightPerTarget,

@@ -102,6 +102,15 @@ func newBoard(file, uid, title, description string, vars ...*Variable) *board {
 }
 
 // newline moves the cursor below the current line of panels.
+// annotate adds a Prometheus annotation: Grafana marks the time ranges where expr has a sample on
+// every time-series panel.
+func (b *board) annotate(name, color, expr, title, text string) {
+	b.d.Annotations.List = append(b.d.Annotations.List, Annotation{
+		Datasource: promDS, Enable: true, IconColor: color, Name: name,
+		Expr: expr, Step: "1m", TitleFormat: title, TextFormat: text,
+	})
+}
+
 func (b *board) newline() {
 	if b.x > 0 {
 		b.y += b.lineH

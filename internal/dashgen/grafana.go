@@ -43,7 +43,12 @@ type Annotation struct {
 	Hide       bool           `json:"hide"`
 	IconColor  string         `json:"iconColor"`
 	Name       string         `json:"name"`
-	Type       string         `json:"type"`
+	Type       string         `json:"type,omitempty"`
+	// A Prometheus annotation: a region wherever Expr has a sample.
+	Expr        string `json:"expr,omitempty"`
+	Step        string `json:"step,omitempty"`
+	TitleFormat string `json:"titleFormat,omitempty"`
+	TextFormat  string `json:"textFormat,omitempty"`
 }
 
 // Link is a dashboard link (the slaprobe dashboards link to each other by tag).

@@ -27,6 +27,9 @@ func overview() *Dashboard {
 			"decode speed and end-to-end latency per scenario against the SLA thresholds slaprobe exports "+
 			"(slaprobe_sla_threshold), probe outcomes and measurement quality. Quantiles over 15 min, as in the alerts.",
 		probeVars()...)
+	// Gaps in the probe panels during a sweep are on purpose: say so where they show.
+	b.annotate("Sweeps", "rgba(255, 152, 48, 1)", "max by (target) ("+sel("slaprobe_sweep_probes_held", mTarget)+") == 1",
+		"sweep", "{{target}}: scheduled probes held while a sweep loads the target (no probe data meanwhile)")
 
 	b.row("SLA budget now")
 	budget := func(title, rule, metric, desc string) *Panel {

@@ -68,6 +68,11 @@ type Options struct {
 	// config reload takes effect at the next sweep.
 	Targets func(ctx context.Context) ([]Target, error)
 	Power   prober.PowerSampler // optional
+	// Hold, optional, pauses the scheduled probes of a target for the whole
+	// of its sweep: it stops new ones and waits for those in flight
+	// (pass (*prober.Holds).Hold). Release is called once the target's
+	// sweep ends, also when err is not nil.
+	Hold func(ctx context.Context, target string) (release func(), err error)
 	// OnResult, optional, sees every sweep of a target as it ends, complete
 	// or not (e.g. to feed closed-loop N=1 decode speeds to the live
 	// efficiency signal). It must not modify the result.
@@ -95,6 +100,7 @@ type Sweeper struct {
 	st      *state
 	running bool
 	current string            // target being swept
+	holding string            // target whose scheduled probes are held
 	step    prober.StepInfo   // step in progress
 	paused  map[string]string // target -> pause reason
 	stopRun context.CancelFunc
@@ -331,6 +337,24 @@ func (s *Sweeper) sweepOne(ctx context.Context, cfg config.SweepConfig, t Target
 		}
 	}
 
+	if s.opts.Hold != nil {
+		s.logger.Info("sweep: holding the target's scheduled probes until its sweep ends; waiting for those in flight", "target", name)
+		release, err := s.opts.Hold(ctx, name)
+		s.mu.Lock()
+		s.holding = name
+		s.mu.Unlock()
+		defer func() {
+			release()
+			s.mu.Lock()
+			s.holding = ""
+			s.mu.Unlock()
+			s.logger.Info("sweep: scheduled probes resumed", "target", name)
+		}()
+		if err != nil {
+			s.logger.Warn("sweep: stopped while waiting for scheduled probes in flight", "target", name, "err", err)
+		}
+	}
+
 	start := s.now()
 	s.logger.Info("sweep started", "target", name, "model", t.Model, "trigger", trigger, "scenarios", len(scenarios))
 	res, err := prober.Sweep(ctx, s.opts.Runner, t.Target, t.Model, opts)
@@ -471,9 +495,11 @@ func (s *Sweeper) Stop() {
 
 // Snapshot is the sweeper's state for metrics and the status endpoint.
 type Snapshot struct {
-	Enabled bool              `json:"enabled"`
-	Running bool              `json:"running"`
-	Current string            `json:"current_target,omitempty"`
+	Enabled bool   `json:"enabled"`
+	Running bool   `json:"running"`
+	Current string `json:"current_target,omitempty"`
+	// Holding is the target whose scheduled probes are held for its sweep.
+	Holding string            `json:"probes_held_target,omitempty"`
 	Step    *prober.StepInfo  `json:"current_step,omitempty"`
 	Paused  map[string]string `json:"paused,omitempty"` // target -> reason
 	Targets []TargetSnapshot  `json:"targets"`
@@ -490,7 +516,7 @@ type TargetSnapshot struct {
 func (s *Sweeper) Snapshot() Snapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	snap := Snapshot{Enabled: s.cfg.Enabled, Running: s.running, Current: s.current}
+	snap := Snapshot{Enabled: s.cfg.Enabled, Running: s.running, Current: s.current, Holding: s.holding}
 	if s.running && s.step.Scenario != "" {
 		st := s.step
 		snap.Step = &st

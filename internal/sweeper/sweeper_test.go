@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -400,5 +401,74 @@ func TestCorruptStateFile(t *testing.T) {
 	s.Wait()
 	if _, err := loadState(f.cfg.StateFile); err != nil {
 		t.Errorf("state after a sweep: %v", err)
+	}
+}
+
+// holdRunner is a stubRunner that records, for every request, which
+// targets were held when it ran.
+type holdRunner struct {
+	stubRunner
+	holds   *prober.Holds
+	holding func() string // the sweeper's Snapshot().Holding
+	mu      sync.Mutex
+	bad     []string
+}
+
+func (r *holdRunner) Run(ctx context.Context, t prober.Target, prep *prober.Prepared) prober.Result {
+	for _, other := range []string{"a", "b"} {
+		if r.holds.Held(other) != (other == t.Name) {
+			r.mu.Lock()
+			r.bad = append(r.bad, fmt.Sprintf("request to %s ran with Held(%s) = %v", t.Name, other, r.holds.Held(other)))
+			r.mu.Unlock()
+		}
+	}
+	if h := r.holding(); h != t.Name {
+		r.mu.Lock()
+		r.bad = append(r.bad, fmt.Sprintf("request to %s ran with the snapshot naming %q held", t.Name, h))
+		r.mu.Unlock()
+	}
+	return r.stubRunner.Run(ctx, t, prep)
+}
+
+// TestHoldsScheduledProbes: each target's scheduled probes are held for
+// the whole of its own sweep, and only then; the snapshot names the target
+// held.
+func TestHoldsScheduledProbes(t *testing.T) {
+	f := newFixture(t)
+	var holds prober.Holds
+	runner := &holdRunner{stubRunner: stubRunner{delay: 5 * time.Millisecond}, holds: &holds}
+	s, err := New(Options{Config: f.cfg, Runner: runner, Targets: f.targets, Hold: holds.Hold})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	runner.holding = func() string { return s.Snapshot().Holding }
+	// A scheduled probe of "a" in flight: the sweep waits for it.
+	leave, _ := holds.Enter(context.Background(), "a")
+	if err := s.Trigger(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if n := runner.calls.Load(); n != 0 {
+		t.Fatalf("%d sweep requests sent while a scheduled probe of the target was in flight", n)
+	}
+	if !holds.Held("a") {
+		t.Fatal("target a not held while its sweep waits for the probe in flight")
+	}
+	leave()
+	s.Wait()
+	if runner.calls.Load() == 0 {
+		t.Fatal("no sweep request ran")
+	}
+	runner.mu.Lock()
+	defer runner.mu.Unlock()
+	for _, b := range runner.bad {
+		t.Error(b)
+	}
+	if holds.Held("a") || holds.Held("b") {
+		t.Error("targets still held after the sweep")
+	}
+	if snap := s.Snapshot(); snap.Holding != "" {
+		t.Errorf("snapshot names %q held after the sweep", snap.Holding)
 	}
 }

@@ -132,7 +132,13 @@ func loadDashboards(t *testing.T, root string) []dashboardFile {
 			t.Fatal(err)
 		}
 		var doc struct {
-			Panels     []map[string]any `json:"panels"`
+			Panels      []map[string]any `json:"panels"`
+			Annotations struct {
+				List []struct {
+					Name string `json:"name"`
+					Expr string `json:"expr"`
+				} `json:"list"`
+			} `json:"annotations"`
 			Templating struct {
 				List []struct {
 					Name  string `json:"name"`
@@ -168,6 +174,11 @@ func loadDashboards(t *testing.T, root string) []dashboardFile {
 			}
 		}
 		walk(doc.Panels)
+		for _, a := range doc.Annotations.List {
+			if a.Expr != "" {
+				d.queries = append(d.queries, dashboardQuery{where: fmt.Sprintf("annotation %q", a.Name), expr: a.Expr})
+			}
+		}
 		for _, v := range doc.Templating.List {
 			if v.Type != "query" {
 				continue

@@ -335,6 +335,20 @@ func (l *Live) SetBaseline(target, model, scenario string, inputTokens int, toke
 		scenario: scenario, inputTokens: inputTokens, tokensPerSecond: tokensPerSecond, at: l.opts.Clock.Now()}
 }
 
+// SetBaselinesFromSweep takes, as single-stream decode speeds, the mean
+// per-user decode speed of a sweep's closed-loop steps at concurrency 1
+// (the sweep holds the target's probes, so those ran alone). It fits
+// sweeper.Options.OnResult.
+func (l *Live) SetBaselinesFromSweep(r *prober.SweepResult) {
+	for _, sc := range r.Scenarios {
+		for _, st := range sc.ClosedLoop {
+			if st.Concurrency == 1 && st.Succeeded > 0 {
+				l.SetBaseline(r.Target, r.Model, sc.Name, sc.InputTokens, st.Decode.Mean)
+			}
+		}
+	}
+}
+
 // onSnapshot updates the target's efficiency from the engine's recent
 // snapshots. It runs after every successful scrape.
 func (l *Live) onSnapshot(target string, s engine.Snapshot) {

@@ -287,6 +287,26 @@ func TestLiveSetBaselineAndForget(t *testing.T) {
 	}
 }
 
+// TestLiveBaselinesFromSweep: only closed-loop steps at concurrency 1 that
+// succeeded become baselines.
+func TestLiveBaselinesFromSweep(t *testing.T) {
+	r := newLiveRig(t, LiveOptions{})
+	step := func(n, ok int, decode float64) prober.StepResult {
+		return prober.StepResult{Mode: prober.ModeClosedLoop, Concurrency: n, Succeeded: ok, Decode: prober.Summary{Mean: decode}}
+	}
+	r.live.SetBaselinesFromSweep(&prober.SweepResult{Target: "a", Model: "m", Scenarios: []prober.ScenarioResult{
+		{Name: "chatbot", InputTokens: 1024, ClosedLoop: []prober.StepResult{step(1, 10, 180), step(2, 10, 150)},
+			Burst: []prober.StepResult{{Mode: prober.ModeBurst, Concurrency: 1, Succeeded: 1, Decode: prober.Summary{Mean: 999}}}},
+		{Name: "rag", InputTokens: 4096, ClosedLoop: []prober.StepResult{step(1, 0, 0)}}, // failed: no baseline
+	}})
+	if got, ok := liveGauge(t, r.live, "slaprobe_live_single_stream_decode_tokens_per_second", map[string]string{"scenario": "chatbot"}); !ok || got != 180 {
+		t.Errorf("chatbot baseline = %v (%v), want 180 from closed loop N=1", got, ok)
+	}
+	if ms := liveFind(t, r.live, "slaprobe_live_single_stream_decode_tokens_per_second", map[string]string{"scenario": "rag"}); len(ms) != 0 {
+		t.Errorf("a failed N=1 step became a baseline: %v", ms)
+	}
+}
+
 // Several probes of one scenario in flight: each AfterProbe takes the queue
 // state its own BeforeProbe saw.
 func TestLivePendingMatchesStart(t *testing.T) {

@@ -24,6 +24,11 @@ func init() {
 // so sweeps can report power; nil before it ran.
 var liveGPUs *gpu.Reader
 
+// liveSignals is the live-signal hook addLiveSignals made, shared with the
+// sweeper, whose closed-loop N=1 steps give it single-stream baselines; nil
+// when engine metrics are off.
+var liveSignals *collector.Live
+
 func addLiveSignals(d *daemon.Daemon) error {
 	logger := d.Logger()
 	cfg := d.Config()
@@ -32,6 +37,7 @@ func addLiveSignals(d *daemon.Daemon) error {
 	ctx, cancel := context.WithCancel(context.Background())
 
 	var pool *engine.Pool
+	liveSignals = nil
 	if ec.Enabled {
 		pool = engine.NewPool(ec.WatcherOptions(), logger)
 		live := collector.NewLive(pool, collector.LiveOptions{
@@ -43,6 +49,7 @@ func addLiveSignals(d *daemon.Daemon) error {
 			Logger:              logger,
 		})
 		d.AddHook(live)
+		liveSignals = live
 		if err := d.AddCollector(live); err != nil {
 			cancel()
 			return err

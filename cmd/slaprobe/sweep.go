@@ -33,6 +33,9 @@ func addSweeper(d *daemon.Daemon) error {
 		// load and page on it; the target's probes wait for its sweep.
 		Hold: d.Holds().Hold,
 	}
+	if liveSignals != nil {
+		opts.OnResult = liveSignals.SetBaselinesFromSweep
+	}
 	if liveGPUs != nil && liveGPUs.Up() {
 		opts.Power = gpu.NewPowerSampler(liveGPUs, d.Config().Power.OrDefault().Devices, time.Second)
 	}

@@ -101,7 +101,6 @@ func newBoard(file, uid, title, description string, vars ...*Variable) *board {
 	}
 }
 
-// newline moves the cursor below the current line of panels.
 // annotate adds a Prometheus annotation: Grafana marks the time ranges where expr has a sample on
 // every time-series panel.
 func (b *board) annotate(name, color, expr, title, text string) {
@@ -111,6 +110,7 @@ func (b *board) annotate(name, color, expr, title, text string) {
 	})
 }
 
+// newline moves the cursor below the current line of panels.
 func (b *board) newline() {
 	if b.x > 0 {
 		b.y += b.lineH

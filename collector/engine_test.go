@@ -1,9 +1,7 @@
 package collector
 
 import (
-	"bytes"
 	"context"
-	"flag"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -14,9 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
-	"github.com/prometheus/common/expfmt"
 
 	"github.com/slaprobe/slaprobe/internal/engine"
 	"github.com/slaprobe/slaprobe/prober"
@@ -57,27 +53,7 @@ func liveGolden(t *testing.T, c prometheus.Collector, name string) {
 	for _, p := range problems {
 		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
 	}
-	path := filepath.Join("testdata", name)
-	if f := flag.Lookup("update"); f != nil && f.Value.String() == "true" {
-		var buf bytes.Buffer
-		enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))
-		for _, mf := range mfs {
-			if err := enc.Encode(mf); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	defer f.Close()
-	if err := testutil.GatherAndCompare(reg, f); err != nil {
-		t.Errorf("exposition differs from %s (rerun with -update if intended):\n%v", path, err)
-	}
+	golden(t, reg, name)
 }
 
 // engineFixtureServer serves the engine fixtures (testdata/engine_<name>.txt,

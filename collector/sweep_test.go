@@ -1,16 +1,11 @@
 package collector
 
 import (
-	"bytes"
-	"flag"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/prometheus/common/expfmt"
 
 	"github.com/slaprobe/slaprobe/internal/sweeper"
 	"github.com/slaprobe/slaprobe/prober"
@@ -65,31 +60,7 @@ func TestSweepCollectorGolden(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(NewSweepCollector(sweepFixture()))
 
-	path := filepath.Join("testdata", "sweep.prom")
-	if f := flag.Lookup("update"); f != nil && f.Value.String() == "true" {
-		mfs, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var buf bytes.Buffer
-		enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))
-		for _, mf := range mfs {
-			if err := enc.Encode(mf); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	defer f.Close()
-	if err := testutil.GatherAndCompare(reg, f); err != nil {
-		t.Errorf("exposition differs from %s (rerun with -update if intended):\n%v", path, err)
-	}
+	golden(t, reg, "sweep.prom")
 
 	problems, err := testutil.GatherAndLint(reg)
 	if err != nil {

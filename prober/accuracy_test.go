@@ -337,28 +337,10 @@ func accCounts(res *prober.Result, tr vllmsim.Trace, errorf func(string, ...any)
 	}
 }
 
-// accAttempts runs a timing check up to three times. The engine and the
-// client share this machine's cores with whatever else runs, so one late
-// wake-up must not fail the suite; every attempt's problems are logged, only
-// the last attempt's fail the test.
-func accAttempts(t *testing.T, check func(errorf func(string, ...any))) {
-	t.Helper()
-	const attempts = 3
-	for i := 1; i <= attempts; i++ {
-		var problems []string
-		check(func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) })
-		if len(problems) == 0 {
-			return
-		}
-		for _, p := range problems {
-			if i == attempts {
-				t.Error(p)
-			} else {
-				t.Logf("attempt %d: %s", i, p)
-			}
-		}
-	}
-}
+// accAttempts runs a timing check up to three times (see timingAttempts in
+// sweep_sim_test.go): the engine and the client share this machine's cores
+// with whatever else runs, so one late wake-up must not fail the suite.
+var accAttempts = prober.TimingAttempts
 
 // TestAccuracyTiming: TTFT and ITL as measured by the prober match the
 // engine's trace and its configured model, for both APIs, a longer prompt,

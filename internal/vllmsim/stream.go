@@ -115,12 +115,7 @@ func (s *session) stream() {
 		return
 	}
 	if stallFirst {
-		t := time.NewTimer(r.fault.stallFor)
-		select {
-		case <-t.C:
-		case <-s.hr.Context().Done():
-			t.Stop()
-			s.end(FinishAbort, time.Now())
+		if !s.waitFirstStall() {
 			return
 		}
 		if err := e.submit(r); err != nil {
@@ -361,19 +356,27 @@ func (s *session) appendUsage(b []byte, completion int, details bool) []byte {
 	return append(b, '}')
 }
 
+// waitFirstStall waits out a stall fault at token 0, which delays the
+// submission itself. False means the client went away first; the session
+// has then ended.
+func (s *session) waitFirstStall() bool {
+	t := time.NewTimer(s.r.fault.stallFor)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-s.hr.Context().Done():
+		s.end(FinishAbort, time.Now())
+		return false
+	}
+}
+
 // respond serves a non-streaming response once generation is over.
 func (s *session) respond() {
 	e, r := s.e, s.r
 	stallFirst := r.fault.name == FaultStall && r.fault.after == 0
-	if stallFirst {
-		t := time.NewTimer(r.fault.stallFor)
-		select {
-		case <-t.C:
-		case <-s.hr.Context().Done():
-			t.Stop()
-			s.end(FinishAbort, time.Now())
-			return
-		}
+	if stallFirst && !s.waitFirstStall() {
+		return
 	}
 	if err := e.submit(r); err != nil {
 		e.rejected.Add(1)

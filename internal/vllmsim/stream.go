@@ -137,6 +137,11 @@ func (s *session) stream() {
 			return
 		}
 		if avail > s.written {
+			if at := s.endingFaultAt(); at > s.written && avail > at {
+				// A handler that lagged behind the engine would merge the tokens past the
+				// fault into the same chunk: the fault fires after exactly its token.
+				avail, done = at, false
+			}
 			if !s.writeTokens(avail, done, reason) {
 				return
 			}
@@ -182,6 +187,16 @@ func (s *session) engineError(err error) {
 	s.setTrace(func(t *Trace) { t.FinishReason = FinishAbort })
 	at, _ := s.emit(body)
 	s.end(FinishAbort, at)
+}
+
+// endingFaultAt is the number of tokens after which an error event or a cut ends the stream, or
+// -1 when the request has no such fault.
+func (s *session) endingFaultAt() int {
+	switch s.r.fault.name {
+	case FaultCut, FaultErrorEvent:
+		return s.r.fault.after
+	}
+	return -1
 }
 
 // midStreamFault fires an error event, a cut or a malformed event once enough tokens were written

@@ -84,7 +84,7 @@ func NewSweepCollector(src SweepSource) *SweepCollector {
 		probesHeld: d("slaprobe_sweep_probes_held",
 			"Whether the target's scheduled probes are held (1) because a sweep is loading it; the probe metrics get no new samples until its sweep ends.", []string{"target"}),
 		enabled: d("slaprobe_sweep_enabled",
-			"Whether scheduled sweeps are enabled (sweep.enabled).", nil),
+			"Whether sweeps are enabled (sweep.enabled); while 0 none runs, scheduled or on demand (POST /-/sweep answers 403).", nil),
 	}
 }
 

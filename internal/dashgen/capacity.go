@@ -59,7 +59,7 @@ func capacity() *Dashboard {
 	yesNo := func(no, yes string, noColor, yesColor string) map[string]MappingValue {
 		return map[string]MappingValue{"0": {Text: no, Color: noColor, Index: 0}, "1": {Text: yes, Color: yesColor, Index: 1}}
 	}
-	b.add(4, 4, stat("Scheduled sweeps", "sweep.enabled: scheduled sweeps on or off (on-demand sweeps work either way).",
+	b.add(4, 4, stat("Sweeps", "sweep.enabled: sweeps on or off. Off, none runs, scheduled or on demand (POST /-/sweep answers 403).",
 		"", nil, instantQ("max(slaprobe_sweep_enabled)", "enabled")).mapValues(yesNo("off", "on", colorNeutral, colorNeutral)))
 	b.add(4, 4, stat("Sweep running", "Whether a sweep runs now, on any target.",
 		"", nil, instantQ("max(slaprobe_sweep_running)", "running")).mapValues(yesNo("idle", "running", colorNeutral, colorAcceptable)))

@@ -9,7 +9,8 @@ import (
 // Handler serves /-/sweep for the daemon, which mounts it behind the web
 // config's authentication:
 //
-//	POST /-/sweep[?target=a&target=b]  start a sweep now: 202, or 409 while one runs
+//	POST /-/sweep[?target=a&target=b]  start a sweep now: 202, 409 while one runs,
+//	                                   403 while sweep.enabled is false
 //	GET  /-/sweep                      the sweeper's state as JSON
 //	DELETE /-/sweep                    stop the sweep in progress (its steps are kept): 202
 func (s *Sweeper) Handler() http.Handler {
@@ -23,6 +24,8 @@ func (s *Sweeper) Handler() http.Handler {
 			targets := r.Form["target"]
 			err := s.Trigger(targets...)
 			switch {
+			case errors.Is(err, ErrDisabled):
+				writeJSON(w, http.StatusForbidden, map[string]string{"status": "disabled", "error": err.Error()})
 			case errors.Is(err, ErrBusy):
 				snap := s.Snapshot()
 				writeJSON(w, http.StatusConflict, map[string]any{"status": "busy", "error": err.Error(), "current_target": snap.Current})

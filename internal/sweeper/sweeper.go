@@ -40,6 +40,9 @@ const (
 var (
 	// ErrBusy means a sweep is already running.
 	ErrBusy = errors.New("a sweep is already running")
+	// ErrDisabled refuses every sweep while sweep.enabled is false: sweeps
+	// load production on purpose, so they are opt-in, on demand too.
+	ErrDisabled = errors.New("sweeps are disabled: set sweep.enabled: true in the config file and reload")
 	// ErrPausedTooLong ends a sweep that stayed paused longer than
 	// pause.max_pause.
 	ErrPausedTooLong = errors.New("paused too long: the target stayed busy")
@@ -193,7 +196,8 @@ func (s *Sweeper) Close() {
 func (s *Sweeper) Wait() { s.wg.Wait() }
 
 // Trigger starts a sweep of the named targets (all when none) now,
-// whatever the schedule. It returns ErrBusy when a sweep is running.
+// whatever the schedule. It returns ErrDisabled unless sweep.enabled, and
+// ErrBusy when a sweep is running.
 func (s *Sweeper) Trigger(targets ...string) error {
 	return s.start(TriggerRequest, targets, time.Time{})
 }
@@ -224,6 +228,10 @@ func (s *Sweeper) due(now time.Time) (bool, time.Time) {
 
 func (s *Sweeper) start(trigger string, names []string, deadline time.Time) error {
 	s.mu.Lock()
+	if !s.cfg.Enabled {
+		s.mu.Unlock()
+		return ErrDisabled
+	}
 	if s.running {
 		s.mu.Unlock()
 		return ErrBusy

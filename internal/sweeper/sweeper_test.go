@@ -472,3 +472,43 @@ func TestHoldsScheduledProbes(t *testing.T) {
 		t.Errorf("snapshot names %q held after the sweep", snap.Holding)
 	}
 }
+
+// TestDisabledRefusesOnDemand: with sweep.enabled false nothing loads the
+// target, not even POST /-/sweep (403); GET still answers.
+func TestDisabledRefusesOnDemand(t *testing.T) {
+	f := newFixture(t)
+	f.cfg.Enabled = false
+	s := f.new(t)
+	if err := s.Trigger(); !errors.Is(err, ErrDisabled) {
+		t.Fatalf("Trigger with sweeps disabled: %v; want ErrDisabled", err)
+	}
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	resp, err := http.Post(srv.URL+"/-/sweep", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body map[string]string
+	_ = json.NewDecoder(resp.Body).Decode(&body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || body["status"] != "disabled" || !strings.Contains(body["error"], "sweep.enabled") {
+		t.Errorf("POST with sweeps disabled: %d %v; want 403 naming sweep.enabled", resp.StatusCode, body)
+	}
+	if resp, err := http.Get(srv.URL + "/-/sweep"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("GET with sweeps disabled: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	if n := f.runner.calls.Load(); n != 0 {
+		t.Errorf("%d requests sent with sweeps disabled", n)
+	}
+	// Enabling it by reload lets on-demand sweeps run.
+	f.cfg.Enabled = true
+	if err := s.SetConfig(f.cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Trigger("a"); err != nil {
+		t.Fatalf("Trigger after enabling: %v", err)
+	}
+	s.Wait()
+}

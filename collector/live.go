@@ -246,8 +246,10 @@ func (l *Live) ranAlone(res *prober.Result, p livePending) bool {
 	if w == nil {
 		return false
 	}
-	after, err := w.Refresh(context.Background())
-	if err != nil || !after.HasTokens || !after.Time.After(p.genAt) || after.Time.Before(res.FirstToken) {
+	// A snapshot from before the probe's last token would miss some of its
+	// own tokens, however fresh.
+	after, err := w.RefreshAfter(context.Background(), res.LastToken)
+	if err != nil || !after.HasTokens || !after.Time.After(p.genAt) || after.Time.Before(res.LastToken) {
 		return false
 	}
 	others := after.GenerationTokens - p.gen - float64(res.OutputTokens)

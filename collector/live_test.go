@@ -77,9 +77,14 @@ type liveRig struct {
 }
 
 func newLiveRig(t *testing.T, opts LiveOptions) *liveRig {
+	return newLiveRigWith(t, opts, engine.Options{Interval: 15 * time.Second})
+}
+
+func newLiveRigWith(t *testing.T, opts LiveOptions, eopts engine.Options) *liveRig {
 	ts, srv := newTokenServer(t)
 	clk := newLiveTestClock()
-	pool := engine.NewPool(engine.Options{Clock: clk, Interval: 15 * time.Second}, nil)
+	eopts.Clock = clk
+	pool := engine.NewPool(eopts, nil)
 	t.Cleanup(pool.Close)
 	pool.Add(prober.Target{Name: "a", BaseURL: srv.URL + "/a"})
 	opts.Clock = clk
@@ -284,6 +289,18 @@ func TestLiveSetBaselineAndForget(t *testing.T) {
 		if ms := liveFind(t, r.live, name, nil); len(ms) != 0 {
 			t.Errorf("%s survived ForgetTarget", name)
 		}
+	}
+}
+
+// TestLiveBaselineIgnoresSnapshotsFromDuringTheProbe: however fresh the
+// engine snapshot taken when the probe was sent, the check that the probe
+// ran alone reads one taken after its last token (an older one misses the
+// probe's own tokens, and the baseline would be lost).
+func TestLiveBaselineIgnoresSnapshotsFromDuringTheProbe(t *testing.T) {
+	r := newLiveRigWith(t, LiveOptions{}, engine.Options{Interval: 15 * time.Second, Fresh: time.Hour})
+	r.probe(liveChatbot, 0, 0, 100*time.Millisecond, 100, prober.ReasonNone)
+	if v, ok := liveGauge(t, r.live, "slaprobe_live_single_stream_decode_tokens_per_second", map[string]string{"scenario": "chatbot"}); !ok || math.Abs(v-100) > 1e-6 {
+		t.Errorf("baseline = %v (%v), want 100 from an idle probe", v, ok)
 	}
 }
 

@@ -154,6 +154,26 @@ func (w *Watcher) Refresh(ctx context.Context) (Snapshot, error) {
 	return w.Scrape(ctx)
 }
 
+// RefreshAfter is Refresh for a snapshot of the engine after t (the end of
+// a probe, whose own tokens it must count): it reuses only a snapshot taken
+// at or after t, however fresh an older one is, and otherwise scrapes.
+func (w *Watcher) RefreshAfter(ctx context.Context, t time.Time) (Snapshot, error) {
+	w.mu.Lock()
+	if w.tried && !w.up {
+		w.mu.Unlock()
+		return Snapshot{}, ErrDown
+	}
+	if n := len(w.history); n > 0 && !w.history[n-1].Time.Before(t) {
+		s := w.history[n-1]
+		w.mu.Unlock()
+		return s, nil
+	}
+	w.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, w.opts.ProbeTimeout)
+	defer cancel()
+	return w.Scrape(ctx)
+}
+
 // Scrape scrapes now (joining a scrape already in flight) and records the
 // result. ctx bounds the wait.
 func (w *Watcher) Scrape(ctx context.Context) (Snapshot, error) {

@@ -166,6 +166,31 @@ func TestWatcherRefreshReusesFreshSnapshot(t *testing.T) {
 	}
 }
 
+// TestWatcherRefreshAfter: a snapshot taken before t is never reused, however
+// fresh; one taken after t is.
+func TestWatcherRefreshAfter(t *testing.T) {
+	es := &engineServer{running: 2}
+	srv := httptest.NewServer(es)
+	defer srv.Close()
+	clk := &fakeClock{t: time.Unix(1_700_000_000, 0)}
+	w := NewWatcher("t", srv.URL, srv.Client(), Options{Clock: clk, Fresh: time.Second}, nil)
+	ctx := context.Background()
+	first, err := w.Refresh(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probeEnd := clk.Now().Add(100 * time.Millisecond)
+	clk.Add(200 * time.Millisecond) // still fresh for Refresh
+	es.set(200, 0)
+	s, err := w.RefreshAfter(ctx, probeEnd)
+	if err != nil || s.Running != 0 || es.hits.Load() != 2 || s.Time.Before(probeEnd) {
+		t.Errorf("RefreshAfter reused the snapshot from before t: %+v %v hits=%d (first at %v)", s, err, es.hits.Load(), first.Time)
+	}
+	if _, err := w.RefreshAfter(ctx, probeEnd); err != nil || es.hits.Load() != 2 {
+		t.Errorf("RefreshAfter did not reuse the snapshot taken after t: %v hits=%d", err, es.hits.Load())
+	}
+}
+
 func TestWatcherSharesConcurrentScrapes(t *testing.T) {
 	es := &engineServer{running: 1, delay: 100 * time.Millisecond}
 	srv := httptest.NewServer(es)

@@ -138,32 +138,24 @@ func (w *Watcher) Run(ctx context.Context) {
 // younger than Fresh, joins a scrape already in flight, gives up after
 // ProbeTimeout, and returns ErrDown at once while the endpoint is failing.
 func (w *Watcher) Refresh(ctx context.Context) (Snapshot, error) {
-	w.mu.Lock()
-	if w.tried && !w.up {
-		w.mu.Unlock()
-		return Snapshot{}, ErrDown
-	}
-	if n := len(w.history); n > 0 && w.opts.Clock.Now().Sub(w.history[n-1].Time) < w.opts.Fresh {
-		s := w.history[n-1]
-		w.mu.Unlock()
-		return s, nil
-	}
-	w.mu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, w.opts.ProbeTimeout)
-	defer cancel()
-	return w.Scrape(ctx)
+	return w.refresh(ctx, func(s Snapshot) bool { return w.opts.Clock.Now().Sub(s.Time) < w.opts.Fresh })
 }
 
 // RefreshAfter is Refresh for a snapshot of the engine after t (the end of
 // a probe, whose own tokens it must count): it reuses only a snapshot taken
 // at or after t, however fresh an older one is, and otherwise scrapes.
 func (w *Watcher) RefreshAfter(ctx context.Context, t time.Time) (Snapshot, error) {
+	return w.refresh(ctx, func(s Snapshot) bool { return !s.Time.Before(t) })
+}
+
+// refresh returns the latest snapshot when reuse accepts it, else scrapes.
+func (w *Watcher) refresh(ctx context.Context, reuse func(Snapshot) bool) (Snapshot, error) {
 	w.mu.Lock()
 	if w.tried && !w.up {
 		w.mu.Unlock()
 		return Snapshot{}, ErrDown
 	}
-	if n := len(w.history); n > 0 && !w.history[n-1].Time.Before(t) {
+	if n := len(w.history); n > 0 && reuse(w.history[n-1]) {
 		s := w.history[n-1]
 		w.mu.Unlock()
 		return s, nil

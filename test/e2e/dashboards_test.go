@@ -13,8 +13,6 @@ import (
 	"strings"
 	"testing"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/slaprobe/slaprobe/internal/dashgen"
 )
 
@@ -275,27 +273,9 @@ func documentedMetrics(t *testing.T, root string) metricSet {
 			addNames(strings.Join(tables, "\n"))
 		}
 	}
-	for _, f := range ruleFiles(t, root) {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var doc struct {
-			Groups []struct {
-				Rules []struct {
-					Record string `yaml:"record"`
-				} `yaml:"rules"`
-			} `yaml:"groups"`
-		}
-		if err := yaml.Unmarshal(b, &doc); err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-		for _, g := range doc.Groups {
-			for _, r := range g.Rules {
-				if r.Record != "" {
-					known[r.Record] = true
-				}
-			}
+	for _, r := range readRules(t, ruleFiles(t, root)) {
+		if r.Record != "" {
+			known[r.Record] = true
 		}
 	}
 	return known

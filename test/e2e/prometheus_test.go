@@ -520,6 +520,23 @@ func ruleFiles(t *testing.T, root string) []string {
 func ruleNames(t *testing.T, files []string) []string {
 	t.Helper()
 	var names []string
+	for _, r := range readRules(t, files) {
+		names = append(names, r.Record+r.Alert)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// rule is one recording or alerting rule of a rule file.
+type rule struct {
+	Record string `yaml:"record"`
+	Alert  string `yaml:"alert"`
+}
+
+// readRules reads every rule of the rule files, in file order.
+func readRules(t *testing.T, files []string) []rule {
+	t.Helper()
+	var out []rule
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -527,23 +544,17 @@ func ruleNames(t *testing.T, files []string) []string {
 		}
 		var doc struct {
 			Groups []struct {
-				Rules []struct {
-					Record string `yaml:"record"`
-					Alert  string `yaml:"alert"`
-				} `yaml:"rules"`
+				Rules []rule `yaml:"rules"`
 			} `yaml:"groups"`
 		}
 		if err := yaml.Unmarshal(b, &doc); err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
 		for _, g := range doc.Groups {
-			for _, r := range g.Rules {
-				names = append(names, r.Record+r.Alert)
-			}
+			out = append(out, g.Rules...)
 		}
 	}
-	sort.Strings(names)
-	return names
+	return out
 }
 
 // ---------------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/slaprobe/slaprobe/internal/engine"
 	"github.com/slaprobe/slaprobe/prober"
 )
 
@@ -206,7 +207,7 @@ func statsOf(s []PowerSample) PowerStats {
 		for i, x := range s {
 			j[i] = x.Joules
 		}
-		p.EnergyJoules = counterIncrease(j)
+		p.EnergyJoules = engine.CounterIncrease(j) // a decrease is a reset: the driver reloaded
 	} else {
 		for i := 1; i < len(s); i++ {
 			dt := s[i].Time.Sub(s[i-1].Time).Seconds()
@@ -238,19 +239,6 @@ func (w *Window) EnergyAt(t time.Time) (float64, bool) {
 		return s[0].Joules, true
 	}
 	return 0, false
-}
-
-// counterIncrease treats a decrease as a reset (the driver reloaded).
-func counterIncrease(v []float64) float64 {
-	var inc float64
-	for i := 1; i < len(v); i++ {
-		if d := v[i] - v[i-1]; d >= 0 {
-			inc += d
-		} else {
-			inc += v[i]
-		}
-	}
-	return inc
 }
 
 // DefaultSampleInterval is the PowerSampler's default: one read a second

@@ -88,7 +88,7 @@ func (f *swFakeEngine) Run(ctx context.Context, t Target, prep *Prepared) Result
 
 	f.prefillMu.Lock()
 	queued := time.Since(start)
-	ok := swSleep(ctx, f.prefill)
+	ok := schedSleep(ctx, f.prefill)
 	f.prefillMu.Unlock()
 	f.mu.Lock()
 	f.queueSum += queued.Seconds()
@@ -103,7 +103,7 @@ func (f *swFakeEngine) Run(ctx context.Context, t Target, prep *Prepared) Result
 		f.mu.Lock()
 		cur := f.inflight
 		f.mu.Unlock()
-		if !swSleep(ctx, f.step(cur)) {
+		if !schedSleep(ctx, f.step(cur)) {
 			return fail()
 		}
 		times = append(times, time.Now())
@@ -127,17 +127,6 @@ func (f *swFakeEngine) counters(context.Context) (EngineCounters, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return EngineCounters{QueueTimeSum: f.queueSum, QueueTimeCount: f.queueCount, HasQueueTime: true}, nil
-}
-
-func swSleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 func swScenario() Scenario {

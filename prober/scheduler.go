@@ -282,7 +282,6 @@ func (s *Scheduler) refreshModel(ctx context.Context, ts *schedTarget) {
 	}
 }
 
-
 // publish makes model and maxLen current and tells the observer. ts.mu is held.
 func (s *Scheduler) publish(ts *schedTarget, model string, maxLen int) {
 	obs := s.opts.Observer

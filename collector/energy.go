@@ -18,9 +18,10 @@ type EnergyOptions struct {
 	PricePerKWh float64
 	// Window is the span of every figure (default 5 min).
 	Window time.Duration
-	// TargetDevices maps a target to the GPU selectors (index or UUID) that
-	// serve it. A target not listed is charged every GPU the Reader reads.
-	TargetDevices map[string][]string
+	// DevicesFor returns the GPU selectors (index or UUID) that serve a
+	// target (config.PowerConfig.DevicesFor); nil, or an empty answer,
+	// charges every GPU the Reader reads.
+	DevicesFor func(target string) []string
 	// Clock defaults to the system clock.
 	Clock prober.Clock
 }
@@ -75,7 +76,10 @@ func NewEnergyCollector(r *gpu.Reader, pool *engine.Pool, opts EnergyOptions) *E
 }
 
 func (c *EnergyCollector) selectors(target string) []string {
-	return c.opts.TargetDevices[target] // nil: every GPU
+	if c.opts.DevicesFor == nil {
+		return nil // every GPU
+	}
+	return c.opts.DevicesFor(target)
 }
 
 func (c *EnergyCollector) onReadings(rs gpu.Readings) {

@@ -93,7 +93,8 @@ type SweepOptions struct {
 }
 
 // DefaultSweepOptions returns the report's settings for the given
-// scenarios.
+// scenarios: the one set of sweep defaults (config.DefaultSweepConfig is
+// built from it). N is capped at 256, the largest burst of the reports.
 func DefaultSweepOptions(scenarios []Scenario) SweepOptions {
 	return SweepOptions{
 		Scenarios:           scenarios,
@@ -103,6 +104,7 @@ func DefaultSweepOptions(scenarios []Scenario) SweepOptions {
 		StepDuration:        60 * time.Second,
 		BurstRepeat:         1,
 		Cooldown:            2 * time.Second,
+		MaxConcurrency:      256,
 		EarlyStopFactor:     3,
 		EarlyStopMinSuccess: 0.5,
 		Capacity:            DefaultCapacityOptions(),
@@ -239,29 +241,16 @@ type EarlyStop struct {
 	Reason      string `json:"reason"`
 }
 
-// SLA is Thresholds in base units, for JSON.
-type SLA struct {
-	TTFTSeconds       float64 `json:"ttft_seconds,omitempty"`
-	E2ESeconds        float64 `json:"e2e_seconds,omitempty"`
-	ITLSeconds        float64 `json:"itl_seconds,omitempty"`
-	MinDecodeTokensPS float64 `json:"min_decode_tokens_per_second,omitempty"`
-}
-
-// SLAOf converts scenario thresholds.
-func SLAOf(t Thresholds) SLA {
-	return SLA{TTFTSeconds: t.TTFT.Seconds(), E2ESeconds: t.E2E.Seconds(), ITLSeconds: t.ITL.Seconds(), MinDecodeTokensPS: t.MinDecode}
-}
-
 // ScenarioResult holds one scenario's ladders and the capacity derived
 // from them.
 type ScenarioResult struct {
-	Name         string `json:"name"`
-	Family       Family `json:"family"`
-	Description  string `json:"description,omitempty"`
-	InputTokens  int    `json:"input_tokens"`
-	OutputTokens int    `json:"output_tokens"`
-	Thresholds   SLA    `json:"thresholds"`
-	Error        string `json:"error,omitempty"` // the scenario could not be prepared
+	Name         string     `json:"name"`
+	Family       Family     `json:"family"`
+	Description  string     `json:"description,omitempty"`
+	InputTokens  int        `json:"input_tokens"`
+	OutputTokens int        `json:"output_tokens"`
+	Thresholds   Thresholds `json:"thresholds"`
+	Error        string     `json:"error,omitempty"` // the scenario could not be prepared
 
 	ClosedLoop     []StepResult `json:"closed_loop,omitempty"`
 	Burst          []StepResult `json:"burst,omitempty"`
@@ -368,7 +357,7 @@ func Sweep(ctx context.Context, r Runner, t Target, model string, opts SweepOpti
 	for _, s := range opts.Scenarios {
 		sr := ScenarioResult{
 			Name: s.Name, Family: s.Family, Description: s.Description,
-			InputTokens: s.InputTokens, OutputTokens: s.OutputTokens, Thresholds: SLAOf(s.Thresholds),
+			InputTokens: s.InputTokens, OutputTokens: s.OutputTokens, Thresholds: s.Thresholds,
 		}
 		err = sw.scenario(ctx, s, closed, burst, &sr)
 		finishScenario(&sr, s, opts)

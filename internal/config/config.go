@@ -118,10 +118,23 @@ type (
 	plainTarget TargetConfig
 )
 
+// defaultConfig is a config with every section at its defaults: parsing
+// starts from it, so an absent section is its defaults and no caller has to
+// remember to fill them in.
+func defaultConfig() Config {
+	c := Config{
+		Global: DefaultGlobalConfig,
+		Sweep:  DefaultSweepConfig(),
+		Power:  DefaultPowerConfig(),
+		Engine: DefaultEngineConfig(),
+	}
+	c.Global.Scenarios = append([]string(nil), DefaultGlobalConfig.Scenarios...)
+	return c
+}
+
 // UnmarshalYAML sets the defaults of the top level.
 func (c *Config) UnmarshalYAML(unmarshal func(any) error) error {
-	*c = Config{Global: DefaultGlobalConfig}
-	c.Global.Scenarios = append([]string(nil), DefaultGlobalConfig.Scenarios...)
+	*c = defaultConfig()
 	return unmarshal((*plainConfig)(c))
 }
 
@@ -189,8 +202,8 @@ func build(data []byte, dir string, f Flags) (*Config, error) {
 
 // parse decodes YAML strictly. An empty document is an empty config.
 func parse(data []byte) (*Config, error) {
-	c := &Config{Global: DefaultGlobalConfig}
-	c.Global.Scenarios = append([]string(nil), DefaultGlobalConfig.Scenarios...)
+	dc := defaultConfig()
+	c := &dc
 	if len(bytes.TrimSpace(data)) == 0 {
 		return c, nil
 	}
@@ -385,6 +398,11 @@ func (c *Config) finish() error {
 		return fmt.Errorf("%s is empty; expected at least one of: %s", field, strings.Join(valid, ", "))
 	}
 	if err := c.checkList(field, g.Scenarios, valid); err != nil {
+		return err
+	}
+	// An unknown scenario to sweep is an error for the daemon's sweeps as
+	// for bench, caught here so check-config and reloads reject it too.
+	if err := c.checkList("sweep.scenarios", c.Sweep.Scenarios, valid); err != nil {
 		return err
 	}
 

@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -113,25 +112,28 @@ type SweepPauseConfig struct {
 }
 
 // DefaultSweepConfig returns the defaults: the reports' ladders and
-// capacity rules, no schedule, a job that is off until enabled.
+// capacity rules from prober.DefaultSweepOptions (the one source of sweep
+// defaults, for bench and the daemon alike), no schedule, and a job that is
+// off until enabled.
 func DefaultSweepConfig() SweepConfig {
+	d := prober.DefaultSweepOptions(nil)
 	return SweepConfig{
 		ClosedLoop: SweepClosedLoopConfig{
-			Concurrency: append([]int(nil), prober.DefaultClosedLoopLadder...),
-			Warmup:      model.Duration(10 * time.Second),
-			Duration:    model.Duration(60 * time.Second),
+			Concurrency: d.ClosedLoop,
+			Warmup:      model.Duration(d.Warmup),
+			Duration:    model.Duration(d.StepDuration),
 		},
 		Burst: SweepBurstConfig{
-			Concurrency: append([]int(nil), prober.DefaultBurstLadder...),
-			Repeat:      1,
+			Concurrency: d.Burst,
+			Repeat:      d.BurstRepeat,
 		},
-		MaxConcurrency: 256,
-		Cooldown:       model.Duration(2 * time.Second),
-		EarlyStop:      SweepEarlyStopConfig{Factor: 3, MinSuccessRatio: 0.5},
+		MaxConcurrency: d.MaxConcurrency,
+		Cooldown:       model.Duration(d.Cooldown),
+		EarlyStop:      SweepEarlyStopConfig{Factor: d.EarlyStopFactor, MinSuccessRatio: d.EarlyStopMinSuccess},
 		Capacity: SweepCapacityConfig{
-			MaxSafeTTFT:     model.Duration(3 * time.Second),
-			Statistic:       string(prober.StatMean),
-			MinSuccessRatio: 0.95,
+			MaxSafeTTFT:     model.Duration(d.Capacity.MaxSafeTTFT),
+			Statistic:       string(d.Capacity.Stat),
+			MinSuccessRatio: d.Capacity.MinSuccess,
 		},
 		Pause: SweepPauseConfig{
 			MaxWaiting:           0,
@@ -153,15 +155,6 @@ func (s *SweepConfig) UnmarshalYAML(unmarshal func(any) error) error {
 		return err
 	}
 	return s.Validate()
-}
-
-// OrDefault returns s, or the defaults when s is the zero value (the
-// config file has no `sweep` section).
-func (s SweepConfig) OrDefault() SweepConfig {
-	if reflect.DeepEqual(s, SweepConfig{}) {
-		return DefaultSweepConfig()
-	}
-	return s
 }
 
 // Validate reports the first problem, naming the field.

@@ -1,5 +1,7 @@
 package report
 
+import "github.com/slaprobe/slaprobe/prober"
+
 // ComputeHeadline derives the headline tiles from the steps and the capacity
 // results. Steps with no successful request are ignored. Ties keep the first
 // step in scenario order, closed loop before burst, ascending N.
@@ -13,8 +15,8 @@ func ComputeHeadline(r *Report) Headline {
 				if st.RequestsOK == 0 {
 					continue
 				}
-				at := func(v float64, unit string) *Stat {
-					return &Stat{Value: v, Unit: unit, Scenario: s.Name, Mode: m.mode, Concurrency: st.Concurrency}
+				at := func(v float64, unit string) *Figure {
+					return &Figure{Value: v, Unit: unit, Scenario: s.Name, Mode: m.mode, Concurrency: st.Concurrency}
 				}
 				if v := st.Decode.Mean; v > 0 && (h.PeakDecode == nil || v > h.PeakDecode.Value) {
 					h.PeakDecode = at(v, "tok/s")
@@ -32,8 +34,8 @@ func ComputeHeadline(r *Report) Headline {
 		h.SuccessRate = float64(h.RequestsOK) / float64(h.RequestsSent)
 	}
 	for _, q := range r.Capacity.MaxSafeQueue {
-		h.MaxSafeQueue = append(h.MaxSafeQueue, Stat{
-			Value: float64(q.Value), Unit: "requests", Scenario: q.Scenario, Mode: ModeBurst,
+		h.MaxSafeQueue = append(h.MaxSafeQueue, Figure{
+			Value: float64(q.Value), Unit: "requests", Scenario: q.Scenario, Mode: prober.ModeBurst,
 			Approximate: q.Approximate, AtLeast: q.AtLeast,
 		})
 	}
@@ -44,16 +46,16 @@ func ComputeHeadline(r *Report) Headline {
 // is32K accepts 32,768 tokens and the round 32,000 some configs use.
 func is32K(tokens int) bool { return tokens >= 32000 && tokens <= 32768 }
 
-func usersAt32K(r *Report) *Stat {
+func usersAt32K(r *Report) *Figure {
 	for _, u := range r.Capacity.UseCases {
 		if s := r.scenario(u.Scenario); s != nil && is32K(s.InputTokens) {
-			return &Stat{Value: float64(u.Value), Unit: "users", Scenario: u.Scenario, Mode: u.Mode,
+			return &Figure{Value: float64(u.Value), Unit: "users", Scenario: u.Scenario, Mode: u.Mode,
 				Approximate: u.Approximate, AtLeast: u.AtLeast}
 		}
 	}
 	for _, q := range r.Capacity.MaxSafeQueue {
 		if s := r.scenario(q.Scenario); s != nil && is32K(s.InputTokens) {
-			return &Stat{Value: float64(q.Value), Unit: "users", Scenario: q.Scenario, Mode: ModeBurst,
+			return &Figure{Value: float64(q.Value), Unit: "users", Scenario: q.Scenario, Mode: prober.ModeBurst,
 				Approximate: q.Approximate, AtLeast: q.AtLeast}
 		}
 	}
@@ -75,17 +77,17 @@ func (r *Report) scenario(name string) *Scenario {
 }
 
 type modeSteps struct {
-	mode  Mode
+	mode  prober.Mode
 	steps []Step
 }
 
 func modes(s *Scenario) []modeSteps {
-	return []modeSteps{{ModeClosedLoop, s.ClosedLoop}, {ModeBurst, s.Burst}}
+	return []modeSteps{{prober.ModeClosedLoop, s.ClosedLoop}, {prober.ModeBurst, s.Burst}}
 }
 
 // Steps returns the scenario's steps for a mode.
-func (s *Scenario) Steps(m Mode) []Step {
-	if m == ModeBurst {
+func (s *Scenario) Steps(m prober.Mode) []Step {
+	if m == prober.ModeBurst {
 		return s.Burst
 	}
 	return s.ClosedLoop

@@ -11,6 +11,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/slaprobe/slaprobe/prober"
 )
 
 var (
@@ -161,7 +163,7 @@ func TestHeadline(t *testing.T) {
 	if h.BestTTFT == nil || h.BestTTFT.Concurrency != 1 {
 		t.Errorf("best TTFT = %+v; want a single-user step", h.BestTTFT)
 	}
-	if h.MaxSystemThroughput == nil || h.MaxSystemThroughput.Mode != ModeBurst {
+	if h.MaxSystemThroughput == nil || h.MaxSystemThroughput.Mode != prober.ModeBurst {
 		t.Errorf("max system = %+v; want a burst step", h.MaxSystemThroughput)
 	}
 	if len(h.MaxSafeQueue) != 4 || h.MaxSafeQueue[0].Scenario != "chatbot" {

@@ -114,13 +114,10 @@ func (c *EnergyCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect implements prometheus.Collector.
-func (c *EnergyCollector) Collect(ch chan<- prometheus.Metric) { _ = c.Update(ch) }
-
-// Update emits the metrics (node_exporter style).
-func (c *EnergyCollector) Update(ch chan<- prometheus.Metric) error {
+func (c *EnergyCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.price, prometheus.GaugeValue, c.opts.PricePerKWh)
 	if !c.r.Up() {
-		return nil
+		return
 	}
 	c.r.Read() // refreshes the windows when the cache is older than the poll interval
 	for _, f := range c.Figures() {
@@ -133,7 +130,6 @@ func (c *EnergyCollector) Update(ch chan<- prometheus.Metric) error {
 			ch <- prometheus.MustNewConstMetric(c.costMTok, prometheus.GaugeValue, f.CostPerMillionTokens, t)
 		}
 	}
-	return nil
 }
 
 // EnergyFigures are one target's figures over the window.

@@ -472,10 +472,7 @@ func (l *Live) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect implements prometheus.Collector.
-func (l *Live) Collect(ch chan<- prometheus.Metric) { _ = l.Update(ch) }
-
-// Update emits the metrics (node_exporter style).
-func (l *Live) Update(ch chan<- prometheus.Metric) error {
+func (l *Live) Collect(ch chan<- prometheus.Metric) {
 	l.ttftByDepth.Collect(ch)
 	now := l.opts.Clock.Now()
 	for _, m := range l.MaxSafeDepths() {
@@ -503,7 +500,6 @@ func (l *Live) Update(ch chan<- prometheus.Metric) error {
 			ch <- prometheus.MustNewConstMetric(l.baseline, prometheus.GaugeValue, b.tokensPerSecond, k.target, k.model, k.scenario)
 		}
 	}
-	return nil
 }
 
 // LiveMaxSafeDepth is one scenario's live max safe queue depth.

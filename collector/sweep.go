@@ -104,10 +104,7 @@ func (c *SweepCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect implements prometheus.Collector.
-func (c *SweepCollector) Collect(ch chan<- prometheus.Metric) { _ = c.Update(ch) }
-
-// Update emits the metrics (node_exporter style).
-func (c *SweepCollector) Update(ch chan<- prometheus.Metric) error {
+func (c *SweepCollector) Collect(ch chan<- prometheus.Metric) {
 	snap := c.src.Snapshot()
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
@@ -140,7 +137,6 @@ func (c *SweepCollector) Update(ch chan<- prometheus.Metric) error {
 			}
 		}
 	}
-	return nil
 }
 
 func (c *SweepCollector) result(gauge func(*prometheus.Desc, float64, ...string), target string, r *report.Report) {

@@ -65,7 +65,7 @@ func (p *PowerConfig) UnmarshalYAML(unmarshal func(any) error) error {
 }
 
 // minPollInterval: NVML polled every 100 ms costs about 2 % ITL on the GPU
-// host (VLLM-PROTOCOL.md); a second is the floor.
+// host (as measured by vLLM users); a second is the floor.
 const minPollInterval = time.Second
 
 // Validate reports the first problem, naming the field, its value and what

@@ -134,7 +134,9 @@ type ReferenceLines struct {
 	ITLCeilingSeconds float64 `json:"itl_ceiling_seconds"`
 }
 
-// DefaultThresholds are REFERENCE.md's values.
+// DefaultThresholds are the reference benchmark reports' lines: max safe
+// queue depth judged on mean TTFT <= 3 s, 20 ms "instant" ITL and the 70 ms
+// memory-bandwidth ceiling of large MoE models.
 func DefaultThresholds() ReferenceLines {
 	return ReferenceLines{
 		MaxSafeQueueTTFTSeconds: 3.0,

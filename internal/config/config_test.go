@@ -355,8 +355,8 @@ func TestQuickFlags(t *testing.T) {
 	if (Flags{}).IsZero() != true || (Flags{Scenarios: []string{" , "}}).IsZero() != true || (Flags{TargetName: "x"}).IsZero() {
 		t.Error("IsZero")
 	}
-	if c, err := FromFlags(Flags{TargetURLs: []string{"http://a:1"}}); err != nil || c.TargetConfigs[0].Name != "a:1" {
-		t.Errorf("FromFlags: %v", err)
+	if c, err := LoadWithFlags("", Flags{TargetURLs: []string{"http://a:1"}}); err != nil || c.TargetConfigs[0].Name != "a:1" {
+		t.Errorf("LoadWithFlags without a file: %v", err)
 	}
 }
 

@@ -25,7 +25,7 @@ type SweepCollector struct {
 	src SweepSource
 
 	decode, ttft, itl, e2e, prefill, system, success, requests, queueWait *prometheus.Desc
-	powerWatts, energyPerToken                                            *prometheus.Desc
+	powerWatts, energyPerToken, startedBusy, drainWait                    *prometheus.Desc
 	efficiency, capacity, capacityApprox, capacityMaxTested, maxSafeTTFT  *prometheus.Desc
 	lastTimestamp, lastDuration, lastAttempt, lastAttemptOK               *prometheus.Desc
 	running, paused, enabled, probesHeld                                  *prometheus.Desc
@@ -62,6 +62,10 @@ func NewSweepCollector(src SweepSource) *SweepCollector {
 			"GPU power during the step, summed over the target's GPUs (stat: mean, max); absent without power readings.", stepStat),
 		energyPerToken: d("slaprobe_sweep_energy_per_output_token_joules",
 			"GPU energy per output token during the step; absent without power readings.", step),
+		startedBusy: d("slaprobe_sweep_step_started_busy",
+			"1 when the step started while the engine still had requests running or waiting (the drain wait, sweep.drain.timeout, ran out): it measured leftovers or other traffic and is left out of capacity.", step),
+		drainWait: d("slaprobe_sweep_step_drain_wait_seconds",
+			"How long the step waited for the engine to empty before it started (or the cooldown, without engine metrics).", step),
 		efficiency: d("slaprobe_scaling_efficiency_ratio",
 			"Closed-loop scaling efficiency: system throughput / (N=1 throughput × N); 1 means no per-user loss.", []string{"target", "model", "scenario", "concurrency"}),
 		capacity: d("slaprobe_capacity_max_safe_concurrency",
@@ -95,7 +99,7 @@ func NewSweepCollector(src SweepSource) *SweepCollector {
 func (c *SweepCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.decode, c.ttft, c.itl, c.e2e, c.prefill, c.system, c.success, c.requests, c.queueWait,
-		c.powerWatts, c.energyPerToken, c.efficiency, c.capacity, c.capacityApprox, c.capacityMaxTested, c.maxSafeTTFT,
+		c.powerWatts, c.energyPerToken, c.startedBusy, c.drainWait, c.efficiency, c.capacity, c.capacityApprox, c.capacityMaxTested, c.maxSafeTTFT,
 		c.lastTimestamp, c.lastDuration, c.lastAttempt, c.lastAttemptOK, c.running, c.paused, c.enabled,
 		c.probesHeld,
 	} {
@@ -158,6 +162,10 @@ func (c *SweepCollector) result(gauge func(*prometheus.Desc, float64, ...string)
 				gauge(c.requests, float64(st.RequestsSent), l...)
 				gauge(c.success, st.SuccessRate, l...)
 				gauge(c.system, st.SystemTokensPerSecond, l...)
+				if dr := st.Drain; dr != nil {
+					gauge(c.startedBusy, sweepBool(dr.Busy), l...)
+					gauge(c.drainWait, dr.WaitedSeconds, l...)
+				}
 				if st.RequestsOK > 0 {
 					// Plain percentiles, as in report.json and the probe
 					// histograms; the slow tail of decode speed is p10.

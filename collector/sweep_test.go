@@ -37,6 +37,8 @@ func sweepFixture() staticSweeps {
 	cl[1].Power = &prober.PowerReading{AvgWatts: 420, PeakWatts: 510, Joules: 25200, JoulesPerOutputToken: 1.4}
 	burst := []prober.StepResult{sweepStep(prober.ModeBurst, 1, 0.1, 0.006, 150), sweepStep(prober.ModeBurst, 4, 0.4, 0.007, 520)}
 	burst[1].QueueWaitSeconds = &qw
+	cl[0].Drain = &prober.DrainResult{Method: prober.DrainEngine, WaitedSeconds: 0.5}
+	burst[1].Drain = &prober.DrainResult{Method: prober.DrainEngine, WaitedSeconds: 120, Busy: true, Running: 3, Waiting: 1}
 	burst[1].Requests, burst[1].Succeeded, burst[1].SuccessRatio = 4, 3, 0.75
 	burst[1].Errors = map[prober.Reason]int{prober.ReasonHTTP5xx: 1}
 	res := &prober.SweepResult{

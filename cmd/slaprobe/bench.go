@@ -21,6 +21,7 @@ type benchFlags struct {
 	concurrency, burst *override[string]
 	duration, warmup   *override[time.Duration]
 	ttft, cooldown     *override[time.Duration]
+	drain              *override[time.Duration]
 	stat               *override[string]
 	repeat, ceiling    *override[int]
 	earlyStop          *override[float64]
@@ -59,8 +60,11 @@ func addBench(c *cli) {
 			Default(strconv.Itoa(def.MaxConcurrency)), (*kingpin.FlagClause).Int),
 		earlyStop: overrideFlag(cmd.Flag("early-stop.factor", "Stop a scenario's ladder once a step misses every threshold by this factor (0: never).").
 			Default(strconv.FormatFloat(def.EarlyStop.Factor, 'g', -1, 64)), (*kingpin.FlagClause).Float64),
-		cooldown: overrideFlag(cmd.Flag("cooldown", "Idle time between steps.").
+		cooldown: overrideFlag(cmd.Flag("cooldown", "Idle time between steps when the server has no /metrics to tell when it is empty.").
 			Default(dur(def.Cooldown)), (*kingpin.FlagClause).Duration),
+		drain: overrideFlag(cmd.Flag("drain.timeout", "Longest wait, before each step, for the server's /metrics to show nothing running or waiting; "+
+			"a step that starts busy is marked and left out of capacity.").
+			Default(dur(def.Drain.Timeout)), (*kingpin.FlagClause).Duration),
 	}
 	out := cmd.Flag("out", "Directory the report is written to (created if needed).").Default("slaprobe-report").String()
 	title := cmd.Flag("title", "Report title (default: \"<model> benchmark\").").String()
@@ -109,7 +113,7 @@ func (bf benchFlags) apply(sc *config.SweepConfig) error {
 	for _, d := range []struct {
 		o   *override[time.Duration]
 		dst *model.Duration
-	}{{bf.duration, &sc.ClosedLoop.Duration}, {bf.warmup, &sc.ClosedLoop.Warmup}, {bf.ttft, &sc.Capacity.MaxSafeTTFT}, {bf.cooldown, &sc.Cooldown}} {
+	}{{bf.duration, &sc.ClosedLoop.Duration}, {bf.warmup, &sc.ClosedLoop.Warmup}, {bf.ttft, &sc.Capacity.MaxSafeTTFT}, {bf.cooldown, &sc.Cooldown}, {bf.drain, &sc.Drain.Timeout}} {
 		if v, ok := d.o.given(); ok {
 			*d.dst = model.Duration(v)
 		}

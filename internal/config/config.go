@@ -247,6 +247,7 @@ var (
 		"config.SweepCapacityConfig":   "sweep.capacity",
 		"config.SweepScheduleConfig":   "sweep.schedule",
 		"config.SweepPauseConfig":      "sweep.pause",
+		"config.SweepDrainConfig":      "sweep.drain",
 		"config.plainPower":            "power",
 		"config.plainEngine":           "engine",
 		"config.plainEngineLive":       "engine.live",

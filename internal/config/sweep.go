@@ -29,8 +29,11 @@ type SweepConfig struct {
 	// MaxConcurrency is a ceiling on N for both ladders: larger rungs are
 	// dropped. Keep it low on a production server.
 	MaxConcurrency int `yaml:"max_concurrency"`
-	// Cooldown is the idle time between steps, so the engine settles.
+	// Cooldown is the idle time between steps when the engine has no
+	// /metrics to drain on; it cannot know whether the engine is empty.
 	Cooldown model.Duration `yaml:"cooldown"`
+	// Drain makes every step start on an empty engine (see prober.DrainOptions).
+	Drain SweepDrainConfig `yaml:"drain"`
 
 	EarlyStop SweepEarlyStopConfig `yaml:"early_stop"`
 	Capacity  SweepCapacityConfig  `yaml:"capacity"`
@@ -39,6 +42,18 @@ type SweepConfig struct {
 
 	// StateFile keeps the latest results across restarts (daemon only).
 	StateFile string `yaml:"state_file"`
+}
+
+// SweepDrainConfig: before each step and burst round, wait until the
+// engine's /metrics shows nothing running and nothing waiting.
+type SweepDrainConfig struct {
+	// Timeout bounds the wait; a step that starts after it ran out is
+	// marked busy in the results and left out of capacity.
+	Timeout model.Duration `yaml:"timeout"`
+	// MaxRunning running requests still count as drained (default 0). On
+	// a server with steady background traffic, set it to that level, or
+	// expect steps marked busy.
+	MaxRunning float64 `yaml:"max_running"`
 }
 
 // SweepClosedLoopConfig is the closed-loop ladder: exactly N in flight.
@@ -129,6 +144,7 @@ func DefaultSweepConfig() SweepConfig {
 		},
 		MaxConcurrency: d.MaxConcurrency,
 		Cooldown:       model.Duration(d.Cooldown),
+		Drain:          SweepDrainConfig{Timeout: model.Duration(d.Drain.Timeout), MaxRunning: d.Drain.MaxRunning},
 		EarlyStop:      SweepEarlyStopConfig{Factor: d.EarlyStopFactor, MinSuccessRatio: d.EarlyStopMinSuccess},
 		Capacity: SweepCapacityConfig{
 			MaxSafeTTFT:     model.Duration(d.Capacity.MaxSafeTTFT),
@@ -180,6 +196,10 @@ func (s *SweepConfig) Validate() error {
 		return fmt.Errorf("sweep.max_concurrency=%d; expected >= 0 (0: no ceiling)", s.MaxConcurrency)
 	case s.Cooldown < 0:
 		return fmt.Errorf("sweep.cooldown=%s; expected a duration >= 0", s.Cooldown)
+	case s.Drain.Timeout <= 0:
+		return fmt.Errorf("sweep.drain.timeout=%s; expected a positive duration, e.g. 2m", s.Drain.Timeout)
+	case s.Drain.MaxRunning < 0:
+		return fmt.Errorf("sweep.drain.max_running=%g; expected >= 0", s.Drain.MaxRunning)
 	case s.EarlyStop.Factor != 0 && s.EarlyStop.Factor < 1:
 		return fmt.Errorf("sweep.early_stop.factor=%g; expected 0 (off) or a factor >= 1, e.g. 3", s.EarlyStop.Factor)
 	case s.EarlyStop.MinSuccessRatio < 0 || s.EarlyStop.MinSuccessRatio > 1:
@@ -229,6 +249,7 @@ func (s SweepConfig) Options(scenarios []prober.Scenario) prober.SweepOptions {
 		StepDuration:        time.Duration(s.ClosedLoop.Duration),
 		BurstRepeat:         s.Burst.Repeat,
 		Cooldown:            time.Duration(s.Cooldown),
+		Drain:               prober.DrainOptions{Timeout: time.Duration(s.Drain.Timeout), MaxRunning: s.Drain.MaxRunning},
 		MaxConcurrency:      s.MaxConcurrency,
 		EarlyStopFactor:     s.EarlyStop.Factor,
 		EarlyStopMinSuccess: s.EarlyStop.MinSuccessRatio,

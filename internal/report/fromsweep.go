@@ -107,6 +107,7 @@ func fromStep(st prober.StepResult, pricePerKWh float64) Step {
 		PrefillTokensPerSecond: st.Prefill.Mean,
 		SystemTokensPerSecond:  st.SystemThroughput, TokensPerHour: st.TokensPerHour,
 		QueueWaitSeconds: st.QueueWaitSeconds,
+		Drain:            st.Drain,
 	}
 	if st.PrefillExclQueue > 0 {
 		out.PrefillTokensPerSecond = st.PrefillExclQueue

@@ -3,20 +3,21 @@ package report
 import "github.com/slaprobe/slaprobe/prober"
 
 // ComputeHeadline derives the headline tiles from the steps and the capacity
-// results. Steps with no successful request are ignored. Ties keep the first
-// step in scenario order, closed loop before burst, ascending N.
+// results. Peak decode, max system throughput and best TTFT come from
+// sustained closed-loop steps; only a report without any is read from its
+// bursts (the Figure's Mode says so). Steps with no successful request, and
+// steps that started on a busy engine, are left out. Ties keep the first
+// step in scenario order, ascending N.
 func ComputeHeadline(r *Report) Headline {
 	var h Headline
-	for _, s := range r.Scenarios {
-		for _, m := range modes(&s) {
-			for _, st := range m.steps {
-				h.RequestsSent += st.RequestsSent
-				h.RequestsOK += st.RequestsOK
-				if st.RequestsOK == 0 {
+	peaks := func(mode prober.Mode) {
+		for _, s := range r.Scenarios {
+			for _, st := range s.Steps(mode) {
+				if st.RequestsOK == 0 || st.StartedBusy() {
 					continue
 				}
 				at := func(v float64, unit string) *Figure {
-					return &Figure{Value: v, Unit: unit, Scenario: s.Name, Mode: m.mode, Concurrency: st.Concurrency}
+					return &Figure{Value: v, Unit: unit, Scenario: s.Name, Mode: mode, Concurrency: st.Concurrency}
 				}
 				if v := st.Decode.Mean; v > 0 && (h.PeakDecode == nil || v > h.PeakDecode.Value) {
 					h.PeakDecode = at(v, "tok/s")
@@ -27,6 +28,18 @@ func ComputeHeadline(r *Report) Headline {
 				if v := st.TTFT.Mean; v > 0 && (h.BestTTFT == nil || v < h.BestTTFT.Value) {
 					h.BestTTFT = at(v, "s")
 				}
+			}
+		}
+	}
+	peaks(prober.ModeClosedLoop)
+	if h.PeakDecode == nil && h.MaxSystemThroughput == nil && h.BestTTFT == nil {
+		peaks(prober.ModeBurst)
+	}
+	for _, s := range r.Scenarios {
+		for _, m := range modes(&s) {
+			for _, st := range m.steps {
+				h.RequestsSent += st.RequestsSent
+				h.RequestsOK += st.RequestsOK
 			}
 		}
 	}

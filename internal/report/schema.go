@@ -202,7 +202,17 @@ type Step struct {
 	QueueWaitSeconds *float64 `json:"queue_wait_seconds,omitempty"`
 	// Power is nil unless GPU power was measured (NVML).
 	Power *Power `json:"power,omitempty"`
+	// Drain says how the step started: after waiting for the engine to
+	// empty (method engine_metrics) or a fixed cooldown (method cooldown,
+	// when the engine has no /metrics). A step with busy set started while
+	// the engine still had requests running or waiting: it is shown marked
+	// and left out of capacity and the headline.
+	Drain *prober.DrainResult `json:"drain,omitempty"`
 }
+
+// StartedBusy reports whether the step started on an engine that had not
+// drained.
+func (s Step) StartedBusy() bool { return s.Drain != nil && s.Drain.Busy }
 
 // Dist summarises one metric over the requests of a step.
 type Dist struct {

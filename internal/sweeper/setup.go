@@ -87,7 +87,8 @@ func NewPlan(ctx context.Context, cfg *config.Config, sc config.SweepConfig, t p
 	}
 	p.Options.Scrape = func(ctx context.Context) (prober.EngineCounters, error) {
 		s, err := p.Engine(ctx)
-		return prober.EngineCounters{QueueTimeSum: s.QueueTimeSum, QueueTimeCount: s.QueueTimeCount, HasQueueTime: s.HasQueueTime}, err
+		return prober.EngineCounters{QueueTimeSum: s.QueueTimeSum, QueueTimeCount: s.QueueTimeCount, HasQueueTime: s.HasQueueTime,
+			Running: s.Running, Waiting: s.Waiting, HasQueue: s.HasQueue}, err
 	}
 	if r := env.GPUs; r != nil && r.Up() {
 		devices := cfg.Power.DevicesFor(t.Name)

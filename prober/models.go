@@ -30,7 +30,7 @@ func ListModels(ctx context.Context, t Target) ([]ModelInfo, error) {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, fmt.Errorf("list models: %w", readHTTPError(resp.StatusCode, resp.Body))
+		return nil, fmt.Errorf("list models: %w", readHTTPError(resp.StatusCode, resp.Header, resp.Body))
 	}
 	var out struct {
 		Data []struct {

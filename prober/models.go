@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"unicode"
+	"unicode/utf8"
 )
 
 // ModelInfo is one entry of /v1/models.
@@ -44,6 +46,11 @@ func ListModels(ctx context.Context, t Target) ([]ModelInfo, error) {
 	}
 	models := make([]ModelInfo, 0, len(out.Data))
 	for _, m := range out.Data {
+		if !validModelID(m.ID) {
+			// The detected model becomes the `model` label: a server must
+			// not be able to put arbitrary text there.
+			continue
+		}
 		mi := ModelInfo{ID: m.ID, Root: m.Root}
 		if m.MaxModelLen != nil && *m.MaxModelLen > 0 {
 			mi.MaxModelLen = *m.MaxModelLen
@@ -57,4 +64,21 @@ func ListModels(ctx context.Context, t Target) ([]ModelInfo, error) {
 // maxModelLen tokens; an unknown length (0 or less) fits.
 func Fits(s Scenario, maxModelLen int) bool {
 	return maxModelLen <= 0 || s.InputTokens+s.OutputTokens <= maxModelLen
+}
+
+// MaxModelIDBytes is the longest model ID taken from /v1/models.
+const MaxModelIDBytes = 256
+
+// validModelID accepts a model ID as a label value: not empty, at most
+// MaxModelIDBytes, valid UTF-8 without control characters.
+func validModelID(id string) bool {
+	if id == "" || len(id) > MaxModelIDBytes || !utf8.ValidString(id) {
+		return false
+	}
+	for _, r := range id {
+		if unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
 }

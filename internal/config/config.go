@@ -432,6 +432,10 @@ func (t *TargetConfig) finish() error {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("url=%q; expected an absolute http:// or https:// URL, e.g. http://vllm:8000", t.URL)
 	}
+	if u.User != nil {
+		// It would be printed by /config and logged with every failure.
+		return fmt.Errorf("url=%q carries credentials; expected them in http_client_config (basic_auth or authorization), where they stay secret", u.Redacted())
+	}
 	base := strings.TrimRight(t.URL, "/")
 	base = strings.TrimSuffix(base, "/v1")
 	t.URL = strings.TrimRight(base, "/")
@@ -442,6 +446,8 @@ func (t *TargetConfig) finish() error {
 		t.MetricsURL = t.URL + "/metrics"
 	} else if m, err := url.Parse(t.MetricsURL); err != nil || (m.Scheme != "http" && m.Scheme != "https") || m.Host == "" {
 		return fmt.Errorf("metrics_url=%q; expected an absolute http:// or https:// URL", t.MetricsURL)
+	} else if m.User != nil {
+		return fmt.Errorf("metrics_url=%q carries credentials; expected them in http_client_config, where they stay secret", m.Redacted())
 	}
 	if t.API == "" {
 		t.API = prober.APIChat

@@ -3,11 +3,17 @@ package prober
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"strconv"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/valyala/fastjson"
 )
@@ -38,6 +44,9 @@ func (e *ReasonError) Unwrap() error { return e.Err }
 type HTTPError struct {
 	StatusCode int
 	Message    string
+	// RetryAfter is the Retry-After header of a 429 or 503 answer; 0 when
+	// absent or unreadable.
+	RetryAfter time.Duration
 }
 
 func (e *HTTPError) Error() string {
@@ -59,8 +68,10 @@ func (e *HTTPError) Reason() Reason {
 
 // ClassifyError maps a transport or probe error to a Reason: ErrStall → stall;
 // ErrProbeTimeout, context.DeadlineExceeded and network timeouts → timeout;
-// ECONNREFUSED → connection_refused; *ReasonError and *HTTPError → their own
-// reason; anything else (DNS, TLS, reset, a cancelled context) → connection_error.
+// ECONNREFUSED → connection_refused; a failed name lookup → dns_error; a
+// failed TLS handshake or certificate check → tls_error; *ReasonError and
+// *HTTPError → their own reason; anything else (reset, unreachable, a
+// cancelled context) → connection_error.
 func ClassifyError(err error) Reason {
 	if err == nil {
 		return ReasonNone
@@ -80,6 +91,10 @@ func ClassifyError(err error) Reason {
 		return ReasonTimeout
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return ReasonConnectionRefused
+	case isDNSError(err):
+		return ReasonDNS
+	case isTLSError(err):
+		return ReasonTLS
 	}
 	var oe *net.OpError
 	if errors.As(err, &oe) && oe.Op == "dial" {
@@ -92,11 +107,70 @@ func ClassifyError(err error) Reason {
 	return ReasonConnection
 }
 
+func isDNSError(err error) bool {
+	var de *net.DNSError
+	return errors.As(err, &de)
+}
+
+func isTLSError(err error) bool {
+	var (
+		cve  *tls.CertificateVerificationError
+		rhe  tls.RecordHeaderError
+		ae   tls.AlertError
+		uae  x509.UnknownAuthorityError
+		he   x509.HostnameError
+		cie  x509.CertificateInvalidError
+		echo *tls.ECHRejectionError
+	)
+	if errors.As(err, &cve) || errors.As(err, &rhe) || errors.As(err, &ae) || errors.As(err, &uae) ||
+		errors.As(err, &he) || errors.As(err, &cie) || errors.As(err, &echo) {
+		return true
+	}
+	// The server's alerts (certificate required, handshake failure) come
+	// as a net.OpError "remote error"; net/http turns a plain-HTTP answer
+	// to a TLS hello into a string error.
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Op == "remote error" {
+		return true
+	}
+	return strings.Contains(err.Error(), "server gave HTTP response to HTTPS client")
+}
+
 // readHTTPError reads at most maxErrorBody bytes of a non-2xx body and returns
-// an *HTTPError carrying the server's message.
-func readHTTPError(status int, body io.Reader) *HTTPError {
+// an *HTTPError carrying the server's message and, on 429 and 503, its
+// Retry-After.
+func readHTTPError(status int, h http.Header, body io.Reader) *HTTPError {
 	b, _ := io.ReadAll(io.LimitReader(body, maxErrorBody))
-	return &HTTPError{StatusCode: status, Message: errorMessage(b)}
+	he := &HTTPError{StatusCode: status, Message: errorMessage(b)}
+	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
+		he.RetryAfter = parseRetryAfter(h.Get("Retry-After"), time.Now())
+	}
+	return he
+}
+
+// maxRetryAfter bounds what a server can ask for; the scheduler further
+// bounds the wait by the scenario's interval.
+const maxRetryAfter = 24 * time.Hour
+
+// parseRetryAfter reads delay-seconds or an HTTP date (RFC 9110 10.2.3);
+// anything else, or a time in the past, is 0.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n <= 0 {
+			return 0
+		}
+		return min(time.Duration(min(n, int64(maxRetryAfter/time.Second)))*time.Second, maxRetryAfter)
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		if d := t.Sub(now); d > 0 {
+			return min(d, maxRetryAfter)
+		}
+	}
+	return 0
 }
 
 // errorMessage extracts the message of an error body: vLLM's nested

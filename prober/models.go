@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"unicode"
+	"unicode/utf8"
 )
 
 // ModelInfo is one entry of /v1/models.
@@ -31,7 +33,7 @@ func ListModels(ctx context.Context, t Target) ([]ModelInfo, error) {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, fmt.Errorf("list models: %w", readHTTPError(resp.StatusCode, resp.Body))
+		return nil, fmt.Errorf("list models: %w", readHTTPError(resp.StatusCode, resp.Header, resp.Body))
 	}
 	var out struct {
 		Data []struct {
@@ -45,6 +47,11 @@ func ListModels(ctx context.Context, t Target) ([]ModelInfo, error) {
 	}
 	models := make([]ModelInfo, 0, len(out.Data))
 	for _, m := range out.Data {
+		if !validModelID(m.ID) {
+			// The detected model becomes the `model` label: a server must
+			// not be able to put arbitrary text there.
+			continue
+		}
 		mi := ModelInfo{ID: m.ID, Root: m.Root}
 		if m.MaxModelLen != nil && *m.MaxModelLen > 0 {
 			mi.MaxModelLen = *m.MaxModelLen
@@ -105,4 +112,21 @@ func DetectModel(ctx context.Context, t Target) (m ModelInfo, listed bool, err e
 		return ModelInfo{}, false, err
 	}
 	return ChooseModel(models, t.Model)
+}
+
+// MaxModelIDBytes is the longest model ID taken from /v1/models.
+const MaxModelIDBytes = 256
+
+// validModelID accepts a model ID as a label value: not empty, at most
+// MaxModelIDBytes, valid UTF-8 without control characters.
+func validModelID(id string) bool {
+	if id == "" || len(id) > MaxModelIDBytes || !utf8.ValidString(id) {
+		return false
+	}
+	for _, r := range id {
+		if unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
 }

@@ -250,12 +250,21 @@ func (p *Prober) run(ctx context.Context, t Target, prep *Prepared, res *Result)
 	defer resp.Body.Close()
 
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		he := readHTTPError(resp.StatusCode, resp.Body)
+		he := readHTTPError(resp.StatusCode, resp.Header, resp.Body)
+		res.RetryAfter = he.RetryAfter
 		failResult(res, he.Reason(), he)
 		return
 	}
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" {
+	ct := resp.Header.Get("Content-Type")
+	switch mt, _, _ := mime.ParseMediaType(ct); mt {
+	case "application/json":
 		notAStream(res, resp.Body)
+		return
+	case "", "text/event-stream", "text/plain", "application/octet-stream":
+		// A stream, or a lax server that did not say; the decoder judges.
+	default:
+		// An HTML login page of a proxy, say: not worth reading.
+		failResult(res, ReasonMalformedChunk, fmt.Errorf("HTTP 200 with Content-Type %q; expected text/event-stream", clipForErr([]byte(ct))))
 		return
 	}
 
@@ -303,18 +312,19 @@ func (p *Prober) Probe(ctx context.Context, t Target, model string, s Scenario) 
 			model = t.Model
 		}
 		reason := ReasonCalibration
+		var retryAfter time.Duration
 		var re *ReasonError
 		var he *HTTPError
 		switch {
 		case errors.As(err, &re):
 			reason = re.Reason
 		case errors.As(err, &he):
-			reason = he.Reason()
+			reason, retryAfter = he.Reason(), he.RetryAfter
 		}
 		p.logger.Debug("probe failed in calibration", "target", t.Name, "model", model, "scenario", s.Name,
 			"reason", reason, "err", err)
 		return Result{Target: t.Name, Model: model, Scenario: s.Name, RequestedTokens: s.OutputTokens,
-			Start: p.clock.Now(), Kind: KindError, Reason: reason, Err: err}
+			Start: p.clock.Now(), Kind: KindError, Reason: reason, Err: err, RetryAfter: retryAfter}
 	}
 	return p.Run(ctx, t, prep)
 }

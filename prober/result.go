@@ -19,7 +19,9 @@ type Reason string
 const (
 	ReasonNone              Reason = ""
 	ReasonConnectionRefused Reason = "connection_refused" // nothing listens at the target
-	ReasonConnection        Reason = "connection_error"   // DNS, reset, TLS and other transport failures
+	ReasonConnection        Reason = "connection_error"   // reset, unreachable and other transport failures
+	ReasonDNS               Reason = "dns_error"          // the target's host name did not resolve
+	ReasonTLS               Reason = "tls_error"          // TLS handshake failed: bad or untrusted certificate, not TLS
 	ReasonTimeout           Reason = "timeout"            // the scenario's timeout passed
 	ReasonStall             Reason = "stall"              // the stream started, then sent nothing for the stall timeout
 	ReasonHTTP4xx           Reason = "http_4xx"
@@ -30,13 +32,26 @@ const (
 	ReasonOversizedLine     Reason = "oversized_line"  // an SSE line longer than the reader's limit
 	ReasonMissingUsage      Reason = "missing_usage"   // no usage reported, so tokens cannot be counted
 	ReasonCalibration       Reason = "calibration"     // the prompt could not be sized to the scenario
+	ReasonTooManyTokens     Reason = "too_many_tokens" // the server generated more tokens than max_tokens asked for
 )
 
 // Reasons lists every Reason except ReasonNone, so counters can be initialised.
 var Reasons = []Reason{
-	ReasonConnectionRefused, ReasonConnection, ReasonTimeout, ReasonStall,
+	ReasonConnectionRefused, ReasonConnection, ReasonDNS, ReasonTLS, ReasonTimeout, ReasonStall,
 	ReasonHTTP4xx, ReasonHTTP5xx, ReasonStreamError, ReasonStreamCut,
 	ReasonMalformedChunk, ReasonOversizedLine, ReasonMissingUsage, ReasonCalibration,
+	ReasonTooManyTokens,
+}
+
+// TargetDown reports whether r means the target could not be reached at
+// all (as opposed to answering badly or slowly): the scheduler backs off
+// from such a target.
+func (r Reason) TargetDown() bool {
+	switch r {
+	case ReasonConnectionRefused, ReasonConnection, ReasonDNS, ReasonTLS:
+		return true
+	}
+	return false
 }
 
 // Result is everything one probe measured. Durations are computed from
@@ -49,6 +64,9 @@ type Result struct {
 	Kind   Kind
 	Reason Reason
 	Err    error // detail for the log; nil on success
+	// RetryAfter is the server's Retry-After on a 429 or 503 answer (0 when
+	// absent); the scheduler sends no probe to the target before it passes.
+	RetryAfter time.Duration
 
 	ResponseID   string    // the `id` of the streamed chunks, to match server-side traces
 	Start        time.Time // t0: just before the request was written

@@ -76,6 +76,11 @@ type SchedulerOptions struct {
 	Sleep func(ctx context.Context, d time.Duration) bool
 	// Rand returns a uniform number in [0, 1); default math/rand/v2.
 	Rand func() float64
+
+	// BackoffMax caps the wait between probes of a target that is down
+	// (connection refused, DNS, TLS, other transport failures); default
+	// 10m, and never less than the probing scenario's interval.
+	BackoffMax time.Duration
 }
 
 // Scheduler runs one loop per target and scenario.
@@ -113,6 +118,9 @@ func NewScheduler(targets []ScheduledTarget, opts SchedulerOptions) *Scheduler {
 	}
 	if opts.Rand == nil {
 		opts.Rand = rand.Float64
+	}
+	if opts.BackoffMax <= 0 {
+		opts.BackoffMax = 10 * time.Minute
 	}
 	s := &Scheduler{opts: opts}
 	for _, st := range targets {
@@ -185,6 +193,8 @@ type schedTarget struct {
 	applied     bool   // the state above has been published to the observer
 	lastModel   string // the last model published, to tell a change
 	disabled    map[string]bool
+
+	gate gate // closed while the target is down or asked to wait (Retry-After)
 }
 
 func (ts *schedTarget) snapshot() (model string, maxModelLen int, disabled map[string]bool) {
@@ -342,13 +352,78 @@ func (s *Scheduler) probeLoop(ctx context.Context, ts *schedTarget, sc Scenario)
 	}
 	// Spread the first probes so that a (re)start does not send them all
 	// at once, yet shows metrics quickly.
-	if !s.opts.Sleep(ctx, time.Duration(s.opts.Rand()*float64(min(sc.Interval, s.opts.FirstProbeMaxDelay)))) {
+	if !s.opts.Sleep(ctx, s.spread(sc)) {
 		return
 	}
 	for {
-		s.probeOnce(ctx, ts, sc)
-		if !s.opts.Sleep(ctx, s.nextDelay(sc.Interval)) {
+		if !s.awaitGate(ctx, ts, sc) {
 			return
+		}
+		probed, act := s.probeOnce(ctx, ts, sc)
+		if probed == probeGated {
+			continue // the gate closed while this loop waited for a slot
+		}
+		delay := s.nextDelay(sc.Interval)
+		if probed == probeSkipped {
+			ts.gate.release(sc.Name) // a gate's owner that cannot probe must not block the others
+		} else {
+			switch act.kind {
+			case gateBackoff:
+				delay = s.backoff(sc.Interval, act.fails)
+			case gateRetryAfter:
+				// No probe of this target until the server's Retry-After
+				// (at most one interval) has passed; then the others may go.
+				if !s.opts.Sleep(ctx, act.wait) {
+					return
+				}
+				ts.gate.release(sc.Name)
+				delay = max(delay-act.wait, 0)
+			}
+		}
+		if !s.opts.Sleep(ctx, delay) {
+			return
+		}
+	}
+}
+
+// spread is a random delay within min(interval, FirstProbeMaxDelay): it
+// keeps the loops of a target from probing at once after a (re)start or a
+// recovery.
+func (s *Scheduler) spread(sc Scenario) time.Duration {
+	return time.Duration(s.opts.Rand() * float64(min(sc.Interval, s.opts.FirstProbeMaxDelay)))
+}
+
+// backoff is the wait after the fails-th failed probe of a target that is
+// down: interval·2^fails, capped at max(BackoffMax, interval), with equal
+// jitter (a uniform draw in the upper half), so it is never shorter than
+// the interval and probers of many replicas do not line up.
+func (s *Scheduler) backoff(interval time.Duration, fails int) time.Duration {
+	limit := max(s.opts.BackoffMax, interval)
+	d := interval
+	for i := 0; i < fails && d < limit; i++ {
+		d *= 2
+	}
+	d = min(d, limit)
+	return d/2 + time.Duration(s.opts.Rand()*float64(d/2))
+}
+
+// awaitGate returns once sc may probe ts: at once when the target's gate
+// is open or sc owns it, otherwise when the gate opens, after a random
+// spread so that the scenarios of a recovered target do not all probe at
+// the same moment. It reports false when ctx ended.
+func (s *Scheduler) awaitGate(ctx context.Context, ts *schedTarget, sc Scenario) bool {
+	for {
+		wait := ts.gate.wait(sc.Name)
+		if wait == nil {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-wait:
+		}
+		if !s.opts.Sleep(ctx, s.spread(sc)) {
+			return false
 		}
 	}
 }
@@ -359,17 +434,30 @@ func (s *Scheduler) nextDelay(interval time.Duration) time.Duration {
 	return max(time.Duration(float64(interval)*f), time.Millisecond)
 }
 
-func (s *Scheduler) probeOnce(ctx context.Context, ts *schedTarget, sc Scenario) {
+// probeOutcome is what probeOnce did.
+type probeOutcome int
+
+const (
+	probeSkipped probeOutcome = iota // disabled scenario, or stopped
+	probeGated                       // the target's gate closed meanwhile
+	probeDone                        // probed and recorded
+)
+
+// probeOnce probes sc on ts unless the scenario is disabled, the target's
+// gate closed while it waited for a slot, or ctx ends first. The gate
+// learns the result before the slot is freed, so a probe waiting for the
+// slot sees a Retry-After or a down target before it is sent.
+func (s *Scheduler) probeOnce(ctx context.Context, ts *schedTarget, sc Scenario) (probeOutcome, gateStep) {
 	model, _, disabled := ts.snapshot()
 	if disabled[sc.Name] {
-		return
+		return probeSkipped, gateStep{}
 	}
 	if s.opts.Holds != nil {
 		// Counted until its result is recorded: a hold that waits for it
 		// sees the probe's metrics complete.
 		leave, ok := s.opts.Holds.Enter(ctx, ts.t.Name)
 		if !ok {
-			return
+			return probeSkipped, gateStep{}
 		}
 		defer leave()
 	}
@@ -377,8 +465,12 @@ func (s *Scheduler) probeOnce(ctx context.Context, ts *schedTarget, sc Scenario)
 	// other on the server.
 	select {
 	case <-ctx.Done():
-		return
+		return probeSkipped, gateStep{}
 	case ts.sem <- struct{}{}:
+	}
+	if ts.gate.wait(sc.Name) != nil {
+		<-ts.sem
+		return probeGated, gateStep{}
 	}
 	// The prober enforces the scenario's timeout; this bound only keeps a
 	// hung probe from holding the slot forever.
@@ -388,12 +480,16 @@ func (s *Scheduler) probeOnce(ctx context.Context, ts *schedTarget, sc Scenario)
 	}
 	res := s.opts.Probe(pctx, ts.t, model, sc)
 	cancel()
+	var step gateStep
+	if ctx.Err() == nil {
+		step = ts.gate.note(&res, sc, ts.log)
+	}
 	<-ts.sem
 	for _, h := range s.opts.Hooks {
 		h.AfterProbe(&res)
 	}
 	if ctx.Err() != nil {
-		return // stopped: a cancelled probe measured nothing
+		return probeSkipped, step // stopped: a cancelled probe measured nothing
 	}
 	if res.Target == "" {
 		res.Target = ts.t.Name
@@ -415,6 +511,7 @@ func (s *Scheduler) probeOnce(ctx context.Context, ts *schedTarget, sc Scenario)
 			ts.requestRefresh() // the model may have changed under us
 		}
 	}
+	return probeDone, step
 }
 
 func (s *Scheduler) logResult(ts *schedTarget, r *Result) {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/valyala/fastjson"
 )
@@ -449,6 +450,9 @@ func (d *streamDecoder) chunk(v *fastjson.Value, at time.Time) (streamEnd, bool)
 		}
 	}
 
+	if !utf8.Valid(content) || !utf8.Valid(reasoning) {
+		return malformedChunk("generated text is not valid UTF-8: %q", clipForErr(append(content, reasoning...)))
+	}
 	if len(content) > 0 || len(reasoning) > 0 || tool {
 		d.outChunks++
 		if r.FirstToken.IsZero() {
@@ -472,7 +476,16 @@ func (d *streamDecoder) chunk(v *fastjson.Value, at time.Time) (streamEnd, bool)
 			d.atLastOutput = d.completion
 		}
 	}
+	// A server that ignores max_tokens could stream forever: stop as soon
+	// as it is certain (every output chunk carries at least one token).
+	if want := r.RequestedTokens; want > 0 && (d.completion > want || d.outChunks > want) {
+		return streamEnd{reason: ReasonTooManyTokens, err: tooManyTokens(max(d.completion, d.outChunks), want)}, true
+	}
 	return streamEnd{}, false
+}
+
+func tooManyTokens(got, want int) error {
+	return fmt.Errorf("the server generated at least %d tokens, more than the %d max_tokens asked for", got, want)
 }
 
 // settle turns the end of the stream into Kind and Reason. ctxCause is the
@@ -504,6 +517,8 @@ func (d *streamDecoder) settle(end streamEnd, ctxCause error) {
 		failResult(r, ReasonStreamCut, errors.New("stream ended before [DONE]"))
 	case !d.usageSeen:
 		failResult(r, ReasonMissingUsage, errors.New("no usage in the stream; the server ignored stream_options.include_usage"))
+	case r.RequestedTokens > 0 && r.OutputTokens > r.RequestedTokens:
+		failResult(r, ReasonTooManyTokens, tooManyTokens(r.OutputTokens, r.RequestedTokens))
 	case r.FirstToken.IsZero() && r.OutputTokens > 0:
 		failResult(r, ReasonMalformedChunk, fmt.Errorf("usage reports %d output tokens but no chunk carried output", r.OutputTokens))
 	case r.OutputTokens != r.RequestedTokens:

@@ -195,7 +195,7 @@ func build(data []byte, dir string, f Flags) (*Config, error) {
 		return nil, err
 	}
 	if err := c.finish(); err != nil {
-		return nil, err
+		return nil, withLine(data, err)
 	}
 	return c, nil
 }
@@ -211,7 +211,7 @@ func parse(data []byte) (*Config, error) {
 	// error carries neither the line nor the field name.
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, yamlError(err)
+		return nil, syntaxError(data, err)
 	}
 	if err := checkDurations(&root); err != nil {
 		return nil, err
@@ -222,10 +222,13 @@ func parse(data []byte) (*Config, error) {
 		if errors.Is(err, io.EOF) {
 			return c, nil
 		}
-		return nil, yamlError(err)
+		return nil, withLine(data, yamlError(&root, err))
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		if err != nil {
+			return nil, syntaxError(data, err) // junk after the document
+		}
 		return nil, fmt.Errorf("line %d: a second YAML document; expected exactly one", extra.Line)
 	}
 	return c, nil
@@ -256,13 +259,14 @@ var (
 
 // yamlError turns yaml.v3's errors into one line per problem, each with its
 // line number, and names sections the way the file does.
-func yamlError(err error) error {
+func yamlError(root *yaml.Node, err error) error {
 	var te *yaml.TypeError
 	if !errors.As(err, &te) {
 		return fmt.Errorf("parse config: %w", err)
 	}
 	msgs := make([]string, len(te.Errors))
 	for i, m := range te.Errors {
+		m = typeError(root, m)
 		msgs[i] = unknownFieldRE.ReplaceAllStringFunc(m, func(s string) string {
 			sub := unknownFieldRE.FindStringSubmatch(s)
 			section, ok := sectionNames[sub[2]]
@@ -343,6 +347,9 @@ func checkDurations(root *yaml.Node) error {
 				for _, f := range durationFields[path] {
 					if k.Value != f || v.Kind != yaml.ScalarNode {
 						continue
+					}
+					if d, err := model.ParseDuration(strings.TrimPrefix(v.Value, "-")); err == nil && strings.HasPrefix(v.Value, "-") && d > 0 {
+						return fmt.Errorf("parse config: line %d: %s: %q is negative; expected a positive duration, e.g. 30s", v.Line, f, v.Value)
 					}
 					if _, err := model.ParseDuration(v.Value); err != nil {
 						return fmt.Errorf("parse config: line %d: %s: %q is not a valid duration; expected a number with a unit (ms, s, m, h, d), e.g. 30s or 1m30s", v.Line, f, v.Value)
@@ -451,6 +458,10 @@ func (t *TargetConfig) finish() error {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("url=%q; expected an absolute http:// or https:// URL, e.g. http://vllm:8000", t.URL)
 	}
+	if u.User != nil {
+		// It would be printed by /config and logged with every failure.
+		return fmt.Errorf("url=%q carries credentials; expected them in http_client_config (basic_auth or authorization), where they stay secret", u.Redacted())
+	}
 	base := strings.TrimRight(t.URL, "/")
 	base = strings.TrimSuffix(base, "/v1")
 	t.URL = strings.TrimRight(base, "/")
@@ -461,6 +472,8 @@ func (t *TargetConfig) finish() error {
 		t.MetricsURL = t.URL + "/metrics"
 	} else if m, err := url.Parse(t.MetricsURL); err != nil || (m.Scheme != "http" && m.Scheme != "https") || m.Host == "" {
 		return fmt.Errorf("metrics_url=%q; expected an absolute http:// or https:// URL", t.MetricsURL)
+	} else if m.User != nil {
+		return fmt.Errorf("metrics_url=%q carries credentials; expected them in http_client_config, where they stay secret", m.Redacted())
 	}
 	if t.API == "" {
 		t.API = prober.APIChat

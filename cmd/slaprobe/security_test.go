@@ -1,0 +1,318 @@
+package main
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/slaprobe/slaprobe/internal/vllmsim"
+)
+
+// Secrets the security test plants; none may show up in any output.
+const (
+	secBearer   = "sk-slaprobe-BEARER-7f3a9c2e51d84b06"
+	secHeader   = "hdr-slaprobe-APIKEY-0c4e8a1f77b2d9e3"
+	secWebPass  = "web-slaprobe-PASSWORD-5d2b"
+	secWebUser  = "admin"
+	secHostname = "127.0.0.1"
+)
+
+// writeSelfSigned writes a certificate and key for 127.0.0.1 into dir and
+// returns their paths and a pool that trusts the certificate.
+func writeSelfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "slaprobe test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP(secHostname)},
+		KeyUsage:    x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IsCA: true, BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "web.crt"), filepath.Join(dir, "web.key")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	pool = x509.NewCertPool()
+	pool.AddCert(cert)
+	return certFile, keyFile, pool
+}
+
+// freePort returns a loopback port nothing listens on right now.
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// authEngine is the simulated engine behind a check of the target's
+// credentials: a request to the API that does not send both keys gets 401.
+func authEngine(t *testing.T) *httptest.Server {
+	t.Helper()
+	eng, err := vllmsim.New(vllmsim.DefaultConfig(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := eng.Handler()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// As vLLM's --api-key: /metrics and /health stay open.
+		if r.URL.Path != "/metrics" && r.URL.Path != "/health" &&
+			(r.Header.Get("Authorization") != "Bearer "+secBearer || r.Header.Get("X-Api-Key") != secHeader) {
+			http.Error(w, `{"error":{"message":"bad key"}}`, http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(eng.Close)
+	return srv
+}
+
+// TestSecurityEndToEnd runs `slaprobe run` with TLS and basic auth from
+// --web.config.file and a target whose API keys are in the config, then
+// checks every endpoint over TLS with and without credentials, that
+// state-changing endpoints refuse GET, and that neither key appears in the
+// debug log, /metrics, /config, /-/sweep or check-config.
+func TestSecurityEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs slaprobe")
+	}
+	bin := binary(t)
+	engine := authEngine(t)
+	dir := t.TempDir()
+	certFile, keyFile, pool := writeSelfSigned(t, dir)
+	hash, err := bcrypt.GenerateFromPassword([]byte(secWebPass), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	webCfg := filepath.Join(dir, "web.yml")
+	if err := os.WriteFile(webCfg, []byte(fmt.Sprintf("tls_server_config:\n  cert_file: %s\n  key_file: %s\nbasic_auth_users:\n  %s: %s\n",
+		certFile, keyFile, secWebUser, hash)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := filepath.Join(dir, "slaprobe.yml")
+	cfg := `global: {scenarios: [chatbot]}
+targets:
+  - name: sim
+    url: ` + engine.URL + `
+    headers: {X-Api-Key: ` + secHeader + `}
+    http_client_config:
+      authorization: {credentials: ` + secBearer + `}
+engine: {enabled: true}
+power: {nvml: false}
+scenarios:
+  - name: chatbot
+    interval: 1s
+sweep:
+  enabled: true
+  scenarios: [chatbot]
+  closed_loop: {concurrency: [1], warmup: 200ms, duration: 500ms}
+  burst: {concurrency: [1]}
+  state_file: ` + filepath.Join(dir, "state.json") + `
+`
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	addr := freePort(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "run", "--config.file="+cfgPath, "--web.listen-address="+addr,
+		"--web.config.file="+webCfg, "--log.level=debug")
+	var logs syncBuffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	}()
+
+	base := "https://" + addr
+	tlsClient := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	do := func(method, path, user, pass string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+path, nil)
+		if user != "" {
+			req.SetBasicAuth(user, pass)
+		}
+		resp, err := tlsClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v\nlogs:\n%s", method, path, err, logs.String())
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	auth := func(method, path string) (int, string) { return do(method, path, secWebUser, secWebPass) }
+
+	// Ready, and some probes done with the keys.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		req, _ := http.NewRequest("GET", base+"/metrics", nil)
+		req.SetBasicAuth(secWebUser, secWebPass)
+		if resp, err := tlsClient.Do(req); err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == 200 && regexp.MustCompile(`slaprobe_probes_total\{[^}]*result="success"[^}]*\} [1-9]`).Match(b) {
+				break
+			}
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("slaprobe exited: %v\n%s", err, logs.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no successful probe within 60 s (do the keys reach the engine?)\n%s", logs.String())
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+
+	endpoints := []struct {
+		method, path string
+		want         int // with credentials
+	}{
+		{"GET", "/", 200},
+		{"GET", "/metrics", 200},
+		{"GET", "/config", 200},
+		{"GET", "/-/healthy", 200},
+		{"GET", "/-/ready", 200},
+		{"POST", "/-/reload", 200},
+		{"GET", "/-/sweep", 200},
+		{"POST", "/-/sweep", 202},
+	}
+	plain := &http.Client{Timeout: 10 * time.Second}
+	for _, ep := range endpoints {
+		// Plain HTTP gets no answer from the endpoint.
+		req, _ := http.NewRequest(ep.method, "http://"+addr+ep.path, nil)
+		req.SetBasicAuth(secWebUser, secWebPass)
+		if resp, err := plain.Do(req); err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusBadRequest {
+				t.Errorf("plain HTTP %s %s = %d %q; want it refused (400)", ep.method, ep.path, resp.StatusCode, b)
+			}
+		}
+		if code, _ := do(ep.method, ep.path, "", ""); code != http.StatusUnauthorized {
+			t.Errorf("TLS, no credentials: %s %s = %d, want 401", ep.method, ep.path, code)
+		}
+		if code, _ := do(ep.method, ep.path, secWebUser, "wrong"); code != http.StatusUnauthorized {
+			t.Errorf("TLS, wrong password: %s %s = %d, want 401", ep.method, ep.path, code)
+		}
+		if code, body := auth(ep.method, ep.path); code != ep.want {
+			t.Errorf("TLS, credentials: %s %s = %d, want %d: %s", ep.method, ep.path, code, ep.want, body)
+		}
+	}
+	// State changes need POST (or PUT/DELETE, which a browser will not
+	// send cross-site): a GET changes nothing.
+	for _, path := range []string{"/-/reload"} {
+		if code, _ := auth("GET", path); code != http.StatusMethodNotAllowed {
+			t.Errorf("GET %s = %d, want 405", path, code)
+		}
+	}
+	if code, body := auth("GET", "/-/sweep?target=sim"); code != 200 || strings.Contains(body, `"status": "started"`) {
+		t.Errorf("GET /-/sweep = %d %s; want the state, no sweep started", code, body)
+	}
+
+	// Let the sweep write its state, so /-/sweep carries results too.
+	deadline = time.Now().Add(60 * time.Second)
+	for {
+		_, body := auth("GET", "/-/sweep")
+		if strings.Contains(body, `"complete": true`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the sweep did not complete within 60 s: %s", body)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+
+	// Collect everything an operator or a scraper can see, then stop.
+	outputs := map[string]string{}
+	_, outputs["/metrics"] = auth("GET", "/metrics")
+	_, outputs["/config"] = auth("GET", "/config")
+	_, outputs["/-/sweep"] = auth("GET", "/-/sweep")
+	_, outputs["/"] = auth("GET", "/")
+	cc := exec.Command(bin, "check-config", "--config.file="+cfgPath, "--log.level=debug")
+	ccOut, err := cc.CombinedOutput()
+	if err != nil {
+		t.Fatalf("check-config: %v\n%s", err, ccOut)
+	}
+	outputs["check-config"] = string(ccOut)
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("exit after SIGTERM: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no exit within 30 s of SIGTERM")
+	}
+	outputs["debug log"] = logs.String()
+	if state, err := os.ReadFile(filepath.Join(dir, "state.json")); err == nil {
+		outputs["sweep state file"] = string(state)
+	}
+
+	if !strings.Contains(outputs["/config"], "<secret>") {
+		t.Errorf("/config shows no <secret> placeholder:\n%s", outputs["/config"])
+	}
+	if !strings.Contains(outputs["debug log"], "level=DEBUG") {
+		t.Errorf("the log has no debug lines; the test would prove nothing:\n%s", outputs["debug log"])
+	}
+	for name, out := range outputs {
+		for _, secret := range []string{secBearer, secHeader, secWebPass, string(hash)} {
+			if strings.Contains(out, secret) {
+				i := strings.Index(out, secret)
+				t.Errorf("%s contains a secret (%.12s…): …%s…", name, secret, out[max(0, i-200):min(len(out), i+len(secret)+50)])
+			}
+		}
+	}
+}

@@ -1,0 +1,187 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Basic auth on every web endpoint: the password is fleet-secret.
+const (
+	fleetUser     = "prometheus"
+	fleetPassword = "fleet-secret"
+	fleetWebCfg   = "basic_auth_users:\n  prometheus: $2a$10$AYPdg3wEWgWlkatFEa8JW.gBw9y25ciQhJnZy0xgzg8TKI3RahSXq\n"
+)
+
+// TestProbeFleet drives slaprobe the way a fleet does. Two simulated engines are listed in one
+// file in Prometheus's file_sd format, and that file feeds both sides:
+//
+//   - a real Prometheus discovers them through file_sd_configs and scrapes slaprobe's
+//     /probe?target=…&scenario=tiny for each, blackbox-exporter style, with basic auth;
+//   - slaprobe's own file_sd_configs read the same file and probe them on schedule (/metrics).
+//
+// The second engine is added to the file while both run; both sides must pick it up.
+func TestProbeFleet(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs two simulated engines, slaprobe and Prometheus for up to 90 s")
+	}
+	promBin := requireTool(t, "prometheus")
+	root := repoRoot(t)
+	bin := buildSlaprobe(t, root)
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), waitBudget)
+	t.Cleanup(cancel)
+
+	sims := make([]string, 2)
+	for i := range sims {
+		sims[i] = freeAddr(t)
+		startProcess(t, fmt.Sprintf("slaprobe sim %d", i), bin, "sim", "--sim.listen-address="+sims[i], "--sim.time-scale=0.1")
+	}
+
+	dir := t.TempDir()
+	targets := filepath.Join(dir, "targets.json")
+	writeTargets := func(addrs ...string) {
+		t.Helper()
+		// Tooling replaces the file in one step: write, then rename.
+		b, _ := json.Marshal([]map[string]any{{"targets": addrs, "labels": map[string]string{"team": "inference"}}})
+		tmp := targets + ".tmp"
+		if err := os.WriteFile(tmp, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, targets); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeTargets(sims[0])
+
+	write := func(name, content string) string {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	cfg := write("slaprobe.yml", `
+global: {jitter: 0}
+targets: []
+file_sd_configs:
+  - files: [targets.json]
+    refresh_interval: 1s
+    scenarios: [tiny]
+scenarios:
+  - {name: tiny, input_tokens: 200, output_tokens: 16, interval: 3s, timeout: 10s}
+`)
+	webCfg := write("web.yml", fleetWebCfg)
+	addr := freeAddr(t)
+	sp := startProcess(t, "slaprobe run", bin, "run", "--config.file="+cfg, "--web.config.file="+webCfg,
+		"--web.listen-address="+addr)
+	waitHTTP(t, ctx, sp, "http://"+addr+"/-/healthy", http.StatusOK, true)
+	// The web config covers /probe as it covers /metrics.
+	waitHTTP(t, ctx, sp, "http://"+addr+"/probe?scenario=tiny&target="+sims[0], http.StatusUnauthorized, false)
+	t.Logf("%5.1fs slaprobe up at %s, engines at %v", since(start), addr, sims)
+
+	promCfg := fmt.Sprintf(`
+global: {scrape_interval: %[1]s, scrape_timeout: %[1]s, evaluation_interval: %[1]s}
+scrape_configs:
+  - job_name: slaprobe-probe
+    metrics_path: /probe
+    params: {scenario: [tiny]}
+    basic_auth: {username: %[2]s, password: %[3]s}
+    file_sd_configs: [{files: [%[4]q], refresh_interval: 1s}]
+    relabel_configs:
+      - {source_labels: [__address__], target_label: __param_target}
+      - {source_labels: [__param_target], target_label: target}
+      - {target_label: __address__, replacement: %[5]q}
+  - job_name: slaprobe
+    basic_auth: {username: %[2]s, password: %[3]s}
+    static_configs: [{targets: [%[5]q]}]
+`, scrapeInterval, fleetUser, fleetPassword, targets, addr)
+	p := startPrometheusWith(t, ctx, promBin, dir, []byte(promCfg))
+	t.Logf("%5.1fs prometheus ready at %s", since(start), p.base)
+
+	wait := func(what string, check func(ctx context.Context) error) {
+		t.Helper()
+		var err error
+		for {
+			if err = check(ctx); err == nil {
+				t.Logf("%5.1fs ok: %s", since(start), what)
+				return
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("after %.0fs, %s: %v\n--- prometheus log (tail) ---\n%s\n%s",
+					since(start), what, err, tail(p.logs.String(), 30), sp.output())
+			case <-time.After(time.Second):
+			}
+		}
+	}
+	probed := func(target string) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
+			return p.wantNonEmpty(ctx, fmt.Sprintf(
+				`slaprobe_probe_success{job="slaprobe-probe", target=%q, scenario="tiny"} == 1 and on (instance) up == 1`, target))
+		}
+	}
+	scheduled := func(target string) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
+			return p.wantNonEmpty(ctx, fmt.Sprintf(
+				`slaprobe_probes_total{job="slaprobe", target=%q, scenario="tiny", result="success"} >= 1`, target))
+		}
+	}
+	wait("Prometheus drives /probe of the first engine", probed(sims[0]))
+	wait("the probe's TTFT and decode speed reach Prometheus", func(ctx context.Context) error {
+		return p.wantFinite(ctx, fmt.Sprintf(`slaprobe_probe_ttft_seconds{target=%q} + slaprobe_probe_decode_tokens_per_second{target=%q} * 0`, sims[0], sims[0]))
+	})
+	wait("slaprobe's own file_sd probes the first engine", scheduled(sims[0]))
+
+	writeTargets(sims[0], sims[1])
+	wait("Prometheus drives /probe of the engine added to the file", probed(sims[1]))
+	wait("slaprobe's file_sd picked up the added engine", scheduled(sims[1]))
+
+	// No /probe answer took longer than the scrape timeout, and none failed.
+	if err := p.wantEmpty(ctx, `scrape_duration_seconds{job="slaprobe-probe"} >= 2`); err != nil {
+		t.Error(err)
+	}
+	if err := p.wantEmpty(ctx, `slaprobe_probe_failure{job="slaprobe-probe"}`); err != nil {
+		t.Error(err)
+	}
+	if !strings.Contains(sp.stderr.String(), "file_sd target files changed") {
+		t.Errorf("slaprobe did not log the target file change\n%s", sp.output())
+	}
+}
+
+// waitHTTP polls url until it answers want (with fleet basic auth when auth is set).
+func waitHTTP(t *testing.T, ctx context.Context, proc *process, url string, want int, auth bool) {
+	t.Helper()
+	hc := &http.Client{Timeout: 5 * time.Second}
+	var last string
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if auth {
+			req.SetBasicAuth(fleetUser, fleetPassword)
+		}
+		resp, err := hc.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == want {
+				return
+			}
+			last = resp.Status
+		} else {
+			last = err.Error()
+		}
+		select {
+		case <-proc.exited:
+			t.Fatalf("%s exited: %v\n%s", proc.name, proc.err, proc.output())
+		case <-ctx.Done():
+			t.Fatalf("GET %s: %s, want %d\n%s", url, last, want, proc.output())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

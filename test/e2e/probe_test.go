@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -86,6 +87,14 @@ scenarios:
 	// The web config covers /probe as it covers /metrics.
 	waitHTTP(t, ctx, sp, "http://"+addr+"/probe?scenario=tiny&target="+sims[0], http.StatusUnauthorized, false)
 	t.Logf("%5.1fs slaprobe up at %s, engines at %v", since(start), addr, sims)
+	// The image's health check: `slaprobe healthcheck`, with the credentials the web config asks for.
+	hcCfg := write("healthcheck-http.yml", fmt.Sprintf("basic_auth: {username: %s, password: %s}\n", fleetUser, fleetPassword))
+	if out, err := exec.Command(bin, "healthcheck", "--healthcheck.url="+addr, "--healthcheck.http-config.file="+hcCfg).CombinedOutput(); err != nil {
+		t.Errorf("slaprobe healthcheck: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(bin, "healthcheck", "--healthcheck.url="+addr).CombinedOutput(); err == nil || !strings.Contains(string(out), "401 Unauthorized") {
+		t.Errorf("slaprobe healthcheck without credentials: %v\n%s", err, out)
+	}
 
 	promCfg := fmt.Sprintf(`
 global: {scrape_interval: %[1]s, scrape_timeout: %[1]s, evaluation_interval: %[1]s}

@@ -36,6 +36,7 @@ help:
 	@echo '              build llm-d-inference-sim into .tools/bin (only when missing or re-pinned)'
 	@echo '  test-short  go test ./... with nothing installed (tests needing a missing tool skip)'
 	@echo '  test-deploy go test in test/deploy (its own module): Dockerfile, compose, Helm, manifests, systemd'
+	@echo '  manifests   regenerate deploy/kubernetes/*.yaml from the Helm chart (test-deploy fails when they differ)'
 	@echo '  test-e2e    run `slaprobe demo`, scrape it, check all four default scenarios and promtool check metrics'
 	@echo '  lint        gofmt -l (must be empty) and go vet'
 	@echo '  dashboards  regenerate dashboards/*.json from internal/dashgen (lint fails when they differ)'
@@ -65,6 +66,12 @@ test: test-deps
 test-deploy:
 	@echo '==> test/deploy: Dockerfile, compose, Helm chart and manifests, systemd unit'
 	cd test/deploy && CGO_ENABLED=1 $(GO) test -timeout 15m ./...
+
+# deploy/kubernetes/*.yaml are rendered from the Helm chart; test-deploy fails when they drift.
+.PHONY: manifests
+manifests:
+	@echo '==> deploy/kubernetes/ from deploy/helm/slaprobe'
+	cd test/deploy && $(GO) test -count=1 -run '^TestManifests$$' . -update
 
 .PHONY: test-deps
 test-deps:

@@ -73,6 +73,10 @@ type GlobalConfig struct {
 	// ModelRefreshInterval is how often /v1/models is read again to follow
 	// model changes and max_model_len.
 	ModelRefreshInterval model.Duration `yaml:"model_refresh_interval"`
+	// ClassicHistogramBuckets trims the probe histograms' classic buckets:
+	// full (default), reduced (threshold edges only) or none (native
+	// histograms only). Read at start; a reload does not change it.
+	ClassicHistogramBuckets string `yaml:"classic_histogram_buckets"`
 }
 
 // TargetConfig is one inference server.
@@ -104,12 +108,13 @@ type TargetConfig struct {
 
 // DefaultGlobalConfig is used for absent fields of `global`.
 var DefaultGlobalConfig = GlobalConfig{
-	StallTimeout:         model.Duration(30 * time.Second),
-	Jitter:               0.2,
-	MaxInFlightPerTarget: 1,
-	Scenarios:            append([]string(nil), prober.DefaultScenarios...),
-	MaxLineBytes:         1 << 20,
-	ModelRefreshInterval: model.Duration(5 * time.Minute),
+	StallTimeout:            model.Duration(30 * time.Second),
+	Jitter:                  0.2,
+	MaxInFlightPerTarget:    1,
+	Scenarios:               append([]string(nil), prober.DefaultScenarios...),
+	MaxLineBytes:            1 << 20,
+	ModelRefreshInterval:    model.Duration(5 * time.Minute),
+	ClassicHistogramBuckets: "full",
 }
 
 // DefaultTargetConfig is used for absent fields of a target.
@@ -389,6 +394,8 @@ func (c *Config) finish() error {
 		return fmt.Errorf("global.max_line_bytes=%d; expected at least 4096", g.MaxLineBytes)
 	case g.ModelRefreshInterval < model.Duration(10*time.Second):
 		return fmt.Errorf("global.model_refresh_interval=%s; expected at least 10s", g.ModelRefreshInterval)
+	case !contains([]string{"full", "reduced", "none"}, g.ClassicHistogramBuckets):
+		return fmt.Errorf("global.classic_histogram_buckets=%q; expected full, reduced or none", g.ClassicHistogramBuckets)
 	}
 
 	if err := c.resolveScenarios(); err != nil {

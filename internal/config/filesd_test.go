@@ -259,3 +259,19 @@ probe:
 		t.Errorf("bad probe.api: %v", err)
 	}
 }
+
+func TestClassicHistogramBuckets(t *testing.T) {
+	c, err := LoadBytes([]byte("targets: []"))
+	if err != nil || c.Global.ClassicHistogramBuckets != "full" {
+		t.Fatalf("default: %v %v", c, err)
+	}
+	for _, v := range []string{"full", "reduced", "none"} {
+		if c, err := LoadBytes([]byte("targets: []\nglobal: {classic_histogram_buckets: " + v + "}")); err != nil || c.Global.ClassicHistogramBuckets != v {
+			t.Errorf("%s: %v", v, err)
+		}
+	}
+	if _, err := LoadBytes([]byte("targets: []\nglobal: {classic_histogram_buckets: some}")); err == nil ||
+		!strings.Contains(err.Error(), `global.classic_histogram_buckets="some"; expected full, reduced or none`) {
+		t.Errorf("bad value: %v", err)
+	}
+}

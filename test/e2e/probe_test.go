@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"crypto/md5"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -23,8 +25,9 @@ const (
 // TestProbeFleet drives slaprobe the way a fleet does. Two simulated engines are listed in one
 // file in Prometheus's file_sd format, and that file feeds both sides:
 //
-//   - a real Prometheus discovers them through file_sd_configs and scrapes slaprobe's
-//     /probe?target=…&scenario=tiny for each, blackbox-exporter style, with basic auth;
+//   - a real Prometheus discovers them through file_sd_configs and scrapes
+//     /probe?target=…&scenario=tiny for each, blackbox-exporter style, with basic auth, sharded
+//     over two slaprobe instances with hashmod relabelling;
 //   - slaprobe's own file_sd_configs read the same file and probe them on schedule (/metrics).
 //
 // The second engine is added to the file while both run; both sides must pick it up.
@@ -80,13 +83,20 @@ scenarios:
   - {name: tiny, input_tokens: 200, output_tokens: 16, interval: 3s, timeout: 10s}
 `)
 	webCfg := write("web.yml", fleetWebCfg)
-	addr := freeAddr(t)
-	sp := startProcess(t, "slaprobe run", bin, "run", "--config.file="+cfg, "--web.config.file="+webCfg,
-		"--web.listen-address="+addr)
-	waitHTTP(t, ctx, sp, "http://"+addr+"/-/healthy", http.StatusOK, true)
+	// Two slaprobe instances: Prometheus shards the engines over them with hashmod.
+	addrs := []string{freeAddr(t), freeAddr(t)}
+	procs := make([]*process, len(addrs))
+	for i, a := range addrs {
+		procs[i] = startProcess(t, fmt.Sprintf("slaprobe run %d", i), bin, "run", "--config.file="+cfg,
+			"--web.config.file="+webCfg, "--web.listen-address="+a)
+	}
+	for i, a := range addrs {
+		waitHTTP(t, ctx, procs[i], "http://"+a+"/-/healthy", http.StatusOK, true)
+	}
+	addr, sp := addrs[0], procs[0]
 	// The web config covers /probe as it covers /metrics.
 	waitHTTP(t, ctx, sp, "http://"+addr+"/probe?scenario=tiny&target="+sims[0], http.StatusUnauthorized, false)
-	t.Logf("%5.1fs slaprobe up at %s, engines at %v", since(start), addr, sims)
+	t.Logf("%5.1fs slaprobe up at %v, engines at %v", since(start), addrs, sims)
 	// The image's health check: `slaprobe healthcheck`, with the credentials the web config asks for.
 	hcCfg := write("healthcheck-http.yml", fmt.Sprintf("basic_auth: {username: %s, password: %s}\n", fleetUser, fleetPassword))
 	if out, err := exec.Command(bin, "healthcheck", "--healthcheck.url="+addr, "--healthcheck.http-config.file="+hcCfg).CombinedOutput(); err != nil {
@@ -107,11 +117,13 @@ scrape_configs:
     relabel_configs:
       - {source_labels: [__address__], target_label: __param_target}
       - {source_labels: [__param_target], target_label: target}
-      - {target_label: __address__, replacement: %[5]q}
+      - {source_labels: [__param_target], modulus: 2, target_label: __tmp_shard, action: hashmod}
+      - {source_labels: [__tmp_shard], regex: "0", target_label: __address__, replacement: %[5]q}
+      - {source_labels: [__tmp_shard], regex: "1", target_label: __address__, replacement: %[6]q}
   - job_name: slaprobe
     basic_auth: {username: %[2]s, password: %[3]s}
-    static_configs: [{targets: [%[5]q]}]
-`, scrapeInterval, fleetUser, fleetPassword, targets, addr)
+    static_configs: [{targets: [%[5]q, %[6]q]}]
+`, scrapeInterval, fleetUser, fleetPassword, targets, addrs[0], addrs[1])
 	p := startPrometheusWith(t, ctx, promBin, dir, []byte(promCfg))
 	t.Logf("%5.1fs prometheus ready at %s", since(start), p.base)
 
@@ -131,16 +143,26 @@ scrape_configs:
 			}
 		}
 	}
+	// Each engine is probed through exactly one slaprobe: the one its hashmod shard names.
 	probed := func(target string) func(ctx context.Context) error {
 		return func(ctx context.Context) error {
-			return p.wantNonEmpty(ctx, fmt.Sprintf(
-				`slaprobe_probe_success{job="slaprobe-probe", target=%q, scenario="tiny"} == 1 and on (instance) up == 1`, target))
+			res, err := p.query(ctx, fmt.Sprintf(`slaprobe_probe_success{job="slaprobe-probe", target=%q, scenario="tiny"} == 1`, target))
+			if err != nil {
+				return err
+			}
+			if len(res) != 1 {
+				return fmt.Errorf("target %s: %d successful /probe series, want 1", target, len(res))
+			}
+			if got, want := res[0].Metric["instance"], addrs[hashmod(target, 2)]; got != want {
+				t.Errorf("target %s was probed through %s; its hashmod shard is %s", target, got, want)
+			}
+			return nil
 		}
 	}
 	scheduled := func(target string) func(ctx context.Context) error {
 		return func(ctx context.Context) error {
 			return p.wantNonEmpty(ctx, fmt.Sprintf(
-				`slaprobe_probes_total{job="slaprobe", target=%q, scenario="tiny", result="success"} >= 1`, target))
+				`slaprobe_probes_total{job="slaprobe", instance=%q, target=%q, scenario="tiny", result="success"} >= 1`, addr, target))
 		}
 	}
 	wait("Prometheus drives /probe of the first engine", probed(sims[0]))
@@ -163,6 +185,13 @@ scrape_configs:
 	if !strings.Contains(sp.stderr.String(), "file_sd target files changed") {
 		t.Errorf("slaprobe did not log the target file change\n%s", sp.output())
 	}
+}
+
+// hashmod is Prometheus's relabelling action of that name: the MD5 of the value, its last eight
+// bytes as a big-endian number, modulo the modulus.
+func hashmod(value string, modulus uint64) int {
+	sum := md5.Sum([]byte(value))
+	return int(binary.BigEndian.Uint64(sum[8:]) % modulus)
 }
 
 // waitHTTP polls url until it answers want (with fleet basic auth when auth is set).

@@ -53,6 +53,7 @@ func newCLI(stdout, stderr io.Writer) *cli {
 	addBench(c)
 	addSim(c)
 	addCheckConfig(c)
+	addHealthcheck(c)
 	return c
 }
 

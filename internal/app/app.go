@@ -22,6 +22,7 @@ import (
 	"github.com/slaprobe/slaprobe/internal/daemon"
 	"github.com/slaprobe/slaprobe/internal/engine"
 	"github.com/slaprobe/slaprobe/internal/gpu"
+	"github.com/slaprobe/slaprobe/internal/probehandler"
 	"github.com/slaprobe/slaprobe/internal/sweeper"
 )
 
@@ -96,6 +97,7 @@ func New(o Options) (a *App, err error) {
 	if err := a.addSweeper(ctx); err != nil {
 		return nil, err
 	}
+	a.addFleet(ctx)
 	d.OnStop(a.close)
 	return a, nil
 }
@@ -225,4 +227,26 @@ func (a *App) addSweeper(ctx context.Context) error {
 	})
 	go sw.Run(ctx)
 	return nil
+}
+
+// addFleet serves /probe, for a Prometheus that discovers the targets
+// itself (blackbox-exporter style), and watches the file_sd target files.
+func (a *App) addFleet(ctx context.Context) {
+	d, logger := a.Daemon, a.Daemon.Logger()
+	d.Handle("/probe", probehandler.New(probehandler.Options{
+		Runner: d.Prober(),
+		Config: d.Config,
+		Logger: logger.With("component", "probe_endpoint"),
+	}))
+	go config.WatchTargetFiles(ctx, d.Config, func() { _, _ = d.Reload() }, logger.With("component", "file_sd"))
+
+	// The bucket layout is fixed when the metrics are made: say so when a
+	// reload asks for another.
+	buckets := d.Config().Global.ClassicHistogramBuckets
+	d.OnReload(func(c *config.Config) {
+		if c.Global.ClassicHistogramBuckets != buckets {
+			logger.Warn("global.classic_histogram_buckets changed; it takes effect at the next restart",
+				"running", buckets, "configured", c.Global.ClassicHistogramBuckets)
+		}
+	})
 }

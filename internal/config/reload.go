@@ -52,7 +52,7 @@ func (s *SafeConfig) Reload(path string) (changed bool, err error) {
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.loaded && sum == s.sum {
+	if s.loaded && sum == s.sum && !s.c.TargetFilesChanged() {
 		return false, nil
 	}
 	c, err := build(data, filepath.Dir(path), s.flags)

@@ -129,11 +129,11 @@ func New(opts Options) (*Daemon, error) {
 		versioncollector.NewCollector(Program),
 		d.reloadOK, d.reloadTime,
 	)
-	d.metrics = collector.NewProbeMetrics(d.reg)
-
 	if _, err := d.cfg.Reload(opts.ConfigFile); err != nil {
 		return nil, err
 	}
+	d.metrics = collector.NewProbeMetricsWith(d.reg, collector.ProbeMetricsOptions{
+		ClassicBuckets: collector.ClassicBuckets(d.cfg.Get().Global.ClassicHistogramBuckets)})
 	d.reloadOK.Set(1)
 	d.reloadTime.SetToCurrentTime()
 	d.applyConfig(nil, d.cfg.Get())

@@ -43,6 +43,9 @@ func (ts *tokenServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{engine=\"0\"} %g\n", ts.waiting[target])
 	fmt.Fprintf(w, "# TYPE vllm:generation_tokens_total counter\nvllm:generation_tokens_total{engine=\"0\"} %g\n", ts.tokens[target])
 	fmt.Fprintf(w, "# TYPE vllm:prompt_tokens_total counter\nvllm:prompt_tokens_total{engine=\"0\"} %g\n", ts.prompt[target])
+	// Speculative decoding: half a draft token per generated token, 70 % accepted.
+	fmt.Fprintf(w, "# TYPE vllm:spec_decode_num_draft_tokens_total counter\nvllm:spec_decode_num_draft_tokens_total{engine=\"0\"} %g\n", ts.tokens[target]/2)
+	fmt.Fprintf(w, "# TYPE vllm:spec_decode_num_accepted_tokens_total counter\nvllm:spec_decode_num_accepted_tokens_total{engine=\"0\"} %g\n", 0.35*ts.tokens[target])
 	fmt.Fprintf(w, "# TYPE vllm:e2e_request_latency_seconds histogram\nvllm:e2e_request_latency_seconds_bucket{engine=\"0\",le=\"+Inf\"} %g\n", ts.done[target])
 	fmt.Fprintf(w, "vllm:e2e_request_latency_seconds_sum{engine=\"0\"} 0\nvllm:e2e_request_latency_seconds_count{engine=\"0\"} %g\n", ts.done[target])
 }

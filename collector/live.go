@@ -44,6 +44,8 @@ type Live struct {
 
 	maxSafe, maxSafeSamples, maxSafeLowerBound, efficiency, baseline *prometheus.Desc
 	baselineSource, baselineSamples                                  *prometheus.Desc
+
+	specAcceptance *prometheus.GaugeVec
 }
 
 // Where a single-stream baseline comes from, the source label of
@@ -141,6 +143,9 @@ type livePending struct {
 	gen              float64 // generation-token counter before the probe
 	genAt            time.Time
 	hasGen           bool
+	specDraft        float64 // speculative-decoding counters before the probe
+	specAccepted     float64
+	hasSpec          bool
 }
 
 type liveDepth struct {
@@ -190,6 +195,10 @@ func NewLive(pool *engine.Pool, opts LiveOptions) *Live {
 		}, []string{"target", "model", "scenario", "queue_depth"}),
 	}
 	s := []string{"target", "model", "scenario"}
+	l.specAcceptance = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "slaprobe_probe_spec_decode_acceptance_ratio",
+		Help: "Speculative decoding acceptance (accepted / draft tokens, from the engine's vllm:spec_decode_* counters) over the last probe's span: the engine's, for all traffic during the probe. Read it with slaprobe_tokens_per_chunk; absent where the engine reports no speculative decoding.",
+	}, s)
 	l.maxSafe = prometheus.NewDesc("slaprobe_live_max_safe_queue_depth",
 		"Queue depth (running + waiting) at which a monotone fit of probe TTFT against queue depth crosses the scenario's TTFT threshold, over a sliding window of probes.", s, nil)
 	l.maxSafeSamples = prometheus.NewDesc("slaprobe_live_max_safe_queue_depth_samples",
@@ -219,6 +228,7 @@ func (l *Live) BeforeProbe(ctx context.Context, t prober.Target, s prober.Scenar
 		if snap, err := w.Refresh(ctx); err == nil && snap.HasQueue {
 			p.ok, p.running, p.waiting = true, snap.Running, snap.Waiting
 			p.gen, p.genAt, p.hasGen = snap.GenerationTokens, snap.Time, snap.HasTokens
+			p.specDraft, p.specAccepted, p.hasSpec = snap.SpecDraftTokens, snap.SpecAcceptedTokens, snap.HasSpecDecode
 		}
 	}
 	p.at = l.opts.Clock.Now()
@@ -250,6 +260,12 @@ func (l *Live) AfterProbe(res *prober.Result) {
 		return
 	}
 	after, haveAfter := l.snapshotAfter(res)
+	if haveAfter && p.hasSpec && after.HasSpecDecode {
+		if dd := after.SpecDraftTokens - p.specDraft; dd > 0 {
+			da := max(0, after.SpecAcceptedTokens-p.specAccepted)
+			l.specAcceptance.WithLabelValues(res.Target, res.Model, res.Scenario).Set(min(1, da/dd))
+		}
+	}
 	if haveAfter && after.HasQueue {
 		// The requests running during the decode: the mean of what ran just
 		// before and just after it, plus the probe itself.
@@ -308,11 +324,18 @@ func (l *Live) snapshotAfter(res *prober.Result) (engine.Snapshot, bool) {
 	if w == nil || res.LastToken.IsZero() {
 		return engine.Snapshot{}, false
 	}
-	after, err := w.RefreshAfter(context.Background(), res.LastToken)
-	if err != nil || after.Time.Before(res.LastToken) {
-		return engine.Snapshot{}, false
+	// A scrape already in flight may have started before the last token;
+	// joining it gives an older snapshot, so scrape once more then.
+	for range 2 {
+		after, err := w.RefreshAfter(context.Background(), res.LastToken)
+		if err != nil {
+			return engine.Snapshot{}, false
+		}
+		if !after.Time.Before(res.LastToken) {
+			return after, true
+		}
 	}
-	return after, true
+	return engine.Snapshot{}, false
 }
 
 // record files the probe under its queue depth; it returns the pending entry.
@@ -507,6 +530,7 @@ func (l *Live) ForgetTarget(target string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.ttftByDepth.DeletePartialMatch(prometheus.Labels{"target": target})
+	l.specAcceptance.DeletePartialMatch(prometheus.Labels{"target": target})
 	for k := range l.pending {
 		if k.target == target {
 			delete(l.pending, k)
@@ -536,6 +560,7 @@ func (l *Live) ForgetModel(target, model string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.ttftByDepth.DeletePartialMatch(prometheus.Labels{"target": target, "model": model})
+	l.specAcceptance.DeletePartialMatch(prometheus.Labels{"target": target, "model": model})
 	for k := range l.depth {
 		if k.target == target && k.model == model {
 			delete(l.depth, k)
@@ -559,6 +584,7 @@ func (l *Live) ForgetModel(target, model string) {
 // Describe implements prometheus.Collector.
 func (l *Live) Describe(ch chan<- *prometheus.Desc) {
 	l.ttftByDepth.Describe(ch)
+	l.specAcceptance.Describe(ch)
 	for _, d := range []*prometheus.Desc{l.maxSafe, l.maxSafeSamples, l.maxSafeLowerBound, l.efficiency, l.baseline, l.baselineSource, l.baselineSamples} {
 		ch <- d
 	}
@@ -567,6 +593,7 @@ func (l *Live) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (l *Live) Collect(ch chan<- prometheus.Metric) {
 	l.ttftByDepth.Collect(ch)
+	l.specAcceptance.Collect(ch)
 	now := l.opts.Clock.Now()
 	for _, m := range l.MaxSafeDepths() {
 		lv := []string{m.Target, m.Model, m.Scenario}

@@ -322,3 +322,41 @@ func TestLiveEfficiencyWithoutIdle(t *testing.T) {
 		t.Errorf("live efficiency %.3f; engine model at batch %.2f: %.3f", e.Ratio, r.MeanRunning, want)
 	}
 }
+
+// TestLiveSpecDecodeAcceptance: an engine with speculative decoding (the
+// simulator's MTP mode drafts TokensPerStep-1 tokens a step and accepts
+// them all but at the end) shows its acceptance next to each probe; one
+// without shows none.
+func TestLiveSpecDecodeAcceptance(t *testing.T) {
+	for _, k := range []int{1, 3} {
+		cfg := vllmsim.DefaultConfig()
+		cfg.TimeScale = 0.3
+		cfg.TokensPerStep = k
+		sim, err := vllmsim.New(cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(sim.Handler())
+		target := prober.Target{Name: "sim", BaseURL: srv.URL, Client: srv.Client()}
+		pool := engine.NewPool(engine.Options{Interval: time.Second, ProbeTimeout: time.Second, Fresh: 10 * time.Millisecond}, nil)
+		pool.Sync([]prober.Target{target})
+		live := NewLive(pool, LiveOptions{})
+		scen := prober.Scenario{Name: "spec", Family: prober.FamilyCustom, InputTokens: 128, OutputTokens: 61,
+			Interval: time.Second, Timeout: 20 * time.Second}
+		live.BeforeProbe(context.Background(), target, scen)
+		res := prober.New(nil, prober.SystemClock{}).Probe(context.Background(), target, cfg.ModelName, scen)
+		live.AfterProbe(&res)
+		ms := liveFind(t, live, "slaprobe_probe_spec_decode_acceptance_ratio", nil)
+		switch {
+		case res.Kind != prober.KindSuccess:
+			t.Errorf("k=%d: probe failed: %s %v", k, res.Reason, res.Err)
+		case k == 1 && len(ms) != 0:
+			t.Errorf("k=1 (no speculative decoding): acceptance exported: %v", ms)
+		case k > 1 && (len(ms) != 1 || ms[0].GetGauge().GetValue() < 0.9 || ms[0].GetGauge().GetValue() > 1):
+			t.Errorf("k=%d: acceptance %v; want about 1 (all drafts accepted but the last step's)", k, ms)
+		}
+		pool.Close()
+		srv.Close()
+		sim.Close()
+	}
+}

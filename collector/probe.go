@@ -83,6 +83,7 @@ type ProbeMetrics struct {
 	ttft, itl, decode, e2e, prefill, chunk, ttfc *prometheus.HistogramVec
 
 	probes, errors, cacheHits, tokens, mismatches *prometheus.CounterVec
+	usageMismatches, firstChunk                   *prometheus.CounterVec
 
 	success, promptTokens, outputTokens, lastTimestamp, enabled *prometheus.GaugeVec
 	threshold, planned                                          *prometheus.GaugeVec
@@ -146,6 +147,10 @@ func NewProbeMetricsWith(reg prometheus.Registerer, o ProbeMetricsOptions) *Prob
 			"Tokens the prober spent, as the server reported them, by type: prompt or output.", "type"),
 		mismatches: newCounter("probe_prompt_length_mismatches_total",
 			"Probes whose prompt token count, as the server reported it, was outside the tolerance of the scenario's input tokens."),
+		usageMismatches: newCounter("probe_usage_mismatches_total",
+			"Probes whose usage.completion_tokens disagreed with what the stream carried (fewer tokens than output chunks, or continuous usage ending elsewhere than the final usage): the server's token accounting is off."),
+		firstChunk: newCounter("probe_first_chunk_total",
+			"Probes by what their first output chunk carried: content, reasoning or tool_call. A reasoning model whose first chunk is content has its reasoning parser switched off.", "kind"),
 
 		success: newGauge("probe_success",
 			"Whether the last probe succeeded (1) or not (0)."),
@@ -164,7 +169,7 @@ func NewProbeMetricsWith(reg prometheus.Registerer, o ProbeMetricsOptions) *Prob
 	}
 	reg.MustRegister(
 		m.ttft, m.itl, m.decode, m.e2e, m.prefill, m.chunk, m.ttfc,
-		m.probes, m.errors, m.cacheHits, m.tokens, m.mismatches,
+		m.probes, m.errors, m.cacheHits, m.tokens, m.mismatches, m.usageMismatches, m.firstChunk,
 		m.success, m.promptTokens, m.outputTokens, m.lastTimestamp, m.enabled,
 		m.threshold, m.planned,
 	)
@@ -239,6 +244,12 @@ func (m *ProbeMetrics) Observe(r *prober.Result) {
 	if r.PromptTokens > 0 && !r.PromptLengthOK {
 		m.mismatches.WithLabelValues(lv...).Inc()
 	}
+	if r.UsageMismatch {
+		m.usageMismatches.WithLabelValues(lv...).Inc()
+	}
+	if r.FirstChunkKind != "" {
+		m.firstChunk.WithLabelValues(r.Target, r.Model, r.Scenario, string(r.FirstChunkKind)).Inc()
+	}
 
 	ok := 0.0
 	if kind == prober.KindSuccess {
@@ -271,6 +282,10 @@ func (m *ProbeMetrics) SetScenarioEnabled(target, model, scenario string, enable
 		m.tokens.WithLabelValues(target, model, scenario, "prompt")
 		m.tokens.WithLabelValues(target, model, scenario, "output")
 		m.mismatches.WithLabelValues(target, model, scenario)
+		m.usageMismatches.WithLabelValues(target, model, scenario)
+		for _, k := range prober.ChunkKinds {
+			m.firstChunk.WithLabelValues(target, model, scenario, string(k))
+		}
 	}
 	m.enabled.WithLabelValues(target, model, scenario).Set(v)
 }
@@ -316,6 +331,7 @@ func (m *ProbeMetrics) vecs() []*prometheus.MetricVec {
 	return []*prometheus.MetricVec{
 		m.ttft.MetricVec, m.itl.MetricVec, m.decode.MetricVec, m.e2e.MetricVec, m.prefill.MetricVec, m.chunk.MetricVec, m.ttfc.MetricVec,
 		m.probes.MetricVec, m.errors.MetricVec, m.cacheHits.MetricVec, m.tokens.MetricVec, m.mismatches.MetricVec,
+		m.usageMismatches.MetricVec, m.firstChunk.MetricVec,
 		m.success.MetricVec, m.promptTokens.MetricVec, m.outputTokens.MetricVec, m.lastTimestamp.MetricVec, m.enabled.MetricVec,
 		m.planned.MetricVec,
 	}

@@ -40,6 +40,8 @@ func success() prober.Result {
 		CachedReported:   true,
 		PromptLengthOK:   true,
 		FinishReason:     "length",
+		FirstChunkKind:   prober.ChunkContent,
+		OutputChunks:     4,
 	}
 }
 
@@ -54,6 +56,7 @@ func goldenCases() []prober.Result {
 	reasoning.Reasoning = true
 	reasoning.FirstContent = t0.Add(time.Second)
 	reasoning.ChunkTokens = nil
+	reasoning.FirstChunkKind = prober.ChunkReasoning
 
 	short := success()
 	short.Kind = prober.KindShortOutput
@@ -74,6 +77,8 @@ func goldenCases() []prober.Result {
 	mismatch.Reason = prober.ReasonStreamCut
 	mismatch.ChunkTokens = nil
 	mismatch.Start = t0.Add(2 * time.Minute)
+	mismatch.UsageMismatch = true
+	mismatch.FirstChunkKind = prober.ChunkToolCall
 
 	return []prober.Result{success(), cacheHit, reasoning, short, timeout, mismatch}
 }

@@ -85,7 +85,34 @@ type Result struct {
 	ChunkTokens      []int32 // tokens per output-bearing chunk (only when ContinuousUsage)
 	FinishReason     string
 	PromptLengthOK   bool // PromptTokens within tolerance of the scenario's input tokens
+
+	// Semantic canaries: what the stream says about the server's setup.
+	//
+	// FirstChunkKind is what the first output chunk carried: content,
+	// reasoning or tool_call; a reasoning model whose first chunk is content
+	// has its reasoning parser switched off.
+	FirstChunkKind ChunkKind
+	// OutputChunks counts the chunks that carried output.
+	OutputChunks int
+	// UsageMismatch is set when usage.completion_tokens disagrees with what
+	// the stream carried: fewer tokens than output chunks (each carries at
+	// least one), or continuous usage whose last count differs from the
+	// final one.
+	UsageMismatch bool
 }
+
+// ChunkKind is what an output chunk carried.
+type ChunkKind string
+
+// Chunk kinds, the kind label of slaprobe_probe_first_chunk_total.
+const (
+	ChunkContent   ChunkKind = "content"
+	ChunkReasoning ChunkKind = "reasoning"
+	ChunkToolCall  ChunkKind = "tool_call"
+)
+
+// ChunkKinds lists every kind.
+var ChunkKinds = []ChunkKind{ChunkContent, ChunkReasoning, ChunkToolCall}
 
 // CacheHit reports whether the server served part of the prompt from its
 // prefix cache, which makes this probe's prefill timing worthless.

@@ -456,6 +456,14 @@ func (d *streamDecoder) chunk(v *fastjson.Value, at time.Time) (streamEnd, bool)
 	if len(content) > 0 || len(reasoning) > 0 || tool {
 		d.outChunks++
 		if r.FirstToken.IsZero() {
+			switch {
+			case len(content) > 0:
+				r.FirstChunkKind = ChunkContent
+			case len(reasoning) > 0:
+				r.FirstChunkKind = ChunkReasoning
+			default:
+				r.FirstChunkKind = ChunkToolCall
+			}
 			r.FirstToken = at
 			d.sr.armStall()
 			if hasUsage {
@@ -496,6 +504,11 @@ func (d *streamDecoder) settle(end streamEnd, ctxCause error) {
 	if d.usageSeen {
 		r.OutputTokens = d.completion
 	}
+	r.OutputChunks = d.outChunks
+	// Every output chunk carries at least one token; continuous usage must
+	// end where the final usage does.
+	r.UsageMismatch = d.usageSeen && (d.outChunks > d.completion ||
+		(d.outWithUsage == d.outChunks && d.outChunks > 0 && d.atLastOutput != d.completion))
 	r.ContinuousUsage = d.outChunks > 0 && d.outWithUsage == d.outChunks
 	if !r.ContinuousUsage {
 		r.ChunkTokens = nil

@@ -98,6 +98,8 @@ var (
 		"vllm:gpu_prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries"}
 	vllmPrefixHits = names{"vllm:prefix_cache_hits_total", "vllm:prefix_cache_hits",
 		"vllm:gpu_prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits"}
+	vllmSpecDraft  = names{"vllm:spec_decode_num_draft_tokens_total", "vllm:spec_decode_num_draft_tokens"}
+	vllmSpecAccept = names{"vllm:spec_decode_num_accepted_tokens_total", "vllm:spec_decode_num_accepted_tokens"}
 
 	sglRunning    = names{"sglang:num_running_reqs"}
 	sglWaiting    = names{"sglang:num_queue_reqs"}
@@ -130,6 +132,10 @@ func FromFamilies(fams map[string]*dto.MetricFamily) (Snapshot, error) {
 		s.PrefixCacheQueries, _, hasQ = sumOf(fams, vllmPrefixQuery)
 		s.PrefixCacheHits, _, hasH = sumOf(fams, vllmPrefixHits)
 		s.HasPrefixCache = hasQ && hasH
+		var hasD, hasA bool
+		s.SpecDraftTokens, _, hasD = sumOf(fams, vllmSpecDraft)
+		s.SpecAcceptedTokens, _, hasA = sumOf(fams, vllmSpecAccept)
+		s.HasSpecDecode = hasD && hasA
 	case hasPrefix(fams, "sglang:"):
 		s.Flavor = "sglang"
 		s.Running, s.Series, s.HasQueue = sumOf(fams, sglRunning)

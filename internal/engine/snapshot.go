@@ -45,6 +45,11 @@ type Snapshot struct {
 	CacheHitRate    float64
 	HasCacheHitRate bool
 
+	// Speculative decoding counters (vLLM): draft tokens proposed and
+	// accepted; their ratio is the acceptance rate.
+	SpecDraftTokens, SpecAcceptedTokens float64
+	HasSpecDecode                       bool
+
 	// Series is the number of label sets summed into Running (engines ×
 	// models); 0 when the family was absent.
 	Series int

@@ -490,7 +490,8 @@ func (e *Engine) finishLocked(st step, end time.Time) {
 			}
 			n = e.growth(r)
 		}
-		if r.firstToken.IsZero() {
+		isFirst := r.firstToken.IsZero()
+		if isFirst {
 			r.firstToken = end
 			e.m.ttft.Observe(end.Sub(r.submitted).Seconds())
 			e.m.prefill.Observe(end.Sub(r.admittedAt).Seconds())
@@ -502,6 +503,11 @@ func (e *Engine) finishLocked(st step, end time.Time) {
 		e.kvHeld += n
 		e.st.GeneratedTokens += uint64(n)
 		e.m.genTokens.Add(float64(n))
+		if e.m.specDrafts != nil && !isFirst {
+			e.m.specDrafts.Inc()
+			e.m.specDraftTokens.Add(float64(e.cfg.TokensPerStep - 1))
+			e.m.specAccepted.Add(float64(max(n-1, 0)))
+		}
 		if r.fault.name == FaultStall && !r.stalled && r.fault.after > 0 && r.produced >= r.fault.after {
 			r.stalled = true
 			r.stallUntil = end.Add(r.fault.stallFor)

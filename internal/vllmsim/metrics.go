@@ -33,6 +33,10 @@ type metrics struct {
 	prefixQueries prometheus.Counter
 	prefixHits    prometheus.Counter
 	success       *prometheus.CounterVec
+	// Speculative decoding, exported only with TokensPerStep > 1 (MTP):
+	// every decode step of a request drafts TokensPerStep-1 tokens, and
+	// those it emitted beyond the first count as accepted.
+	specDrafts, specDraftTokens, specAccepted prometheus.Counter
 
 	ttft       prometheus.Histogram
 	itl        prometheus.Histogram
@@ -102,6 +106,11 @@ func newMetrics(cfg Config, g *gauges) *metrics {
 	m.preemptions = counter("vllm:num_preemptions_total", "Cumulative number of preemptions from the engine.")
 	m.prefixQueries = counter("vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.")
 	m.prefixHits = counter("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.")
+	if cfg.TokensPerStep > 1 {
+		m.specDrafts = counter("vllm:spec_decode_num_drafts_total", "Number of spec decoding drafts.")
+		m.specDraftTokens = counter("vllm:spec_decode_num_draft_tokens_total", "Number of draft tokens.")
+		m.specAccepted = counter("vllm:spec_decode_num_accepted_tokens_total", "Number of accepted tokens.")
+	}
 	m.success = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "vllm:request_success_total", Help: "Count of successfully processed requests.", ConstLabels: labels,
 	}, []string{"finished_reason"})

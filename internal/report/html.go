@@ -102,7 +102,7 @@ func buildPage(r *Report) page {
 		{"Scaling efficiency", "system throughput ÷ (N=1 throughput × N)."},
 		{"Prefill speed", "prompt tokens ÷ (TTFT − queue wait when the engine reports it)."},
 		{"Queue wait", "the change of the engine’s vllm:request_queue_time_seconds over the step, per request."},
-		{"Percentiles", "plain percentiles of the per-request values (for decode speed, the slow tail is the low end; read ITL p99 for it)."},
+		{"Percentiles", "plain percentiles of the per-request values. For latencies (ITL, TTFT, E2E) the tail that hurts is the high end, so the tables show p90 and p99; for decode speed it is the low end, so they show p10 and p1: the speed the slowest 10 % and 1 % of requests got."},
 	}
 	if !r.Config.PromptCaching {
 		p.Methodology = append(p.Methodology, kv{"Prompt caching", "off: every request carries a fresh context, so TTFT is the worst case. With a warm prefix cache a long conversation answers about as fast as its newest turn."})
@@ -357,6 +357,7 @@ thead tr.groups th{text-align:center;border-bottom:1px solid #cbd2d9;font-size:1
 td.num,th.num{text-align:right}
 table.steps{width:auto;min-width:50%}
 table.steps td,table.steps th{min-width:52px}
+table.steps th{white-space:normal;max-width:84px}
 tbody tr:nth-child(even){background:#fbfcfd}
 table.cap td:nth-child(4){font-weight:700;font-size:14px}
 caption{caption-side:top;text-align:left;font-weight:600;padding:6px 0;font-size:13.5px}

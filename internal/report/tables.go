@@ -28,8 +28,10 @@ func secCell(v float64) string {
 func msCell(v float64) string { return strconv.FormatFloat(v*1000, 'f', 1, 64) }
 
 func stepColumns(steps []Step, mode prober.Mode) []column {
-	var hasEff, hasQueue, hasPower, hasCost, hasJ bool
+	var hasEff, hasQueue, hasPower, hasCost, hasJ, hasP10, hasP1 bool
 	for _, st := range steps {
+		hasP10 = hasP10 || st.Decode.P10 > 0
+		hasP1 = hasP1 || st.Decode.P1 > 0
 		hasEff = hasEff || st.ScalingEfficiency != nil
 		hasQueue = hasQueue || st.QueueWaitSeconds != nil
 		if st.Power != nil {
@@ -49,7 +51,25 @@ func stepColumns(steps []Step, mode prober.Mode) []column {
 			cols = append(cols, column{0, group, md, string(n), func(s Step) string { return cell(d(s).Stat(n)) }})
 		}
 	}
-	dist("decode tok/s per user", "decode", []prober.Stat{prober.StatMean, prober.StatP50, prober.StatP90, prober.StatP99}, func(s Step) Dist { return s.Decode }, fmtRate)
+	// Decode speed is higher-is-better: the tail that hurts users is the
+	// slow one, so its columns are the low percentiles (absent in reports
+	// written before they were kept).
+	decode := func(name string, get func(Dist) float64) {
+		cols = append(cols, column{0, "decode tok/s per user", "decode", name, func(s Step) string {
+			if v := get(s.Decode); v > 0 {
+				return fmtRate(v)
+			}
+			return "–"
+		}})
+	}
+	decode("mean", func(d Dist) float64 { return d.Mean })
+	decode("p50", func(d Dist) float64 { return d.P50 })
+	if hasP10 {
+		decode("p10 (slowest 10%)", func(d Dist) float64 { return d.P10 })
+	}
+	if hasP1 {
+		decode("p1 (slowest 1%)", func(d Dist) float64 { return d.P1 })
+	}
 	dist("ITL ms", "ITL ms", []prober.Stat{prober.StatMean, prober.StatP50, prober.StatP90, prober.StatP99}, func(s Step) Dist { return s.ITL }, msCell)
 	dist("TTFT s", "TTFT s", []prober.Stat{prober.StatMean, prober.StatP50, prober.StatP90, prober.StatP95, prober.StatP99}, func(s Step) Dist { return s.TTFT }, secCell)
 	dist("E2E s", "E2E s", []prober.Stat{prober.StatP50, prober.StatP90, prober.StatP99}, func(s Step) Dist { return s.E2E }, secCell)

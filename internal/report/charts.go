@@ -327,7 +327,8 @@ func buildSections(r *Report) []section {
 	burstN := ladderOf(r, idx, prober.ModeBurst)
 
 	closed := section{ID: "closed-loop", Title: "When am I the fastest?",
-		Intro: "Closed loop: exactly N requests are in flight at every moment and nothing waits in a queue, so these charts show the best experience each user can get while N users share the server."}
+		Intro: "Closed loop: the client keeps exactly N requests in flight and starts the next one as soon as one finishes, so these charts show what each user gets while N users share the server at a steady pace. " +
+			closedQueueText(closedQueueWait(r, idx))}
 	closed.Figures = append(closed.Figures,
 		figDecodeVsN(r, idx, closedN),
 		figITLVsN(r, idx, closedN, th),
@@ -532,10 +533,54 @@ func figDecodeRange(r *Report, idx []int, ns []float64) figure {
 	return f
 }
 
+// queueWait is the longest mean engine queue wait of the closed-loop steps.
+type queueWait struct {
+	located
+	measured bool // some step carried a queue wait (the engine has the histogram)
+}
+
+func closedQueueWait(r *Report, idx []int) queueWait {
+	var q queueWait
+	for _, i := range idx {
+		for _, st := range okSteps(r.Scenarios[i].ClosedLoop) {
+			if st.QueueWaitSeconds == nil || !finite(*st.QueueWaitSeconds) {
+				continue
+			}
+			q.measured = true
+			if v := *st.QueueWaitSeconds; !q.ok || v > q.v {
+				q.located = located{v, r.Scenarios[i].Name, st.Concurrency, true}
+			}
+		}
+	}
+	return q
+}
+
+// closedQueueText says what the measured queue wait was, so the method text
+// never claims a closed loop queues nothing when the engine says it did:
+// the client keeps N in flight, but the engine may still hold some of them
+// back when N exceeds what it runs at once.
+func closedQueueText(q queueWait) string {
+	switch {
+	case !q.measured:
+		return "The engine reported no queue time, so TTFT here may include time a request waited in the engine’s queue."
+	case q.v <= 0:
+		return "The engine’s queue-time histogram shows no queue wait at any step, so TTFT here is scheduling and prefill."
+	default:
+		return fmt.Sprintf("The engine can still queue some of them when N exceeds what it runs at once: its mean queue wait reaches %s (%s, N=%d), and that wait is part of TTFT here. The queue wait chart under “Under the hood” and the tables show it for every step.",
+			fmtSeconds(q.v), q.scenario, q.n)
+	}
+}
+
 func figTTFTRange(r *Report, idx []int, ns []float64) figure {
 	f := newFigure(ChartTTFTRange, "Time to first token range",
-		"The band runs from the quickest scenario to the slowest at each N. TTFT is mostly prefill here (nothing queues in a closed loop), so the top edge is the longest context. Under 0.5 s feels instant; 0.5–2 s responsive.")
+		"The band runs from the quickest scenario to the slowest at each N. TTFT is prefill plus any time the engine kept the request in its queue, so the top edge is usually the longest context. Under 0.5 s feels instant; 0.5–2 s responsive.")
 	a, notes := rangeBand(r, idx, func(s Step) float64 { return s.TTFT.Mean }, fmtSeconds)
+	switch q := closedQueueWait(r, idx); {
+	case q.measured && q.v > 0:
+		notes = append(notes, fmt.Sprintf("Measured engine queue wait, part of these TTFTs: up to %s (%s, N=%d).", fmtSeconds(q.v), q.scenario, q.n))
+	case q.measured:
+		notes = append(notes, "The engine measured no queue wait: these TTFTs are scheduling and prefill.")
+	}
 	var vals []float64
 	for _, p := range append(append([]point(nil), a.Hi...), a.Lo...) {
 		vals = append(vals, p.Y)

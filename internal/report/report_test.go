@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -408,5 +409,43 @@ func TestFormatting(t *testing.T) {
 		if c.got != c.want {
 			t.Errorf("got %q; want %q", c.got, c.want)
 		}
+	}
+}
+
+// The closed-loop text must agree with the queue wait the engine measured:
+// no "nothing queues" while a step shows hundreds of ms of queue wait.
+func TestClosedLoopTextMatchesQueueWait(t *testing.T) {
+	r := Sample()
+	html := renderHTML(t, r)
+	for _, bad := range []string{"nothing waits", "nothing queues", "no queue"} {
+		if strings.Contains(strings.ToLower(html), bad) {
+			t.Errorf("report.html claims %q while the sample's closed loop queues", bad)
+		}
+	}
+	// The sample's longest closed-loop queue wait, as measured.
+	q := closedQueueWait(r, chartScenarios(r))
+	if !q.measured || q.v < 0.3 {
+		t.Fatalf("sample closed-loop queue wait = %+v; want a visible one", q)
+	}
+	want := fmt.Sprintf("its mean queue wait reaches %s (%s, N=%d)", fmtSeconds(q.v), q.scenario, q.n)
+	if !strings.Contains(html, want) {
+		t.Errorf("closed-loop intro lacks %q", want)
+	}
+	if !strings.Contains(html, "Measured engine queue wait, part of these TTFTs: up to "+fmtSeconds(q.v)) {
+		t.Error("TTFT range chart does not show the measured queue wait")
+	}
+
+	// No queue wait measured at all: the text says so instead.
+	for i := range r.Scenarios {
+		for j := range r.Scenarios[i].ClosedLoop {
+			r.Scenarios[i].ClosedLoop[j].QueueWaitSeconds = Float(0)
+		}
+	}
+	if html := renderHTML(t, r); !strings.Contains(html, "shows no queue wait at any step") {
+		t.Error("zero queue wait: the intro does not say so")
+	}
+	stripPower(r)
+	if html := renderHTML(t, r); !strings.Contains(html, "The engine reported no queue time") {
+		t.Error("no queue-time histogram: the intro does not say so")
 	}
 }

@@ -114,13 +114,14 @@ type tile struct {
 }
 
 type table struct {
-	Class   string
-	Caption string
-	Groups  []colGroup // optional first header row
-	Head    []string
-	MDHead  []string // Markdown header when it differs from Head
-	Rows    [][]string
-	Numeric []bool // right-align column
+	Class    string
+	Caption  string
+	Groups   []colGroup // optional first header row
+	Head     []string
+	MDHead   []string // Markdown header when it differs from Head
+	Rows     [][]string
+	RowClass []string // optional class per row ("busy")
+	Numeric  []bool   // right-align column
 }
 
 // groupStart reports whether column i opens a new header group.
@@ -274,8 +275,8 @@ func metricSeries(r *Report, idx []int, m prober.Mode, get func(Step) (float64, 
 				continue
 			}
 			vals = append(vals, v)
-			s.Points = append(s.Points, point{X: float64(st.Concurrency), Y: v,
-				Tip: fmt.Sprintf("%s · %s N=%d · %s", r.Scenarios[i].Name, modeLabel(m), st.Concurrency, tip(v))})
+			s.Points = append(s.Points, point{X: float64(st.Concurrency), Y: v, Suspect: st.StartedBusy(),
+				Tip: fmt.Sprintf("%s · %s N=%d · %s%s", r.Scenarios[i].Name, modeLabel(m), st.Concurrency, tip(v), suspectTip(st))})
 		}
 		if len(s.Points) > 0 {
 			out = append(out, s)
@@ -290,6 +291,7 @@ type located struct {
 	scenario string
 	n        int
 	ok       bool
+	step     *Step // the step measured, where known
 }
 
 func extreme(ss []series, max bool) located {
@@ -297,7 +299,7 @@ func extreme(ss []series, max bool) located {
 	for _, s := range ss {
 		for _, p := range s.Points {
 			if !best.ok || (max && p.Y > best.v) || (!max && p.Y < best.v) {
-				best = located{p.Y, s.Name, int(p.X), true}
+				best = located{v: p.Y, scenario: s.Name, n: int(p.X), ok: true}
 			}
 		}
 	}
@@ -496,7 +498,8 @@ func rangeBand(r *Report, idx []int, get func(Step) float64, unit func(float64) 
 	for _, i := range idx {
 		for _, st := range okSteps(r.Scenarios[i].ClosedLoop) {
 			if v := get(st); v > 0 && finite(v) {
-				byN[st.Concurrency] = append(byN[st.Concurrency], located{v, r.Scenarios[i].Name, st.Concurrency, true})
+				st := st
+				byN[st.Concurrency] = append(byN[st.Concurrency], located{v, r.Scenarios[i].Name, st.Concurrency, true, &st})
 			}
 		}
 	}
@@ -511,8 +514,10 @@ func rangeBand(r *Report, idx []int, get func(Step) float64, unit func(float64) 
 		pts := byN[n]
 		sort.SliceStable(pts, func(i, j int) bool { return pts[i].v < pts[j].v })
 		lo, hi := pts[0], pts[len(pts)-1]
-		a.Hi = append(a.Hi, point{X: float64(n), Y: hi.v, Tip: fmt.Sprintf("N=%d · %s: %s", n, hi.scenario, unit(hi.v))})
-		a.Lo = append(a.Lo, point{X: float64(n), Y: lo.v, Tip: fmt.Sprintf("N=%d · %s: %s", n, lo.scenario, unit(lo.v))})
+		a.Hi = append(a.Hi, point{X: float64(n), Y: hi.v, Suspect: hi.step.StartedBusy(),
+			Tip: fmt.Sprintf("N=%d · %s: %s%s", n, hi.scenario, unit(hi.v), suspectTip(*hi.step))})
+		a.Lo = append(a.Lo, point{X: float64(n), Y: lo.v, Suspect: lo.step.StartedBusy(),
+			Tip: fmt.Sprintf("N=%d · %s: %s%s", n, lo.scenario, unit(lo.v), suspectTip(*lo.step))})
 		notes = []string{fmt.Sprintf("At N=%d users get between %s (%s) and %s (%s), depending on context length.",
 			n, unit(lo.v), lo.scenario, unit(hi.v), hi.scenario)}
 	}
@@ -548,7 +553,7 @@ func closedQueueWait(r *Report, idx []int) queueWait {
 			}
 			q.measured = true
 			if v := *st.QueueWaitSeconds; !q.ok || v > q.v {
-				q.located = located{v, r.Scenarios[i].Name, st.Concurrency, true}
+				q.located = located{v: v, scenario: r.Scenarios[i].Name, n: st.Concurrency, ok: true}
 			}
 		}
 	}
@@ -878,14 +883,16 @@ func capacityChart(id string, s *Scenario, u UseCaseCapacity) (template.HTML, te
 		n := float64(st.Concurrency)
 		ns = append(ns, n)
 		if st.ITL.Mean > 0 {
-			itl.Points = append(itl.Points, point{X: n, Y: st.ITL.Mean * 1000,
-				Tip: fmt.Sprintf("N=%d · ITL %s (≈ %s tok/s per user)", st.Concurrency, fmtMS(st.ITL.Mean), fmtRate(st.Decode.Mean))})
+			itl.Points = append(itl.Points, point{X: n, Y: st.ITL.Mean * 1000, Suspect: st.StartedBusy(),
+				Tip: fmt.Sprintf("N=%d · ITL %s (≈ %s tok/s per user)%s", st.Concurrency, fmtMS(st.ITL.Mean), fmtRate(st.Decode.Mean), suspectTip(st))})
 		}
 		if v := st.TTFT.Stat(ttftStat); v > 0 {
-			ttft.Points = append(ttft.Points, point{X: n, Y: v, Tip: fmt.Sprintf("N=%d · TTFT %s %s", st.Concurrency, ttftStat, fmtSeconds(v))})
+			ttft.Points = append(ttft.Points, point{X: n, Y: v, Suspect: st.StartedBusy(),
+				Tip: fmt.Sprintf("N=%d · TTFT %s %s%s", st.Concurrency, ttftStat, fmtSeconds(v), suspectTip(st))})
 		}
 		if v := st.E2E.Stat(e2eStat); v > 0 {
-			e2e.Points = append(e2e.Points, point{X: n, Y: v, Tip: fmt.Sprintf("N=%d · E2E %s %s", st.Concurrency, e2eStat, fmtSeconds(v))})
+			e2e.Points = append(e2e.Points, point{X: n, Y: v, Suspect: st.StartedBusy(),
+				Tip: fmt.Sprintf("N=%d · E2E %s %s%s", st.Concurrency, e2eStat, fmtSeconds(v), suspectTip(st))})
 		}
 	}
 	c := chart{ID: id, Title: "Capacity: " + s.Name, X: nAxis("concurrent requests (N, "+modeLabel(u.Mode)+")", ns),
@@ -961,8 +968,8 @@ func contextSeries(rows []*Scenario, get func(Step) (float64, bool), unit func(f
 		ctxs = append(ctxs, float64(s.InputTokens))
 		for _, st := range okSteps(s.ClosedLoop) {
 			if v, ok := get(st); ok && finite(v) {
-				byN[st.Concurrency] = append(byN[st.Concurrency], point{X: float64(s.InputTokens), Y: v,
-					Tip: fmt.Sprintf("%s (%s) · N=%d · %s", s.Name, fmtTokens(float64(s.InputTokens)), st.Concurrency, unit(v))})
+				byN[st.Concurrency] = append(byN[st.Concurrency], point{X: float64(s.InputTokens), Y: v, Suspect: st.StartedBusy(),
+					Tip: fmt.Sprintf("%s (%s) · N=%d · %s%s", s.Name, fmtTokens(float64(s.InputTokens)), st.Concurrency, unit(v), suspectTip(st))})
 			}
 		}
 	}

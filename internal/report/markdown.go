@@ -32,7 +32,7 @@ func RenderMarkdown(w io.Writer, r *Report) error {
 	if r.Meta.Interrupted {
 		p("> This run was interrupted: the report holds only the steps measured before it stopped.\n\n")
 	}
-	for _, n := range r.Notes {
+	for _, n := range append(append([]string(nil), r.Notes...), summarizeDrain(r).notes()...) {
 		p("> %s\n\n", mdEscape(n))
 	}
 

@@ -449,3 +449,93 @@ func TestClosedLoopTextMatchesQueueWait(t *testing.T) {
 		t.Error("no queue-time histogram: the intro does not say so")
 	}
 }
+
+// A step that started on a busy engine is marked everywhere the report
+// shows it, and the report says how steps were started.
+func TestBusyStepsMarked(t *testing.T) {
+	r := Sample()
+	busy := summarizeDrain(r).Busy
+	if len(busy) != 2 {
+		t.Fatalf("sample has %d busy steps; want 2", len(busy))
+	}
+	html := renderHTML(t, r)
+	var md bytes.Buffer
+	if err := RenderMarkdown(&md, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"rag burst N=8 (3 running, 1 waiting)", "agentic closed loop N=16 (2 running, 0 waiting)", // top note
+		"Burst N=8 started while the engine still had 3 running, 1 waiting requests (after waiting 120 s", // scenario note
+		"⚠ busy: 3 running, 1 waiting", // table cell
+		"waited for the engine’s /metrics to show it empty",
+	} {
+		if !strings.Contains(html, want) {
+			t.Errorf("report.html lacks %q", want)
+		}
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("report.md lacks %q", want)
+		}
+	}
+	if !strings.Contains(md.String(), "| 16 ⚠ |") || !strings.Contains(md.String(), "| 8 ⚠ |") {
+		t.Error("report.md does not mark the busy rows' N")
+	}
+	// Latency and throughput table of each busy step: two rows each.
+	if n := strings.Count(html, `<tr class="busy">`); n != 2*len(busy) {
+		t.Errorf("%d busy rows in report.html; want %d", n, 2*len(busy))
+	}
+	if !strings.Contains(html, "<dt>Step start</dt>") {
+		t.Error("the method section does not say how steps started")
+	}
+	// The charts flag them: the suspect ring and its legend entry. The
+	// agentic N=16 closed-loop step is on the closed-loop charts.
+	fig := figureHTML(t, html, ChartDecodeVsConcurrency)
+	if !strings.Contains(fig, `class="suspect"`) || !strings.Contains(fig, "started on a busy engine: suspect") {
+		t.Error("decode vs concurrency does not flag the busy agentic N=16 step")
+	}
+	if !strings.Contains(fig, "agentic · closed loop N=16 · ") || !strings.Contains(fig, "(2 running, 0 waiting): suspect</title>") {
+		t.Error("the busy point's tooltip does not say it is suspect")
+	}
+	fig = figureHTML(t, html, ChartTTFTVsQueueDepth)
+	if strings.Count(fig, `class="suspect"`) < 2 { // one ring in the plot, one in the legend
+		t.Error("TTFT vs queue depth does not flag the busy rag N=8 burst")
+	}
+	if fig := figureHTML(t, html, ChartScalingEfficiency); !strings.Contains(fig, `class="suspect"`) {
+		t.Error("scaling efficiency does not flag the busy step")
+	}
+	// A chart without busy steps has no suspect legend.
+	if fig := figureHTML(t, html, "capacity-code-completion"); strings.Contains(fig, "suspect") {
+		t.Error("a chart with no busy step shows the suspect legend")
+	}
+
+	// Without engine /metrics every step waited a cooldown: the report says
+	// the steps could not be checked.
+	for i := range r.Scenarios {
+		for _, steps := range [][]Step{r.Scenarios[i].ClosedLoop, r.Scenarios[i].Burst} {
+			for j := range steps {
+				steps[j].Drain = &prober.DrainResult{Method: prober.DrainCooldown, WaitedSeconds: 5}
+			}
+		}
+	}
+	html = renderHTML(t, r)
+	md.Reset()
+	RenderMarkdown(&md, r)
+	for _, doc := range []string{html, md.String()} {
+		if !strings.Contains(doc, "The engine exposed no /metrics with running and waiting counts") {
+			t.Error("all-cooldown report does not say the engine had no /metrics")
+		}
+		if !strings.Contains(doc, "cooldown 5 s") || strings.Contains(doc, "⚠") {
+			t.Error("all-cooldown report: wrong step-start cells or a busy mark")
+		}
+	}
+}
+
+// figureHTML returns the <figure> with the given id suffix.
+func figureHTML(t *testing.T, html, id string) string {
+	t.Helper()
+	i := strings.Index(html, `id="chart-`+id+`"`)
+	if i < 0 {
+		t.Fatalf("no figure chart-%s", id)
+	}
+	j := strings.Index(html[i:], "</figure>")
+	return html[i : i+j]
+}

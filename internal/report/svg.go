@@ -34,9 +34,11 @@ type axis struct {
 }
 
 type point struct {
-	X, Y   float64
-	Tip    string // tooltip text
-	Hollow bool   // interpolated/approximate point
+	X, Y float64
+	Tip  string // tooltip text
+	// Suspect marks a point measured on a step that started on a busy
+	// engine: drawn hollow with a red ring, and named in the legend.
+	Suspect bool
 }
 
 type series struct {
@@ -558,14 +560,14 @@ func (c *chart) SVG() template.HTML {
 		}
 		fmt.Fprintf(&b, `<g class="series" data-series="%s"><path class="%s" d="%s" stroke="%s"/>`, esc(s.Name), cls, strings.TrimSpace(d.String()), esc(s.Color))
 		for _, p := range pts {
-			fmt.Fprintf(&b, `<g class="pt"><title>%s</title>%s</g>`, esc(p.Tip), marker(s.Marker, xsc.px(p.X), sc.px(p.Y), s.Color, p.Hollow))
+			fmt.Fprintf(&b, `<g class="pt"><title>%s</title>%s</g>`, esc(p.Tip), marker(s.Marker, xsc.px(p.X), sc.px(p.Y), s.Color, p.Suspect))
 		}
 		b.WriteString(`</g>`)
 	}
 	for _, a := range c.Areas {
 		for _, edge := range [][]point{a.Hi, a.Lo} {
 			for _, p := range edge {
-				fmt.Fprintf(&b, `<g class="pt"><title>%s</title>%s</g>`, esc(p.Tip), marker(0, xsc.px(p.X), ysc.px(p.Y), a.Color, false))
+				fmt.Fprintf(&b, `<g class="pt"><title>%s</title>%s</g>`, esc(p.Tip), marker(0, xsc.px(p.X), ysc.px(p.Y), a.Color, p.Suspect))
 			}
 		}
 	}
@@ -602,22 +604,47 @@ func (c *chart) SVG() template.HTML {
 	return template.HTML(b.String())
 }
 
-// marker draws one data point.
-func marker(kind int, x, y float64, color string, hollow bool) string {
+// colorSuspect rings the points of steps that started on a busy engine.
+const colorSuspect = "#d62728"
+
+// marker draws one data point; a suspect one is hollow inside a red ring.
+func marker(kind int, x, y float64, color string, suspect bool) string {
 	fill := esc(color)
-	if hollow {
+	ring := ""
+	if suspect {
 		fill = "#fff"
+		ring = fmt.Sprintf(`<circle class="suspect" cx="%s" cy="%s" r="7.5" fill="none" stroke="%s" stroke-width="1.6" stroke-dasharray="3 2"/>`,
+			f1(x), f1(y), colorSuspect)
 	}
 	common := fmt.Sprintf(`fill="%s" stroke="%s" class="mk"`, fill, esc(color))
 	switch kind % 4 {
 	case 1:
-		return fmt.Sprintf(`<rect x="%s" y="%s" width="7" height="7" %s/>`, f1(x-3.5), f1(y-3.5), common)
+		return ring + fmt.Sprintf(`<rect x="%s" y="%s" width="7" height="7" %s/>`, f1(x-3.5), f1(y-3.5), common)
 	case 2:
-		return fmt.Sprintf(`<path d="M%s %sL%s %sL%s %sZ" %s/>`, f1(x), f1(y-4.5), f1(x+4.2), f1(y+3.2), f1(x-4.2), f1(y+3.2), common)
+		return ring + fmt.Sprintf(`<path d="M%s %sL%s %sL%s %sZ" %s/>`, f1(x), f1(y-4.5), f1(x+4.2), f1(y+3.2), f1(x-4.2), f1(y+3.2), common)
 	case 3:
-		return fmt.Sprintf(`<path d="M%s %sL%s %sL%s %sL%s %sZ" %s/>`, f1(x), f1(y-4.6), f1(x+4.6), f1(y), f1(x), f1(y+4.6), f1(x-4.6), f1(y), common)
+		return ring + fmt.Sprintf(`<path d="M%s %sL%s %sL%s %sL%s %sZ" %s/>`, f1(x), f1(y-4.6), f1(x+4.6), f1(y), f1(x), f1(y+4.6), f1(x-4.6), f1(y), common)
 	}
-	return fmt.Sprintf(`<circle cx="%s" cy="%s" r="3.6" %s/>`, f1(x), f1(y), common)
+	return ring + fmt.Sprintf(`<circle cx="%s" cy="%s" r="3.6" %s/>`, f1(x), f1(y), common)
+}
+
+// hasSuspect reports whether any plotted point is suspect.
+func (c *chart) hasSuspect() bool {
+	for _, s := range c.Series {
+		for _, p := range s.Points {
+			if p.Suspect {
+				return true
+			}
+		}
+	}
+	for _, a := range c.Areas {
+		for _, p := range append(append([]point(nil), a.Hi...), a.Lo...) {
+			if p.Suspect {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // LegendHTML renders the chart's legend as HTML (it wraps; SVG text does not).
@@ -638,6 +665,10 @@ func (c *chart) LegendHTML() template.HTML {
 	for _, a := range c.Areas {
 		fmt.Fprintf(&b, `<li><svg width="30" height="12" viewBox="0 0 30 12" aria-hidden="true"><rect x="1" y="1" width="28" height="10" fill="%s" fill-opacity="0.25" stroke="%s"/></svg>%s</li>`,
 			esc(a.Color), esc(a.Color), esc(a.Name))
+	}
+	if c.hasSuspect() {
+		fmt.Fprintf(&b, `<li class="suspect-note"><svg width="30" height="18" viewBox="0 0 30 18" aria-hidden="true">%s</svg>started on a busy engine: suspect, not used for capacity or the headline</li>`,
+			marker(0, 15, 9, "#52606d", true))
 	}
 	b.WriteString(`</ul>`)
 	return template.HTML(b.String())

@@ -28,8 +28,9 @@ func secCell(v float64) string {
 func msCell(v float64) string { return strconv.FormatFloat(v*1000, 'f', 1, 64) }
 
 func stepColumns(steps []Step, mode prober.Mode) []column {
-	var hasEff, hasQueue, hasPower, hasCost, hasJ, hasP10, hasP1 bool
+	var hasEff, hasQueue, hasPower, hasCost, hasJ, hasP10, hasP1, hasDrain bool
 	for _, st := range steps {
+		hasDrain = hasDrain || st.Drain != nil
 		hasP10 = hasP10 || st.Decode.P10 > 0
 		hasP1 = hasP1 || st.Decode.P1 > 0
 		hasEff = hasEff || st.ScalingEfficiency != nil
@@ -41,7 +42,12 @@ func stepColumns(steps []Step, mode prober.Mode) []column {
 		}
 	}
 	cols := []column{
-		{-1, "", "", "N", func(s Step) string { return strconv.Itoa(s.Concurrency) }},
+		{-1, "", "", "N", func(s Step) string {
+			if s.StartedBusy() {
+				return strconv.Itoa(s.Concurrency) + " " + busyMark
+			}
+			return strconv.Itoa(s.Concurrency)
+		}},
 		{0, "requests", "", "ok / sent", func(s Step) string { return fmt.Sprintf("%d / %d", s.RequestsOK, s.RequestsSent) }},
 		{0, "requests", "", "success", func(s Step) string { return fmtPct(s.SuccessRate) }},
 	}
@@ -94,6 +100,9 @@ func stepColumns(steps []Step, mode prober.Mode) []column {
 			return secCell(*s.QueueWaitSeconds)
 		}})
 	}
+	if hasDrain {
+		cols = append(cols, column{1, "engine", "", "at step start", startCell})
+	}
 	if hasPower {
 		pw := func(f func(*Power) string) func(Step) string {
 			return func(s Step) string {
@@ -142,6 +151,11 @@ func stepTables(s *Scenario, mode prober.Mode) []table {
 			}
 		}
 		for _, st := range steps {
+			cls := ""
+			if st.StartedBusy() {
+				cls = "busy"
+			}
+			t.RowClass = append(t.RowClass, cls)
 			row := make([]string, len(cols))
 			for i, c := range cols {
 				row[i] = c.get(st)

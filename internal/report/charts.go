@@ -294,10 +294,15 @@ type located struct {
 	step     *Step // the step measured, where known
 }
 
+// Points of steps that started on a busy engine are skipped: findings
+// quote only trustworthy steps.
 func extreme(ss []series, max bool) located {
 	var best located
 	for _, s := range ss {
 		for _, p := range s.Points {
+			if p.Suspect {
+				continue
+			}
 			if !best.ok || (max && p.Y > best.v) || (!max && p.Y < best.v) {
 				best = located{v: p.Y, scenario: s.Name, n: int(p.X), ok: true}
 			}
@@ -710,9 +715,19 @@ func figSystem(r *Report, idx []int, closedN, burstN []float64) figure {
 		Y: axis{Label: "system throughput (tok/s)", FromZero: true, Fmt: axisRate}, Series: all}
 	c.build(&f)
 	h := r.Headline
-	if h.MaxSystemThroughput != nil {
-		f.Findings = append(f.Findings, fmt.Sprintf("Peak: %s tok/s (%s), about %s tokens per hour.",
-			fmtRate(h.MaxSystemThroughput.Value), where(h.MaxSystemThroughput), fmtBig(h.MaxSystemThroughput.Value*3600)))
+	if m := h.MaxSystemThroughput; m != nil {
+		if m.Mode == prober.ModeBurst {
+			f.Findings = append(f.Findings, fmt.Sprintf("Peak: %s tok/s (%s). No closed-loop step ran, so this is a burst draining its queue, not a rate the server was shown to sustain.",
+				fmtRate(m.Value), where(m)))
+		} else {
+			f.Findings = append(f.Findings, fmt.Sprintf("Highest sustained throughput: %s tok/s (%s), about %s tokens per hour.",
+				fmtRate(m.Value), where(m), fmtBig(m.Value*3600)))
+			// Bursts can briefly beat it: say so, since the dashed lines show it.
+			if b := extreme(bs, true); b.ok && b.v > m.Value {
+				f.Findings = append(f.Findings, fmt.Sprintf("A burst briefly reaches %s tok/s (%s, N=%d) while the engine works through its queue; that is not a rate it keeps up.",
+					fmtRate(b.v), strings.TrimSuffix(b.scenario, " (burst)"), b.n))
+			}
+		}
 	}
 	return f
 }
@@ -729,7 +744,7 @@ func dedupe(v []float64) []float64 {
 
 func figTokensPerHour(r *Report, idx []int) figure {
 	f := newFigure(ChartTokensPerHour, "Tokens per hour",
-		"System throughput × 3,600 for each closed-loop step, and the best step of either mode. Use it to size batch jobs such as document processing or synthetic data.")
+		"System throughput × 3,600 for each closed-loop step, and the best of them: a rate the server kept up for a whole step. Use it to size batch jobs such as document processing or synthetic data.")
 	t := tokensPerHourTable(r, idx)
 	if len(t.Rows) == 0 {
 		f.Placeholder = "No throughput was measured."
@@ -764,11 +779,17 @@ func tokensPerHourTable(r *Report, idx []int) table {
 				row = append(row, "–")
 			}
 		}
+		// The peak is sustained: the best closed-loop step; a burst only
+		// when the scenario ran no closed loop (its "at" cell says burst).
+		// Busy steps are left out, as in the headline.
 		var best *Step
 		var bestMode prober.Mode
 		for _, m := range modes(s) {
+			if best != nil {
+				break
+			}
 			for _, st := range okSteps(m.steps) {
-				if best == nil || st.TokensPerHour > best.TokensPerHour {
+				if !st.StartedBusy() && (best == nil || st.TokensPerHour > best.TokensPerHour) {
 					st := st
 					best, bestMode = &st, m.mode
 				}
@@ -777,7 +798,11 @@ func tokensPerHourTable(r *Report, idx []int) table {
 		if best == nil {
 			continue
 		}
-		row = append(row, fmtBig(best.TokensPerHour), fmt.Sprintf("%s N=%d", modeLabel(bestMode), best.Concurrency))
+		at := fmt.Sprintf("%s N=%d", modeLabel(bestMode), best.Concurrency)
+		if bestMode == prober.ModeBurst {
+			at += " (not sustained)"
+		}
+		row = append(row, fmtBig(best.TokensPerHour), at)
 		t.Rows = append(t.Rows, row)
 	}
 	return t

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/slaprobe/slaprobe/prober"
 )
 
 // page is what the HTML template sees. Every user-provided string stays a
@@ -190,18 +192,28 @@ func joinInts(v []int) string {
 	return strings.Join(s, ", ")
 }
 
+// burstNote is added to a headline tile read from a burst: a report with
+// no closed-loop step has no sustained figure, and the tile must say so.
+const burstNote = "from a burst (N sent at once): no closed-loop step ran, so not a sustained figure"
+
 func headlineTiles(r *Report) []tile {
 	h := r.Headline
 	var out []tile
+	extra := func(s *Figure, more string) string {
+		if s.Mode == prober.ModeBurst {
+			return strings.TrimPrefix(more+"; "+burstNote, "; ")
+		}
+		return more
+	}
 	if s := h.PeakDecode; s != nil {
-		out = append(out, tile{Label: "Peak decode speed", Value: fmtRate(s.Value), Unit: "tok/s", Sub: where(s)})
+		out = append(out, tile{Label: "Peak decode speed", Value: fmtRate(s.Value), Unit: "tok/s", Sub: where(s), Extra: extra(s, "")})
 	}
 	if s := h.MaxSystemThroughput; s != nil {
 		out = append(out, tile{Label: "Max system throughput", Value: fmtRate(s.Value), Unit: "tok/s", Sub: where(s),
-			Extra: "≈ " + fmtBig(s.Value*3600) + " tokens per hour"})
+			Extra: extra(s, "≈ "+fmtBig(s.Value*3600)+" tokens per hour")})
 	}
 	if s := h.BestTTFT; s != nil {
-		out = append(out, tile{Label: "Best time to first token", Value: fmtSeconds(s.Value), Sub: where(s)})
+		out = append(out, tile{Label: "Best time to first token", Value: fmtSeconds(s.Value), Sub: where(s), Extra: extra(s, "")})
 	}
 	if len(h.MaxSafeQueue) > 0 {
 		first := h.MaxSafeQueue[0]

@@ -539,3 +539,58 @@ func figureHTML(t *testing.T, html, id string) string {
 	j := strings.Index(html[i:], "</figure>")
 	return html[i : i+j]
 }
+
+// Headline tiles say where each figure was measured; one read from a burst
+// says it is not sustained.
+func TestHeadlineSaysWhatItIs(t *testing.T) {
+	r := Sample()
+	html := renderHTML(t, r)
+	var md bytes.Buffer
+	RenderMarkdown(&md, r)
+	head := figureSection(t, html, `id="chart-headline"`)
+	for _, want := range []string{"chatbot, closed loop N=32", "chatbot, closed loop N=1"} {
+		if !strings.Contains(head, want) || !strings.Contains(md.String(), want) {
+			t.Errorf("headline lacks %q", want)
+		}
+	}
+	if strings.Contains(head, burstNote) {
+		t.Error("a closed-loop headline carries the burst note")
+	}
+	tput := figureHTML(t, html, ChartSystemThroughput)
+	if !strings.Contains(tput, "Highest sustained throughput: 1,909 tok/s (chatbot, closed loop N=32)") ||
+		!strings.Contains(tput, "A burst briefly reaches 4,139 tok/s (chatbot, N=256)") {
+		t.Error("system throughput findings do not separate the sustained peak from the burst one")
+	}
+	if strings.Contains(md.String(), "14.90 M | burst N=256") {
+		t.Error("tokens per hour quotes a burst as the peak while closed-loop steps exist")
+	}
+
+	// Bursts only: every peak tile says it came from a burst.
+	for i := range r.Scenarios {
+		r.Scenarios[i].ClosedLoop = nil
+	}
+	r.Headline = Headline{}
+	html = renderHTML(t, r)
+	md.Reset()
+	RenderMarkdown(&md, r)
+	if n := strings.Count(figureSection(t, html, `id="chart-headline"`), burstNote); n != 3 {
+		t.Errorf("bursts only: %d headline tiles say they came from a burst; want 3", n)
+	}
+	if n := strings.Count(md.String(), burstNote); n != 3 {
+		t.Errorf("bursts only: report.md has the burst note %d times; want 3", n)
+	}
+	if !strings.Contains(md.String(), "burst N=256 (not sustained)") {
+		t.Error("bursts only: tokens per hour does not say its peak is a burst")
+	}
+}
+
+// figureSection returns the element that starts at marker, up to its
+// closing </section>.
+func figureSection(t *testing.T, html, marker string) string {
+	t.Helper()
+	i := strings.Index(html, marker)
+	if i < 0 {
+		t.Fatalf("no %s", marker)
+	}
+	return html[i : i+strings.Index(html[i:], "</section>")]
+}

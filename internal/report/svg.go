@@ -356,8 +356,27 @@ func (o *obstacles) place(text string, cands []placedLabel, plot box) placedLabe
 	return best
 }
 
-// SVG renders the chart; the legend is rendered separately by LegendHTML.
-func (c *chart) SVG() template.HTML {
+// layout is where a chart's plot area and scales fall, in pixels.
+type layout struct {
+	x0, x1, y0, y1 float64 // plot edges; y0 is the bottom
+	plot           box
+	xsc, ysc, y2sc scale
+	hasData        bool
+}
+
+// yOf returns the scale of the left or right axis.
+func (l layout) yOf(right bool) scale {
+	if right {
+		return l.y2sc
+	}
+	return l.ysc
+}
+
+// refY is the pixel height of a horizontal reference line.
+func (l layout) refY(r refLine) float64 { return l.yOf(r.Right).px(r.Value) }
+
+// layout fits the axes to the data and the reference lines.
+func (c *chart) layout() layout {
 	left, right, top, bottom := 64.0, 22.0, 14.0, 50.0
 	switch {
 	case c.Y2 != nil:
@@ -367,7 +386,6 @@ func (c *chart) SVG() template.HTML {
 	}
 	x0, x1 := left, chartW-right
 	y0, y1 := chartH-bottom, top // pixel y of domain low and high
-	plot := box{x0, y1, x1, y0}
 
 	// Collect values per axis.
 	var xs, ys, y2s []float64
@@ -408,12 +426,16 @@ func (c *chart) SVG() template.HTML {
 		y2sc = fitScale(*c.Y2, y2s)
 		y2sc.p0, y2sc.p1 = y0, y1
 	}
-	yOf := func(right bool) scale {
-		if right {
-			return y2sc
-		}
-		return ysc
-	}
+	return layout{x0: x0, x1: x1, y0: y0, y1: y1, plot: box{x0, y1, x1, y0}, xsc: xsc, ysc: ysc, y2sc: y2sc, hasData: hasData}
+}
+
+// SVG renders the chart; the legend is rendered separately by LegendHTML.
+func (c *chart) SVG() template.HTML {
+	l := c.layout()
+	x0, x1, y0, y1, plot := l.x0, l.x1, l.y0, l.y1, l.plot
+	xsc, ysc, y2sc := l.xsc, l.ysc, l.y2sc
+	hasData := l.hasData
+	yOf := l.yOf
 
 	var b strings.Builder
 	tid := c.ID + "-t"

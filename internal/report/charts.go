@@ -851,7 +851,7 @@ func figCapacities(r *Report) []figure {
 		}
 		f := figure{Chart: ChartCapacity, DOMID: "chart-capacity-" + slug, Scenario: u.Scenario,
 			Title: "Capacity: " + u.Scenario,
-			How:   "Inter-token latency on the left axis, time to first token (or end-to-end latency) on the right, against N. Dashed lines are this use case’s thresholds in the colour of the metric they limit; the grey line marks the capacity."}
+			How:   "Inter-token latency on the left axis (linear), time to first token or end-to-end latency on the right axis (log scale, on every capacity chart), against N. Dashed lines are this use case’s thresholds in the colour of the metric they limit; the grey line marks the capacity."}
 		if s == nil {
 			f.Placeholder = "No measurements for this use case."
 			out = append(out, f)
@@ -930,21 +930,19 @@ func capacityChart(id string, s *Scenario, u UseCaseCapacity) (template.HTML, te
 	if useE2E {
 		c.Series = append(c.Series, e2e)
 	}
-	var right []float64
-	for _, s := range c.Series {
-		if s.Right {
-			for _, p := range s.Points {
-				right = append(right, p.Y)
-			}
-		}
-	}
-	right = append(right, s.Thresholds.TTFT.Seconds(), s.Thresholds.E2E.Seconds())
-	c.Y2.Log = spread(right) > 20
+	// One rule for every capacity chart, so two of them read the same way
+	// side by side: ITL on a linear left axis from zero, as on every ITL
+	// chart; TTFT or E2E on a log right axis, because under load they span
+	// orders of magnitude (200 ms alone, a minute at the back of a burst)
+	// and the threshold crossing must stay readable wherever it falls.
+	c.Y2.Log = true
 	switch {
 	case useTTFT && !useE2E:
-		c.Y2.Label = "time to first token"
+		c.Y2.Label = "time to first token (log scale)"
 	case useE2E && !useTTFT:
-		c.Y2.Label = "end-to-end latency"
+		c.Y2.Label = "end-to-end latency (log scale)"
+	default:
+		c.Y2.Label = "seconds (log scale)"
 	}
 	t := s.Thresholds
 	if t.TTFT.Seconds() > 0 {
@@ -960,12 +958,73 @@ func capacityChart(id string, s *Scenario, u UseCaseCapacity) (template.HTML, te
 		// Per request, ITL is the reciprocal of decode speed.
 		itlMax := 1 / t.MinDecode
 		c.Refs = append(c.Refs, refLine{Value: itlMax * 1000, Color: colorCapITL,
-			Label: limitText(LimitDecode, t.MinDecode) + " (ITL ≤ " + fmtMS(itlMax) + ")"})
+			Label: limitText(LimitDecode, t.MinDecode) + " (ITL ≤ " + strings.Replace(fmtMS(itlMax), ".0 ms", " ms", 1) + ")"})
 	}
 	if u.Value > 0 {
 		c.Refs = append(c.Refs, refLine{Value: float64(u.Value), Vertical: true, Color: colorCapacityMrk, Label: "capacity " + fmtBound(u.Bound)})
 	}
+	separateThresholds(&c)
 	return c.SVG(), c.LegendHTML()
+}
+
+// minRefGap is how far apart (px) two threshold lines on different axes
+// must lie: a label's height and a little air, so neither line nor label
+// sits on the other.
+const minRefGap = 20.0
+
+// refGap is the smallest distance between two horizontal reference lines
+// of different axes (Inf when there is no such pair).
+func refGap(c *chart, l layout) float64 {
+	gap := math.Inf(1)
+	for i, a := range c.Refs {
+		for _, b := range c.Refs[i+1:] {
+			if a.Vertical || b.Vertical || a.Right == b.Right {
+				continue
+			}
+			gap = math.Min(gap, math.Abs(l.refY(a)-l.refY(b)))
+		}
+	}
+	return gap
+}
+
+// separateThresholds keeps the left (ITL) and right (TTFT, E2E) threshold
+// lines apart: two scales that happen to put them at the same height would
+// draw one line on top of the other. It stretches the top of the left axis,
+// then if need be the right one, by the least that gives minRefGap; the
+// data always stays inside the axes.
+func separateThresholds(c *chart) {
+	l := c.layout()
+	if refGap(c, l) >= minRefGap {
+		return
+	}
+	base, baseY2 := c.Y, *c.Y2
+	leftHi, rightLo, rightHi := l.ysc.hi, l.y2sc.lo, l.y2sc.hi
+	bestGap, best := refGap(c, l), [2]float64{1, 1}
+	for _, right := range []float64{1, 2, 5, 10} {
+		for _, left := range []float64{1, 1.2, 1.4, 1.7, 2, 2.5, 3} {
+			if left == 1 && right == 1 {
+				continue
+			}
+			c.Y, *c.Y2 = base, baseY2
+			stretch(c, left, right, leftHi, rightLo, rightHi)
+			if g := refGap(c, c.layout()); g >= minRefGap {
+				return
+			} else if g > bestGap {
+				bestGap, best = g, [2]float64{left, right}
+			}
+		}
+	}
+	c.Y, *c.Y2 = base, baseY2
+	stretch(c, best[0], best[1], leftHi, rightLo, rightHi)
+}
+
+func stretch(c *chart, left, right, leftHi, rightLo, rightHi float64) {
+	if left != 1 {
+		c.Y.Min, c.Y.Max = 0, leftHi*left
+	}
+	if right != 1 {
+		c.Y2.Min, c.Y2.Max = rightLo, rightHi*right
+	}
 }
 
 // contextRows picks one scenario per context length (the first in report

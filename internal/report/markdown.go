@@ -75,7 +75,7 @@ func RenderMarkdown(w io.Writer, r *Report) error {
 
 	idx := chartScenarios(r)
 	if t := tokensPerHourTable(r, idx); len(t.Rows) > 0 {
-		p("## Tokens per hour\n\nSystem throughput × 3,600 per closed-loop N, and the best closed-loop step (a burst only where no closed loop ran).\n\n")
+		p("## Tokens per hour\n\nSystem throughput × 3,600 per closed-loop N, and the best closed-loop step (a burst, marked as such, only where no closed loop ran).\n\n")
 		mdTable(bw, t.Head, t.Numeric, t.Rows)
 	}
 

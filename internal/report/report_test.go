@@ -579,7 +579,7 @@ func TestHeadlineSaysWhatItIs(t *testing.T) {
 	if n := strings.Count(md.String(), burstNote); n != 3 {
 		t.Errorf("bursts only: report.md has the burst note %d times; want 3", n)
 	}
-	if !strings.Contains(md.String(), "burst N=256 (not sustained)") {
+	if !strings.Contains(md.String(), "burst N=256, not sustained") {
 		t.Error("bursts only: tokens per hour does not say its peak is a burst")
 	}
 }

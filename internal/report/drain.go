@@ -94,7 +94,7 @@ func (d drainSummary) methodText() string {
 	case d.allCooldown():
 		return noMetricsText
 	}
-	msg := fmt.Sprintf("before each step and each burst round, slaprobe waited until the engine’s /metrics showed nothing running and nothing waiting (%d of %d steps; the longest wait was %s).",
+	msg := fmt.Sprintf("before each step and each burst round, slaprobe waited until the engine’s /metrics showed nothing running and nothing waiting (%d of %d steps; the longest wait that ended on an empty engine was %s).",
 		d.Engine, d.Steps, fmtWait(d.MaxWait))
 	if d.Cooldown > 0 {
 		msg += fmt.Sprintf(" %d steps could not read those counts and started after a fixed cooldown instead, unchecked for leftovers.", d.Cooldown)

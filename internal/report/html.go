@@ -117,7 +117,7 @@ func buildPage(r *Report) page {
 		p.Methodology = append(p.Methodology, kv{"Step start", t})
 	}
 	p.Methodology = append(p.Methodology,
-		kv{"Percentiles", "plain percentiles of the per-request values. For latencies (ITL, TTFT, E2E) the tail that hurts is the high end, so the tables show p90 and p99; for decode speed it is the low end, so they show p10 and p1: the speed the slowest 10 % and 1 % of requests got."})
+		kv{"Percentiles", "plain percentiles of the per-request values. For latencies (ITL, TTFT, E2E) the tail that hurts is the high end, so the tables show p90 and p99; for decode speed it is the low end, so they show p10 and p1: the speed the slowest 10% and 1% of requests got."})
 	if !r.Config.PromptCaching {
 		p.Methodology = append(p.Methodology, kv{"Prompt caching", "off: every request carries a fresh context, so TTFT is the worst case. With a warm prefix cache a long conversation answers about as fast as its newest turn."})
 	}

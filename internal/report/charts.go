@@ -114,13 +114,14 @@ type tile struct {
 }
 
 type table struct {
-	Class   string
-	Caption string
-	Groups  []colGroup // optional first header row
-	Head    []string
-	MDHead  []string // Markdown header when it differs from Head
-	Rows    [][]string
-	Numeric []bool // right-align column
+	Class    string
+	Caption  string
+	Groups   []colGroup // optional first header row
+	Head     []string
+	MDHead   []string // Markdown header when it differs from Head
+	Rows     [][]string
+	RowClass []string // optional class per row ("busy")
+	Numeric  []bool   // right-align column
 }
 
 // groupStart reports whether column i opens a new header group.
@@ -274,8 +275,8 @@ func metricSeries(r *Report, idx []int, m prober.Mode, get func(Step) (float64, 
 				continue
 			}
 			vals = append(vals, v)
-			s.Points = append(s.Points, point{X: float64(st.Concurrency), Y: v,
-				Tip: fmt.Sprintf("%s · %s N=%d · %s", r.Scenarios[i].Name, modeLabel(m), st.Concurrency, tip(v))})
+			s.Points = append(s.Points, point{X: float64(st.Concurrency), Y: v, Suspect: st.StartedBusy(),
+				Tip: fmt.Sprintf("%s · %s N=%d · %s%s", r.Scenarios[i].Name, modeLabel(m), st.Concurrency, tip(v), suspectTip(st))})
 		}
 		if len(s.Points) > 0 {
 			out = append(out, s)
@@ -290,14 +291,20 @@ type located struct {
 	scenario string
 	n        int
 	ok       bool
+	step     *Step // the step measured, where known
 }
 
+// Points of steps that started on a busy engine are skipped: findings
+// quote only trustworthy steps.
 func extreme(ss []series, max bool) located {
 	var best located
 	for _, s := range ss {
 		for _, p := range s.Points {
+			if p.Suspect {
+				continue
+			}
 			if !best.ok || (max && p.Y > best.v) || (!max && p.Y < best.v) {
-				best = located{p.Y, s.Name, int(p.X), true}
+				best = located{v: p.Y, scenario: s.Name, n: int(p.X), ok: true}
 			}
 		}
 	}
@@ -327,7 +334,8 @@ func buildSections(r *Report) []section {
 	burstN := ladderOf(r, idx, prober.ModeBurst)
 
 	closed := section{ID: "closed-loop", Title: "When am I the fastest?",
-		Intro: "Closed loop: exactly N requests are in flight at every moment and nothing waits in a queue, so these charts show the best experience each user can get while N users share the server."}
+		Intro: "Closed loop: the client keeps exactly N requests in flight and starts the next one as soon as one finishes, so these charts show what each user gets while N users share the server at a steady pace. " +
+			closedQueueText(closedQueueWait(r, idx))}
 	closed.Figures = append(closed.Figures,
 		figDecodeVsN(r, idx, closedN),
 		figITLVsN(r, idx, closedN, th),
@@ -495,7 +503,8 @@ func rangeBand(r *Report, idx []int, get func(Step) float64, unit func(float64) 
 	for _, i := range idx {
 		for _, st := range okSteps(r.Scenarios[i].ClosedLoop) {
 			if v := get(st); v > 0 && finite(v) {
-				byN[st.Concurrency] = append(byN[st.Concurrency], located{v, r.Scenarios[i].Name, st.Concurrency, true})
+				st := st
+				byN[st.Concurrency] = append(byN[st.Concurrency], located{v, r.Scenarios[i].Name, st.Concurrency, true, &st})
 			}
 		}
 	}
@@ -510,8 +519,10 @@ func rangeBand(r *Report, idx []int, get func(Step) float64, unit func(float64) 
 		pts := byN[n]
 		sort.SliceStable(pts, func(i, j int) bool { return pts[i].v < pts[j].v })
 		lo, hi := pts[0], pts[len(pts)-1]
-		a.Hi = append(a.Hi, point{X: float64(n), Y: hi.v, Tip: fmt.Sprintf("N=%d · %s: %s", n, hi.scenario, unit(hi.v))})
-		a.Lo = append(a.Lo, point{X: float64(n), Y: lo.v, Tip: fmt.Sprintf("N=%d · %s: %s", n, lo.scenario, unit(lo.v))})
+		a.Hi = append(a.Hi, point{X: float64(n), Y: hi.v, Suspect: hi.step.StartedBusy(),
+			Tip: fmt.Sprintf("N=%d · %s: %s%s", n, hi.scenario, unit(hi.v), suspectTip(*hi.step))})
+		a.Lo = append(a.Lo, point{X: float64(n), Y: lo.v, Suspect: lo.step.StartedBusy(),
+			Tip: fmt.Sprintf("N=%d · %s: %s%s", n, lo.scenario, unit(lo.v), suspectTip(*lo.step))})
 		notes = []string{fmt.Sprintf("At N=%d users get between %s (%s) and %s (%s), depending on context length.",
 			n, unit(lo.v), lo.scenario, unit(hi.v), hi.scenario)}
 	}
@@ -532,10 +543,54 @@ func figDecodeRange(r *Report, idx []int, ns []float64) figure {
 	return f
 }
 
+// queueWait is the longest mean engine queue wait of the closed-loop steps.
+type queueWait struct {
+	located
+	measured bool // some step carried a queue wait (the engine has the histogram)
+}
+
+func closedQueueWait(r *Report, idx []int) queueWait {
+	var q queueWait
+	for _, i := range idx {
+		for _, st := range okSteps(r.Scenarios[i].ClosedLoop) {
+			if st.QueueWaitSeconds == nil || !finite(*st.QueueWaitSeconds) {
+				continue
+			}
+			q.measured = true
+			if v := *st.QueueWaitSeconds; !q.ok || v > q.v {
+				q.located = located{v: v, scenario: r.Scenarios[i].Name, n: st.Concurrency, ok: true}
+			}
+		}
+	}
+	return q
+}
+
+// closedQueueText says what the measured queue wait was, so the method text
+// never claims a closed loop queues nothing when the engine says it did:
+// the client keeps N in flight, but the engine may still hold some of them
+// back when N exceeds what it runs at once.
+func closedQueueText(q queueWait) string {
+	switch {
+	case !q.measured:
+		return "The engine reported no queue time, so TTFT here may include time a request waited in the engine’s queue."
+	case q.v <= 0:
+		return "The engine’s queue-time histogram shows no queue wait at any step, so TTFT here is scheduling and prefill."
+	default:
+		return fmt.Sprintf("The engine can still queue some of them when N exceeds what it runs at once: its mean queue wait reaches %s (%s, N=%d), and that wait is part of TTFT here. The queue wait chart under “Under the hood” and the tables show it for every step.",
+			fmtSeconds(q.v), q.scenario, q.n)
+	}
+}
+
 func figTTFTRange(r *Report, idx []int, ns []float64) figure {
 	f := newFigure(ChartTTFTRange, "Time to first token range",
-		"The band runs from the quickest scenario to the slowest at each N. TTFT is mostly prefill here (nothing queues in a closed loop), so the top edge is the longest context. Under 0.5 s feels instant; 0.5–2 s responsive.")
+		"The band runs from the quickest scenario to the slowest at each N. TTFT is prefill plus any time the engine kept the request in its queue, so the top edge is usually the longest context. Under 0.5 s feels instant; 0.5–2 s responsive.")
 	a, notes := rangeBand(r, idx, func(s Step) float64 { return s.TTFT.Mean }, fmtSeconds)
+	switch q := closedQueueWait(r, idx); {
+	case q.measured && q.v > 0:
+		notes = append(notes, fmt.Sprintf("Measured engine queue wait, part of these TTFTs: up to %s (%s, N=%d).", fmtSeconds(q.v), q.scenario, q.n))
+	case q.measured:
+		notes = append(notes, "The engine measured no queue wait: these TTFTs are scheduling and prefill.")
+	}
 	var vals []float64
 	for _, p := range append(append([]point(nil), a.Hi...), a.Lo...) {
 		vals = append(vals, p.Y)
@@ -660,9 +715,19 @@ func figSystem(r *Report, idx []int, closedN, burstN []float64) figure {
 		Y: axis{Label: "system throughput (tok/s)", FromZero: true, Fmt: axisRate}, Series: all}
 	c.build(&f)
 	h := r.Headline
-	if h.MaxSystemThroughput != nil {
-		f.Findings = append(f.Findings, fmt.Sprintf("Peak: %s tok/s (%s), about %s tokens per hour.",
-			fmtRate(h.MaxSystemThroughput.Value), where(h.MaxSystemThroughput), fmtBig(h.MaxSystemThroughput.Value*3600)))
+	if m := h.MaxSystemThroughput; m != nil {
+		if m.Mode == prober.ModeBurst {
+			f.Findings = append(f.Findings, fmt.Sprintf("Peak: %s tok/s (%s). No closed-loop step ran, so this is a burst draining its queue, not a rate the server was shown to sustain.",
+				fmtRate(m.Value), where(m)))
+		} else {
+			f.Findings = append(f.Findings, fmt.Sprintf("Highest sustained throughput: %s tok/s (%s), about %s tokens per hour.",
+				fmtRate(m.Value), where(m), fmtBig(m.Value*3600)))
+			// Bursts can briefly beat it: say so, since the dashed lines show it.
+			if b := extreme(bs, true); b.ok && b.v > m.Value {
+				f.Findings = append(f.Findings, fmt.Sprintf("A burst briefly reaches %s tok/s (%s, N=%d) while the engine works through its queue; that is not a rate it keeps up.",
+					fmtRate(b.v), strings.TrimSuffix(b.scenario, " (burst)"), b.n))
+			}
+		}
 	}
 	return f
 }
@@ -679,7 +744,7 @@ func dedupe(v []float64) []float64 {
 
 func figTokensPerHour(r *Report, idx []int) figure {
 	f := newFigure(ChartTokensPerHour, "Tokens per hour",
-		"System throughput × 3,600 for each closed-loop step, and the best step of either mode. Use it to size batch jobs such as document processing or synthetic data.")
+		"System throughput × 3,600 for each closed-loop step, and the best of them (“at” names its N): a rate the server kept up for a whole step. Use it to size batch jobs such as document processing or synthetic data.")
 	t := tokensPerHourTable(r, idx)
 	if len(t.Rows) == 0 {
 		f.Placeholder = "No throughput was measured."
@@ -714,11 +779,17 @@ func tokensPerHourTable(r *Report, idx []int) table {
 				row = append(row, "–")
 			}
 		}
+		// The peak is sustained: the best closed-loop step; a burst only
+		// when the scenario ran no closed loop (its "at" cell says burst).
+		// Busy steps are left out, as in the headline.
 		var best *Step
 		var bestMode prober.Mode
 		for _, m := range modes(s) {
+			if best != nil {
+				break
+			}
 			for _, st := range okSteps(m.steps) {
-				if best == nil || st.TokensPerHour > best.TokensPerHour {
+				if !st.StartedBusy() && (best == nil || st.TokensPerHour > best.TokensPerHour) {
 					st := st
 					best, bestMode = &st, m.mode
 				}
@@ -727,7 +798,13 @@ func tokensPerHourTable(r *Report, idx []int) table {
 		if best == nil {
 			continue
 		}
-		row = append(row, fmtBig(best.TokensPerHour), fmt.Sprintf("%s N=%d", modeLabel(bestMode), best.Concurrency))
+		// Short, so the table fits a laptop screen: a closed-loop peak is
+		// just its N (the column's rule), a burst says what it is.
+		at := fmt.Sprintf("N=%d", best.Concurrency)
+		if bestMode == prober.ModeBurst {
+			at = fmt.Sprintf("burst N=%d, not sustained", best.Concurrency)
+		}
+		row = append(row, fmtBig(best.TokensPerHour), at)
 		t.Rows = append(t.Rows, row)
 	}
 	return t
@@ -776,7 +853,7 @@ func figCapacities(r *Report) []figure {
 		}
 		f := figure{Chart: ChartCapacity, DOMID: "chart-capacity-" + slug, Scenario: u.Scenario,
 			Title: "Capacity: " + u.Scenario,
-			How:   "Inter-token latency on the left axis, time to first token (or end-to-end latency) on the right, against N. Dashed lines are this use case’s thresholds in the colour of the metric they limit; the grey line marks the capacity."}
+			How:   "Inter-token latency on the left axis (linear), time to first token or end-to-end latency on the right axis (log scale, on every capacity chart), against N. Dashed lines are this use case’s thresholds in the colour of the metric they limit; the grey line marks the capacity."}
 		if s == nil {
 			f.Placeholder = "No measurements for this use case."
 			out = append(out, f)
@@ -833,14 +910,16 @@ func capacityChart(id string, s *Scenario, u UseCaseCapacity) (template.HTML, te
 		n := float64(st.Concurrency)
 		ns = append(ns, n)
 		if st.ITL.Mean > 0 {
-			itl.Points = append(itl.Points, point{X: n, Y: st.ITL.Mean * 1000,
-				Tip: fmt.Sprintf("N=%d · ITL %s (≈ %s tok/s per user)", st.Concurrency, fmtMS(st.ITL.Mean), fmtRate(st.Decode.Mean))})
+			itl.Points = append(itl.Points, point{X: n, Y: st.ITL.Mean * 1000, Suspect: st.StartedBusy(),
+				Tip: fmt.Sprintf("N=%d · ITL %s (≈ %s tok/s per user)%s", st.Concurrency, fmtMS(st.ITL.Mean), fmtRate(st.Decode.Mean), suspectTip(st))})
 		}
 		if v := st.TTFT.Stat(ttftStat); v > 0 {
-			ttft.Points = append(ttft.Points, point{X: n, Y: v, Tip: fmt.Sprintf("N=%d · TTFT %s %s", st.Concurrency, ttftStat, fmtSeconds(v))})
+			ttft.Points = append(ttft.Points, point{X: n, Y: v, Suspect: st.StartedBusy(),
+				Tip: fmt.Sprintf("N=%d · TTFT %s %s%s", st.Concurrency, ttftStat, fmtSeconds(v), suspectTip(st))})
 		}
 		if v := st.E2E.Stat(e2eStat); v > 0 {
-			e2e.Points = append(e2e.Points, point{X: n, Y: v, Tip: fmt.Sprintf("N=%d · E2E %s %s", st.Concurrency, e2eStat, fmtSeconds(v))})
+			e2e.Points = append(e2e.Points, point{X: n, Y: v, Suspect: st.StartedBusy(),
+				Tip: fmt.Sprintf("N=%d · E2E %s %s%s", st.Concurrency, e2eStat, fmtSeconds(v), suspectTip(st))})
 		}
 	}
 	c := chart{ID: id, Title: "Capacity: " + s.Name, X: nAxis("concurrent requests (N, "+modeLabel(u.Mode)+")", ns),
@@ -853,21 +932,19 @@ func capacityChart(id string, s *Scenario, u UseCaseCapacity) (template.HTML, te
 	if useE2E {
 		c.Series = append(c.Series, e2e)
 	}
-	var right []float64
-	for _, s := range c.Series {
-		if s.Right {
-			for _, p := range s.Points {
-				right = append(right, p.Y)
-			}
-		}
-	}
-	right = append(right, s.Thresholds.TTFT.Seconds(), s.Thresholds.E2E.Seconds())
-	c.Y2.Log = spread(right) > 20
+	// One rule for every capacity chart, so two of them read the same way
+	// side by side: ITL on a linear left axis from zero, as on every ITL
+	// chart; TTFT or E2E on a log right axis, because under load they span
+	// orders of magnitude (200 ms alone, a minute at the back of a burst)
+	// and the threshold crossing must stay readable wherever it falls.
+	c.Y2.Log = true
 	switch {
 	case useTTFT && !useE2E:
-		c.Y2.Label = "time to first token"
+		c.Y2.Label = "time to first token (log scale)"
 	case useE2E && !useTTFT:
-		c.Y2.Label = "end-to-end latency"
+		c.Y2.Label = "end-to-end latency (log scale)"
+	default:
+		c.Y2.Label = "seconds (log scale)"
 	}
 	t := s.Thresholds
 	if t.TTFT.Seconds() > 0 {
@@ -883,12 +960,73 @@ func capacityChart(id string, s *Scenario, u UseCaseCapacity) (template.HTML, te
 		// Per request, ITL is the reciprocal of decode speed.
 		itlMax := 1 / t.MinDecode
 		c.Refs = append(c.Refs, refLine{Value: itlMax * 1000, Color: colorCapITL,
-			Label: limitText(LimitDecode, t.MinDecode) + " (ITL ≤ " + fmtMS(itlMax) + ")"})
+			Label: limitText(LimitDecode, t.MinDecode) + " (ITL ≤ " + strings.Replace(fmtMS(itlMax), ".0 ms", " ms", 1) + ")"})
 	}
 	if u.Value > 0 {
 		c.Refs = append(c.Refs, refLine{Value: float64(u.Value), Vertical: true, Color: colorCapacityMrk, Label: "capacity " + fmtBound(u.Bound)})
 	}
+	separateThresholds(&c)
 	return c.SVG(), c.LegendHTML()
+}
+
+// minRefGap is how far apart (px) two threshold lines on different axes
+// must lie: a label's height and a little air, so neither line nor label
+// sits on the other.
+const minRefGap = 20.0
+
+// refGap is the smallest distance between two horizontal reference lines
+// of different axes (Inf when there is no such pair).
+func refGap(c *chart, l layout) float64 {
+	gap := math.Inf(1)
+	for i, a := range c.Refs {
+		for _, b := range c.Refs[i+1:] {
+			if a.Vertical || b.Vertical || a.Right == b.Right {
+				continue
+			}
+			gap = math.Min(gap, math.Abs(l.refY(a)-l.refY(b)))
+		}
+	}
+	return gap
+}
+
+// separateThresholds keeps the left (ITL) and right (TTFT, E2E) threshold
+// lines apart: two scales that happen to put them at the same height would
+// draw one line on top of the other. It stretches the top of the left axis,
+// then if need be the right one, by the least that gives minRefGap; the
+// data always stays inside the axes.
+func separateThresholds(c *chart) {
+	l := c.layout()
+	if refGap(c, l) >= minRefGap {
+		return
+	}
+	base, baseY2 := c.Y, *c.Y2
+	leftHi, rightLo, rightHi := l.ysc.hi, l.y2sc.lo, l.y2sc.hi
+	bestGap, best := refGap(c, l), [2]float64{1, 1}
+	for _, right := range []float64{1, 2, 5, 10} {
+		for _, left := range []float64{1, 1.2, 1.4, 1.7, 2, 2.5, 3} {
+			if left == 1 && right == 1 {
+				continue
+			}
+			c.Y, *c.Y2 = base, baseY2
+			stretch(c, left, right, leftHi, rightLo, rightHi)
+			if g := refGap(c, c.layout()); g >= minRefGap {
+				return
+			} else if g > bestGap {
+				bestGap, best = g, [2]float64{left, right}
+			}
+		}
+	}
+	c.Y, *c.Y2 = base, baseY2
+	stretch(c, best[0], best[1], leftHi, rightLo, rightHi)
+}
+
+func stretch(c *chart, left, right, leftHi, rightLo, rightHi float64) {
+	if left != 1 {
+		c.Y.Min, c.Y.Max = 0, leftHi*left
+	}
+	if right != 1 {
+		c.Y2.Min, c.Y2.Max = rightLo, rightHi*right
+	}
 }
 
 // contextRows picks one scenario per context length (the first in report
@@ -916,8 +1054,8 @@ func contextSeries(rows []*Scenario, get func(Step) (float64, bool), unit func(f
 		ctxs = append(ctxs, float64(s.InputTokens))
 		for _, st := range okSteps(s.ClosedLoop) {
 			if v, ok := get(st); ok && finite(v) {
-				byN[st.Concurrency] = append(byN[st.Concurrency], point{X: float64(s.InputTokens), Y: v,
-					Tip: fmt.Sprintf("%s (%s) · N=%d · %s", s.Name, fmtTokens(float64(s.InputTokens)), st.Concurrency, unit(v))})
+				byN[st.Concurrency] = append(byN[st.Concurrency], point{X: float64(s.InputTokens), Y: v, Suspect: st.StartedBusy(),
+					Tip: fmt.Sprintf("%s (%s) · N=%d · %s%s", s.Name, fmtTokens(float64(s.InputTokens)), st.Concurrency, unit(v), suspectTip(st))})
 			}
 		}
 	}

@@ -98,7 +98,7 @@ func fromBound(c prober.Capacity) Bound {
 
 func fromStep(st prober.StepResult, pricePerKWh float64) Step {
 	dist := func(s prober.Summary) Dist {
-		return Dist{Mean: s.Mean, P10: s.P10, P50: s.P50, P90: s.P90, P95: s.P95, P99: s.P99}
+		return Dist{Mean: s.Mean, P1: s.P1, P10: s.P10, P50: s.P50, P90: s.P90, P95: s.P95, P99: s.P99}
 	}
 	out := Step{
 		Concurrency: st.Concurrency, DurationSeconds: st.WindowSeconds,

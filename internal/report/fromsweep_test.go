@@ -14,6 +14,8 @@ func TestFromSweep(t *testing.T) {
 	step := func(mode prober.Mode, n int) prober.StepResult {
 		return prober.StepResult{Mode: mode, Concurrency: n, Requests: n, Succeeded: n, SuccessRatio: 1, WindowSeconds: 60,
 			TTFT: prober.Summary{Mean: 1, P50: 0.9, P90: 1.5, P95: 1.7, P99: 2}, SystemThroughput: 100 * float64(n),
+			Decode:        prober.Summary{Mean: 50, P1: 31, P5: 35, P10: 40, P50: 51, P90: 58, P95: 60, P99: 63},
+			Drain:         &prober.DrainResult{Method: prober.DrainEngine, WaitedSeconds: 120, Busy: n == 2, Running: 3},
 			TokensPerHour: 360000 * float64(n), ScalingEfficiency: 0.9, QueueWaitSeconds: &qw, PrefillExclQueue: 12345,
 			Prefill: prober.Summary{Mean: 9000}, Errors: map[prober.Reason]int{prober.ReasonTimeout: 1},
 			Power: &prober.PowerReading{AvgWatts: 500, PeakWatts: 600, Joules: 30000, JoulesPerOutputToken: 0.5}}
@@ -49,6 +51,13 @@ func TestFromSweep(t *testing.T) {
 	if cl.PrefillTokensPerSecond != 12345 || cl.Errors["timeout"] != 1 || cl.ScalingEfficiency == nil || cl.TTFT.P90 != 1.5 ||
 		cl.Power == nil || cl.Power.CostPerHourUSD != 0.05 || cl.Power.JoulesPerToken != 0.5 {
 		t.Errorf("closed-loop step = %+v", cl)
+	}
+	// The slow tail of decode speed and how each step started come through.
+	if d := cl.Decode; d.P1 != 31 || d.P10 != 40 || d.P50 != 51 || d.P99 != 63 {
+		t.Errorf("decode = %+v; want p1 31, p10 40", d)
+	}
+	if cl.Drain == nil || cl.StartedBusy() || !s.ClosedLoop[1].StartedBusy() || s.ClosedLoop[1].Drain.Running != 3 {
+		t.Errorf("drain = %+v, %+v; want N=2 busy with 3 running", cl.Drain, s.ClosedLoop[1].Drain)
 	}
 	if s.Burst[0].ScalingEfficiency != nil {
 		t.Error("burst steps carry no scaling efficiency in the report")

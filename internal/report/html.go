@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/slaprobe/slaprobe/prober"
 )
 
 // page is what the HTML template sees. Every user-provided string stays a
@@ -42,6 +44,12 @@ type bandRow struct {
 
 var pageTmpl = template.Must(template.New("report").Funcs(template.FuncMap{
 	"inc": func(i int) int { return i + 1 },
+	"rowClass": func(t *table, i int) string {
+		if i < len(t.RowClass) {
+			return t.RowClass[i]
+		}
+		return ""
+	},
 	"align": func(t *table, i int) string {
 		var cls []string
 		if i < len(t.Numeric) && t.Numeric[i] {
@@ -87,6 +95,8 @@ func buildPage(r *Report) page {
 	if m.Interrupted {
 		p.Notes = append([]string{"This run was interrupted: the report holds only the steps measured before it stopped."}, p.Notes...)
 	}
+	drain := summarizeDrain(r)
+	p.Notes = append(p.Notes, drain.notes()...)
 	p.Headline = headlineTiles(r)
 	p.Sections = buildSections(r)
 	p.Appendix = appendix(r)
@@ -102,8 +112,12 @@ func buildPage(r *Report) page {
 		{"Scaling efficiency", "system throughput ÷ (N=1 throughput × N)."},
 		{"Prefill speed", "prompt tokens ÷ (TTFT − queue wait when the engine reports it)."},
 		{"Queue wait", "the change of the engine’s vllm:request_queue_time_seconds over the step, per request."},
-		{"Percentiles", "plain percentiles of the per-request values (for decode speed, the slow tail is the low end; read ITL p99 for it)."},
 	}
+	if t := drain.methodText(); t != "" {
+		p.Methodology = append(p.Methodology, kv{"Step start", t})
+	}
+	p.Methodology = append(p.Methodology,
+		kv{"Percentiles", "plain percentiles of the per-request values. For latencies (ITL, TTFT, E2E) the tail that hurts is the high end, so the tables show p90 and p99; for decode speed it is the low end, so they show p10 and p1: the speed the slowest 10% and 1% of requests got."})
 	if !r.Config.PromptCaching {
 		p.Methodology = append(p.Methodology, kv{"Prompt caching", "off: every request carries a fresh context, so TTFT is the worst case. With a warm prefix cache a long conversation answers about as fast as its newest turn."})
 	}
@@ -152,6 +166,7 @@ func metaRows(r *Report) []kv {
 		add("Run", run)
 	}
 	c := r.Config
+	add("Step start", summarizeDrain(r).metaText())
 	add("Closed loop N", joinInts(c.ClosedLoopLadder))
 	add("Burst N", joinInts(c.BurstLadder))
 	if c.StepDurationSeconds > 0 {
@@ -177,18 +192,28 @@ func joinInts(v []int) string {
 	return strings.Join(s, ", ")
 }
 
+// burstNote is added to a headline tile read from a burst: a report with
+// no closed-loop step has no sustained figure, and the tile must say so.
+const burstNote = "from a burst (N sent at once): no closed-loop step ran, so not a sustained figure"
+
 func headlineTiles(r *Report) []tile {
 	h := r.Headline
 	var out []tile
+	extra := func(s *Figure, more string) string {
+		if s.Mode == prober.ModeBurst {
+			return strings.TrimPrefix(more+"; "+burstNote, "; ")
+		}
+		return more
+	}
 	if s := h.PeakDecode; s != nil {
-		out = append(out, tile{Label: "Peak decode speed", Value: fmtRate(s.Value), Unit: "tok/s", Sub: where(s)})
+		out = append(out, tile{Label: "Peak decode speed", Value: fmtRate(s.Value), Unit: "tok/s", Sub: where(s), Extra: extra(s, "")})
 	}
 	if s := h.MaxSystemThroughput; s != nil {
 		out = append(out, tile{Label: "Max system throughput", Value: fmtRate(s.Value), Unit: "tok/s", Sub: where(s),
-			Extra: "≈ " + fmtBig(s.Value*3600) + " tokens per hour"})
+			Extra: extra(s, "≈ "+fmtBig(s.Value*3600)+" tokens per hour")})
 	}
 	if s := h.BestTTFT; s != nil {
-		out = append(out, tile{Label: "Best time to first token", Value: fmtSeconds(s.Value), Sub: where(s)})
+		out = append(out, tile{Label: "Best time to first token", Value: fmtSeconds(s.Value), Sub: where(s), Extra: extra(s, "")})
 	}
 	if len(h.MaxSafeQueue) > 0 {
 		first := h.MaxSafeQueue[0]
@@ -241,6 +266,13 @@ func appendix(r *Report) []appendixEntry {
 		}
 		for _, st := range s.StoppedEarly {
 			e.Notes = append(e.Notes, sentence(earlyStopText(st)))
+		}
+		for _, m := range modes(&s) {
+			for _, st := range sortedSteps(m.steps) {
+				if st.StartedBusy() {
+					e.Notes = append(e.Notes, busyStepNote(m.mode, st))
+				}
+			}
 		}
 		out = append(out, e)
 	}
@@ -357,7 +389,10 @@ thead tr.groups th{text-align:center;border-bottom:1px solid #cbd2d9;font-size:1
 td.num,th.num{text-align:right}
 table.steps{width:auto;min-width:50%}
 table.steps td,table.steps th{min-width:52px}
+table.steps th{white-space:normal;max-width:84px}
 tbody tr:nth-child(even){background:#fbfcfd}
+tbody tr.busy{background:#fff4e0}
+tbody tr.busy td:first-child{font-weight:700;color:#b03a2e}
 table.cap td:nth-child(4){font-weight:700;font-size:14px}
 caption{caption-side:top;text-align:left;font-weight:600;padding:6px 0;font-size:13.5px}
 .bands td.lv{width:22%}
@@ -457,6 +492,6 @@ footer{margin-top:48px;padding-top:12px;border-top:1px solid var(--line);color:v
 {{define "findings"}}{{if .Findings}}<div class="findings">{{range .Findings}}<p>{{.}}</p>{{end}}</div>{{end}}{{end}}
 {{define "table"}}{{$t := .}}<div class="table-wrap"><table{{if .Class}} class="{{.Class}}"{{end}}>{{if .Caption}}<caption>{{.Caption}}</caption>{{end}}
 <thead>{{if .Groups}}<tr class="groups">{{range .Groups}}<th colspan="{{.Span}}" class="gs">{{.Label}}</th>{{end}}</tr>{{end}}<tr>{{range $i, $h := .Head}}<th class="{{align $t $i}}">{{$h}}</th>{{end}}</tr></thead>
-<tbody>{{range .Rows}}<tr>{{range $i, $c := .}}<td class="{{align $t $i}}">{{$c}}</td>{{end}}</tr>{{end}}</tbody>
+<tbody>{{range $r, $row := .Rows}}<tr{{with rowClass $t $r}} class="{{.}}"{{end}}>{{range $i, $c := $row}}<td class="{{align $t $i}}">{{$c}}</td>{{end}}</tr>{{end}}</tbody>
 </table></div>{{end}}
 `

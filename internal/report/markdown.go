@@ -32,7 +32,7 @@ func RenderMarkdown(w io.Writer, r *Report) error {
 	if r.Meta.Interrupted {
 		p("> This run was interrupted: the report holds only the steps measured before it stopped.\n\n")
 	}
-	for _, n := range r.Notes {
+	for _, n := range append(append([]string(nil), r.Notes...), summarizeDrain(r).notes()...) {
 		p("> %s\n\n", mdEscape(n))
 	}
 
@@ -75,7 +75,7 @@ func RenderMarkdown(w io.Writer, r *Report) error {
 
 	idx := chartScenarios(r)
 	if t := tokensPerHourTable(r, idx); len(t.Rows) > 0 {
-		p("## Tokens per hour\n\nSystem throughput × 3,600 per closed-loop N, and the best step of either mode.\n\n")
+		p("## Tokens per hour\n\nSystem throughput × 3,600 per closed-loop N, and the best closed-loop step (a burst, marked as such, only where no closed loop ran).\n\n")
 		mdTable(bw, t.Head, t.Numeric, t.Rows)
 	}
 

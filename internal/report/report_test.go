@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -409,4 +410,187 @@ func TestFormatting(t *testing.T) {
 			t.Errorf("got %q; want %q", c.got, c.want)
 		}
 	}
+}
+
+// The closed-loop text must agree with the queue wait the engine measured:
+// no "nothing queues" while a step shows hundreds of ms of queue wait.
+func TestClosedLoopTextMatchesQueueWait(t *testing.T) {
+	r := Sample()
+	html := renderHTML(t, r)
+	for _, bad := range []string{"nothing waits", "nothing queues", "no queue"} {
+		if strings.Contains(strings.ToLower(html), bad) {
+			t.Errorf("report.html claims %q while the sample's closed loop queues", bad)
+		}
+	}
+	// The sample's longest closed-loop queue wait, as measured.
+	q := closedQueueWait(r, chartScenarios(r))
+	if !q.measured || q.v < 0.3 {
+		t.Fatalf("sample closed-loop queue wait = %+v; want a visible one", q)
+	}
+	want := fmt.Sprintf("its mean queue wait reaches %s (%s, N=%d)", fmtSeconds(q.v), q.scenario, q.n)
+	if !strings.Contains(html, want) {
+		t.Errorf("closed-loop intro lacks %q", want)
+	}
+	if !strings.Contains(html, "Measured engine queue wait, part of these TTFTs: up to "+fmtSeconds(q.v)) {
+		t.Error("TTFT range chart does not show the measured queue wait")
+	}
+
+	// No queue wait measured at all: the text says so instead.
+	for i := range r.Scenarios {
+		for j := range r.Scenarios[i].ClosedLoop {
+			r.Scenarios[i].ClosedLoop[j].QueueWaitSeconds = Float(0)
+		}
+	}
+	if html := renderHTML(t, r); !strings.Contains(html, "shows no queue wait at any step") {
+		t.Error("zero queue wait: the intro does not say so")
+	}
+	stripPower(r)
+	if html := renderHTML(t, r); !strings.Contains(html, "The engine reported no queue time") {
+		t.Error("no queue-time histogram: the intro does not say so")
+	}
+}
+
+// A step that started on a busy engine is marked everywhere the report
+// shows it, and the report says how steps were started.
+func TestBusyStepsMarked(t *testing.T) {
+	r := Sample()
+	busy := summarizeDrain(r).Busy
+	if len(busy) != 2 {
+		t.Fatalf("sample has %d busy steps; want 2", len(busy))
+	}
+	html := renderHTML(t, r)
+	var md bytes.Buffer
+	if err := RenderMarkdown(&md, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"rag burst N=8 (3 running, 1 waiting)", "agentic closed loop N=16 (2 running, 0 waiting)", // top note
+		"Burst N=8 started while the engine still had 3 running, 1 waiting requests (after waiting 120 s", // scenario note
+		"⚠ busy: 3 running, 1 waiting", // table cell
+		"waited for the engine’s /metrics to show it empty",
+	} {
+		if !strings.Contains(html, want) {
+			t.Errorf("report.html lacks %q", want)
+		}
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("report.md lacks %q", want)
+		}
+	}
+	if !strings.Contains(md.String(), "| 16 ⚠ |") || !strings.Contains(md.String(), "| 8 ⚠ |") {
+		t.Error("report.md does not mark the busy rows' N")
+	}
+	// Latency and throughput table of each busy step: two rows each.
+	if n := strings.Count(html, `<tr class="busy">`); n != 2*len(busy) {
+		t.Errorf("%d busy rows in report.html; want %d", n, 2*len(busy))
+	}
+	if !strings.Contains(html, "<dt>Step start</dt>") {
+		t.Error("the method section does not say how steps started")
+	}
+	// The charts flag them: the suspect ring and its legend entry. The
+	// agentic N=16 closed-loop step is on the closed-loop charts.
+	fig := figureHTML(t, html, ChartDecodeVsConcurrency)
+	if !strings.Contains(fig, `class="suspect"`) || !strings.Contains(fig, "started on a busy engine: suspect") {
+		t.Error("decode vs concurrency does not flag the busy agentic N=16 step")
+	}
+	if !strings.Contains(fig, "agentic · closed loop N=16 · ") || !strings.Contains(fig, "(2 running, 0 waiting): suspect</title>") {
+		t.Error("the busy point's tooltip does not say it is suspect")
+	}
+	fig = figureHTML(t, html, ChartTTFTVsQueueDepth)
+	if strings.Count(fig, `class="suspect"`) < 2 { // one ring in the plot, one in the legend
+		t.Error("TTFT vs queue depth does not flag the busy rag N=8 burst")
+	}
+	if fig := figureHTML(t, html, ChartScalingEfficiency); !strings.Contains(fig, `class="suspect"`) {
+		t.Error("scaling efficiency does not flag the busy step")
+	}
+	// A chart without busy steps has no suspect legend.
+	if fig := figureHTML(t, html, "capacity-code-completion"); strings.Contains(fig, "suspect") {
+		t.Error("a chart with no busy step shows the suspect legend")
+	}
+
+	// Without engine /metrics every step waited a cooldown: the report says
+	// the steps could not be checked.
+	for i := range r.Scenarios {
+		for _, steps := range [][]Step{r.Scenarios[i].ClosedLoop, r.Scenarios[i].Burst} {
+			for j := range steps {
+				steps[j].Drain = &prober.DrainResult{Method: prober.DrainCooldown, WaitedSeconds: 5}
+			}
+		}
+	}
+	html = renderHTML(t, r)
+	md.Reset()
+	RenderMarkdown(&md, r)
+	for _, doc := range []string{html, md.String()} {
+		if !strings.Contains(doc, "The engine exposed no /metrics with running and waiting counts") {
+			t.Error("all-cooldown report does not say the engine had no /metrics")
+		}
+		if !strings.Contains(doc, "cooldown 5 s") || strings.Contains(doc, "⚠") {
+			t.Error("all-cooldown report: wrong step-start cells or a busy mark")
+		}
+	}
+}
+
+// figureHTML returns the <figure> with the given id suffix.
+func figureHTML(t *testing.T, html, id string) string {
+	t.Helper()
+	i := strings.Index(html, `id="chart-`+id+`"`)
+	if i < 0 {
+		t.Fatalf("no figure chart-%s", id)
+	}
+	j := strings.Index(html[i:], "</figure>")
+	return html[i : i+j]
+}
+
+// Headline tiles say where each figure was measured; one read from a burst
+// says it is not sustained.
+func TestHeadlineSaysWhatItIs(t *testing.T) {
+	r := Sample()
+	html := renderHTML(t, r)
+	var md bytes.Buffer
+	RenderMarkdown(&md, r)
+	head := figureSection(t, html, `id="chart-headline"`)
+	for _, want := range []string{"chatbot, closed loop N=32", "chatbot, closed loop N=1"} {
+		if !strings.Contains(head, want) || !strings.Contains(md.String(), want) {
+			t.Errorf("headline lacks %q", want)
+		}
+	}
+	if strings.Contains(head, burstNote) {
+		t.Error("a closed-loop headline carries the burst note")
+	}
+	tput := figureHTML(t, html, ChartSystemThroughput)
+	if !strings.Contains(tput, "Highest sustained throughput: 1,909 tok/s (chatbot, closed loop N=32)") ||
+		!strings.Contains(tput, "A burst briefly reaches 4,139 tok/s (chatbot, N=256)") {
+		t.Error("system throughput findings do not separate the sustained peak from the burst one")
+	}
+	if strings.Contains(md.String(), "14.90 M | burst N=256") {
+		t.Error("tokens per hour quotes a burst as the peak while closed-loop steps exist")
+	}
+
+	// Bursts only: every peak tile says it came from a burst.
+	for i := range r.Scenarios {
+		r.Scenarios[i].ClosedLoop = nil
+	}
+	r.Headline = Headline{}
+	html = renderHTML(t, r)
+	md.Reset()
+	RenderMarkdown(&md, r)
+	if n := strings.Count(figureSection(t, html, `id="chart-headline"`), burstNote); n != 3 {
+		t.Errorf("bursts only: %d headline tiles say they came from a burst; want 3", n)
+	}
+	if n := strings.Count(md.String(), burstNote); n != 3 {
+		t.Errorf("bursts only: report.md has the burst note %d times; want 3", n)
+	}
+	if !strings.Contains(md.String(), "burst N=256, not sustained") {
+		t.Error("bursts only: tokens per hour does not say its peak is a burst")
+	}
+}
+
+// figureSection returns the element that starts at marker, up to its
+// closing </section>.
+func figureSection(t *testing.T, html, marker string) string {
+	t.Helper()
+	i := strings.Index(html, marker)
+	if i < 0 {
+		t.Fatalf("no %s", marker)
+	}
+	return html[i : i+strings.Index(html[i:], "</section>")]
 }

@@ -217,8 +217,10 @@ func (s Step) StartedBusy() bool { return s.Drain != nil && s.Drain.Busy }
 // Dist summarises one metric over the requests of a step.
 type Dist struct {
 	Mean float64 `json:"mean"`
-	// P10 is kept for speeds, where the slow tail is the low percentile
-	// (the speed 90 % of requests got or better); absent in older reports.
+	// P1 and P10 are kept for speeds, where the slow tail is the low
+	// percentile (P10: the speed 90 % of requests got or better); absent in
+	// older reports. The report's decode columns show them.
+	P1  float64 `json:"p1,omitempty"`
 	P10 float64 `json:"p10,omitempty"`
 	P50 float64 `json:"p50"`
 	P90 float64 `json:"p90"`

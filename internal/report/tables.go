@@ -28,8 +28,11 @@ func secCell(v float64) string {
 func msCell(v float64) string { return strconv.FormatFloat(v*1000, 'f', 1, 64) }
 
 func stepColumns(steps []Step, mode prober.Mode) []column {
-	var hasEff, hasQueue, hasPower, hasCost, hasJ bool
+	var hasEff, hasQueue, hasPower, hasCost, hasJ, hasP10, hasP1, hasDrain bool
 	for _, st := range steps {
+		hasDrain = hasDrain || st.Drain != nil
+		hasP10 = hasP10 || st.Decode.P10 > 0
+		hasP1 = hasP1 || st.Decode.P1 > 0
 		hasEff = hasEff || st.ScalingEfficiency != nil
 		hasQueue = hasQueue || st.QueueWaitSeconds != nil
 		if st.Power != nil {
@@ -39,7 +42,12 @@ func stepColumns(steps []Step, mode prober.Mode) []column {
 		}
 	}
 	cols := []column{
-		{-1, "", "", "N", func(s Step) string { return strconv.Itoa(s.Concurrency) }},
+		{-1, "", "", "N", func(s Step) string {
+			if s.StartedBusy() {
+				return strconv.Itoa(s.Concurrency) + " " + busyMark
+			}
+			return strconv.Itoa(s.Concurrency)
+		}},
 		{0, "requests", "", "ok / sent", func(s Step) string { return fmt.Sprintf("%d / %d", s.RequestsOK, s.RequestsSent) }},
 		{0, "requests", "", "success", func(s Step) string { return fmtPct(s.SuccessRate) }},
 	}
@@ -49,7 +57,25 @@ func stepColumns(steps []Step, mode prober.Mode) []column {
 			cols = append(cols, column{0, group, md, string(n), func(s Step) string { return cell(d(s).Stat(n)) }})
 		}
 	}
-	dist("decode tok/s per user", "decode", []prober.Stat{prober.StatMean, prober.StatP50, prober.StatP90, prober.StatP99}, func(s Step) Dist { return s.Decode }, fmtRate)
+	// Decode speed is higher-is-better: the tail that hurts users is the
+	// slow one, so its columns are the low percentiles (absent in reports
+	// written before they were kept).
+	decode := func(name string, get func(Dist) float64) {
+		cols = append(cols, column{0, "decode tok/s per user", "decode", name, func(s Step) string {
+			if v := get(s.Decode); v > 0 {
+				return fmtRate(v)
+			}
+			return "–"
+		}})
+	}
+	decode("mean", func(d Dist) float64 { return d.Mean })
+	decode("p50", func(d Dist) float64 { return d.P50 })
+	if hasP10 {
+		decode("p10 (slowest 10%)", func(d Dist) float64 { return d.P10 })
+	}
+	if hasP1 {
+		decode("p1 (slowest 1%)", func(d Dist) float64 { return d.P1 })
+	}
 	dist("ITL ms", "ITL ms", []prober.Stat{prober.StatMean, prober.StatP50, prober.StatP90, prober.StatP99}, func(s Step) Dist { return s.ITL }, msCell)
 	dist("TTFT s", "TTFT s", []prober.Stat{prober.StatMean, prober.StatP50, prober.StatP90, prober.StatP95, prober.StatP99}, func(s Step) Dist { return s.TTFT }, secCell)
 	dist("E2E s", "E2E s", []prober.Stat{prober.StatP50, prober.StatP90, prober.StatP99}, func(s Step) Dist { return s.E2E }, secCell)
@@ -73,6 +99,9 @@ func stepColumns(steps []Step, mode prober.Mode) []column {
 			}
 			return secCell(*s.QueueWaitSeconds)
 		}})
+	}
+	if hasDrain {
+		cols = append(cols, column{1, "engine", "", "at step start", startCell})
 	}
 	if hasPower {
 		pw := func(f func(*Power) string) func(Step) string {
@@ -122,6 +151,11 @@ func stepTables(s *Scenario, mode prober.Mode) []table {
 			}
 		}
 		for _, st := range steps {
+			cls := ""
+			if st.StartedBusy() {
+				cls = "busy"
+			}
+			t.RowClass = append(t.RowClass, cls)
 			row := make([]string, len(cols))
 			for i, c := range cols {
 				row[i] = c.get(st)

@@ -376,6 +376,15 @@ prometheusRule: {enabled: false}
 	if strings.Contains(strings.Join(r.docs["configmap.yaml"], ""), "sk-test-123") {
 		t.Error("the API key is in the ConfigMap")
 	}
+	// --web.config.file from a Secret, mounted read-only.
+	r = mustRender(t, "fleet", "webConfigSecret: slaprobe-web\n")
+	checkCommon(t, r, false)
+	c := container(t, r.deployment, "slaprobe")
+	if !slices.Contains(c.Args, "--web.config.file=/etc/slaprobe/web/web-config.yml") || !slices.ContainsFunc(r.deployment.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool {
+		return v.Secret != nil && v.Secret.SecretName == "slaprobe-web"
+	}) {
+		t.Errorf("webConfigSecret: args %v; want --web.config.file from the Secret slaprobe-web", c.Args)
+	}
 	// An existing Secret: no Secret rendered, the volume uses it.
 	r = mustRender(t, "fleet", "apiKey: {existingSecret: vllm-key, key: token}\n")
 	checkCommon(t, r, true)

@@ -826,9 +826,11 @@ func earlyStop(s StepResult, th Thresholds, mode Mode, opts SweepOptions) string
 // finishScenario fills efficiency and capacity once the ladders are done.
 func finishScenario(sr *ScenarioResult, s Scenario, opts SweepOptions) {
 	for _, steps := range [][]StepResult{sr.ClosedLoop, sr.Burst} {
+		// Efficiency is relative to N=1; an N=1 step that started busy
+		// measured other traffic too, so no efficiency is derived from it.
 		var base float64
 		for _, st := range steps {
-			if st.Concurrency == 1 {
+			if st.Concurrency == 1 && !st.StartedBusy() {
 				base = st.SystemThroughput
 			}
 		}

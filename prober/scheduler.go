@@ -82,6 +82,9 @@ type SchedulerOptions struct {
 type Scheduler struct {
 	opts    SchedulerOptions
 	targets []*schedTarget
+
+	nextMu sync.Mutex
+	next   map[[2]string]time.Time // target, scenario -> when its loop wakes next
 }
 
 // Retry pace of /v1/models: while the model is unknown, and at most this
@@ -114,7 +117,7 @@ func NewScheduler(targets []ScheduledTarget, opts SchedulerOptions) *Scheduler {
 	if opts.Rand == nil {
 		opts.Rand = rand.Float64
 	}
-	s := &Scheduler{opts: opts}
+	s := &Scheduler{opts: opts, next: map[[2]string]time.Time{}}
 	for _, st := range targets {
 		ts := &schedTarget{
 			t:         st.Target,
@@ -155,6 +158,25 @@ func (s *Scheduler) Models() map[string]string {
 		}
 	}
 	return out
+}
+
+// NextProbe reports when the loop of scenario on target wakes to send its
+// next probe (a held target or a busy in-flight slot can delay the send);
+// false when there is no such loop or it has not started. While a probe
+// runs the time is that probe's, in the past.
+func (s *Scheduler) NextProbe(target, scenario string) (time.Time, bool) {
+	s.nextMu.Lock()
+	defer s.nextMu.Unlock()
+	t, ok := s.next[[2]string{target, scenario}]
+	return t, ok
+}
+
+// sleepUntilNext records when the loop wakes, then sleeps d.
+func (s *Scheduler) sleepUntilNext(ctx context.Context, ts *schedTarget, sc Scenario, d time.Duration) bool {
+	s.nextMu.Lock()
+	s.next[[2]string{ts.t.Name, sc.Name}] = time.Now().Add(d)
+	s.nextMu.Unlock()
+	return s.opts.Sleep(ctx, d)
 }
 
 // Run probes until ctx is done, then cancels the probes in flight and
@@ -342,12 +364,12 @@ func (s *Scheduler) probeLoop(ctx context.Context, ts *schedTarget, sc Scenario)
 	}
 	// Spread the first probes so that a (re)start does not send them all
 	// at once, yet shows metrics quickly.
-	if !s.opts.Sleep(ctx, time.Duration(s.opts.Rand()*float64(min(sc.Interval, s.opts.FirstProbeMaxDelay)))) {
+	if !s.sleepUntilNext(ctx, ts, sc, time.Duration(s.opts.Rand()*float64(min(sc.Interval, s.opts.FirstProbeMaxDelay)))) {
 		return
 	}
 	for {
 		s.probeOnce(ctx, ts, sc)
-		if !s.opts.Sleep(ctx, s.nextDelay(sc.Interval)) {
+		if !s.sleepUntilNext(ctx, ts, sc, s.nextDelay(sc.Interval)) {
 			return
 		}
 	}

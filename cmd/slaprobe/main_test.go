@@ -121,7 +121,7 @@ func TestDemoSmoke(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 	}
-	for _, want := range []string{"landing page:", "engine metrics:"} {
+	for _, want := range []string{"status page:", "engine metrics:"} {
 		if !strings.Contains(printed.String(), want) {
 			t.Errorf("demo output lacks %q:\n%s", want, printed.String())
 		}

@@ -355,6 +355,9 @@ func (s *Server) sweepView(snap sweeper.Snapshot, now time.Time) *sweepView {
 func headline(r *report.Report) []string {
 	var out []string
 	h := r.Headline
+	if h.PeakDecode == nil && h.RequestsSent == 0 {
+		h = report.ComputeHeadline(r) // as report.html computes it
+	}
 	fig := func(label string, f *report.Figure, format string) {
 		if f == nil {
 			return

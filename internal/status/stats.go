@@ -139,16 +139,22 @@ const sparkW, sparkH = 150, 32
 func sparkline(pts []sparkPoint, limit float64, lower bool) template.HTML {
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg class="spark" width="%d" height="%d" viewBox="0 0 %d %d" role="img">`, sparkW, sparkH, sparkW, sparkH)
-	hi := limit * 1.15
+	// The scale starts at zero and tops the largest value by a quarter;
+	// the threshold joins it once a value comes within half of it, so a
+	// far-off threshold does not flatten the line.
+	top := 0.0
 	for _, p := range pts {
-		if p.ok && p.v > hi {
-			hi = p.v
+		if p.ok && p.v > top {
+			top = p.v
 		}
+	}
+	hi := top * 1.25
+	if limit > 0 && top*2 >= limit {
+		hi = max(hi, limit*1.15)
 	}
 	if hi <= 0 {
 		hi = 1
 	}
-	hi *= 1.05
 	const pad = 3.0
 	x := func(i int) float64 {
 		if len(pts) <= 1 {
@@ -157,10 +163,10 @@ func sparkline(pts []sparkPoint, limit float64, lower bool) template.HTML {
 		return pad + float64(i)*(sparkW-2*pad)/float64(len(pts)-1)
 	}
 	y := func(v float64) float64 { return sparkH - pad - v/hi*(sparkH-2*pad) }
-	if limit > 0 {
+	if limit > 0 && limit <= hi {
 		fmt.Fprintf(&b, `<line class="limit" x1="0" x2="%d" y1="%.1f" y2="%.1f"/>`, sparkW, y(limit), y(limit))
 	}
-	var line []string
+	var line, dots []string
 	var last string
 	for i, p := range pts {
 		switch {
@@ -170,6 +176,7 @@ func sparkline(pts []sparkPoint, limit float64, lower bool) template.HTML {
 			cls := "dot"
 			if limit > 0 && ((lower && p.v > limit) || (!lower && p.v < limit)) {
 				cls = "dot over"
+				dots = append(dots, fmt.Sprintf(`<circle class="%s" cx="%.1f" cy="%.1f" r="2"/>`, cls, x(i), y(p.v)))
 			}
 			last = fmt.Sprintf(`<circle class="%s" cx="%.1f" cy="%.1f" r="2"/>`, cls, x(i), y(p.v))
 		case p.failed:
@@ -179,6 +186,7 @@ func sparkline(pts []sparkPoint, limit float64, lower bool) template.HTML {
 	if len(line) > 1 {
 		fmt.Fprintf(&b, `<polyline class="series" points="%s"/>`, strings.Join(line, " "))
 	}
+	b.WriteString(strings.Join(dots, ""))
 	b.WriteString(last)
 	if len(pts) == 0 {
 		fmt.Fprintf(&b, `<text x="%d" y="%d" class="none">no probe yet</text>`, sparkW/2, sparkH/2+4)

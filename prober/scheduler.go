@@ -171,6 +171,18 @@ func (s *Scheduler) NextProbe(target, scenario string) (time.Time, bool) {
 	return t, ok
 }
 
+// ScenarioDisabled reports whether scenario is disabled on target because
+// it does not fit the model's max_model_len, and that length.
+func (s *Scheduler) ScenarioDisabled(target, scenario string) (disabled bool, maxModelLen int) {
+	for _, ts := range s.targets {
+		if ts.t.Name == target {
+			_, maxLen, d := ts.snapshot()
+			return d[scenario], maxLen
+		}
+	}
+	return false, 0
+}
+
 // sleepUntilNext records when the loop wakes, then sleeps d.
 func (s *Scheduler) sleepUntilNext(ctx context.Context, ts *schedTarget, sc Scenario, d time.Duration) bool {
 	s.nextMu.Lock()

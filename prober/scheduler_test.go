@@ -306,6 +306,12 @@ func TestSchedulerDisablesScenarioOverMaxModelLen(t *testing.T) {
 	if e, ok := enabled["a/qwen/rag"]; !ok || e {
 		t.Errorf("rag enabled = %v (set: %v), want false", e, ok)
 	}
+	if d, maxLen := s.ScenarioDisabled("a", "rag"); !d || maxLen != 4096 {
+		t.Errorf("ScenarioDisabled(a, rag) = %v, %d; want true, 4096", d, maxLen)
+	}
+	if d, _ := s.ScenarioDisabled("a", "chatbot"); d {
+		t.Error("ScenarioDisabled(a, chatbot) = true, want false")
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if _, ok := probed["rag"]; ok {

@@ -258,6 +258,7 @@ func (a *App) addStatus(description string, links []status.Link) error {
 		Config:      d.Config,
 		Recorder:    a.Probes,
 		NextProbe:   d.NextProbe,
+		Disabled:    d.ScenarioDisabled,
 		GPUs:        a.GPUs,
 		Sweeps:      a.Sweeper.Snapshot,
 		Ready:       d.Ready,

@@ -384,6 +384,17 @@ func (d *Daemon) stopSchedulerLocked() {
 	d.current.Store(nil)
 }
 
+// ScenarioDisabled reports whether the running scheduler disabled scenario
+// on target because it does not fit the model's max_model_len, and that
+// length (see prober.Scheduler.ScenarioDisabled).
+func (d *Daemon) ScenarioDisabled(target, scenario string) (bool, int) {
+	s := d.current.Load()
+	if s == nil {
+		return false, 0
+	}
+	return s.ScenarioDisabled(target, scenario)
+}
+
 // NextProbe reports when the running scheduler sends the next probe of
 // scenario on target (see prober.Scheduler.NextProbe); false while no
 // scheduler runs or its loop has not started.

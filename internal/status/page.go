@@ -231,7 +231,15 @@ func (s *Server) scenarioView(target string, sc prober.Scenario, now time.Time, 
 			breach = append(breach, fmt.Sprintf("%s %s %s %s", row.Name, row.TailLabel, row.Tail, map[string]string{"≤": ">", "≥": "<"}[row.LimitOp]+" "+row.Limit))
 		}
 	}
+	disabled, maxLen := false, 0
+	if s.o.Disabled != nil {
+		disabled, maxLen = s.o.Disabled(target, sc.Name)
+	}
 	switch {
+	case disabled:
+		sv.Status = "disabled"
+		sv.StatusText = fmt.Sprintf("disabled: %d input and %d output tokens exceed the model's max_model_len %d", sc.InputTokens, sc.OutputTokens, maxLen)
+		sv.Next = "none while the scenario is disabled"
 	case sv.Last == nil:
 		sv.Status, sv.StatusText = "waiting", "no probe yet"
 		if sv.InFlight != "" {

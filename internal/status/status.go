@@ -50,6 +50,9 @@ type Options struct {
 	// NextProbe tells when the scheduler sends the next probe of a
 	// scenario on a target.
 	NextProbe func(target, scenario string) (time.Time, bool)
+	// Disabled reports whether a scenario is disabled on a target because
+	// it does not fit the model's max_model_len, and that length.
+	Disabled func(target, scenario string) (bool, int)
 	// Engine returns the state of a target's engine /metrics; nil when
 	// engine metrics are off.
 	Engine func(target string) (engine.Status, bool)

@@ -38,6 +38,8 @@ type fixture struct {
 	clock *fakeClock
 	sweep sweeper.Snapshot
 	mux   *http.ServeMux
+	// disabled names a scenario the scheduler disabled (max_model_len).
+	disabled string
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -54,6 +56,7 @@ func newFixture(t *testing.T) *fixture {
 		NextProbe: func(target, scenario string) (time.Time, bool) {
 			return f.clock.t.Add(12 * time.Second), scenario != "tool_calling"
 		},
+		Disabled: func(target, scenario string) (bool, int) { return scenario == f.disabled, 8192 },
 		Engine: func(target string) (engine.Status, bool) {
 			return engine.Status{Target: target, URL: "http://vllm-a:8000/metrics", Up: true, Tried: true, HasLatest: true,
 				Latest: engine.Snapshot{Time: f.clock.t, Flavor: "vllm", Running: 3, Waiting: 1, HasQueue: true, KVCacheUsage: 0.42, HasKVCache: true}}, true
@@ -143,6 +146,16 @@ func TestStatusPage(t *testing.T) {
 		t.Errorf("%d sparkline series; want 8 (TTFT, ITL, decode, E2E of chatbot and rag)", n)
 	}
 	checkLinks(t, f.srv.URL, "/", body)
+
+	// A scenario that does not fit the model says so instead of waiting.
+	f.disabled = "tool_calling"
+	_, body = get(t, f.srv.URL+"/")
+	for _, want := range []string{`data-scenario="tool_calling" data-status="disabled"`,
+		"disabled: 32768 input and 256 output tokens exceed the model&#39;s max_model_len 8192", "none while the scenario is disabled"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("status page with tool_calling disabled lacks %q", want)
+		}
+	}
 }
 
 var hrefRE = regexp.MustCompile(`href="([^"]*)"`)

@@ -25,7 +25,7 @@ code,pre{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-s
 .tile b,.tile span{display:block}
 .st-ok{border-left-color:var(--ok)}.st-breach{border-left-color:var(--warn)}.st-failing{border-left-color:var(--bad)}
 .badge{display:inline-block;border-radius:10px;padding:1px 8px;font-size:12px;font-weight:600;color:#fff;background:var(--mute)}
-.b-ok{background:var(--ok)}.b-breach{background:var(--warn)}.b-failing{background:var(--bad)}
+.b-disabled{background:#8c959f}.b-ok{background:var(--ok)}.b-breach{background:var(--warn)}.b-failing{background:var(--bad)}
 .cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(600px,1fr));gap:12px}
 .card{border:1px solid var(--line);border-radius:6px;padding:10px 12px}
 .card .head{display:flex;justify-content:space-between;align-items:baseline;gap:8px;flex-wrap:wrap}

@@ -84,7 +84,9 @@ func buildRow(m metric, probes []Probe, since time.Time, th prober.Thresholds) m
 		if !p.Done {
 			continue
 		}
-		chart = append(chart, sparkPoint{v: v, ok: ok, failed: !p.OK()})
+		if i >= len(probes)-sparkMax {
+			chart = append(chart, sparkPoint{v: v, ok: ok, failed: !p.OK()})
+		}
 		if !ok {
 			continue
 		}
@@ -132,6 +134,10 @@ type sparkPoint struct {
 }
 
 const sparkW, sparkH = 150, 32
+
+// sparkMax is how many of the latest probes a sparkline draws: more would
+// not fit its width.
+const sparkMax = 60
 
 // sparkline draws the values as an inline SVG polyline, oldest on the
 // left, with the threshold as a dashed line and failed probes as red ticks

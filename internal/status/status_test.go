@@ -273,3 +273,37 @@ func TestQuantileAndFormat(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkStatusPage renders / with every kept probe of the four default
+// scenarios on two targets: the page's worst case.
+func BenchmarkStatusPage(b *testing.B) {
+	cfg, err := config.LoadWithFlags("", config.Flags{TargetURLs: []string{"http://a:8000", "http://b:8000"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := newClock()
+	rec := NewRecorder(0, c.now)
+	for range DefaultKeep {
+		for _, t := range cfg.TargetConfigs {
+			for _, sc := range prober.DefaultScenarios {
+				rec.BeforeProbe(b.Context(), tgt(t.Name), scen(sc))
+				res := okResult(t.Name, sc, c.t)
+				rec.AfterProbe(&res)
+			}
+		}
+		c.add(5 * time.Second)
+	}
+	s, err := New(Options{Config: func() *config.Config { return cfg }, Recorder: rec, Now: c.now})
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := httptest.NewRequest(http.MethodGet, "/", nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		w := httptest.NewRecorder()
+		s.servePage(w, req)
+		if w.Code != 200 {
+			b.Fatal(w.Code)
+		}
+	}
+}

@@ -162,7 +162,7 @@ func (s *Server) servePage(w http.ResponseWriter, r *http.Request) {
 			d.Summary = append(d.Summary, tile)
 		}
 		if tv.Model == "" {
-			tv.Model = "auto-detect (no probe yet)"
+			tv.Model = "auto-detect (not detected yet)"
 		}
 		d.Targets = append(d.Targets, tv)
 	}
@@ -252,6 +252,9 @@ func (s *Server) scenarioView(target string, sc prober.Scenario, now time.Time, 
 		}
 	case len(breach) > 0:
 		sv.Status, sv.StatusText = "breach", "SLA breached: "+strings.Join(breach, "; ")
+	case n >= minSuccessProbes && float64(ok) < minSuccessRatio*float64(n):
+		sv.Status = "breach"
+		sv.StatusText = fmt.Sprintf("failing often: %d of %d probes in the last %s succeeded (below %.0f %%)", ok, n, human(s.o.Window), minSuccessRatio*100)
 	default:
 		sv.Status, sv.StatusText = "ok", "within SLA"
 		if !sc.Thresholds.Any() {
@@ -260,6 +263,14 @@ func (s *Server) scenarioView(target string, sc prober.Scenario, now time.Time, 
 	}
 	return sv
 }
+
+// A scenario whose probes in the window succeed less often than this is
+// shown failing often, as the alert rules page at a 1 h success ratio
+// below 90 %; it takes a few probes to say so.
+const (
+	minSuccessRatio  = 0.9
+	minSuccessProbes = 3
+)
 
 func (s *Server) nextProbe(target, scenario string) (time.Time, bool) {
 	if s.o.NextProbe == nil {

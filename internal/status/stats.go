@@ -169,7 +169,7 @@ func sparkline(pts []sparkPoint, limit float64, lower bool) template.HTML {
 		return pad + float64(i)*(sparkW-2*pad)/float64(len(pts)-1)
 	}
 	y := func(v float64) float64 { return sparkH - pad - v/hi*(sparkH-2*pad) }
-	if limit > 0 && limit <= hi {
+	if limit > 0 && limit <= hi && top > 0 {
 		fmt.Fprintf(&b, `<line class="limit" x1="0" x2="%d" y1="%.1f" y2="%.1f"/>`, sparkW, y(limit), y(limit))
 	}
 	var line, dots []string

@@ -307,3 +307,23 @@ func BenchmarkStatusPage(b *testing.B) {
 		}
 	}
 }
+
+// Probes that fail often are a breach even when the last one succeeded.
+func TestStatusFailingOften(t *testing.T) {
+	f := newFixture(t)
+	fail := prober.Result{Target: "a", Scenario: "chatbot", Kind: prober.KindError, Reason: prober.ReasonStreamCut, Err: prober.ErrStall}
+	for _, ok := range []bool{true, false, true, false, true} {
+		if ok {
+			probe(f.rec, f.clock, okResult("a", "chatbot", f.clock.t))
+		} else {
+			probe(f.rec, f.clock, fail)
+		}
+	}
+	_, body := get(t, f.srv.URL+"/")
+	for _, want := range []string{`data-scenario="chatbot" data-status="breach"`, "failing often: 3 of 5 probes in the last 15 min succeeded (below 90 %)",
+		"3 of 5 (60 %)", `<line class="fail"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("status page lacks %q", want)
+		}
+	}
+}

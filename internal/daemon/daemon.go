@@ -76,16 +76,16 @@ type Daemon struct {
 
 	listeners []net.Listener
 	ready     atomic.Bool
+	// current is the running scheduler, for readers that must not wait
+	// for a reload (the status page); nil while none runs.
+	current atomic.Pointer[prober.Scheduler]
 
 	// reloadMu serialises reloads and scheduler restarts.
-	reloadMu  sync.Mutex
-	runCtx    context.Context // set by Run; nil before
-	stopSched context.CancelFunc
-	schedDone chan struct{}
-	sched     *prober.Scheduler
-	// current is sched for readers that must not wait for a reload
-	// (the status page).
-	current     atomic.Pointer[prober.Scheduler]
+	reloadMu    sync.Mutex
+	runCtx      context.Context // set by Run; nil before
+	stopSched   context.CancelFunc
+	schedDone   chan struct{}
+	sched       *prober.Scheduler
 	knownModels map[string]string
 	// holds pauses a target's scheduled probes while a sweep loads it;
 	// it outlives schedulers, which reloads replace.

@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1
 # Build: docker build --build-arg VERSION=$(git describe --tags --always) --build-arg REVISION=$(git rev-parse HEAD) -t slaprobe .
 # Run:   docker run -p 9781:9781 -v $PWD/slaprobe.yml:/etc/slaprobe/slaprobe.yml:ro slaprobe
+# Demo:  docker run -p 9781:9781 slaprobe demo --web.listen-address=:9781   (demo listens on loopback by default)
 # NVML: the binary loads libnvidia-ml at run time; with the NVIDIA container toolkit
 # (docker run --gpus all) the GPU collector works, and without it the collector stays off.
 

@@ -11,6 +11,7 @@ type probesData struct {
 	Scenarios        []scenarioLink
 	Known            []string // every target, when the one asked for is unknown
 	Probes           []probeView
+	Total            int // probes kept; Probes holds the newest maxProbeRows
 	TargetLogs       []logView
 	Refresh          int
 }
@@ -36,6 +37,10 @@ type logView struct {
 	Time, Level, Text string
 }
 
+// maxProbeRows bounds the probe view: the newest probes tell why a
+// probe fails; every kept one would make a page of megabytes.
+const maxProbeRows = 100
+
 // serveProbes is the blackbox-exporter-style view of a target's recent
 // probes: each with its outcome, its numbers and the log lines it caused.
 func (s *Server) serveProbes(w http.ResponseWriter, r *http.Request) {
@@ -60,6 +65,10 @@ func (s *Server) serveProbes(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, p := range s.o.Recorder.TargetProbes(target) {
 		if scenario != "" && p.Scenario != scenario {
+			continue
+		}
+		d.Total++
+		if len(d.Probes) >= maxProbeRows {
 			continue
 		}
 		pv := probeView{Scenario: p.Scenario, Model: p.Model, Sent: p.Sent.Local().Format("2006-01-02 15:04:05.000"), Ago: ago(now, p.Sent),

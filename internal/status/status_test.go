@@ -327,3 +327,21 @@ func TestStatusFailingOften(t *testing.T) {
 		}
 	}
 }
+
+// The probe view shows the newest probes only.
+func TestProbesViewIsBounded(t *testing.T) {
+	f := newFixture(t)
+	for i := range maxProbeRows + 5 {
+		res := okResult("a", "chatbot", f.clock.t)
+		res.ResponseID = fmt.Sprint("cmpl-", i)
+		probe(f.rec, f.clock, res)
+	}
+	_, body := get(t, f.srv.URL+"/probes?target=a")
+	if n := strings.Count(body, `<tr class="probe"`); n != maxProbeRows {
+		t.Errorf("%d probe rows, want %d", n, maxProbeRows)
+	}
+	if !strings.Contains(body, fmt.Sprintf("the %d newest of the %d kept", maxProbeRows, maxProbeRows+5)) ||
+		!strings.Contains(body, fmt.Sprintf("id cmpl-%d", maxProbeRows+4)) || strings.Contains(body, "id cmpl-4<") {
+		t.Error("the probe view does not show the newest probes, or does not say it left older ones out")
+	}
+}

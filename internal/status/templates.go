@@ -147,7 +147,7 @@ var probesTmpl = template.Must(template.New("probes").Funcs(funcs).Parse(`<!DOCT
 {{else if not .Scenarios}}<p>No target named {{.Target}}.</p>
 {{else}}
 <p>Scenario: {{range .Scenarios}}{{if .Current}}<b>{{.Name}}</b>{{else}}<a href="{{.URL}}">{{.Name}}</a>{{end}} {{end}}</p>
-<p class="small mute">Newest first. Each probe shows the log lines it caused, at every level (also those <code>--log.level</code> hides).</p>
+<p class="small mute">Newest first{{if gt .Total (len .Probes)}}: the {{len .Probes}} newest of the {{.Total}} kept{{end}}. Each probe shows the log lines it caused, at every level (also those <code>--log.level</code> hides).</p>
 {{if .Probes}}<table>
 <tr><th>sent</th><th>scenario</th><th>result</th><th>TTFT</th><th>ITL</th><th>decode</th><th>E2E</th><th>tokens</th></tr>
 {{range .Probes}}<tr class="probe" data-ok="{{.OK}}">

@@ -74,9 +74,10 @@ func addDemo(c *cli) {
 			fmt.Fprintf(c.stdout, "  listening on:   %s (%s)\n", ad, where)
 			fmt.Fprintf(c.stdout, "  status page:    %s/%s\n", base, note)
 			fmt.Fprintf(c.stdout, "  metrics:        %s/metrics\n", base)
-			fmt.Fprintf(c.stdout, "  engine metrics: %s/sim/metrics\n", base)
 		}
-		fmt.Fprintf(c.stdout, "The simulated engine itself listens on %s (loopback only).\n", simURL)
+		// The engine listens on loopback; slaprobe also serves its metrics
+		// at /sim/metrics, reachable wherever slaprobe is.
+		fmt.Fprintf(c.stdout, "  engine metrics: %s/metrics (the simulated engine, loopback only; also at /sim/metrics)\n", simURL)
 		fmt.Fprintln(c.stdout, "The first probe of each scenario (chatbot, rag, agentic, tool_calling) fires within 10 s. Ctrl-C stops.")
 
 		if err := a.Run(ctx); err != nil {

@@ -5,6 +5,7 @@
 #          --build-arg REVISION=$(git rev-parse HEAD) --build-arg BRANCH=$(git rev-parse --abbrev-ref HEAD) -t slaprobe .
 # Run:   docker run -p 9781:9781 -v $PWD/slaprobe.yml:/etc/slaprobe/slaprobe.yml:ro slaprobe
 #   or:  docker run -p 9781:9781 slaprobe run --target.url=http://vllm:8000   (no config file)
+# Demo:  docker run -p 9781:9781 slaprobe demo --web.listen-address=:9781   (demo listens on loopback by default)
 # GPUs:  the binary loads libnvidia-ml at run time. With the NVIDIA container toolkit,
 #          docker run --gpus all -e NVIDIA_DRIVER_CAPABILITIES=utility …
 #        mounts the driver's NVML into the container and the power collector turns on; without it,

@@ -87,6 +87,9 @@ type SchedulerOptions struct {
 type Scheduler struct {
 	opts    SchedulerOptions
 	targets []*schedTarget
+
+	nextMu sync.Mutex
+	next   map[[2]string]time.Time // target, scenario -> when its loop wakes next
 }
 
 // Retry pace of /v1/models: while the model is unknown, and at most this
@@ -122,7 +125,7 @@ func NewScheduler(targets []ScheduledTarget, opts SchedulerOptions) *Scheduler {
 	if opts.BackoffMax <= 0 {
 		opts.BackoffMax = 10 * time.Minute
 	}
-	s := &Scheduler{opts: opts}
+	s := &Scheduler{opts: opts, next: map[[2]string]time.Time{}}
 	for _, st := range targets {
 		ts := &schedTarget{
 			t:         st.Target,
@@ -163,6 +166,37 @@ func (s *Scheduler) Models() map[string]string {
 		}
 	}
 	return out
+}
+
+// NextProbe reports when the loop of scenario on target wakes to send its
+// next probe (a held target or a busy in-flight slot can delay the send);
+// false when there is no such loop or it has not started. While a probe
+// runs the time is that probe's, in the past.
+func (s *Scheduler) NextProbe(target, scenario string) (time.Time, bool) {
+	s.nextMu.Lock()
+	defer s.nextMu.Unlock()
+	t, ok := s.next[[2]string{target, scenario}]
+	return t, ok
+}
+
+// ScenarioDisabled reports whether scenario is disabled on target because
+// it does not fit the model's max_model_len, and that length.
+func (s *Scheduler) ScenarioDisabled(target, scenario string) (disabled bool, maxModelLen int) {
+	for _, ts := range s.targets {
+		if ts.t.Name == target {
+			_, maxLen, d := ts.snapshot()
+			return d[scenario], maxLen
+		}
+	}
+	return false, 0
+}
+
+// sleepUntilNext records when the loop wakes, then sleeps d.
+func (s *Scheduler) sleepUntilNext(ctx context.Context, ts *schedTarget, sc Scenario, d time.Duration) bool {
+	s.nextMu.Lock()
+	s.next[[2]string{ts.t.Name, sc.Name}] = time.Now().Add(d)
+	s.nextMu.Unlock()
+	return s.opts.Sleep(ctx, d)
 }
 
 // Run probes until ctx is done, then cancels the probes in flight and
@@ -352,7 +386,7 @@ func (s *Scheduler) probeLoop(ctx context.Context, ts *schedTarget, sc Scenario)
 	}
 	// Spread the first probes so that a (re)start does not send them all
 	// at once, yet shows metrics quickly.
-	if !s.opts.Sleep(ctx, s.spread(sc)) {
+	if !s.sleepUntilNext(ctx, ts, sc, s.spread(sc)) {
 		return
 	}
 	for {
@@ -380,7 +414,7 @@ func (s *Scheduler) probeLoop(ctx context.Context, ts *schedTarget, sc Scenario)
 				delay = max(delay-act.wait, 0)
 			}
 		}
-		if !s.opts.Sleep(ctx, delay) {
+		if !s.sleepUntilNext(ctx, ts, sc, delay) {
 			return
 		}
 	}

@@ -306,6 +306,12 @@ func TestSchedulerDisablesScenarioOverMaxModelLen(t *testing.T) {
 	if e, ok := enabled["a/qwen/rag"]; !ok || e {
 		t.Errorf("rag enabled = %v (set: %v), want false", e, ok)
 	}
+	if d, maxLen := s.ScenarioDisabled("a", "rag"); !d || maxLen != 4096 {
+		t.Errorf("ScenarioDisabled(a, rag) = %v, %d; want true, 4096", d, maxLen)
+	}
+	if d, _ := s.ScenarioDisabled("a", "chatbot"); d {
+		t.Error("ScenarioDisabled(a, chatbot) = true, want false")
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if _, ok := probed["rag"]; ok {
@@ -482,5 +488,42 @@ func TestPlannedTokensPerHour(t *testing.T) {
 	})
 	if want := 1280.0*120 + 4352*60; got != want {
 		t.Errorf("PlannedTokensPerHour = %g, want %g", got, want)
+	}
+}
+
+// NextProbe tells when each loop wakes: unknown before the loop starts,
+// then the interval after the last probe (the sleep here never returns, so
+// the time stays put).
+func TestSchedulerNextProbe(t *testing.T) {
+	probed := make(chan struct{}, 1)
+	s := NewScheduler([]ScheduledTarget{{Target: Target{Name: "a", Model: "m"}, Scenarios: []Scenario{schedScenario("chatbot", 1024, time.Hour)}}},
+		SchedulerOptions{
+			Probe: func(_ context.Context, tg Target, model string, sc Scenario) Result {
+				select {
+				case probed <- struct{}{}:
+				default:
+				}
+				return schedOK(tg, model, sc)
+			},
+			ListModels: schedStaticModels(ModelInfo{ID: "m"}),
+			Rand:       func() float64 { return 0 }, // first probe at once
+		})
+	if _, ok := s.NextProbe("a", "chatbot"); ok {
+		t.Fatal("NextProbe before Run: ok, want false")
+	}
+	before := time.Now()
+	schedRunFor(t, s, 5*time.Second, func() bool {
+		_, ok := s.NextProbe("a", "chatbot")
+		return len(probed) == 1 && ok && func() bool { n, _ := s.NextProbe("a", "chatbot"); return n.After(before.Add(time.Minute)) }()
+	})
+	next, ok := s.NextProbe("a", "chatbot")
+	if !ok {
+		t.Fatal("NextProbe after the first probe: not ok")
+	}
+	if lo, hi := before.Add(time.Hour), time.Now().Add(time.Hour); next.Before(lo) || next.After(hi) {
+		t.Errorf("next probe at %v; want within [%v, %v] (an hour after the first probe)", next, lo, hi)
+	}
+	if _, ok := s.NextProbe("a", "rag"); ok {
+		t.Error("NextProbe of a scenario the target does not probe: ok, want false")
 	}
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end: build slaprobe, run `slaprobe demo` on a free loopback port, and check what a user sees:
 #   /-/healthy and /-/ready answer, every default scenario (chatbot, rag, agentic, tool_calling) gets a
-#   successful probe within E2E_TIMEOUT seconds, and the exposition passes `promtool check metrics`.
+#   successful probe within E2E_TIMEOUT seconds, the status page at / shows each of them within its SLA,
+#   and the exposition passes `promtool check metrics`.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -77,6 +78,13 @@ say "all four scenarios probed successfully after $((SECONDS - deadline + timeou
 
 fetch "$base/-/healthy" >/dev/null || fail "/-/healthy"
 fetch "$base/-/ready" >/dev/null || fail "/-/ready"
+
+say "status page at / shows every scenario"
+fetch "$base/" >"$work/status.html" || fail "GET / (the status page)"
+for s in "${scenarios[@]}"; do
+	grep -q "data-scenario=\"$s\" data-status=\"ok\"" "$work/status.html" ||
+		fail "the status page does not show $s within its SLA"
+done
 
 say "promtool check metrics"
 fetch "$base/metrics" >"$work/metrics.txt" || fail "scrape /metrics"

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -30,7 +31,12 @@ type benchFlags struct {
 func addBench(c *cli) {
 	def := config.DefaultSweepConfig()
 	cmd := c.app.Command("bench", "Run a one-shot concurrency and burst sweep against one server and write report.json, report.md and "+
-		"a self-contained report.html: per-user decode speed, ITL, TTFT, system throughput, scaling efficiency and capacity.")
+		"a self-contained report.html: per-user decode speed, ITL, TTFT, system throughput, scaling efficiency and capacity.\n\n"+
+		"It loads the server on purpose, as hard as it can take. The defaults run the four report scenarios (prompts up to "+
+		"32K tokens) through closed-loop steps of up to "+strconv.Itoa(slices.Max(def.ClosedLoop.Concurrency))+" requests in flight and bursts of up to "+
+		strconv.Itoa(slices.Max(def.Burst.Concurrency))+" requests at once: about 35 minutes on the simulated H100, while real users wait behind it. "+
+		"Use a server that is not in service, or start small (about 4 minutes):\n\n"+
+		"  slaprobe bench --target.url=URL --scenarios=chatbot --concurrency=1,2,4 --burst=1,4,16")
 	cf := addConfigFlags(cmd)
 	ladder := func(l []int) string {
 		s := make([]string, len(l))

@@ -5,18 +5,20 @@ import (
 	"fmt"
 	"net"
 
-	"github.com/prometheus/exporter-toolkit/web"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 
 	"github.com/slaprobe/slaprobe/internal/app"
 	"github.com/slaprobe/slaprobe/internal/config"
+	"github.com/slaprobe/slaprobe/internal/status"
 	"github.com/slaprobe/slaprobe/internal/vllmsim"
 	"github.com/slaprobe/slaprobe/prober"
 )
 
 func addDemo(c *cli) {
-	cmd := c.app.Command("demo", "Run the simulated vLLM engine and slaprobe probing it with the four default scenarios, in one process on loopback. Metrics appear within a minute.")
-	webFlags := kingpinflag.AddFlags(cmd, defaultListenAddress)
+	cmd := c.app.Command("demo", "Run the simulated vLLM engine and slaprobe probing it with the four default scenarios, in one process, "+
+		"listening on loopback unless --web.listen-address says otherwise. The status page shows every scenario within a minute.")
+	webFlags := kingpinflag.AddFlags(cmd, demoListenAddress)
 	c.command(cmd, func(ctx context.Context) int {
 		logger := c.logger()
 		eng, err := vllmsim.New(vllmsim.DefaultConfig(), logger.With("component", "sim"))
@@ -44,8 +46,10 @@ func addDemo(c *cli) {
 			Web:         webFlags,
 			Logger:      logger,
 			Description: "Demo: probing the simulated vLLM engine at " + simURL + ".",
-			Links: []web.LandingLinks{
-				{Address: simURL + "/metrics", Text: "Simulated engine metrics", Description: "vLLM's own metrics, as the simulated engine exposes them"},
+			// Served by slaprobe itself, so the link works wherever the
+			// page is opened from.
+			Links: []status.Link{
+				{Address: "/sim/metrics", Text: "Simulated engine metrics", Description: "vLLM's own metrics, as the simulated engine exposes them at " + simURL + "/metrics"},
 			},
 		})
 		if err != nil {
@@ -58,16 +62,22 @@ func addDemo(c *cli) {
 			return 1
 		}
 
-		fmt.Fprintln(c.stdout, "slaprobe demo: a simulated vLLM engine and slaprobe probing it, on loopback.")
+		a.Daemon.Handle("GET /sim/metrics", promhttp.HandlerFor(eng.Gatherer(), promhttp.HandlerOpts{}))
+
+		fmt.Fprintln(c.stdout, "slaprobe demo: a simulated vLLM engine and slaprobe probing it.")
 		for _, ad := range addrs {
-			base := "http://" + browsable(ad)
+			base, where := "http://"+browsable(ad), listenScope(ad)
+			note := ""
 			if *webFlags.WebConfigFile != "" {
-				base += " (TLS or auth per --web.config.file)"
+				note = " (TLS or auth per --web.config.file)"
 			}
-			fmt.Fprintf(c.stdout, "  metrics:        %s/metrics\n", "http://"+browsable(ad))
-			fmt.Fprintf(c.stdout, "  landing page:   %s/\n", base)
+			fmt.Fprintf(c.stdout, "  listening on:   %s (%s)\n", ad, where)
+			fmt.Fprintf(c.stdout, "  status page:    %s/%s\n", base, note)
+			fmt.Fprintf(c.stdout, "  metrics:        %s/metrics\n", base)
 		}
-		fmt.Fprintf(c.stdout, "  engine metrics: %s/metrics\n", simURL)
+		// The engine listens on loopback; slaprobe also serves its metrics
+		// at /sim/metrics, reachable wherever slaprobe is.
+		fmt.Fprintf(c.stdout, "  engine metrics: %s/metrics (the simulated engine, loopback only; also at /sim/metrics)\n", simURL)
 		fmt.Fprintln(c.stdout, "The first probe of each scenario (chatbot, rag, agentic, tool_calling) fires within 10 s. Ctrl-C stops.")
 
 		if err := a.Run(ctx); err != nil {
@@ -77,6 +87,27 @@ func addDemo(c *cli) {
 		logger.Info("demo stopped")
 		return 0
 	})
+}
+
+// demoListenAddress keeps the demo on loopback: it is a simulation, not a
+// service for other machines.
+const demoListenAddress = "127.0.0.1:9781"
+
+// listenScope says in words who can reach a listener.
+func listenScope(a net.Addr) string {
+	host, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return "see the address"
+	}
+	ip := net.ParseIP(host)
+	switch {
+	case host == "" || (ip != nil && ip.IsUnspecified()):
+		return "every interface: other machines can reach it at this host's name"
+	case ip != nil && ip.IsLoopback():
+		return "loopback only: this machine"
+	default:
+		return "this address only"
+	}
 }
 
 // browsable turns a listener address into one a browser can open: the

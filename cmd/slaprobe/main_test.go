@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -121,7 +122,7 @@ func TestDemoSmoke(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 	}
-	for _, want := range []string{"landing page:", "engine metrics:"} {
+	for _, want := range []string{"status page:", "engine metrics:"} {
 		if !strings.Contains(printed.String(), want) {
 			t.Errorf("demo output lacks %q:\n%s", want, printed.String())
 		}
@@ -226,17 +227,44 @@ func TestHelpShowsDefaults(t *testing.T) {
 	bin := binary(t)
 	for cmd, wants := range map[string][]string{
 		"run":  {"--web.listen-address=:9781", "--config.file=PATH", "--scenarios=chatbot,rag,agentic,tool_calling", "--log.level=info"},
-		"demo": {"--web.listen-address=:9781", "--web.config.file"},
-		"sim":  {"--sim.listen-address=\":8000\"", "--sim.max-num-seqs=256", "--sim.config.file=PATH"},
+		"demo": {"--web.listen-address=127.0.0.1:9781", "--web.config.file"},
+		// bench warns before anyone runs it, and shows a gentler start.
+		"bench": {"loads the server on purpose", "up to 32 requests in flight", "bursts of up to 256", "about 35 minutes",
+			"--scenarios=chatbot --concurrency=1,2,4 --burst=1,4,16", "--burst=\"1,2,4,8,16,32,64,128,256\""},
+		"sim": {"--sim.listen-address=\":8000\"", "--sim.max-num-seqs=256", "--sim.config.file=PATH"},
 	} {
 		out, err := exec.Command(bin, cmd, "--help").CombinedOutput()
 		if err != nil {
 			t.Fatalf("%s --help: %v", cmd, err)
 		}
+		// Help text is wrapped at the terminal width: compare words.
+		flat := strings.Join(strings.Fields(string(out)), " ")
 		for _, w := range wants {
-			if !strings.Contains(string(out), w) {
+			if !strings.Contains(flat, w) {
 				t.Errorf("%s --help lacks %q:\n%s", cmd, w, out)
 			}
+		}
+	}
+}
+
+// The demo prints where it listens and a URL a browser can open there.
+func TestListenScope(t *testing.T) {
+	for _, c := range []struct{ addr, url, scope string }{
+		{"127.0.0.1:9781", "127.0.0.1:9781", "loopback only"},
+		{"[::1]:9781", "[::1]:9781", "loopback only"},
+		{"[::]:9781", "localhost:9781", "every interface"},
+		{"0.0.0.0:9781", "localhost:9781", "every interface"},
+		{"192.0.2.7:9781", "192.0.2.7:9781", "this address only"},
+	} {
+		a, err := net.ResolveTCPAddr("tcp", c.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := browsable(a); got != c.url {
+			t.Errorf("browsable(%s) = %s, want %s", c.addr, got, c.url)
+		}
+		if got := listenScope(a); !strings.HasPrefix(got, c.scope) {
+			t.Errorf("listenScope(%s) = %q, want %q…", c.addr, got, c.scope)
 		}
 	}
 }

@@ -23,19 +23,22 @@ import (
 	"github.com/slaprobe/slaprobe/internal/engine"
 	"github.com/slaprobe/slaprobe/internal/gpu"
 	"github.com/slaprobe/slaprobe/internal/probehandler"
+	"github.com/slaprobe/slaprobe/internal/status"
 	"github.com/slaprobe/slaprobe/internal/sweeper"
 )
 
 // Options configure an App.
 type Options struct {
-	// ConfigFile, Flags, Web, Logger, Description and Links are passed to
-	// the daemon (see daemon.Options).
-	ConfigFile  string
-	Flags       config.Flags
-	Web         *web.FlagConfig
-	Logger      *slog.Logger
+	// ConfigFile, Flags, Web and Logger are passed to the daemon (see
+	// daemon.Options).
+	ConfigFile string
+	Flags      config.Flags
+	Web        *web.FlagConfig
+	Logger     *slog.Logger
+	// Description and Links are shown on the status page (the demo adds
+	// the simulated engine's metrics).
 	Description string
-	Links       []web.LandingLinks
+	Links       []status.Link
 	// NVML opens the NVML library; called once, and only when power.nvml
 	// is on. Nil means nvml.New (tests pass a mock).
 	NVML func() nvml.Interface
@@ -57,6 +60,9 @@ type App struct {
 	// power.nvml off): live power, energy per token, and sweeps' power.
 	GPUs    *gpu.Reader
 	Sweeper *sweeper.Sweeper
+	// Probes keeps the recent probes and their log lines for the status
+	// page at "/".
+	Probes *status.Recorder
 
 	cancel context.CancelFunc
 }
@@ -71,15 +77,18 @@ func New(o Options) (a *App, err error) {
 	if o.NVML == nil {
 		o.NVML = func() nvml.Interface { return nvml.New() }
 	}
+	// Log records that name a target are kept with its probes too, so the
+	// status page shows why a probe failed.
+	probes := status.NewRecorder(status.DefaultKeep, nil)
 	dopts := o.Daemon
-	dopts.ConfigFile, dopts.Flags, dopts.Web, dopts.Logger = o.ConfigFile, o.Flags, o.Web, o.Logger
-	dopts.Description, dopts.Links = o.Description, o.Links
+	dopts.ConfigFile, dopts.Flags, dopts.Web = o.ConfigFile, o.Flags, o.Web
+	dopts.Logger = slog.New(probes.Handler(o.Logger.Handler()))
 	d, err := daemon.New(dopts)
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	a = &App{Daemon: d, cancel: cancel}
+	a = &App{Daemon: d, Probes: probes, cancel: cancel}
 	defer func() {
 		if err != nil {
 			a.close()
@@ -98,6 +107,9 @@ func New(o Options) (a *App, err error) {
 		return nil, err
 	}
 	a.addFleet(ctx)
+	if err := a.addStatus(o.Description, o.Links); err != nil {
+		return nil, err
+	}
 	d.OnStop(a.close)
 	return a, nil
 }
@@ -249,4 +261,48 @@ func (a *App) addFleet(ctx context.Context) {
 				"running", buckets, "configured", c.Global.ClassicHistogramBuckets)
 		}
 	})
+}
+
+// addStatus mounts the status page at "/", the recent probes of a target
+// at /probes and the latest sweep of each target at /sweep/{target}/.
+func (a *App) addStatus(description string, links []status.Link) error {
+	d := a.Daemon
+	if description == "" {
+		description = "Synthetic streaming probes of LLM inference servers: TTFT, ITL, decode speed and E2E latency against each scenario's SLA."
+	}
+	d.AddHook(a.Probes)
+	d.OnReload(func(c *config.Config) {
+		keep := map[string]bool{}
+		for _, t := range c.TargetConfigs {
+			keep[t.Name] = true
+		}
+		a.Probes.Forget(keep)
+	})
+	opts := status.Options{
+		Config:      d.Config,
+		Recorder:    a.Probes,
+		NextProbe:   d.NextProbe,
+		Disabled:    d.ScenarioDisabled,
+		GPUs:        a.GPUs,
+		Sweeps:      a.Sweeper.Snapshot,
+		Ready:       d.Ready,
+		Description: description,
+		Links:       links,
+		Logger:      d.Logger(),
+	}
+	if a.Engines != nil {
+		opts.Engine = func(target string) (engine.Status, bool) {
+			w := a.Engines.Watcher(target)
+			if w == nil {
+				return engine.Status{}, false
+			}
+			return w.Status(), true
+		}
+	}
+	srv, err := status.New(opts)
+	if err != nil {
+		return err
+	}
+	srv.Mount(d.Handle)
+	return nil
 }

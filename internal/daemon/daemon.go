@@ -24,7 +24,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web"
 
 	"github.com/slaprobe/slaprobe/collector"
@@ -32,7 +31,7 @@ import (
 	"github.com/slaprobe/slaprobe/prober"
 )
 
-// Program is the name used for slaprobe_build_info and the landing page.
+// Program is the name used for slaprobe_build_info.
 const Program = "slaprobe"
 
 // Options configure a Daemon.
@@ -49,11 +48,6 @@ type Options struct {
 	// Prober is kept for the daemon's life so that calibrations survive
 	// reloads. Nil makes one.
 	Prober *prober.Prober
-	// Description is shown on the landing page.
-	Description string
-	// Links are extra landing-page links (the demo adds the simulator's).
-	Links []web.LandingLinks
-
 	// Probe and ListModels replace the real prober (tests).
 	Probe      prober.ProbeFunc
 	ListModels func(ctx context.Context, t prober.Target) ([]prober.ModelInfo, error)
@@ -82,6 +76,9 @@ type Daemon struct {
 
 	listeners []net.Listener
 	ready     atomic.Bool
+	// current is the running scheduler, for readers that must not wait
+	// for a reload (the status page); nil while none runs.
+	current atomic.Pointer[prober.Scheduler]
 
 	// reloadMu serialises reloads and scheduler restarts.
 	reloadMu    sync.Mutex
@@ -103,9 +100,6 @@ func New(opts Options) (*Daemon, error) {
 	}
 	if opts.Prober == nil {
 		opts.Prober = prober.New(opts.Logger.With("component", "prober"), prober.SystemClock{})
-	}
-	if opts.Description == "" {
-		opts.Description = "Synthetic streaming probes of LLM inference servers: TTFT, ITL, decode speed and E2E latency as Prometheus histograms."
 	}
 	d := &Daemon{
 		opts:   opts,
@@ -201,23 +195,9 @@ func (d *Daemon) Handler() http.Handler { return d.mux }
 // Ready reports whether the scheduler is running.
 func (d *Daemon) Ready() bool { return d.ready.Load() }
 
+// routes mounts the daemon's own endpoints. The page at "/" is not one of
+// them: the composition root mounts the status page there.
 func (d *Daemon) routes() error {
-	links := []web.LandingLinks{
-		{Address: "/metrics", Text: "Metrics", Description: "slaprobe's metrics: probe histograms and counters"},
-		{Address: "/config", Text: "Configuration", Description: "the effective configuration, secrets redacted"},
-		{Address: "/-/healthy", Text: "Health", Description: "200 while the process runs"},
-		{Address: "/-/ready", Text: "Readiness", Description: "200 once the config is loaded and probes are scheduled"},
-	}
-	landing, err := web.NewLandingPage(web.LandingConfig{
-		Name:        Program,
-		Description: d.opts.Description,
-		Version:     version.Info(),
-		Links:       append(links, d.opts.Links...),
-	})
-	if err != nil {
-		return fmt.Errorf("landing page: %w", err)
-	}
-	d.mux.Handle("/", landing)
 	d.mux.Handle("/metrics", promhttp.InstrumentMetricHandler(d.reg, promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{
 		ErrorLog:          slog.NewLogLogger(d.logger.Handler(), slog.LevelError),
 		ErrorHandling:     promhttp.ContinueOnError,
@@ -247,7 +227,7 @@ func (d *Daemon) routes() error {
 	}
 	d.mux.HandleFunc("POST /-/reload", reload)
 	d.mux.HandleFunc("PUT /-/reload", reload)
-	// Without this, "/" (the landing page) would answer other methods 404.
+	// Other methods get a 405 that says which ones work.
 	d.mux.HandleFunc("/-/reload", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Allow", "POST, PUT")
 		http.Error(w, "This endpoint requires a POST or PUT request.", http.StatusMethodNotAllowed)
@@ -375,6 +355,7 @@ func (d *Daemon) startSchedulerLocked() error {
 		s.Run(ctx)
 	}()
 	d.sched, d.stopSched, d.schedDone = s, cancel, done
+	d.current.Store(s)
 	names := make([]string, len(targets))
 	for i, t := range targets {
 		names[i] = t.Name
@@ -400,6 +381,29 @@ func (d *Daemon) stopSchedulerLocked() {
 	}
 	d.knownModels = known
 	d.sched, d.stopSched, d.schedDone = nil, nil, nil
+	d.current.Store(nil)
+}
+
+// ScenarioDisabled reports whether the running scheduler disabled scenario
+// on target because it does not fit the model's max_model_len, and that
+// length (see prober.Scheduler.ScenarioDisabled).
+func (d *Daemon) ScenarioDisabled(target, scenario string) (bool, int) {
+	s := d.current.Load()
+	if s == nil {
+		return false, 0
+	}
+	return s.ScenarioDisabled(target, scenario)
+}
+
+// NextProbe reports when the running scheduler sends the next probe of
+// scenario on target (see prober.Scheduler.NextProbe); false while no
+// scheduler runs or its loop has not started.
+func (d *Daemon) NextProbe(target, scenario string) (time.Time, bool) {
+	s := d.current.Load()
+	if s == nil {
+		return time.Time{}, false
+	}
+	return s.NextProbe(target, scenario)
 }
 
 // hookSet fans a probe out to the hooks added so far.

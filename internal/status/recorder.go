@@ -1,0 +1,301 @@
+// Package status is the daemon's own web view: the status page at "/", the
+// recent probes of a target with their log lines, and the latest daemon
+// sweep of each target as the same report.html and report.json that
+// `slaprobe bench` writes. It holds no state of its own beyond the
+// Recorder; every other source (config, scheduler, engine metrics, NVML,
+// sweeps) is injected by the composition root.
+package status
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/slaprobe/slaprobe/prober"
+)
+
+// DefaultKeep is how many probes the Recorder keeps per target and
+// scenario: two hours of chatbot at its 30 s interval, ten hours of
+// tool_calling at 5 min.
+const DefaultKeep = 240
+
+// maxLogLines bounds the log lines kept with one probe and, separately,
+// those of a target that belong to no probe (model listing, sweeps).
+const maxLogLines = 40
+
+// afterProbeLogGrace is how long after a probe ends a log line of its
+// target and scenario still belongs to it: the scheduler logs the outcome
+// just after the hooks have seen it.
+const afterProbeLogGrace = 2 * time.Second
+
+// Probe is one scheduled probe as the status pages show it.
+type Probe struct {
+	Target, Scenario, Model string
+	// Sent is when the scheduler sent it (BeforeProbe).
+	Sent time.Time
+	// Done is false while the probe runs.
+	Done  bool
+	Ended time.Time
+
+	Kind   prober.Kind
+	Reason prober.Reason
+	Err    string // the failure's detail
+
+	TTFT, ITL, E2E time.Duration
+	Decode         float64 // tokens/s
+	CacheHit       bool    // TTFT and E2E are not valid (the prefix cache served part of the prompt)
+
+	PromptTokens, OutputTokens, RequestedTokens int
+	FinishReason, ResponseID                    string
+
+	Logs []LogLine
+}
+
+// OK reports whether the probe succeeded.
+func (p *Probe) OK() bool { return p.Done && p.Kind == prober.KindSuccess }
+
+// LogLine is one log record that concerned a probe or its target.
+type LogLine struct {
+	Time  time.Time
+	Level string
+	Text  string // message and attributes, logfmt-like
+}
+
+type key struct{ target, scenario string }
+
+type series struct {
+	probes   []*Probe // finished, oldest first
+	inFlight []*Probe // sent, not yet finished, oldest first
+}
+
+// Recorder keeps the recent probes of every target and scenario, and the
+// log lines that concern them. It is a prober.ProbeHook; Handler tees the
+// daemon's log records into it. Safe for concurrent use.
+type Recorder struct {
+	keep int
+	now  func() time.Time
+
+	mu         sync.Mutex
+	series     map[key]*series
+	targetLogs map[string][]LogLine
+}
+
+// NewRecorder keeps the last keep probes (DefaultKeep when keep < 1) of
+// each target and scenario. now is the clock; nil means time.Now.
+func NewRecorder(keep int, now func() time.Time) *Recorder {
+	if keep < 1 {
+		keep = DefaultKeep
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return &Recorder{keep: keep, now: now, series: map[key]*series{}, targetLogs: map[string][]LogLine{}}
+}
+
+func (r *Recorder) get(k key) *series {
+	s := r.series[k]
+	if s == nil {
+		s = &series{}
+		r.series[k] = s
+	}
+	return s
+}
+
+// BeforeProbe records a probe as in flight.
+func (r *Recorder) BeforeProbe(_ context.Context, t prober.Target, s prober.Scenario) {
+	p := &Probe{Target: t.Name, Scenario: s.Name, Model: t.Model, Sent: r.now(), RequestedTokens: s.OutputTokens}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ser := r.get(key{t.Name, s.Name})
+	// A probe whose AfterProbe never came (a scheduler stopped without
+	// one) must not look in flight forever.
+	keep := ser.inFlight[:0]
+	for _, q := range ser.inFlight {
+		if p.Sent.Sub(q.Sent) < s.Timeout*2+time.Minute {
+			keep = append(keep, q)
+		}
+	}
+	ser.inFlight = append(keep, p)
+}
+
+// AfterProbe completes the probe BeforeProbe recorded. A probe the
+// scheduler cancelled (stop or reload) measured nothing and is dropped,
+// as the probe metrics drop it.
+func (r *Recorder) AfterProbe(res *prober.Result) {
+	if res == nil {
+		return
+	}
+	now := r.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ser, i := r.findInFlight(res)
+	if ser == nil {
+		return
+	}
+	p := ser.inFlight[i]
+	ser.inFlight = append(ser.inFlight[:i], ser.inFlight[i+1:]...)
+	if errors.Is(res.Err, context.Canceled) {
+		return
+	}
+	fill(p, res, now)
+	ser.probes = append(ser.probes, p)
+	if n := len(ser.probes) - r.keep; n > 0 {
+		ser.probes = append(ser.probes[:0], ser.probes[n:]...)
+	}
+}
+
+// findInFlight returns the series and index of the in-flight probe res
+// ends: its own target and scenario, or, when the result does not name
+// its scenario, the oldest probe in flight on its target.
+func (r *Recorder) findInFlight(res *prober.Result) (*series, int) {
+	if res.Scenario != "" {
+		if ser := r.series[key{res.Target, res.Scenario}]; ser != nil && len(ser.inFlight) > 0 {
+			return ser, 0
+		}
+		return nil, 0
+	}
+	var best *series
+	for k, ser := range r.series {
+		if k.target == res.Target && len(ser.inFlight) > 0 &&
+			(best == nil || ser.inFlight[0].Sent.Before(best.inFlight[0].Sent)) {
+			best = ser
+		}
+	}
+	return best, 0
+}
+
+func fill(p *Probe, res *prober.Result, now time.Time) {
+	p.Done, p.Ended = true, now
+	if res.Model != "" {
+		p.Model = res.Model
+	}
+	p.Kind, p.Reason = res.Kind, res.Reason
+	if res.Err != nil {
+		p.Err = res.Err.Error()
+	}
+	p.PromptTokens, p.OutputTokens = res.PromptTokens, res.OutputTokens
+	if res.RequestedTokens > 0 {
+		p.RequestedTokens = res.RequestedTokens
+	}
+	p.FinishReason, p.ResponseID, p.CacheHit = res.FinishReason, res.ResponseID, res.CacheHit()
+	if res.Kind != prober.KindSuccess || res.FirstToken.IsZero() {
+		return
+	}
+	p.TTFT, p.ITL, p.E2E, p.Decode = res.TTFT(), res.ITL(), res.E2E(), res.DecodeSpeed()
+}
+
+// addLog files a log line: with the probe of target and scenario in flight
+// or just finished, else with the target.
+func (r *Recorder) addLog(target, scenario string, l LogLine) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if scenario == "" {
+		// A line that names only the target (calibration, model
+		// detection) belongs to the probe running on it, if only one is.
+		var only *Probe
+		n := 0
+		for k, ser := range r.series {
+			if k.target == target {
+				n += len(ser.inFlight)
+				if len(ser.inFlight) > 0 {
+					only = ser.inFlight[0]
+				}
+			}
+		}
+		if n == 1 {
+			only.Logs = appendBounded(only.Logs, l)
+			return
+		}
+	}
+	if scenario != "" {
+		if ser := r.series[key{target, scenario}]; ser != nil {
+			switch {
+			case len(ser.inFlight) > 0:
+				p := ser.inFlight[len(ser.inFlight)-1]
+				p.Logs = appendBounded(p.Logs, l)
+				return
+			case len(ser.probes) > 0:
+				p := ser.probes[len(ser.probes)-1]
+				if r.now().Sub(p.Ended) <= afterProbeLogGrace {
+					p.Logs = appendBounded(p.Logs, l)
+					return
+				}
+			}
+		}
+	}
+	r.targetLogs[target] = appendBounded(r.targetLogs[target], l)
+}
+
+func appendBounded(ls []LogLine, l LogLine) []LogLine {
+	ls = append(ls, l)
+	if n := len(ls) - maxLogLines; n > 0 {
+		ls = append(ls[:0], ls[n:]...)
+	}
+	return ls
+}
+
+// Probes returns copies of the finished probes of target and scenario,
+// oldest first, and the ones in flight.
+func (r *Recorder) Probes(target, scenario string) (done, inFlight []Probe) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ser := r.series[key{target, scenario}]
+	if ser == nil {
+		return nil, nil
+	}
+	return copyProbes(ser.probes), copyProbes(ser.inFlight)
+}
+
+// TargetProbes returns copies of every probe of target, finished and in
+// flight, newest first.
+func (r *Recorder) TargetProbes(target string) []Probe {
+	r.mu.Lock()
+	var out []Probe
+	for k, ser := range r.series {
+		if k.target == target {
+			out = append(out, copyProbes(ser.probes)...)
+			out = append(out, copyProbes(ser.inFlight)...)
+		}
+	}
+	r.mu.Unlock()
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Sent.After(out[j].Sent) })
+	return out
+}
+
+// TargetLogs returns the log lines of target that belong to no probe,
+// oldest first.
+func (r *Recorder) TargetLogs(target string) []LogLine {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]LogLine(nil), r.targetLogs[target]...)
+}
+
+// Forget drops what is kept of targets not in keep (they left the config).
+func (r *Recorder) Forget(keep map[string]bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k := range r.series {
+		if !keep[k.target] {
+			delete(r.series, k)
+		}
+	}
+	for t := range r.targetLogs {
+		if !keep[t] {
+			delete(r.targetLogs, t)
+		}
+	}
+}
+
+func copyProbes(ps []*Probe) []Probe {
+	if len(ps) == 0 {
+		return nil
+	}
+	out := make([]Probe, len(ps))
+	for i, p := range ps {
+		out[i] = *p
+		out[i].Logs = append([]LogLine(nil), p.Logs...)
+	}
+	return out
+}

@@ -1,0 +1,169 @@
+package status
+
+import "html/template"
+
+// style is shared by both pages: system fonts, no external asset.
+const style = `
+:root{--ok:#1a7f37;--bad:#cf222e;--warn:#bc4c00;--mute:#59636e;--line:#d1d9e0;--bg:#f6f8fa}
+*{box-sizing:border-box}
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1f2328;background:#fff}
+header{background:#24292f;color:#fff;padding:10px 24px;display:flex;flex-wrap:wrap;align-items:baseline;gap:6px 20px}
+header h1{font-size:20px;margin:0}
+header a{color:#9ecbff}
+header .desc{color:#d0d7de}
+nav{padding:6px 24px;background:var(--bg);border-bottom:1px solid var(--line)}
+nav a{margin-right:16px}
+main{padding:12px 24px 40px;max-width:1500px}
+h2{font-size:17px;margin:22px 0 8px;border-bottom:1px solid var(--line);padding-bottom:4px}
+h3{font-size:15px;margin:0}
+a{color:#0969da;text-decoration:none}a:hover{text-decoration:underline}
+.mute{color:var(--mute)}
+.small{font-size:12px}
+code,pre{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12px}
+.tiles{display:flex;flex-wrap:wrap;gap:8px}
+.tile{display:block;border:1px solid var(--line);border-left:6px solid var(--mute);border-radius:6px;padding:6px 10px;min-width:200px;color:inherit}
+.tile b,.tile span{display:block}
+.st-ok{border-left-color:var(--ok)}.st-breach{border-left-color:var(--warn)}.st-failing{border-left-color:var(--bad)}
+.badge{display:inline-block;border-radius:10px;padding:1px 8px;font-size:12px;font-weight:600;color:#fff;background:var(--mute)}
+.b-disabled{background:#8c959f}.b-ok{background:var(--ok)}.b-breach{background:var(--warn)}.b-failing{background:var(--bad)}
+.cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(600px,1fr));gap:12px}
+.card{border:1px solid var(--line);border-radius:6px;padding:10px 12px}
+.card .head{display:flex;justify-content:space-between;align-items:baseline;gap:8px;flex-wrap:wrap}
+.facts{display:grid;grid-template-columns:max-content 1fr;gap:1px 12px;margin:6px 0}
+.facts dt{color:var(--mute)}.facts dd{margin:0}
+table{border-collapse:collapse}
+.card table{width:100%}
+td,th{padding:3px 8px;border-bottom:1px solid var(--line);text-align:left;vertical-align:middle}
+th{font-weight:600;color:var(--mute);font-size:12px}
+td.num{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}
+.v-ok{color:var(--ok);font-weight:600}.v-breach{color:var(--warn);font-weight:600}
+.err{color:var(--bad)}
+.spark .series{fill:none;stroke:#0969da;stroke-width:1.5}
+.spark .limit{stroke:var(--bad);stroke-dasharray:4 3;stroke-width:1}
+.spark .dot{fill:#0969da}.spark .dot.over{fill:var(--warn)}
+.spark .fail{stroke:var(--bad);stroke-width:2}
+.spark .none{font-size:11px;fill:var(--mute);text-anchor:middle}
+.logs{background:var(--bg);border:1px solid var(--line);border-radius:4px;padding:4px 8px;margin:4px 0 0;white-space:pre-wrap;word-break:break-all}
+.lv-WARN{color:var(--warn)}.lv-ERROR{color:var(--bad)}.lv-DEBUG{color:var(--mute)}
+`
+
+var funcs = template.FuncMap{"css": func() template.CSS { return template.CSS(style) }}
+
+var pageTmpl = template.Must(template.New("page").Funcs(funcs).Parse(`<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+{{if .Refresh}}<meta http-equiv="refresh" content="{{.Refresh}}">{{end}}
+<title>slaprobe status</title>
+<style>{{css}}</style></head>
+<body>
+<header><h1>slaprobe</h1><span class="desc">{{.Description}}</span></header>
+<nav>
+<a href="/metrics">Metrics</a>
+<a href="/config">Configuration</a>
+<a href="/-/healthy">Health</a>
+<a href="/-/ready">Readiness</a>
+{{range .Targets}}<a href="{{.ProbesURL}}">Probes of {{.Name}}</a>{{end}}
+{{range .Links}}<a href="{{.Address}}" title="{{.Description}}">{{.Text}}</a>{{end}}
+</nav>
+<main>
+<p class="mute small">{{.Version}} · up {{.Uptime}} · {{if .Ready}}probing{{else}}<span class="err">not ready: probes are not scheduled</span>{{end}} · page generated {{.Now}}{{if .Refresh}}, reloads every {{.Refresh}} s{{end}} · p50 and tails over the last {{.Window}}</p>
+
+<h2>At a glance</h2>
+{{if .Summary}}<div class="tiles">
+{{range .Summary}}<a class="tile st-{{.Status}}" href="#{{.Anchor}}" data-status="{{.Status}}"><b>{{.Target}} · {{.Scenario}}</b><span class="small">{{.StatusText}}</span>{{with .Headline}}<span class="small mute">{{.}}</span>{{end}}</a>
+{{end}}</div>{{else}}<p>No target is configured.</p>{{end}}
+
+{{range $t := .Targets}}
+<h2 id="{{.Anchor}}">Target {{.Name}}</h2>
+<dl class="facts">
+<dt>URL</dt><dd><code>{{.URL}}</code></dd>
+<dt>Model</dt><dd>{{.Model}}</dd>
+<dt>Engine</dt><dd>{{with .Engine}}{{if .Up}}{{if .Running}}<b>{{.Running}}</b> running, <b>{{.Waiting}}</b> waiting{{else}}queue not reported{{end}}{{if .KV}}, KV cache {{.KV}}{{end}}{{if .Flavor}} <span class="mute">({{.Flavor}}, scraped {{.ScrapedAgo}})</span>{{end}}{{else if .Tried}}<span class="err">/metrics unreadable: {{.Err}}</span>{{else}}<span class="mute">not scraped yet</span>{{end}} <span class="mute small">from <code>{{.URL}}</code></span>{{else}}<span class="mute">engine metrics off (engine.enabled: false)</span>{{end}}</dd>
+<dt>Probes</dt><dd><a href="{{.ProbesURL}}">recent probes of {{.Name}} with their log lines</a>{{if .Held}} · <b>held while a sweep loads the target</b>{{end}}</dd>
+</dl>
+<div class="cards">
+{{range .Scenarios}}
+<section class="card" id="{{.Anchor}}" data-scenario="{{.Name}}" data-status="{{.Status}}">
+<div class="head"><h3>{{.Name}} <span class="mute small">{{.InputTokens}} in / {{.OutputTokens}} out · every {{.Interval}} · timeout {{.Timeout}}</span></h3>
+<span class="badge b-{{.Status}}">{{.StatusText}}</span></div>
+<dl class="facts small">
+<dt>Last probe</dt><dd>{{with .Last}}{{.At}} ({{.Ago}}): {{if .OK}}<span class="v-ok">success</span>{{else}}<span class="err">{{.Kind}}{{if .Reason}} · {{.Reason}}{{end}}</span>{{end}} · {{.PromptTokens}} prompt, {{.OutputTokens}} of {{.RequestedTokens}} output tokens{{if .CacheHit}} · <span class="err">prefix-cache hit: TTFT not recorded</span>{{end}}{{if .Err}}<br><code class="err">{{.Err}}</code>{{end}}{{else}}<span class="mute">none yet</span>{{end}}</dd>
+{{if .InFlight}}<dt>In flight</dt><dd>{{.InFlight}}</dd>{{end}}
+<dt>Next probe</dt><dd>{{.Next}}</dd>
+<dt>Success</dt><dd>{{if .SuccessRate}}{{.SuccessRate}} in the window{{else}}<span class="mute">no probe in the window</span>{{end}} · <a href="{{.ProbesURL}}">probes and logs</a></dd>
+</dl>
+<table>
+<tr><th>metric</th><th>last</th><th>p50</th><th>tail</th><th>SLA</th><th>recent probes</th></tr>
+{{range .Rows}}<tr data-metric="{{.Name}}">
+<td>{{.Name}}</td>
+<td class="num">{{or .Last "–"}}</td>
+<td class="num">{{or .P50 "–"}}</td>
+<td class="num">{{if .Tail}}{{.TailLabel}} {{.Tail}}{{else}}–{{end}}</td>
+<td class="num">{{if .Limit}}<span class="v-{{.Verdict}}">{{.LimitOp}} {{.Limit}}</span>{{else}}<span class="mute">none</span>{{end}}</td>
+<td title="{{.SparkCaption}}">{{.Spark}}</td>
+</tr>{{end}}
+</table>
+</section>
+{{end}}
+</div>
+{{end}}
+
+<h2>GPUs (NVML)</h2>
+{{if .GPU.Up}}
+<p class="small mute">read {{or .GPU.ReadAgo "not yet"}}</p>
+<table><tr><th>GPU</th><th>name</th><th>power</th><th>utilization</th><th>memory</th><th>temperature</th></tr>
+{{range .GPU.Devices}}<tr><td>{{.Index}}</td><td>{{.Name}} <span class="mute small">{{.UUID}}</span></td><td class="num">{{or .Power "–"}}</td><td class="num">{{or .Util "–"}}</td><td class="num">{{or .Memory "–"}}</td><td class="num">{{or .Temp "–"}}</td></tr>
+{{end}}</table>
+{{else if .GPU.Off}}<p class="mute">NVML is off (<code>power.nvml: false</code>): no GPU power, energy or cost metrics.</p>
+{{else}}<p class="mute">NVML is not available here (no NVIDIA driver, or no GPU matched <code>power.devices</code>): <code>slaprobe_nvml_up</code> is 0 and power metrics are absent. Run slaprobe on the GPU host to read them.</p>{{end}}
+
+<h2>Sweeps</h2>
+{{with .Sweep}}
+<p>{{if .Enabled}}The daemon's sweep job is <b>on</b>{{else}}The daemon's sweep job is <b>off</b> (<code>sweep.enabled: false</code>){{end}}{{if .Running}}; <b>sweeping {{.Current}}</b>{{if .Step}} ({{.Step}}){{end}}{{end}}.
+{{if .Enabled}}<span class="mute">Start one with <code>curl -X POST http://HOST/-/sweep</code> (add <code>?target=NAME</code> for one target).</span>{{end}}</p>
+{{range .Paused}}<p class="err">paused: {{.}}</p>{{end}}
+{{if .Targets}}<table><tr><th>target</th><th>latest sweep</th><th>headline</th><th>last attempt</th></tr>
+{{range .Targets}}<tr><td>{{.Target}}</td>
+<td>{{if .HasReport}}<a href="{{.HTML}}">report.html</a> · <a href="{{.JSON}}">report.json</a><br><span class="small mute">{{.Model}}, finished {{.Finished}}{{if .Interrupted}}, interrupted{{end}}</span>{{else}}<span class="mute">none kept</span>{{end}}</td>
+<td class="small">{{range .Headline}}{{.}}<br>{{end}}</td>
+<td class="small">{{.Attempt}}{{if .AttemptUnsuccessful}}<br><span class="err">{{if .AttemptErr}}{{.AttemptErr}}{{else}}incomplete{{end}}</span>{{end}}</td></tr>
+{{end}}</table>{{else}}<p class="mute">No sweep has run yet.</p>{{end}}
+{{else}}<p class="mute">This daemon has no sweep job.</p>{{end}}
+</main></body></html>
+`))
+
+var probesTmpl = template.Must(template.New("probes").Funcs(funcs).Parse(`<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+{{if .Refresh}}<meta http-equiv="refresh" content="{{.Refresh}}">{{end}}
+<title>slaprobe probes of {{.Target}}</title>
+<style>{{css}}</style></head>
+<body>
+<header><h1>slaprobe</h1><span class="desc">recent probes of {{if .Target}}{{.Target}}{{else}}a target{{end}}</span></header>
+<nav><a href="/">Status</a> <a href="/metrics">Metrics</a> <a href="/config">Configuration</a></nav>
+<main>
+{{if .Known}}<p class="err">{{if .Target}}No target named <code>{{.Target}}</code>.{{else}}Name a target: <code>/probes?target=NAME</code>.{{end}}</p>
+<p>Targets: {{range .Known}}<a href="/probes?target={{.}}">{{.}}</a> {{end}}</p>
+{{else if not .Scenarios}}<p>No target named {{.Target}}.</p>
+{{else}}
+<p>Scenario: {{range .Scenarios}}{{if .Current}}<b>{{.Name}}</b>{{else}}<a href="{{.URL}}">{{.Name}}</a>{{end}} {{end}}</p>
+<p class="small mute">Newest first{{if gt .Total (len .Probes)}}: the {{len .Probes}} newest of the {{.Total}} kept{{end}}. Each probe shows the log lines it caused, at every level (also those <code>--log.level</code> hides).</p>
+{{if .Probes}}<table>
+<tr><th>sent</th><th>scenario</th><th>result</th><th>TTFT</th><th>ITL</th><th>decode</th><th>E2E</th><th>tokens</th></tr>
+{{range .Probes}}<tr class="probe" data-ok="{{.OK}}">
+<td class="small">{{.Sent}}<br><span class="mute">{{.Ago}}</span></td>
+<td>{{.Scenario}}<br><span class="small mute">{{.Model}}</span></td>
+<td>{{if .Running}}<span class="mute">in flight</span>{{else if .OK}}<span class="v-ok">success</span>{{else}}<span class="err">{{.Kind}}{{if .Reason}} · {{.Reason}}{{end}}</span>{{end}}{{if .CacheHit}}<br><span class="err small">prefix-cache hit</span>{{end}}</td>
+<td class="num">{{.TTFT}}</td><td class="num">{{.ITL}}</td><td class="num">{{.Decode}}</td><td class="num">{{.E2E}}</td>
+<td class="small">{{.Tokens}}{{if .FinishReason}}<br>finish: {{.FinishReason}}{{end}}{{if .ResponseID}}<br><span class="mute">id {{.ResponseID}}</span>{{end}}</td></tr>
+<tr><td></td><td colspan="7">{{if .Err}}<code class="err">{{.Err}}</code>{{end}}
+{{if .Logs}}<pre class="logs">{{range .Logs}}<span class="lv-{{.Level}}">{{.Time}} {{.Level}} {{.Text}}</span>
+{{end}}</pre>{{else}}<span class="small mute">no log line</span>{{end}}</td></tr>
+{{end}}</table>{{else}}<p class="mute">No probe yet.</p>{{end}}
+<h2>Log lines of {{.Target}} outside any probe</h2>
+<p class="small mute">Model listing, calibration, sweeps: what concerned the target between probes.</p>
+{{if .TargetLogs}}<pre class="logs">{{range .TargetLogs}}<span class="lv-{{.Level}}">{{.Time}} {{.Level}} {{.Text}}</span>
+{{end}}</pre>{{else}}<p class="mute">None.</p>{{end}}
+{{end}}
+</main></body></html>
+`))

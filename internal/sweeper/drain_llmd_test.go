@@ -3,10 +3,12 @@ package sweeper
 import (
 	"context"
 	"log/slog"
+	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/slaprobe/slaprobe/internal/config"
+	"github.com/slaprobe/slaprobe/internal/vllmsim"
 	"github.com/slaprobe/slaprobe/prober"
 	"github.com/slaprobe/slaprobe/test/llmd"
 )
@@ -83,5 +85,66 @@ sweep:
 	if nb.TTFT.Mean < 4*b.TTFT.Mean {
 		t.Errorf("without the drain the burst TTFT is %.0f ms, not far above the drained %.0f ms: the leftovers did not queue ahead",
 			nb.TTFT.Mean*1000, b.TTFT.Mean*1000)
+	}
+}
+
+// TestDrainAgainstVLLMSim: the same sequence against the embedded engine,
+// which aborts a request when its client leaves: the burst of 1 after an
+// over-full closed-loop step still starts on an empty engine and measures
+// what a burst of 1 on the idle engine measures.
+func TestDrainAgainstVLLMSim(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real-time sweep against the simulated engine")
+	}
+	scfg := vllmsim.DefaultConfig()
+	scfg.MaxNumSeqs = 2
+	scfg.TimeScale = 0.2
+	eng, err := vllmsim.New(scfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	srv := httptest.NewServer(eng.Handler())
+	defer srv.Close()
+	cfg, err := config.LoadBytes([]byte(`
+targets: [{name: sim, url: '` + srv.URL + `'}]
+scenarios:
+  - {name: leftovers, input_tokens: 512, output_tokens: 100, thresholds: {ttft: 1s}}
+sweep:
+  closed_loop: {concurrency: [6], warmup: 200ms, duration: 800ms}
+  burst: {concurrency: [1], repeat: 3}
+  cooldown: 0s
+  drain: {timeout: 30s}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	targets, _ := cfg.Targets()
+	p := prober.New(slog.New(slog.DiscardHandler), prober.SystemClock{})
+	burst := func(closedLoop bool) prober.StepResult {
+		t.Helper()
+		sc := cfg.Sweep
+		if !closedLoop {
+			sc.ClosedLoop.Concurrency = nil
+		}
+		plan, err := NewPlan(context.Background(), cfg, sc, targets[0], []string{"leftovers"}, Env{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, res, err := plan.Run(context.Background(), p, plan.Meta())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Scenarios[0].Burst[0]
+	}
+	idle := burst(false)
+	after := burst(true)
+	t.Logf("burst N=1 TTFT: on the idle engine %.1f ms, after the over-full closed loop %.1f ms (drain %+v)",
+		idle.TTFT.Mean*1000, after.TTFT.Mean*1000, *after.Drain)
+	if after.Drain.Method != prober.DrainEngine || after.Drain.Busy {
+		t.Errorf("drain %+v; want an empty engine read from its /metrics", *after.Drain)
+	}
+	if after.TTFT.Mean > idle.TTFT.Mean*1.2+0.005 {
+		t.Errorf("burst N=1 TTFT %.1f ms after the closed loop; on the idle engine %.1f ms", after.TTFT.Mean*1000, idle.TTFT.Mean*1000)
 	}
 }

@@ -107,8 +107,8 @@ func init() {
 }
 
 // runBench is the body of `slaprobe bench`, reading the parsed flags; it
-// returns the exit code (130 when ctx was cancelled, after writing the
-// partial report).
+// returns the exit code (see exitcodes.go): 1 for a bad config, flag value
+// or target, 130 when ctx was cancelled, after writing the partial report.
 func runBench(ctx context.Context, logger *slog.Logger, stdout, stderr io.Writer) int {
 	cf, bf := benchCLI.cf, benchCLI.bf
 	fl := cf.flags()
@@ -125,7 +125,7 @@ func runBench(ctx context.Context, logger *slog.Logger, stdout, stderr io.Writer
 	sc, err := bf.apply(cfg.Sweep.OrDefault())
 	if err != nil {
 		fmt.Fprintf(stderr, "bench: %v\n", err)
-		return 2
+		return 1
 	}
 	targets, err := cfg.Targets()
 	if err != nil {
@@ -135,7 +135,7 @@ func runBench(ctx context.Context, logger *slog.Logger, stdout, stderr io.Writer
 	t, err := pickTarget(targets, *bf.target)
 	if err != nil {
 		fmt.Fprintf(stderr, "bench: %v\n", err)
-		return 2
+		return 1
 	}
 	names := sc.ScenarioNames()
 	if len(scenarioFlags) > 0 {
@@ -144,7 +144,7 @@ func runBench(ctx context.Context, logger *slog.Logger, stdout, stderr io.Writer
 	scenarios, err := resolveScenarios(cfg.AllScenarios(), names)
 	if err != nil {
 		fmt.Fprintf(stderr, "bench: %v\n", err)
-		return 2
+		return 1
 	}
 
 	p := prober.New(logger, prober.SystemClock{})

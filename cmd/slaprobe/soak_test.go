@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -233,8 +234,21 @@ func TestSoak(t *testing.T) {
 			t.Errorf("%s grows: peak %.1f in the middle third, %.1f in the last", c.name, m, l)
 		}
 	}
-	if p := peak(samples, func(s soakSample) float64 { return s.scrapeMS }); p > 1000 {
-		t.Errorf("a /metrics scrape took %.0f ms", p)
+	// Scrape time is judged by its median: single scrapes stretch whenever
+	// the shared machine is busy (slaprobe runs niced here).
+	median := func(ss []soakSample) float64 {
+		v := make([]float64, len(ss))
+		for i, s := range ss {
+			v[i] = s.scrapeMS
+		}
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	mm, lm := median(mid), median(last)
+	t.Logf("/metrics scrape time: median %.0f ms in the middle third, %.0f ms in the last; max %.0f ms",
+		mm, lm, peak(samples, func(s soakSample) float64 { return s.scrapeMS }))
+	if lm > 1.5*mm+50 || lm > 1000 {
+		t.Errorf("/metrics scrape time grows: median %.0f ms in the middle third, %.0f ms in the last", mm, lm)
 	}
 	if samples[n-1].probes < 1000 {
 		t.Errorf("only %.0f probes in the soak", samples[n-1].probes)

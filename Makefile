@@ -34,10 +34,12 @@ AM_CONFIGS := $(wildcard deploy/alertmanager*.yml deploy/alertmanager*.yaml)
 help:
 	@echo 'Targets:'
 	@echo '  build       build $(BIN) (cgo on, for NVML)'
-	@echo '  test        install what tests need if missing, then: go test -race ./..., checkrules, test-e2e'
+	@echo '  test        install what tests need if missing, then: go test -race ./..., test-deploy, checkrules, test-e2e'
 	@echo '  test-deps   apt: prometheus (promtool), prometheus-alertmanager (amtool), chromium;'
 	@echo '              build llm-d-inference-sim into .tools/bin (only when missing or re-pinned)'
 	@echo '  test-short  go test ./... with nothing installed (tests needing a missing tool skip)'
+	@echo '  test-deploy go test in test/deploy (its own module): Dockerfile, compose, Helm, manifests, systemd'
+	@echo '  manifests   regenerate deploy/kubernetes/*.yaml from the Helm chart (test-deploy fails when they differ)'
 	@echo '  test-e2e    run `slaprobe demo`, scrape it, check all four default scenarios and promtool check metrics'
 	@echo '  lint        gofmt -l (must be empty) and go vet'
 	@echo '  dashboards  regenerate dashboards/*.json from internal/dashgen (lint fails when they differ)'
@@ -59,9 +61,23 @@ test: test-deps
 	@echo '==> go test -race ./...'
 	CGO_ENABLED=1 $(GO) test -race -timeout 20m ./...
 	@$(MAKE) --no-print-directory fuzz-short
+	@$(MAKE) --no-print-directory test-deploy
 	@$(MAKE) --no-print-directory checkrules
 	@$(MAKE) --no-print-directory test-e2e
 	@echo '==> make test: all passed'
+
+# test/deploy is a module of its own (Helm, Kubernetes, compose-go, BuildKit stay out of go.mod):
+# `go test ./...` at the root does not descend into it.
+.PHONY: test-deploy
+test-deploy:
+	@echo '==> test/deploy: Dockerfile, compose, Helm chart and manifests, systemd unit'
+	cd test/deploy && CGO_ENABLED=1 $(GO) test -timeout 15m ./...
+
+# deploy/kubernetes/*.yaml are rendered from the Helm chart; test-deploy fails when they drift.
+.PHONY: manifests
+manifests:
+	@echo '==> deploy/kubernetes/ from deploy/helm/slaprobe'
+	cd test/deploy && $(GO) test -count=1 -run '^TestManifests$$' . -update
 
 .PHONY: test-deps
 test-deps:
@@ -85,6 +101,7 @@ lint:
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	@echo '==> go vet ./...'
 	$(GO) vet ./...
+	cd test/deploy && $(GO) vet ./...
 	@$(MAKE) --no-print-directory dashboards && git diff --exit-code -- dashboards/
 
 .PHONY: dashboards

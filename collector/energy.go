@@ -18,9 +18,10 @@ type EnergyOptions struct {
 	PricePerKWh float64
 	// Window is the span of every figure (default 5 min).
 	Window time.Duration
-	// TargetDevices maps a target to the GPU selectors (index or UUID) that
-	// serve it. A target not listed is charged every GPU the Reader reads.
-	TargetDevices map[string][]string
+	// DevicesFor returns the GPU selectors (index or UUID) that serve a
+	// target (config.PowerConfig.DevicesFor); nil, or an empty answer,
+	// charges every GPU the Reader reads.
+	DevicesFor func(target string) []string
 	// Clock defaults to the system clock.
 	Clock prober.Clock
 }
@@ -75,7 +76,10 @@ func NewEnergyCollector(r *gpu.Reader, pool *engine.Pool, opts EnergyOptions) *E
 }
 
 func (c *EnergyCollector) selectors(target string) []string {
-	return c.opts.TargetDevices[target] // nil: every GPU
+	if c.opts.DevicesFor == nil {
+		return nil // every GPU
+	}
+	return c.opts.DevicesFor(target)
 }
 
 func (c *EnergyCollector) onReadings(rs gpu.Readings) {
@@ -110,13 +114,10 @@ func (c *EnergyCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect implements prometheus.Collector.
-func (c *EnergyCollector) Collect(ch chan<- prometheus.Metric) { _ = c.Update(ch) }
-
-// Update emits the metrics (node_exporter style).
-func (c *EnergyCollector) Update(ch chan<- prometheus.Metric) error {
+func (c *EnergyCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.price, prometheus.GaugeValue, c.opts.PricePerKWh)
 	if !c.r.Up() {
-		return nil
+		return
 	}
 	c.r.Read() // refreshes the windows when the cache is older than the poll interval
 	for _, f := range c.Figures() {
@@ -129,7 +130,6 @@ func (c *EnergyCollector) Update(ch chan<- prometheus.Metric) error {
 			ch <- prometheus.MustNewConstMetric(c.costMTok, prometheus.GaugeValue, f.CostPerMillionTokens, t)
 		}
 	}
-	return nil
 }
 
 // EnergyFigures are one target's figures over the window.

@@ -84,10 +84,10 @@ func TestEnergyCollector(t *testing.T) {
 		pool.Add(prober.Target{Name: name, BaseURL: srv.URL + "/" + name})
 	}
 	ec := NewEnergyCollector(r, pool, EnergyOptions{
-		PricePerKWh:   0.10,
-		Window:        time.Minute,
-		TargetDevices: map[string][]string{"a": {"0"}, "b": {gpumock.UUIDFor(1)}}, // c: every GPU
-		Clock:         clk,
+		PricePerKWh: 0.10,
+		Window:      time.Minute,
+		DevicesFor:  func(t string) []string { return map[string][]string{"a": {"0"}, "b": {gpumock.UUIDFor(1)}}[t] }, // c: every GPU
+		Clock:       clk,
 	})
 	step := func(spikeW float64) {
 		gpus.Devices[0].SetLoad(spikeW, 90)

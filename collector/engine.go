@@ -51,10 +51,7 @@ func (c *EngineCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect implements prometheus.Collector.
-func (c *EngineCollector) Collect(ch chan<- prometheus.Metric) { _ = c.Update(ch) }
-
-// Update emits the metrics (node_exporter style).
-func (c *EngineCollector) Update(ch chan<- prometheus.Metric) error {
+func (c *EngineCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, w := range c.pool.Watchers() {
 		st := w.Status()
 		t := st.Target
@@ -83,5 +80,4 @@ func (c *EngineCollector) Update(ch chan<- prometheus.Metric) error {
 		}
 		ch <- prometheus.MustNewConstMetric(c.lastScrape, prometheus.GaugeValue, float64(s.Time.UnixNano())/1e9, t)
 	}
-	return nil
 }

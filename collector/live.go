@@ -35,6 +35,7 @@ type Live struct {
 	mu        sync.Mutex
 	pending   map[liveProbeKey][]livePending
 	depth     map[liveSeries]*liveDepth
+	decode    map[liveSeries]*liveDecode
 	baselines map[liveSeries]liveBaseline
 	models    map[string]string // target -> model of its latest probe
 	eff       map[string]*liveEfficiency
@@ -42,7 +43,19 @@ type Live struct {
 	ttftByDepth *prometheus.HistogramVec
 
 	maxSafe, maxSafeSamples, maxSafeLowerBound, efficiency, baseline *prometheus.Desc
+	baselineSource, baselineSamples                                  *prometheus.Desc
 }
+
+// Where a single-stream baseline comes from, the source label of
+// slaprobe_live_single_stream_decode_source.
+const (
+	BaselineIdleProbe = "idle_probe" // a probe that ran alone on the engine
+	BaselineSweep     = "sweep"      // a closed-loop sweep step at N=1
+	BaselineFit       = "fit"        // the decode-vs-running fit at one request
+)
+
+// BaselineSources lists every source.
+var BaselineSources = []string{BaselineIdleProbe, BaselineSweep, BaselineFit}
 
 // The hook the daemon calls around every probe (internal/daemon.ProbeHook).
 var _ interface {
@@ -140,6 +153,14 @@ type liveBaseline struct {
 	inputTokens     int
 	tokensPerSecond float64
 	at              time.Time
+	source          string
+	samples         int
+}
+
+// liveDecode holds a series' (decode speed, running requests) pairs.
+type liveDecode struct {
+	win         engine.DecodeWindow
+	inputTokens int
 }
 
 type liveEfficiency struct {
@@ -158,6 +179,7 @@ func NewLive(pool *engine.Pool, opts LiveOptions) *Live {
 		logger:    opts.Logger,
 		pending:   map[liveProbeKey][]livePending{},
 		depth:     map[liveSeries]*liveDepth{},
+		decode:    map[liveSeries]*liveDecode{},
 		baselines: map[liveSeries]liveBaseline{},
 		models:    map[string]string{},
 		eff:       map[string]*liveEfficiency{},
@@ -177,7 +199,11 @@ func NewLive(pool *engine.Pool, opts LiveOptions) *Live {
 	l.efficiency = prometheus.NewDesc("slaprobe_live_scaling_efficiency_ratio",
 		"Engine output-token rate over (single-stream decode speed of the closest scenario × running requests), smoothed; 1 means no per-user slowdown. Only while requests run.", []string{"target", "model"}, nil)
 	l.baseline = prometheus.NewDesc("slaprobe_live_single_stream_decode_tokens_per_second",
-		"Latest per-user decode speed of a probe that ran alone on the engine (or from a closed-loop sweep at concurrency 1): the denominator of live scaling efficiency.", s, nil)
+		"Single-stream per-user decode speed, the denominator of live scaling efficiency: from a probe that ran alone, a closed-loop sweep at concurrency 1, or else the fit of probes' decode speed against the engine's running requests at one request (see slaprobe_live_single_stream_decode_source).", s, nil)
+	l.baselineSource = prometheus.NewDesc("slaprobe_live_single_stream_decode_source",
+		"1 for where the single-stream baseline comes from: idle_probe (a probe ran alone), sweep (closed loop at N=1) or fit (decode vs running requests, read at one request; measured ones win).", append(s[:3:3], "source"), nil)
+	l.baselineSamples = prometheus.NewDesc("slaprobe_live_single_stream_decode_samples",
+		"Measurements behind the single-stream baseline: 1 for an idle probe, the requests of a sweep step, the probes of a fit.", s, nil)
 	if pool != nil {
 		pool.OnSnapshot(l.onSnapshot)
 	}
@@ -219,10 +245,32 @@ func (l *Live) AfterProbe(res *prober.Result) {
 	if !ok {
 		return
 	}
+	v := res.DecodeSpeed()
+	if res.Kind != prober.KindSuccess || v <= 0 {
+		return
+	}
+	after, haveAfter := l.snapshotAfter(res)
+	if haveAfter && after.HasQueue {
+		// The requests running during the decode: the mean of what ran just
+		// before and just after it, plus the probe itself.
+		n := (p.running+after.Running)/2 + 1
+		l.mu.Lock()
+		ser := liveSeries{res.Target, res.Model, res.Scenario}
+		d := l.decode[ser]
+		if d == nil {
+			d = &liveDecode{win: engine.DecodeWindow{Max: l.opts.DepthSamples, MaxAge: l.opts.DepthMaxAge}}
+			l.decode[ser] = d
+		}
+		d.inputTokens = p.scenario.InputTokens
+		if res.PromptTokens > 0 {
+			d.inputTokens = res.PromptTokens
+		}
+		d.win.Add(engine.DecodeSample{Time: now, Running: n, ITL: 1 / v})
+		l.mu.Unlock()
+	}
 	// A probe sent while the engine was idle is a single-stream (N=1)
 	// candidate; it counts only if it also ran alone to the end.
-	v := res.DecodeSpeed()
-	if res.Kind != prober.KindSuccess || p.running+p.waiting != 0 || v <= 0 || !l.ranAlone(res, p) {
+	if p.running+p.waiting != 0 || !l.ranAlone(res, p, after, haveAfter) {
 		return
 	}
 	in := p.scenario.InputTokens
@@ -230,7 +278,8 @@ func (l *Live) AfterProbe(res *prober.Result) {
 		in = res.PromptTokens
 	}
 	l.mu.Lock()
-	l.baselines[liveSeries{res.Target, res.Model, res.Scenario}] = liveBaseline{scenario: res.Scenario, inputTokens: in, tokensPerSecond: v, at: now}
+	l.baselines[liveSeries{res.Target, res.Model, res.Scenario}] = liveBaseline{scenario: res.Scenario, inputTokens: in,
+		tokensPerSecond: v, at: now, source: BaselineIdleProbe, samples: 1}
 	l.mu.Unlock()
 }
 
@@ -238,24 +287,32 @@ func (l *Live) AfterProbe(res *prober.Result) {
 // after it, the engine generated no tokens but the probe's. Another request that
 // arrived during the probe would have slowed it, so its speed would not be
 // a single-stream speed. Without token counters the idle start must do.
-func (l *Live) ranAlone(res *prober.Result, p livePending) bool {
+func (l *Live) ranAlone(res *prober.Result, p livePending, after engine.Snapshot, ok bool) bool {
 	if !p.hasGen {
 		return true
 	}
-	w := l.pool.Watcher(res.Target)
-	if w == nil {
-		return false
-	}
-	// A snapshot from before the probe's last token would miss some of its
-	// own tokens, however fresh.
-	after, err := w.RefreshAfter(context.Background(), res.LastToken)
-	if err != nil || !after.HasTokens || !after.Time.After(p.genAt) || after.Time.Before(res.LastToken) {
+	if !ok || !after.HasTokens || !after.Time.After(p.genAt) {
 		return false
 	}
 	others := after.GenerationTokens - p.gen - float64(res.OutputTokens)
 	// vLLM counts every generated token once; a little slack for engines
 	// that count the prefill token apart.
 	return others >= -1 && others <= max(2, 0.01*float64(res.OutputTokens))
+}
+
+// snapshotAfter reads the engine once the probe's last token is out: a
+// snapshot from before it would miss some of the probe's own tokens,
+// however fresh.
+func (l *Live) snapshotAfter(res *prober.Result) (engine.Snapshot, bool) {
+	w := l.pool.Watcher(res.Target)
+	if w == nil || res.LastToken.IsZero() {
+		return engine.Snapshot{}, false
+	}
+	after, err := w.RefreshAfter(context.Background(), res.LastToken)
+	if err != nil || after.Time.Before(res.LastToken) {
+		return engine.Snapshot{}, false
+	}
+	return after, true
 }
 
 // record files the probe under its queue depth; it returns the pending entry.
@@ -327,14 +384,15 @@ func (l *Live) popPending(k liveProbeKey, start time.Time) (livePending, bool) {
 // SetBaseline records a single-stream decode speed measured elsewhere, for
 // example by a closed-loop sweep step at concurrency 1, so efficiency is
 // available on servers that are never idle when a probe is sent.
-func (l *Live) SetBaseline(target, model, scenario string, inputTokens int, tokensPerSecond float64) {
+func (l *Live) SetBaseline(target, model, scenario string, inputTokens int, tokensPerSecond float64, samples int) {
 	if tokensPerSecond <= 0 {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.baselines[liveSeries{target, model, scenario}] = liveBaseline{
-		scenario: scenario, inputTokens: inputTokens, tokensPerSecond: tokensPerSecond, at: l.opts.Clock.Now()}
+		scenario: scenario, inputTokens: inputTokens, tokensPerSecond: tokensPerSecond, at: l.opts.Clock.Now(),
+		source: BaselineSweep, samples: samples}
 }
 
 // SetBaselinesFromSweep takes, as single-stream decode speeds, the mean
@@ -344,8 +402,8 @@ func (l *Live) SetBaseline(target, model, scenario string, inputTokens int, toke
 func (l *Live) SetBaselinesFromSweep(r *prober.SweepResult) {
 	for _, sc := range r.Scenarios {
 		for _, st := range sc.ClosedLoop {
-			if st.Concurrency == 1 && st.Succeeded > 0 {
-				l.SetBaseline(r.Target, r.Model, sc.Name, sc.InputTokens, st.Decode.Mean)
+			if st.Concurrency == 1 && st.Succeeded > 0 && !st.StartedBusy() {
+				l.SetBaseline(r.Target, r.Model, sc.Name, sc.InputTokens, st.Decode.Mean, st.Succeeded)
 			}
 		}
 	}
@@ -392,8 +450,8 @@ func (l *Live) onSnapshot(target string, s engine.Snapshot) {
 // so the efficiency is not flattered).
 func (l *Live) closestBaseline(target, model string, r engine.Rates, now time.Time) (liveBaseline, bool) {
 	var cands []liveBaseline
-	for k, b := range l.baselines {
-		if k.target == target && k.model == model && now.Sub(b.at) <= l.opts.BaselineMaxAge {
+	for k, b := range l.currentBaselines(now) {
+		if k.target == target && k.model == model {
 			cands = append(cands, b)
 		}
 	}
@@ -419,6 +477,31 @@ func (l *Live) closestBaseline(target, model string, r engine.Rates, now time.Ti
 	return best, true
 }
 
+// currentBaselines returns, per series, the measured single-stream speed
+// (idle probe or sweep) when there is a fresh one, else the fit of the
+// probes' decode speed against running requests at one request. l.mu is held.
+func (l *Live) currentBaselines(now time.Time) map[liveSeries]liveBaseline {
+	out := make(map[liveSeries]liveBaseline, len(l.baselines)+len(l.decode))
+	for k, b := range l.baselines {
+		if now.Sub(b.at) <= l.opts.BaselineMaxAge {
+			out[k] = b
+		}
+	}
+	for k, d := range l.decode {
+		if _, measured := out[k]; measured {
+			continue
+		}
+		d.win.Prune(now)
+		f, ok := d.win.SingleStream()
+		if !ok {
+			continue
+		}
+		out[k] = liveBaseline{scenario: k.scenario, inputTokens: d.inputTokens, tokensPerSecond: f.TokensPerSecond, at: now,
+			source: BaselineFit, samples: f.Samples}
+	}
+	return out
+}
+
 // ForgetTarget drops everything about a target (after a reload removed it).
 func (l *Live) ForgetTarget(target string) {
 	l.mu.Lock()
@@ -437,6 +520,11 @@ func (l *Live) ForgetTarget(target string) {
 	for k := range l.baselines {
 		if k.target == target {
 			delete(l.baselines, k)
+		}
+	}
+	for k := range l.decode {
+		if k.target == target {
+			delete(l.decode, k)
 		}
 	}
 	delete(l.models, target)
@@ -458,6 +546,11 @@ func (l *Live) ForgetModel(target, model string) {
 			delete(l.baselines, k)
 		}
 	}
+	for k := range l.decode {
+		if k.target == target && k.model == model {
+			delete(l.decode, k)
+		}
+	}
 	if e := l.eff[target]; e != nil && e.model == model {
 		delete(l.eff, target)
 	}
@@ -466,16 +559,13 @@ func (l *Live) ForgetModel(target, model string) {
 // Describe implements prometheus.Collector.
 func (l *Live) Describe(ch chan<- *prometheus.Desc) {
 	l.ttftByDepth.Describe(ch)
-	for _, d := range []*prometheus.Desc{l.maxSafe, l.maxSafeSamples, l.maxSafeLowerBound, l.efficiency, l.baseline} {
+	for _, d := range []*prometheus.Desc{l.maxSafe, l.maxSafeSamples, l.maxSafeLowerBound, l.efficiency, l.baseline, l.baselineSource, l.baselineSamples} {
 		ch <- d
 	}
 }
 
 // Collect implements prometheus.Collector.
-func (l *Live) Collect(ch chan<- prometheus.Metric) { _ = l.Update(ch) }
-
-// Update emits the metrics (node_exporter style).
-func (l *Live) Update(ch chan<- prometheus.Metric) error {
+func (l *Live) Collect(ch chan<- prometheus.Metric) {
 	l.ttftByDepth.Collect(ch)
 	now := l.opts.Clock.Now()
 	for _, m := range l.MaxSafeDepths() {
@@ -498,12 +588,17 @@ func (l *Live) Update(ch chan<- prometheus.Metric) error {
 			ch <- prometheus.MustNewConstMetric(l.efficiency, prometheus.GaugeValue, v, target, e.model)
 		}
 	}
-	for k, b := range l.baselines {
-		if now.Sub(b.at) <= l.opts.BaselineMaxAge {
-			ch <- prometheus.MustNewConstMetric(l.baseline, prometheus.GaugeValue, b.tokensPerSecond, k.target, k.model, k.scenario)
+	for k, b := range l.currentBaselines(now) {
+		ch <- prometheus.MustNewConstMetric(l.baseline, prometheus.GaugeValue, b.tokensPerSecond, k.target, k.model, k.scenario)
+		ch <- prometheus.MustNewConstMetric(l.baselineSamples, prometheus.GaugeValue, float64(b.samples), k.target, k.model, k.scenario)
+		for _, src := range BaselineSources {
+			v := 0.0
+			if src == b.source {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(l.baselineSource, prometheus.GaugeValue, v, k.target, k.model, k.scenario, src)
 		}
 	}
-	return nil
 }
 
 // LiveMaxSafeDepth is one scenario's live max safe queue depth.

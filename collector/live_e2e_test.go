@@ -195,3 +195,130 @@ func TestLiveSignalsUnderLoadRamp(t *testing.T) {
 		t.Errorf("live max safe queue depth %.1f (lower bound %v); want between 8 and 16", ms[0].Depth, ms[0].LowerBound)
 	}
 }
+
+// TestLiveEfficiencyWithoutIdle: a server that is never idle gives no probe
+// that ran alone and no sweep, so the single-stream baseline comes from the
+// fit of the probes' decode speed against the engine's running requests,
+// read at one request. Background load cycles between 1, 2 and 3 streams
+// and never stops; the baseline must match the engine's decode model at
+// batch 1, and live efficiency the model at the measured batch.
+func TestLiveEfficiencyWithoutIdle(t *testing.T) {
+	if testing.Short() {
+		t.Skip("about 25 s of steady load")
+	}
+	cfg := vllmsim.DefaultConfig()
+	cfg.MaxNumSeqs = 8
+	cfg.PrefillOverhead = time.Millisecond
+	cfg.DecodeBase = 4 * time.Millisecond
+	cfg.DecodePerSeq = time.Millisecond // step(b) = 4 + b ms: 200 tok/s alone
+	cfg.DecodePerKVToken = 0
+	cfg.EOSMeanTokens = 0
+	cfg.RoleChunkEarly = false
+	sim, err := vllmsim.New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sim.Close()
+	srv := httptest.NewServer(sim.Handler())
+	defer srv.Close()
+
+	target := prober.Target{Name: "sim", BaseURL: srv.URL, Client: srv.Client()}
+	pool := engine.NewPool(engine.Options{Interval: 200 * time.Millisecond, ProbeTimeout: 500 * time.Millisecond, Fresh: 20 * time.Millisecond}, nil)
+	defer pool.Close()
+	pool.Sync([]prober.Target{target})
+	live := NewLive(pool, LiveOptions{EfficiencyWindow: 2 * time.Second, EfficiencySmoothing: 2 * time.Second})
+	p := prober.New(nil, prober.SystemClock{})
+	scen := prober.Scenario{Name: "e2e", Family: prober.FamilyCustom, InputTokens: 128, OutputTokens: 64,
+		Interval: time.Second, Timeout: 20 * time.Second, Thresholds: prober.Thresholds{TTFT: time.Second}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	// Background: streams of 128-token requests, cycling 1, 2, 3 every 2 s.
+	body := fmt.Sprintf(`{"model":%q,"prompt":"load load load load","max_tokens":128,"min_tokens":128,"ignore_eos":true}`, cfg.ModelName)
+	var wg sync.WaitGroup
+	stream := func(ctx context.Context) {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/v1/completions", strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			if resp, err := srv.Client().Do(req); err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		}
+	}
+	wg.Add(1)
+	go stream(ctx) // the one that never stops
+	var extra []context.CancelFunc
+	setStreams := func(n int) {
+		for len(extra) > n-1 {
+			extra[len(extra)-1]()
+			extra = extra[:len(extra)-1]
+		}
+		for len(extra) < n-1 {
+			c, stop := context.WithCancel(ctx)
+			extra = append(extra, stop)
+			wg.Add(1)
+			go stream(c)
+		}
+	}
+	defer func() { cancel(); wg.Wait() }()
+
+	time.Sleep(300 * time.Millisecond)
+	st0, t0 := sim.Stats(), time.Now()
+	// 18 s of varying load, then 6 s steady at 3 streams, over which live
+	// efficiency is compared with the model.
+	start := time.Now()
+	for i := 0; time.Since(start) < 24*time.Second; i++ {
+		if time.Since(start) < 18*time.Second {
+			setStreams(1 + i%3)
+		} else {
+			setStreams(3)
+		}
+		for range 3 {
+			live.BeforeProbe(ctx, target, scen)
+			res := p.Probe(ctx, target, cfg.ModelName, scen)
+			live.AfterProbe(&res)
+			if res.Kind != prober.KindSuccess {
+				t.Fatalf("probe failed: %s %v", res.Reason, res.Err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	st1, t1 := sim.Stats(), time.Now()
+	// On a busy machine the simulator cannot keep its schedule; its model
+	// then says nothing.
+	busy := t1.Sub(t0).Seconds() - float64(st1.PrefillSteps-st0.PrefillSteps)*cfg.PrefillTime(32).Seconds()
+	if steps := float64(st1.DecodeSteps - st0.DecodeSteps); steps > 0 {
+		if achieved, model := busy/steps, cfg.DecodeStep(3, 0).Seconds(); achieved > 1.25*model {
+			t.Skipf("the simulator's decode step averaged %.2f ms, far over its model (%.2f ms at 3 running): machine too busy", achieved*1000, model*1000)
+		}
+	}
+
+	src := liveFind(t, live, "slaprobe_live_single_stream_decode_source", map[string]string{"source": BaselineFit})
+	if len(src) != 1 || src[0].GetGauge().GetValue() != 1 {
+		t.Fatalf("baseline source fit = %v; want 1 (no probe ran alone, no sweep)", src)
+	}
+	if idle := liveFind(t, live, "slaprobe_live_single_stream_decode_source", map[string]string{"source": BaselineIdleProbe}); len(idle) != 1 || idle[0].GetGauge().GetValue() != 0 {
+		t.Errorf("an idle probe baseline on a server that was never idle: %v", idle)
+	}
+	base := liveFind(t, live, "slaprobe_live_single_stream_decode_tokens_per_second", nil)
+	n := liveFind(t, live, "slaprobe_live_single_stream_decode_samples", nil)
+	model1 := cfg.SteadyThroughput(1, 0)
+	got := base[0].GetGauge().GetValue()
+	t.Logf("fitted single-stream decode %.1f tok/s from %v probes; engine model %.1f tok/s", got, n[0].GetGauge().GetValue(), model1)
+	if math.Abs(got-model1)/model1 > 0.12 {
+		t.Errorf("fitted single-stream decode %.1f tok/s; engine model %.1f", got, model1)
+	}
+	e, ok := live.Efficiency("sim")
+	if !ok {
+		t.Fatal("no live scaling efficiency under steady load")
+	}
+	r, _ := engine.WindowRates(pool.Watcher("sim").Window(2 * time.Second))
+	s1, s2 := cfg.DecodeStep(1, 0).Seconds(), cfg.DecodeStep(2, 0).Seconds()
+	want := s1 / (s1 + (r.MeanRunning-1)*(s2-s1))
+	t.Logf("live efficiency %.3f at mean batch %.2f; engine model %.3f", e.Ratio, r.MeanRunning, want)
+	if math.Abs(e.Ratio-want) > 0.1*want+0.02 {
+		t.Errorf("live efficiency %.3f; engine model at batch %.2f: %.3f", e.Ratio, r.MeanRunning, want)
+	}
+}

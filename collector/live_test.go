@@ -277,7 +277,7 @@ func TestLiveScalingEfficiency(t *testing.T) {
 
 func TestLiveSetBaselineAndForget(t *testing.T) {
 	r := newLiveRig(t, LiveOptions{EfficiencyWindow: time.Minute, EfficiencySmoothing: time.Second})
-	r.live.SetBaseline("a", "m", "chatbot", 1024, 200)
+	r.live.SetBaseline("a", "m", "chatbot", 1024, 200, 30)
 	r.probe(liveChatbot, 4, 0, time.Second, 50, prober.ReasonNone) // names the target's model
 	r.feedEngine(120, 4, 400, 1024)
 	if got, ok := liveGauge(t, r.live, "slaprobe_live_scaling_efficiency_ratio", nil); !ok || math.Abs(got-0.5) > 0.01 {

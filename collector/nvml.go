@@ -51,17 +51,14 @@ func (c *NVMLCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect implements prometheus.Collector.
-func (c *NVMLCollector) Collect(ch chan<- prometheus.Metric) { _ = c.Update(ch) }
-
-// Update emits the metrics (node_exporter style).
-func (c *NVMLCollector) Update(ch chan<- prometheus.Metric) error {
+func (c *NVMLCollector) Collect(ch chan<- prometheus.Metric) {
 	up := 0.0
 	if c.r.Up() {
 		up = 1
 	}
 	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, up)
 	if up == 0 {
-		return nil
+		return
 	}
 	for _, g := range c.r.Read().GPUs {
 		l := []string{strconv.Itoa(g.Index), g.UUID, g.Name}
@@ -78,5 +75,4 @@ func (c *NVMLCollector) Update(ch chan<- prometheus.Metric) error {
 		emit(c.memTotal, prometheus.GaugeValue, g.MemoryTotalBytes, g.HasMemory)
 		emit(c.temp, prometheus.GaugeValue, g.TemperatureCelsius, g.HasTemperature)
 	}
-	return nil
 }

@@ -30,6 +30,51 @@ var (
 	chunkBuckets = []float64{1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32}
 )
 
+// Reduced classic buckets keep only the edges at the thresholds and
+// experience bands, plus a few to span the range: about half the series
+// (global.classic_histogram_buckets: reduced). Quantiles interpolate over
+// wider buckets, so they are coarser between edges.
+var (
+	ttftBucketsReduced    = []float64{0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 8, 10, 12, 20, 30, 60, 120}
+	itlBucketsReduced     = []float64{0.005, 0.01, 0.02, 0.03, 0.05, 0.07, 0.1, 0.2, 0.5, 1}
+	decodeBucketsReduced  = []float64{10, 15, 20, 25, 50, 80, 150, 300}
+	e2eBucketsReduced     = []float64{0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300}
+	prefillBucketsReduced = []float64{500, 1000, 2500, 5000, 10000, 25000, 50000, 100000}
+	chunkBucketsReduced   = []float64{1, 2, 4, 8, 16, 32}
+)
+
+// ClassicBuckets selects the classic buckets of the probe histograms; the
+// native buckets are always there.
+type ClassicBuckets string
+
+const (
+	// ClassicBucketsFull: every edge (the default).
+	ClassicBucketsFull ClassicBuckets = "full"
+	// ClassicBucketsReduced: the threshold and band edges only.
+	ClassicBucketsReduced ClassicBuckets = "reduced"
+	// ClassicBucketsNone: native histograms only; the text format then
+	// carries _sum, _count and one +Inf bucket. For a Prometheus that
+	// ingests native histograms (the rules and dashboards read either).
+	ClassicBucketsNone ClassicBuckets = "none"
+)
+
+// ProbeMetricsOptions tune NewProbeMetricsWith.
+type ProbeMetricsOptions struct {
+	// ClassicBuckets; empty is ClassicBucketsFull.
+	ClassicBuckets ClassicBuckets
+}
+
+// buckets picks full or reduced edges, or none.
+func (o ProbeMetricsOptions) buckets(full, reduced []float64) []float64 {
+	switch o.ClassicBuckets {
+	case ClassicBucketsReduced:
+		return reduced
+	case ClassicBucketsNone:
+		return nil
+	}
+	return full
+}
+
 var probeLabels = []string{"target", "model", "scenario"}
 
 // ProbeMetrics turns probe results into the slaprobe_* probe metrics of the
@@ -67,23 +112,29 @@ func newGauge(name, help string, labels ...string) *prometheus.GaugeVec {
 	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: name, Help: help}, labels)
 }
 
-// NewProbeMetrics creates the probe metrics and registers them with reg.
+// NewProbeMetrics creates the probe metrics, with every classic bucket,
+// and registers them with reg.
 func NewProbeMetrics(reg prometheus.Registerer) *ProbeMetrics {
+	return NewProbeMetricsWith(reg, ProbeMetricsOptions{})
+}
+
+// NewProbeMetricsWith is NewProbeMetrics with options.
+func NewProbeMetricsWith(reg prometheus.Registerer, o ProbeMetricsOptions) *ProbeMetrics {
 	m := &ProbeMetrics{
 		ttft: newHistogram("ttft_seconds",
-			"Time from sending the request to the first chunk carrying generated output. Successful probes with a cold prompt only.", ttftBuckets),
+			"Time from sending the request to the first chunk carrying generated output. Successful probes with a cold prompt only.", o.buckets(ttftBuckets, ttftBucketsReduced)),
 		itl: newHistogram("itl_seconds",
-			"Mean inter-token latency of a probe: (last token - first token) / (output tokens - first chunk's tokens). Successful probes only.", itlBuckets),
+			"Mean inter-token latency of a probe: (last token - first token) / (output tokens - first chunk's tokens). Successful probes only.", o.buckets(itlBuckets, itlBucketsReduced)),
 		decode: newHistogram("decode_tokens_per_second",
-			"Per-user decode speed of a probe, the inverse of its ITL. Successful probes only.", decodeBuckets),
+			"Per-user decode speed of a probe, the inverse of its ITL. Successful probes only.", o.buckets(decodeBuckets, decodeBucketsReduced)),
 		e2e: newHistogram("e2e_latency_seconds",
-			"Time from sending the request to the last token. Successful probes with a cold prompt only.", e2eBuckets),
+			"Time from sending the request to the last token. Successful probes with a cold prompt only.", o.buckets(e2eBuckets, e2eBucketsReduced)),
 		prefill: newHistogram("prefill_tokens_per_second",
-			"Prompt tokens divided by TTFT (queueing included). Successful probes with a cold prompt only.", prefillBuckets),
+			"Prompt tokens divided by TTFT (queueing included). Successful probes with a cold prompt only.", o.buckets(prefillBuckets, prefillBucketsReduced)),
 		chunk: newHistogram("tokens_per_chunk",
-			"Output tokens carried by each streamed chunk, when the server reports continuous usage.", chunkBuckets),
+			"Output tokens carried by each streamed chunk, when the server reports continuous usage.", o.buckets(chunkBuckets, chunkBucketsReduced)),
 		ttfc: newHistogram("time_to_first_content_seconds",
-			"Time to the first non-reasoning output token. Successful probes of reasoning models with a cold prompt only.", ttftBuckets),
+			"Time to the first non-reasoning output token. Successful probes of reasoning models with a cold prompt only.", o.buckets(ttftBuckets, ttftBucketsReduced)),
 
 		probes: newCounter("probes_total",
 			"Probes run, by outcome: success, error, or short_output (fewer tokens than asked).", "result"),

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/slaprobe/slaprobe/internal/report"
 	"github.com/slaprobe/slaprobe/internal/sweeper"
 	"github.com/slaprobe/slaprobe/prober"
 )
@@ -24,8 +25,8 @@ type SweepCollector struct {
 	src SweepSource
 
 	decode, ttft, itl, e2e, prefill, system, success, requests, queueWait *prometheus.Desc
-	powerWatts, energyPerToken                                            *prometheus.Desc
-	efficiency, capacity, capacityApprox, capacityMaxTested               *prometheus.Desc
+	powerWatts, energyPerToken, startedBusy, drainWait                    *prometheus.Desc
+	efficiency, capacity, capacityApprox, capacityMaxTested, maxSafeTTFT  *prometheus.Desc
 	lastTimestamp, lastDuration, lastAttempt, lastAttemptOK               *prometheus.Desc
 	running, paused, enabled, probesHeld                                  *prometheus.Desc
 }
@@ -48,7 +49,7 @@ func NewSweepCollector(src SweepSource) *SweepCollector {
 		e2e: d("slaprobe_sweep_e2e_latency_seconds",
 			"End-to-end latency in the last sweep's step (stat: mean, p50, p90, p99).", stepStat),
 		prefill: d("slaprobe_sweep_prefill_tokens_per_second",
-			"Per-user prefill speed, prompt tokens / TTFT, in the last sweep's step (stat: mean, p50).", stepStat),
+			"Per-user prefill speed in the last sweep's step, as report.json gives it: prompt tokens / TTFT, with the engine's queue wait taken out when it is known (stat: mean).", stepStat),
 		system: d("slaprobe_sweep_system_throughput_tokens_per_second",
 			"Output tokens per second summed over all streams in the step's steady window (closed loop) or from release to last token (burst); prompt tokens excluded. ×3600 for tokens per hour.", step),
 		success: d("slaprobe_sweep_success_ratio",
@@ -61,12 +62,18 @@ func NewSweepCollector(src SweepSource) *SweepCollector {
 			"GPU power during the step, summed over the target's GPUs (stat: mean, max); absent without power readings.", stepStat),
 		energyPerToken: d("slaprobe_sweep_energy_per_output_token_joules",
 			"GPU energy per output token during the step; absent without power readings.", step),
+		startedBusy: d("slaprobe_sweep_step_started_busy",
+			"1 when the step started while the engine still had requests running or waiting (the drain wait, sweep.drain.timeout, ran out): it measured leftovers or other traffic and is left out of capacity.", step),
+		drainWait: d("slaprobe_sweep_step_drain_wait_seconds",
+			"How long the step waited for the engine to empty before it started (or the cooldown, without engine metrics).", step),
 		efficiency: d("slaprobe_scaling_efficiency_ratio",
 			"Closed-loop scaling efficiency: system throughput / (N=1 throughput × N); 1 means no per-user loss.", []string{"target", "model", "scenario", "concurrency"}),
 		capacity: d("slaprobe_capacity_max_safe_concurrency",
 			"Largest N within the limits: for mode=burst the max safe queue depth (TTFT within sweep.capacity.max_safe_ttft), for mode=closed_loop the concurrent users within every scenario threshold. Interpolated between measured N, rounded down; 0 when even the smallest N missed.", []string{"target", "model", "scenario", "mode"}),
 		capacityApprox: d("slaprobe_capacity_approximate",
 			"1 when slaprobe_capacity_max_safe_concurrency was interpolated between measured N (shown as ~N in reports), else 0.", []string{"target", "model", "scenario", "mode"}),
+		maxSafeTTFT: d("slaprobe_capacity_max_safe_ttft_seconds",
+			"TTFT limit the last sweep judged max safe queue depth against (sweep.capacity.max_safe_ttft), for the statistic in stat; the threshold line of the capacity charts.", []string{"target", "model", "stat"}),
 		capacityMaxTested: d("slaprobe_capacity_max_tested_concurrency",
 			"Largest N measured; when it equals slaprobe_capacity_max_safe_concurrency the true capacity may be higher.", []string{"target", "model", "scenario", "mode"}),
 		lastTimestamp: d("slaprobe_sweep_last_timestamp_seconds",
@@ -92,7 +99,7 @@ func NewSweepCollector(src SweepSource) *SweepCollector {
 func (c *SweepCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.decode, c.ttft, c.itl, c.e2e, c.prefill, c.system, c.success, c.requests, c.queueWait,
-		c.powerWatts, c.energyPerToken, c.efficiency, c.capacity, c.capacityApprox, c.capacityMaxTested,
+		c.powerWatts, c.energyPerToken, c.startedBusy, c.drainWait, c.efficiency, c.capacity, c.capacityApprox, c.capacityMaxTested, c.maxSafeTTFT,
 		c.lastTimestamp, c.lastDuration, c.lastAttempt, c.lastAttemptOK, c.running, c.paused, c.enabled,
 		c.probesHeld,
 	} {
@@ -101,10 +108,7 @@ func (c *SweepCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect implements prometheus.Collector.
-func (c *SweepCollector) Collect(ch chan<- prometheus.Metric) { _ = c.Update(ch) }
-
-// Update emits the metrics (node_exporter style).
-func (c *SweepCollector) Update(ch chan<- prometheus.Metric) error {
+func (c *SweepCollector) Collect(ch chan<- prometheus.Metric) {
 	snap := c.src.Snapshot()
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
@@ -121,8 +125,8 @@ func (c *SweepCollector) Update(ch chan<- prometheus.Metric) error {
 		}
 		gauge(c.probesHeld, sweepBool(snap.Holding == ts.Target), ts.Target)
 		if r := ts.Result; r != nil {
-			gauge(c.lastTimestamp, sweepUnix(r.Finished), ts.Target)
-			gauge(c.lastDuration, r.Finished.Sub(r.Started).Seconds(), ts.Target)
+			gauge(c.lastTimestamp, sweepUnix(r.Meta.FinishedAt), ts.Target)
+			gauge(c.lastDuration, r.Meta.FinishedAt.Sub(r.Meta.StartedAt).Seconds(), ts.Target)
 			c.result(gauge, ts.Target, r)
 		}
 	}
@@ -137,24 +141,32 @@ func (c *SweepCollector) Update(ch chan<- prometheus.Metric) error {
 			}
 		}
 	}
-	return nil
 }
 
-func (c *SweepCollector) result(gauge func(*prometheus.Desc, float64, ...string), target string, r *prober.SweepResult) {
+func (c *SweepCollector) result(gauge func(*prometheus.Desc, float64, ...string), target string, r *report.Report) {
+	model := r.Meta.Model
+	th := r.Config.Thresholds
+	if th.MaxSafeQueueTTFTSeconds > 0 {
+		gauge(c.maxSafeTTFT, th.MaxSafeQueueTTFTSeconds, target, model, string(th.MaxSafeQueueStat))
+	}
 	for _, sc := range r.Scenarios {
 		for _, mode := range []prober.Mode{prober.ModeClosedLoop, prober.ModeBurst} {
 			steps := sc.Steps(mode)
 			for i := range steps {
 				st := &steps[i]
 				n := strconv.Itoa(st.Concurrency)
-				l := []string{target, r.Model, sc.Name, string(mode), n}
+				l := []string{target, model, sc.Name, string(mode), n}
 				stat := func(d *prometheus.Desc, name string, v float64) {
 					gauge(d, v, append(l[:5:5], name)...)
 				}
-				gauge(c.requests, float64(st.Requests), l...)
-				gauge(c.success, st.SuccessRatio, l...)
-				gauge(c.system, st.SystemThroughput, l...)
-				if st.Succeeded > 0 {
+				gauge(c.requests, float64(st.RequestsSent), l...)
+				gauge(c.success, st.SuccessRate, l...)
+				gauge(c.system, st.SystemTokensPerSecond, l...)
+				if dr := st.Drain; dr != nil {
+					gauge(c.startedBusy, sweepBool(dr.Busy), l...)
+					gauge(c.drainWait, dr.WaitedSeconds, l...)
+				}
+				if st.RequestsOK > 0 {
 					// Plain percentiles, as in report.json and the probe
 					// histograms; the slow tail of decode speed is p10.
 					stat(c.decode, "mean", st.Decode.Mean)
@@ -175,9 +187,8 @@ func (c *SweepCollector) result(gauge func(*prometheus.Desc, float64, ...string)
 					stat(c.e2e, "p50", st.E2E.P50)
 					stat(c.e2e, "p90", st.E2E.P90)
 					stat(c.e2e, "p99", st.E2E.P99)
-					if st.Prefill.Count > 0 {
-						stat(c.prefill, "mean", st.Prefill.Mean)
-						stat(c.prefill, "p50", st.Prefill.P50)
+					if st.PrefillTokensPerSecond > 0 {
+						stat(c.prefill, "mean", st.PrefillTokensPerSecond)
 					}
 				}
 				if st.QueueWaitSeconds != nil {
@@ -186,25 +197,27 @@ func (c *SweepCollector) result(gauge func(*prometheus.Desc, float64, ...string)
 				if p := st.Power; p != nil {
 					stat(c.powerWatts, "mean", p.AvgWatts)
 					stat(c.powerWatts, "max", p.PeakWatts)
-					if p.JoulesPerOutputToken > 0 {
-						gauge(c.energyPerToken, p.JoulesPerOutputToken, l...)
+					if p.JoulesPerToken > 0 {
+						gauge(c.energyPerToken, p.JoulesPerToken, l...)
 					}
 				}
-				if mode == prober.ModeClosedLoop && st.ScalingEfficiency > 0 {
-					gauge(c.efficiency, st.ScalingEfficiency, target, r.Model, sc.Name, n)
+				if mode == prober.ModeClosedLoop && st.ScalingEfficiency != nil {
+					gauge(c.efficiency, *st.ScalingEfficiency, target, model, sc.Name, n)
 				}
 			}
-			cp := sc.MaxSafeQueue
-			if mode == prober.ModeClosedLoop {
-				cp = sc.Capacity
-			}
-			if cp != nil && cp.Bound != prober.BoundUnknown {
-				l := []string{target, r.Model, sc.Name, string(mode)}
-				gauge(c.capacity, float64(cp.N), l...)
-				gauge(c.capacityApprox, sweepBool(cp.Approximate), l...)
-				gauge(c.capacityMaxTested, float64(cp.MaxTested), l...)
-			}
 		}
+	}
+	capacity := func(scenario string, mode prober.Mode, b report.Bound, maxTested int) {
+		l := []string{target, model, scenario, string(mode)}
+		gauge(c.capacity, float64(b.Value), l...)
+		gauge(c.capacityApprox, sweepBool(b.Approximate), l...)
+		gauge(c.capacityMaxTested, float64(maxTested), l...)
+	}
+	for _, q := range r.Capacity.MaxSafeQueue {
+		capacity(q.Scenario, prober.ModeBurst, q.Bound, q.MaxTested)
+	}
+	for _, u := range r.Capacity.UseCases {
+		capacity(u.Scenario, u.Mode, u.Bound, u.MaxTested)
 	}
 }
 

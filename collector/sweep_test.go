@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/slaprobe/slaprobe/internal/report"
 	"github.com/slaprobe/slaprobe/internal/sweeper"
 	"github.com/slaprobe/slaprobe/prober"
 )
@@ -36,12 +37,16 @@ func sweepFixture() staticSweeps {
 	cl[1].Power = &prober.PowerReading{AvgWatts: 420, PeakWatts: 510, Joules: 25200, JoulesPerOutputToken: 1.4}
 	burst := []prober.StepResult{sweepStep(prober.ModeBurst, 1, 0.1, 0.006, 150), sweepStep(prober.ModeBurst, 4, 0.4, 0.007, 520)}
 	burst[1].QueueWaitSeconds = &qw
+	cl[0].Drain = &prober.DrainResult{Method: prober.DrainEngine, WaitedSeconds: 0.5}
+	burst[1].Drain = &prober.DrainResult{Method: prober.DrainEngine, WaitedSeconds: 120, Busy: true, Running: 3, Waiting: 1}
 	burst[1].Requests, burst[1].Succeeded, burst[1].SuccessRatio = 4, 3, 0.75
 	burst[1].Errors = map[prober.Reason]int{prober.ReasonHTTP5xx: 1}
 	res := &prober.SweepResult{
 		Target: "gpu-a", Model: "qwen", Started: t0, Finished: t0.Add(7 * time.Minute),
+		Settings: prober.SweepSettings{MaxSafeTTFTSeconds: 3, CapacityStat: prober.StatMean},
 		Scenarios: []prober.ScenarioResult{{
 			Name: "chatbot", Family: prober.FamilyReport, ClosedLoop: cl, Burst: burst,
+			Thresholds:   prober.Thresholds{TTFT: 3 * time.Second, ITL: 70 * time.Millisecond},
 			Capacity:     &prober.Capacity{N: 2, Estimate: 2, Bound: prober.BoundAtLeast, MinTested: 1, MaxTested: 2},
 			MaxSafeQueue: &prober.Capacity{N: 3, Estimate: 3.4, Approximate: true, Bound: prober.BoundWithin, LimitedBy: "success", MinTested: 1, MaxTested: 4},
 		}},
@@ -50,7 +55,7 @@ func sweepFixture() staticSweeps {
 		Enabled: true, Running: true, Current: "gpu-b", Holding: "gpu-b",
 		Paused: map[string]string{"gpu-b": sweeper.PauseWaiting},
 		Targets: []sweeper.TargetSnapshot{{
-			Target: "gpu-a", Result: res,
+			Target: "gpu-a", Result: report.FromSweep(res, report.Meta{Model: res.Model}, 0, false),
 			LastAttempt: sweeper.Attempt{Started: t0, Finished: t0.Add(7 * time.Minute), Trigger: sweeper.TriggerSchedule, Complete: true},
 		}},
 	}

@@ -235,36 +235,33 @@ func ParseStat(s string) (Stat, error) {
 	return "", fmt.Errorf("statistic %q: expected one of mean, p50, p90, p95, p99", s)
 }
 
-// Worse is the statistic for a lower-is-better metric (TTFT, E2E, ITL):
-// p90 is the value 90 % of requests stay under.
-func (s Summary) Worse(st Stat) float64 {
-	switch st {
-	case StatMean:
-		return s.Mean
+// Pick returns the statistic s names among those of a lower-is-better
+// distribution (TTFT, E2E, ITL): p90 is the value 90 % of requests stay
+// under. This is the one place a statistic name is resolved; an unknown
+// name (ParseStat rejects them in configs) gives the mean.
+func (s Stat) Pick(mean, p50, p90, p95, p99 float64) float64 {
+	switch s {
+	case StatP50:
+		return p50
 	case StatP90:
-		return s.P90
+		return p90
 	case StatP95:
-		return s.P95
+		return p95
 	case StatP99:
-		return s.P99
+		return p99
 	}
-	return s.P50
+	return mean
+}
+
+// Worse is the statistic st of a lower-is-better metric (see Stat.Pick).
+func (s Summary) Worse(st Stat) float64 {
+	return st.Pick(s.Mean, s.P50, s.P90, s.P95, s.P99)
 }
 
 // WorseLow is the mirror statistic for a higher-is-better metric (decode
 // speed): p90 selects the 10th percentile, the speed 90 % of users get.
 func (s Summary) WorseLow(st Stat) float64 {
-	switch st {
-	case StatMean:
-		return s.Mean
-	case StatP90:
-		return s.P10
-	case StatP95:
-		return s.P5
-	case StatP99:
-		return s.P1
-	}
-	return s.P50
+	return st.Pick(s.Mean, s.P50, s.P10, s.P5, s.P1)
 }
 
 // CapacityOptions set how capacity is judged.

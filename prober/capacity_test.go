@@ -13,7 +13,7 @@ func TestScalingEfficiency(t *testing.T) {
 		n                int
 		want             float64
 	}{
-		// REFERENCE.md: `001` chatbot, 152.9 tok/s at N=1 and 39 % at N=32,
+		// A published benchmark (run `001`, chatbot): 152.9 tok/s at N=1 and 39 % at N=32,
 		// which implies a system throughput of about 1,908 tok/s.
 		{"001 chatbot N=32", 0.39 * 152.9 * 32, 152.9, 32, 0.39},
 		{"perfect scaling", 4 * 100, 100, 4, 1},
@@ -27,9 +27,9 @@ func TestScalingEfficiency(t *testing.T) {
 			}
 		})
 	}
-	// And the other way round: the figure REFERENCE.md derives.
+	// And the other way round: the system figure that report derives.
 	if sys := 0.39 * 152.9 * 32; math.Round(sys) != 1908 {
-		t.Errorf("001: system at N=32 = %.1f; REFERENCE.md says ≈ 1,908 tok/s", sys)
+		t.Errorf("001: system at N=32 = %.1f; the report says ≈ 1,908 tok/s", sys)
 	}
 }
 

@@ -3,6 +3,7 @@ package prober
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -64,6 +65,53 @@ func ListModels(ctx context.Context, t Target) ([]ModelInfo, error) {
 // maxModelLen tokens; an unknown length (0 or less) fits.
 func Fits(s Scenario, maxModelLen int) bool {
 	return maxModelLen <= 0 || s.InputTokens+s.OutputTokens <= maxModelLen
+}
+
+// ErrNoModel means /v1/models lists no model at all.
+var ErrNoModel = errors.New("/v1/models lists no model")
+
+// ChooseModel is slaprobe's one rule for which model a target is measured
+// on; probes, the scheduler, daemon sweeps and bench all use it, so they
+// measure the same model:
+//   - a configured model is used as given; listed reports whether
+//     /v1/models lists it (its MaxModelLen is then known);
+//   - otherwise the first listed model with a known context length, since
+//     vLLM lists LoRA adapters with max_model_len null after their base;
+//   - otherwise the first listed model.
+//
+// It returns ErrNoModel when nothing is configured and nothing is listed.
+func ChooseModel(models []ModelInfo, configured string) (m ModelInfo, listed bool, err error) {
+	if configured != "" {
+		for _, x := range models {
+			if x.ID == configured {
+				return x, true, nil
+			}
+		}
+		return ModelInfo{ID: configured}, false, nil
+	}
+	for _, x := range models {
+		if x.MaxModelLen > 0 {
+			return x, true, nil
+		}
+	}
+	if len(models) > 0 {
+		return models[0], true, nil
+	}
+	return ModelInfo{}, false, ErrNoModel
+}
+
+// DetectModel lists t's models and applies ChooseModel with t.Model. When
+// the listing fails, a configured model is still returned (with listed
+// false) together with the error, so callers can warn and go on.
+func DetectModel(ctx context.Context, t Target) (m ModelInfo, listed bool, err error) {
+	models, err := ListModels(ctx, t)
+	if err != nil {
+		if t.Model != "" {
+			return ModelInfo{ID: t.Model}, false, err
+		}
+		return ModelInfo{}, false, err
+	}
+	return ChooseModel(models, t.Model)
 }
 
 // MaxModelIDBytes is the longest model ID taken from /v1/models.

@@ -67,3 +67,55 @@ func TestFits(t *testing.T) {
 		}
 	}
 }
+
+func TestChooseModel(t *testing.T) {
+	base := ModelInfo{ID: "base", MaxModelLen: 32768}
+	lora := ModelInfo{ID: "lora-a", Root: "/adapters/a"}
+	other := ModelInfo{ID: "other"}
+	for _, tc := range []struct {
+		name       string
+		models     []ModelInfo
+		configured string
+		want       ModelInfo
+		listed     bool
+		err        error
+	}{
+		{"adapter listed first: the base with a context length", []ModelInfo{lora, base}, "", base, true, nil},
+		{"first with a context length", []ModelInfo{base, lora}, "", base, true, nil},
+		{"none has a context length: the first", []ModelInfo{other, lora}, "", other, true, nil},
+		{"configured and listed", []ModelInfo{base, lora}, "lora-a", lora, true, nil},
+		{"configured, not listed", []ModelInfo{base}, "x", ModelInfo{ID: "x"}, false, nil},
+		{"configured, empty list", nil, "x", ModelInfo{ID: "x"}, false, nil},
+		{"nothing", nil, "", ModelInfo{}, false, ErrNoModel},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, listed, err := ChooseModel(tc.models, tc.configured)
+			if got != tc.want || listed != tc.listed || err != tc.err {
+				t.Fatalf("ChooseModel = %+v, %v, %v; want %+v, %v, %v", got, listed, err, tc.want, tc.listed, tc.err)
+			}
+		})
+	}
+}
+
+// A server that lists a LoRA adapter before its base model: probes (through
+// Prepare's auto-detection), the scheduler and DetectModel (sweeps, bench)
+// must all measure the same model. Before ChooseModel, Prepare and sweeps
+// took the first entry (the adapter) and the scheduler the base.
+func TestModelChoiceAgrees(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, `{"data":[
+			{"id":"lora-a","root":"/adapters/a","max_model_len":null},
+			{"id":"base","root":"base","max_model_len":32768}]}`)
+	}))
+	defer srv.Close()
+	tg := Target{Name: "t", BaseURL: srv.URL, Client: srv.Client()}
+	m, listed, err := DetectModel(context.Background(), tg)
+	if err != nil || !listed || m.ID != "base" {
+		t.Fatalf("DetectModel = %+v, %v, %v; want base", m, listed, err)
+	}
+	p := New(nil, SystemClock{})
+	got, err := p.detectModel(context.Background(), tg)
+	if err != nil || got != "base" {
+		t.Fatalf("Prober.detectModel = %q, %v; want base", got, err)
+	}
+}

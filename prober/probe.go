@@ -135,8 +135,8 @@ func (p *Prober) Prepare(ctx context.Context, t Target, model string, s Scenario
 	return prep, nil
 }
 
-// detectModel returns the first model of t's /v1/models, remembered per base
-// URL until Invalidate.
+// detectModel returns the model ChooseModel picks from t's /v1/models,
+// remembered per base URL until Invalidate.
 func (p *Prober) detectModel(ctx context.Context, t Target) (string, error) {
 	base := baseURLOf(t.BaseURL)
 	p.mu.Lock()
@@ -149,13 +149,14 @@ func (p *Prober) detectModel(ctx context.Context, t Target) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("detect model: %w", err)
 	}
-	if len(models) == 0 {
-		return "", fmt.Errorf("detect model: %s/v1/models lists no model", base)
+	mi, _, err := ChooseModel(models, "")
+	if err != nil {
+		return "", fmt.Errorf("detect model: %s: %w", base, err)
 	}
 	p.mu.Lock()
-	p.detected[base] = models[0].ID
+	p.detected[base] = mi.ID
 	p.mu.Unlock()
-	return models[0].ID, nil
+	return mi.ID, nil
 }
 
 // Run sends one streamed request built from prep and measures it. It never

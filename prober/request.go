@@ -183,13 +183,3 @@ func (t *bodyTemplate) reader(nonce, salt string) io.Reader {
 	return io.MultiReader(bytes.NewReader(t.pre), strings.NewReader(nonce),
 		bytes.NewReader(t.mid), strings.NewReader(salt), bytes.NewReader(t.tail))
 }
-
-// bytes returns the whole body (tests, debugging).
-func (t *bodyTemplate) bytes(nonce, salt string) []byte {
-	out := make([]byte, 0, t.size(nonce, salt))
-	out = append(out, t.pre...)
-	out = append(out, nonce...)
-	out = append(out, t.mid...)
-	out = append(out, salt...)
-	return append(out, t.tail...)
-}

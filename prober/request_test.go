@@ -69,3 +69,13 @@ func TestBodyTemplateRejectsPlaceholderClash(t *testing.T) {
 		t.Fatal("a model name containing the placeholder must be rejected")
 	}
 }
+
+// bytes returns the whole body (for tests).
+func (t *bodyTemplate) bytes(nonce, salt string) []byte {
+	out := make([]byte, 0, t.size(nonce, salt))
+	out = append(out, t.pre...)
+	out = append(out, nonce...)
+	out = append(out, t.mid...)
+	out = append(out, salt...)
+	return append(out, t.tail...)
+}

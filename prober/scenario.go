@@ -1,7 +1,9 @@
 package prober
 
 import (
+	"encoding/json"
 	"fmt"
+	"math"
 	"sort"
 	"time"
 )
@@ -26,6 +28,35 @@ type Thresholds struct {
 	ITL       time.Duration // mean inter-token latency must be <= ITL
 	MinDecode float64       // per-user decode speed must be >= MinDecode tokens/s
 }
+
+// thresholdsJSON is Thresholds in base units: the form report.json and the
+// sweep state keep.
+type thresholdsJSON struct {
+	TTFT      float64 `json:"ttft_seconds,omitempty"`
+	E2E       float64 `json:"e2e_seconds,omitempty"`
+	ITL       float64 `json:"itl_seconds,omitempty"`
+	MinDecode float64 `json:"min_decode_tokens_per_second,omitempty"`
+}
+
+// MarshalJSON writes the thresholds in seconds and tokens per second;
+// unset ones are omitted.
+func (t Thresholds) MarshalJSON() ([]byte, error) {
+	return json.Marshal(thresholdsJSON{TTFT: t.TTFT.Seconds(), E2E: t.E2E.Seconds(), ITL: t.ITL.Seconds(), MinDecode: t.MinDecode})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (t *Thresholds) UnmarshalJSON(b []byte) error {
+	var j thresholdsJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	sec := func(v float64) time.Duration { return time.Duration(math.Round(v * float64(time.Second))) }
+	*t = Thresholds{TTFT: sec(j.TTFT), E2E: sec(j.E2E), ITL: sec(j.ITL), MinDecode: j.MinDecode}
+	return nil
+}
+
+// Any reports whether at least one threshold is set.
+func (t Thresholds) Any() bool { return t.TTFT > 0 || t.E2E > 0 || t.ITL > 0 || t.MinDecode > 0 }
 
 // ThresholdMetric names one threshold, as exported in the
 // slaprobe_sla_threshold{metric} label. Values are in base units.

@@ -270,8 +270,8 @@ func (s *Scheduler) refreshModel(ctx context.Context, ts *schedTarget) {
 		return
 	}
 	if ts.autoDetect() {
-		m, ok := schedPickModel(models)
-		if !ok {
+		m, _, err := ChooseModel(models, "")
+		if err != nil {
 			ts.log.Warn("/v1/models lists no model", "url", ts.t.BaseURL+"/v1/models")
 			if !ts.applied {
 				s.publish(ts, model, 0)
@@ -287,14 +287,8 @@ func (s *Scheduler) refreshModel(ctx context.Context, ts *schedTarget) {
 		}
 		model, maxLen = m.ID, m.MaxModelLen
 	} else {
-		maxLen = 0
-		found := false
-		for _, m := range models {
-			if m.ID == model {
-				maxLen, found = m.MaxModelLen, true
-				break
-			}
-		}
+		m, found, _ := ChooseModel(models, model)
+		maxLen = m.MaxModelLen
 		if !found && !ts.applied {
 			ts.log.Warn("the configured model is not listed by /v1/models; probing it anyway", "model", model)
 		}
@@ -302,20 +296,6 @@ func (s *Scheduler) refreshModel(ctx context.Context, ts *schedTarget) {
 	if !ts.applied || model != ts.model || maxLen != ts.maxModelLen {
 		s.publish(ts, model, maxLen)
 	}
-}
-
-// schedPickModel prefers the first model with a known context length: LoRA
-// adapters are listed with max_model_len null.
-func schedPickModel(models []ModelInfo) (ModelInfo, bool) {
-	for _, m := range models {
-		if m.MaxModelLen > 0 {
-			return m, true
-		}
-	}
-	if len(models) > 0 {
-		return models[0], true
-	}
-	return ModelInfo{}, false
 }
 
 // publish makes model and maxLen current and tells the observer. ts.mu is held.

@@ -48,10 +48,54 @@ type PowerReading struct {
 
 // EngineCounters is what a sweep reads from the target engine's own
 // /metrics: the queue-time histogram's sum and count (vLLM
-// vllm:request_queue_time_seconds, SGLang queue_time_seconds).
+// vllm:request_queue_time_seconds, SGLang queue_time_seconds), and the
+// requests running and waiting now (vllm:num_requests_running and
+// vllm:num_requests_waiting), which tell when the engine has drained.
 type EngineCounters struct {
 	QueueTimeSum, QueueTimeCount float64
 	HasQueueTime                 bool
+	Running, Waiting             float64
+	HasQueue                     bool
+}
+
+// Drain methods, in DrainResult.Method.
+const (
+	// DrainEngine: the step waited until the engine's /metrics showed
+	// nothing running and nothing waiting (or DrainOptions.Timeout passed).
+	DrainEngine = "engine_metrics"
+	// DrainCooldown: no engine metrics; the step waited Cooldown and
+	// cannot know whether the engine was empty.
+	DrainCooldown = "cooldown"
+)
+
+// DrainOptions make every step (and every burst round) start on an empty
+// engine. Engines differ in whether and how fast they abort the requests of
+// a client that went away, and some never do: a fixed cooldown cannot know
+// when the leftovers of the previous step are gone, the engine's own
+// running and waiting counts can.
+type DrainOptions struct {
+	// Timeout bounds the wait; a step that starts after it ran out is
+	// marked busy (DrainResult.Busy) and left out of capacity.
+	Timeout time.Duration
+	// MaxRunning is how many running requests still count as drained
+	// (0: none). Set it to the background level on a server that always
+	// has some traffic.
+	MaxRunning float64
+	// PollInterval is how often /metrics is read while waiting.
+	PollInterval time.Duration
+}
+
+// DrainResult is how a step started: after how long a wait, and whether
+// the engine was still busy.
+type DrainResult struct {
+	Method        string  `json:"method"`
+	WaitedSeconds float64 `json:"waited_seconds"`
+	// Busy is true when the engine still had requests running (above
+	// MaxRunning) or waiting when the step or one of its burst rounds
+	// started; Running and Waiting are the most seen then.
+	Busy    bool    `json:"busy,omitempty"`
+	Running float64 `json:"running,omitempty"`
+	Waiting float64 `json:"waiting,omitempty"`
 }
 
 // EngineScraper reads EngineCounters; callers bind engine.Scrape to the
@@ -82,8 +126,11 @@ type SweepOptions struct {
 	EarlyStopMinSuccess float64
 
 	Capacity CapacityOptions
+	// Drain waits for an empty engine before each step and burst round
+	// when Scrape reads running and waiting counts; otherwise Cooldown.
+	Drain DrainOptions
 
-	Scrape     EngineScraper // optional: queue wait from the engine's histogram
+	Scrape     EngineScraper // optional: queue wait and drain from the engine's /metrics
 	Power      PowerSampler  // optional: power per step
 	BeforeStep func(ctx context.Context, s StepInfo) error
 	Progress   func(ProgressEvent)
@@ -93,7 +140,8 @@ type SweepOptions struct {
 }
 
 // DefaultSweepOptions returns the report's settings for the given
-// scenarios.
+// scenarios: the one set of sweep defaults (config.DefaultSweepConfig is
+// built from it). N is capped at 256, the largest burst of the reports.
 func DefaultSweepOptions(scenarios []Scenario) SweepOptions {
 	return SweepOptions{
 		Scenarios:           scenarios,
@@ -103,9 +151,11 @@ func DefaultSweepOptions(scenarios []Scenario) SweepOptions {
 		StepDuration:        60 * time.Second,
 		BurstRepeat:         1,
 		Cooldown:            2 * time.Second,
+		MaxConcurrency:      256,
 		EarlyStopFactor:     3,
 		EarlyStopMinSuccess: 0.5,
 		Capacity:            DefaultCapacityOptions(),
+		Drain:               DrainOptions{Timeout: 2 * time.Minute, PollInterval: 250 * time.Millisecond},
 	}
 }
 
@@ -220,6 +270,9 @@ type StepResult struct {
 	// same scenario and mode; 0 when the ladder had no N=1 step.
 	ScalingEfficiency float64 `json:"scaling_efficiency,omitempty"`
 
+	// Drain says how the step started: on a drained engine, or busy.
+	Drain *DrainResult `json:"drain,omitempty"`
+
 	// QueueWaitSeconds is the mean engine queue time over the step, from
 	// the change in vllm:request_queue_time_seconds; nil when the engine
 	// does not expose it.
@@ -239,29 +292,16 @@ type EarlyStop struct {
 	Reason      string `json:"reason"`
 }
 
-// SLA is Thresholds in base units, for JSON.
-type SLA struct {
-	TTFTSeconds       float64 `json:"ttft_seconds,omitempty"`
-	E2ESeconds        float64 `json:"e2e_seconds,omitempty"`
-	ITLSeconds        float64 `json:"itl_seconds,omitempty"`
-	MinDecodeTokensPS float64 `json:"min_decode_tokens_per_second,omitempty"`
-}
-
-// SLAOf converts scenario thresholds.
-func SLAOf(t Thresholds) SLA {
-	return SLA{TTFTSeconds: t.TTFT.Seconds(), E2ESeconds: t.E2E.Seconds(), ITLSeconds: t.ITL.Seconds(), MinDecodeTokensPS: t.MinDecode}
-}
-
 // ScenarioResult holds one scenario's ladders and the capacity derived
 // from them.
 type ScenarioResult struct {
-	Name         string `json:"name"`
-	Family       Family `json:"family"`
-	Description  string `json:"description,omitempty"`
-	InputTokens  int    `json:"input_tokens"`
-	OutputTokens int    `json:"output_tokens"`
-	Thresholds   SLA    `json:"thresholds"`
-	Error        string `json:"error,omitempty"` // the scenario could not be prepared
+	Name         string     `json:"name"`
+	Family       Family     `json:"family"`
+	Description  string     `json:"description,omitempty"`
+	InputTokens  int        `json:"input_tokens"`
+	OutputTokens int        `json:"output_tokens"`
+	Thresholds   Thresholds `json:"thresholds"`
+	Error        string     `json:"error,omitempty"` // the scenario could not be prepared
 
 	ClosedLoop     []StepResult `json:"closed_loop,omitempty"`
 	Burst          []StepResult `json:"burst,omitempty"`
@@ -368,7 +408,7 @@ func Sweep(ctx context.Context, r Runner, t Target, model string, opts SweepOpti
 	for _, s := range opts.Scenarios {
 		sr := ScenarioResult{
 			Name: s.Name, Family: s.Family, Description: s.Description,
-			InputTokens: s.InputTokens, OutputTokens: s.OutputTokens, Thresholds: SLAOf(s.Thresholds),
+			InputTokens: s.InputTokens, OutputTokens: s.OutputTokens, Thresholds: s.Thresholds,
 		}
 		err = sw.scenario(ctx, s, closed, burst, &sr)
 		finishScenario(&sr, s, opts)
@@ -478,12 +518,10 @@ func (sw *sweepRun) step(ctx context.Context, s Scenario, prep *Prepared, info S
 			return StepResult{}, err
 		}
 	}
-	// Let the engine settle after the previous step (aborted fillers, KV
-	// cache frees) before measuring again.
-	if sw.done > 0 && sw.opts.Cooldown > 0 && !sleepUntil(ctx, sw.clock, sw.clock.Now().Add(sw.opts.Cooldown)) {
-		return StepResult{}, ctx.Err()
-	}
-	if err := ctx.Err(); err != nil {
+	// Start on an empty engine: the previous step's requests (clients
+	// gone, maybe never aborted) must not queue ahead of this one's.
+	drain, err := sw.drain(ctx, sw.done > 0)
+	if err != nil {
 		return StepResult{}, err
 	}
 	sw.emit(ProgressEvent{Kind: ProgressStepStarted, StepInfo: info, Step: sw.done + 1})
@@ -524,13 +562,18 @@ func (sw *sweepRun) step(ctx context.Context, s Scenario, prep *Prepared, info S
 			OnWindowStart: startPower, OnWindowEnd: stopPower,
 		})
 	} else {
-		out = sw.burst(ctx, prep, info.Concurrency, startPower, stopPower)
+		out = sw.burst(ctx, prep, info.Concurrency, startPower, stopPower, &drain)
 	}
 	if out.Interrupted || ctx.Err() != nil {
 		stopPower()
 		return StepResult{}, ctx.Err()
 	}
 	step := summarizeStep(info, out)
+	step.Drain = &drain
+	if drain.Busy {
+		sw.logger.Warn("sweep step started on a busy engine; left out of capacity", "scenario", info.Scenario, "mode", info.Mode,
+			"concurrency", info.Concurrency, "running", drain.Running, "waiting", drain.Waiting)
+	}
 	if havePower {
 		if step.OutputTokens > 0 && power.Joules > 0 {
 			power.JoulesPerOutputToken = power.Joules / step.OutputTokens
@@ -553,10 +596,18 @@ func (sw *sweepRun) step(ctx context.Context, s Scenario, prep *Prepared, info S
 
 // burst runs BurstRepeat rounds back to back and merges them; each round
 // starts once the previous one has fully finished.
-func (sw *sweepRun) burst(ctx context.Context, prep *Prepared, n int, startPower, stopPower func()) loadOutcome {
+func (sw *sweepRun) burst(ctx context.Context, prep *Prepared, n int, startPower, stopPower func(), drain *DrainResult) loadOutcome {
 	var merged loadOutcome
 	var span time.Duration
 	for round := range sw.opts.BurstRepeat {
+		if round > 0 {
+			d, err := sw.drain(ctx, true)
+			if err != nil {
+				merged.Interrupted = true
+				return merged
+			}
+			drain.merge(d)
+		}
 		onRelease := func() {}
 		if round == 0 {
 			onRelease = startPower
@@ -580,6 +631,54 @@ func (sw *sweepRun) burst(ctx context.Context, prep *Prepared, n int, startPower
 	merged.SpanEnd = merged.SpanStart.Add(span)
 	return merged
 }
+
+// drain waits until the engine reports nothing running (above
+// Drain.MaxRunning) and nothing waiting, for at most Drain.Timeout. Without
+// engine counts it sleeps Cooldown instead (when cool is set: not before
+// the first step). It returns ctx's error when ctx ends.
+func (sw *sweepRun) drain(ctx context.Context, cool bool) (DrainResult, error) {
+	start := sw.clock.Now()
+	d := sw.opts.Drain
+	if d.PollInterval <= 0 {
+		d.PollInterval = 250 * time.Millisecond
+	}
+	c, ok := sw.scrape(ctx)
+	if !ok || !c.HasQueue {
+		if cool && sw.opts.Cooldown > 0 && !sleepUntil(ctx, sw.clock, start.Add(sw.opts.Cooldown)) {
+			return DrainResult{}, ctx.Err()
+		}
+		return DrainResult{Method: DrainCooldown, WaitedSeconds: sw.clock.Now().Sub(start).Seconds()}, ctx.Err()
+	}
+	for {
+		if c.Running <= d.MaxRunning && c.Waiting <= 0 {
+			return DrainResult{Method: DrainEngine, WaitedSeconds: sw.clock.Now().Sub(start).Seconds()}, nil
+		}
+		if sw.clock.Now().Sub(start) >= d.Timeout {
+			return DrainResult{Method: DrainEngine, WaitedSeconds: sw.clock.Now().Sub(start).Seconds(),
+				Busy: true, Running: c.Running, Waiting: c.Waiting}, nil
+		}
+		if !sleepUntil(ctx, sw.clock, sw.clock.Now().Add(d.PollInterval)) {
+			return DrainResult{}, ctx.Err()
+		}
+		next, ok := sw.scrape(ctx)
+		if ok && next.HasQueue {
+			c = next
+		}
+	}
+}
+
+// merge folds the drain of a later burst round into the step's.
+func (d *DrainResult) merge(o DrainResult) {
+	d.WaitedSeconds += o.WaitedSeconds
+	if o.Busy {
+		d.Busy = true
+		d.Running, d.Waiting = max(d.Running, o.Running), max(d.Waiting, o.Waiting)
+	}
+}
+
+// StartedBusy reports whether the step started on an engine that had not
+// drained; such a step measured leftovers or other traffic.
+func (s *StepResult) StartedBusy() bool { return s.Drain != nil && s.Drain.Busy }
 
 func (sw *sweepRun) scrape(ctx context.Context) (EngineCounters, bool) {
 	if sw.opts.Scrape == nil {
@@ -737,14 +836,28 @@ func finishScenario(sr *ScenarioResult, s Scenario, opts SweepOptions) {
 			steps[i].ScalingEfficiency = ScalingEfficiency(steps[i].SystemThroughput, base, steps[i].Concurrency)
 		}
 	}
-	if len(sr.Burst) > 0 {
-		c := MaxSafeQueue(sr.Burst, opts.Capacity)
+	// Steps that started on a busy engine measured leftovers or other
+	// traffic: they stay in the results, marked, but capacity is read from
+	// the drained ones only.
+	if burst := drained(sr.Burst); len(burst) > 0 {
+		c := MaxSafeQueue(burst, opts.Capacity)
 		sr.MaxSafeQueue = &c
 	}
-	if len(sr.ClosedLoop) > 0 {
-		c := UseCaseCapacity(sr.ClosedLoop, s.Thresholds, opts.Capacity)
+	if closed := drained(sr.ClosedLoop); len(closed) > 0 {
+		c := UseCaseCapacity(closed, s.Thresholds, opts.Capacity)
 		sr.Capacity = &c
 	}
+}
+
+// drained returns the steps that did not start busy.
+func drained(steps []StepResult) []StepResult {
+	out := make([]StepResult, 0, len(steps))
+	for i := range steps {
+		if !steps[i].StartedBusy() {
+			out = append(out, steps[i])
+		}
+	}
+	return out
 }
 
 // dropPlanned removes from the remaining plan the steps of scenario (and

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the tests need when it is missing, and does nothing slow when it is already there:
-#   - promtool (Debian package prometheus), amtool (prometheus-alertmanager), chromium, curl;
+#   - promtool (Debian package prometheus), amtool (prometheus-alertmanager), chromium, curl,
+#     systemd-analyze (systemd);
 #   - llm-d-inference-sim, built from the version pinned in test/tools/go.mod into .tools/bin/.
 # Usage: scripts/test-deps.sh [apt|llmd|all]   (default: all)
 set -euo pipefail
@@ -20,8 +21,9 @@ apt_deps() {
 	command -v amtool >/dev/null 2>&1 || missing+=(prometheus-alertmanager)
 	command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 	command -v curl >/dev/null 2>&1 || missing+=(curl) # scripts/e2e.sh
+	command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd) # test/deploy: the unit file
 	if [ ${#missing[@]} -eq 0 ]; then
-		say "apt: promtool, amtool, chromium and curl already installed"
+		say "apt: promtool, amtool, chromium, curl and systemd-analyze already installed"
 		return 0
 	fi
 
@@ -56,7 +58,7 @@ apt_deps() {
 		echo "apt-get failed (rc=$rc) installing ${missing[*]}" >&2
 		return $rc
 	fi
-	for c in promtool amtool chromium curl; do
+	for c in promtool amtool chromium curl systemd-analyze; do
 		command -v "$c" >/dev/null 2>&1 || { echo "$c still missing after apt-get install" >&2; return 1; }
 	done
 	say "apt: installed ${missing[*]}"

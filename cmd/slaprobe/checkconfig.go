@@ -1,26 +1,21 @@
 package main
 
 import (
+	"context"
 	"fmt"
-	"os"
-
-	"github.com/slaprobe/slaprobe/internal/config"
 )
 
-var (
-	checkConfigCmd = app.Command("check-config", "Validate the config, print the effective config (defaults filled in, secrets redacted) and exit non-zero on error.")
-	checkConfig    = addConfigFlags(checkConfigCmd)
-)
-
-func init() {
-	register(checkConfigCmd, func() int {
-		c, err := config.LoadWithFlags(*checkConfig.file, checkConfig.flags())
+func addCheckConfig(c *cli) {
+	cmd := c.app.Command("check-config", "Validate the config, print the effective config (defaults filled in, secrets redacted) and exit non-zero on error.")
+	cf := addConfigFlags(cmd)
+	c.command(cmd, func(context.Context) int {
+		cfg, err := cf.load()
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "config error: %v\n", err)
+			fmt.Fprintf(c.stderr, "config error: %v\n", err)
 			return 1
 		}
-		fmt.Print(c.Redacted())
-		fmt.Fprintf(os.Stderr, "config OK: %d target(s), %d scenario(s) known\n", len(c.TargetConfigs), len(c.AllScenarios()))
+		fmt.Fprint(c.stdout, cfg.Redacted())
+		fmt.Fprintf(c.stderr, "config OK: %d target(s), %d scenario(s) known\n", len(cfg.TargetConfigs), len(cfg.AllScenarios()))
 		return 0
 	})
 }

@@ -4,30 +4,21 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/http"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 
+	"github.com/slaprobe/slaprobe/internal/app"
 	"github.com/slaprobe/slaprobe/internal/config"
-	"github.com/slaprobe/slaprobe/internal/daemon"
 	"github.com/slaprobe/slaprobe/internal/vllmsim"
 	"github.com/slaprobe/slaprobe/prober"
 )
 
-var (
-	demoCmd = app.Command("demo", "Run the simulated vLLM engine and slaprobe probing it with the four default scenarios, in one process on loopback. Metrics appear within a minute.")
-	demoWeb = kingpinflag.AddFlags(demoCmd, defaultListenAddress)
-)
-
-func init() {
-	webFlags := demoWeb
-	register(demoCmd, func() int {
-		logger := newLogger()
-
+func addDemo(c *cli) {
+	cmd := c.app.Command("demo", "Run the simulated vLLM engine and slaprobe probing it with the four default scenarios, in one process on loopback. Metrics appear within a minute.")
+	webFlags := kingpinflag.AddFlags(cmd, defaultListenAddress)
+	c.command(cmd, func(ctx context.Context) int {
+		logger := c.logger()
 		eng, err := vllmsim.New(vllmsim.DefaultConfig(), logger.With("component", "sim"))
 		if err != nil {
 			logger.Error("cannot start the simulated engine", "err", err)
@@ -40,11 +31,11 @@ func init() {
 			return 1
 		}
 		simURL := "http://" + simLn.Addr().String()
-		simSrv := &http.Server{Handler: eng.Handler()}
-		go func() { _ = simSrv.Serve(simLn) }()
-		defer simSrv.Close()
+		simCtx, stopSim := context.WithCancel(context.Background())
+		defer stopSim()
+		go func() { _ = eng.Serve(simCtx, simLn) }()
 
-		d, err := daemon.New(daemon.Options{
+		a, err := app.New(app.Options{
 			Flags: config.Flags{
 				TargetURLs: []string{simURL},
 				TargetName: "sim",
@@ -61,31 +52,25 @@ func init() {
 			logger.Error("cannot start the daemon", "err", err)
 			return 1
 		}
-		if err := extendDaemon(d); err != nil {
-			logger.Error("cannot set up the daemon", "err", err)
-			return 1
-		}
-		addrs, err := d.Listen()
+		addrs, err := a.Listen()
 		if err != nil {
 			logger.Error("cannot listen", "err", err)
 			return 1
 		}
 
-		fmt.Println("slaprobe demo: a simulated vLLM engine and slaprobe probing it, on loopback.")
-		for _, a := range addrs {
-			base := "http://" + browsable(a)
+		fmt.Fprintln(c.stdout, "slaprobe demo: a simulated vLLM engine and slaprobe probing it, on loopback.")
+		for _, ad := range addrs {
+			base := "http://" + browsable(ad)
 			if *webFlags.WebConfigFile != "" {
 				base += " (TLS or auth per --web.config.file)"
 			}
-			fmt.Printf("  metrics:        %s/metrics\n", "http://"+browsable(a))
-			fmt.Printf("  landing page:   %s/\n", base)
+			fmt.Fprintf(c.stdout, "  metrics:        %s/metrics\n", "http://"+browsable(ad))
+			fmt.Fprintf(c.stdout, "  landing page:   %s/\n", base)
 		}
-		fmt.Printf("  engine metrics: %s/metrics\n", simURL)
-		fmt.Println("The first probe of each scenario (chatbot, rag, agentic, tool_calling) fires within 10 s. Ctrl-C stops.")
+		fmt.Fprintf(c.stdout, "  engine metrics: %s/metrics\n", simURL)
+		fmt.Fprintln(c.stdout, "The first probe of each scenario (chatbot, rag, agentic, tool_calling) fires within 10 s. Ctrl-C stops.")
 
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		defer stop()
-		if err := d.Run(ctx); err != nil {
+		if err := a.Run(ctx); err != nil {
 			logger.Error("demo stopped", "err", err)
 			return 1
 		}

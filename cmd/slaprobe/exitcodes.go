@@ -1,5 +1,7 @@
 package main
 
+import "github.com/slaprobe/slaprobe/internal/bench"
+
 // Exit codes, the same for every command:
 //
 //	0    success; run, demo and sim also exit 0 when stopped by SIGTERM or
@@ -7,7 +9,8 @@ package main
 //	1    the command refused its input or failed: an invalid config file or
 //	     flag value it validates (check-config, run, bench, sim), a target
 //	     that cannot be reached where one is required (bench), a report or
-//	     state that cannot be written, a web server that cannot listen
+//	     state that cannot be written, a web server that cannot listen, a
+//	     slaprobe that does not answer /-/healthy (healthcheck)
 //	2    the command line could not be parsed: an unknown command or flag,
 //	     a flag value of the wrong type (kingpin rejects it before the
 //	     command runs)
@@ -15,9 +18,10 @@ package main
 //	     measured so far is written
 //
 // docs/reliability.md lists them for operators; TestExitCodes checks them.
+// The codes are defined once, in internal/bench, which returns them.
 const (
-	exitOK          = 0
-	exitFailure     = 1
-	exitUsage       = 2
-	exitInterrupted = 130
+	exitOK          = bench.ExitOK
+	exitFailure     = bench.ExitFailure
+	exitUsage       = bench.ExitUsage
+	exitInterrupted = bench.ExitInterrupted
 )

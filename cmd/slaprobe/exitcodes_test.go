@@ -40,6 +40,9 @@ func TestExitCodes(t *testing.T) {
 		{"bench: unknown flag", []string{"bench", "--no-such-flag"}, exitUsage},
 		{"demo: unknown flag", []string{"demo", "--no-such-flag"}, exitUsage},
 		{"sim: unknown flag", []string{"sim", "--no-such-flag"}, exitUsage},
+		{"healthcheck: unknown flag", []string{"healthcheck", "--no-such-flag"}, exitUsage},
+		{"healthcheck: malformed timeout", []string{"healthcheck", "--healthcheck.timeout=soon"}, exitUsage},
+		{"healthcheck: nothing answers", []string{"healthcheck", "--healthcheck.url=" + freePort(t), "--healthcheck.timeout=2s"}, exitFailure},
 		{"run: malformed log level", []string{"run", "--log.level=loud"}, exitUsage},
 
 		{"run: invalid config", []string{"run", "--config.file=" + bad, "--web.listen-address=127.0.0.1:0"}, exitFailure},

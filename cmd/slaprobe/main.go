@@ -2,76 +2,92 @@
 // synthetic streaming requests and exports TTFT, ITL, decode speed and
 // end-to-end latency as Prometheus histograms.
 //
-// This package is wiring only: one file per subcommand, each registering
-// itself in init.
+// This package holds flags and calls only: each command's file declares
+// its flags and calls the package that does the work (internal/app for
+// the daemon, internal/bench, internal/vllmsim, internal/config). main
+// adds every command explicitly, so nothing depends on file order.
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/common/promslog"
 	promslogflag "github.com/prometheus/common/promslog/flag"
 	"github.com/prometheus/common/version"
-
-	"github.com/slaprobe/slaprobe/internal/daemon"
 )
 
 // defaultListenAddress is slaprobe's web port, shared by run and demo.
 const defaultListenAddress = ":9781"
 
-var (
-	logConfig = &promslog.Config{}
-	app       = newApp()
-	// commands maps a subcommand's full name to its body; each command's
-	// file fills it in init, so a new command needs no change here.
-	commands = map[string]func() int{}
-	// daemonExtensions set up optional subsystems (engine metrics, sweeps)
-	// on the daemon of run and demo. Their files append to it in init and
-	// may add flags to runCmd and demoCmd, so a new subsystem needs no
-	// change to run.go or demo.go.
-	daemonExtensions []func(d *daemon.Daemon) error
-)
-
-func newApp() *kingpin.Application {
-	a := kingpin.New("slaprobe", "Probes vLLM-compatible LLM servers with low-rate synthetic streaming requests and exports "+
-		"time to first token, inter-token latency, decode speed and end-to-end latency as Prometheus histograms.")
-	promslogflag.AddFlags(a, logConfig)
-	a.Version(version.Print("slaprobe"))
-	a.HelpFlag.Short('h')
-	return a
+// cli is the parsed command line: the kingpin application, the log flags
+// every command shares, and each command's body by full name.
+type cli struct {
+	app            *kingpin.Application
+	logConfig      *promslog.Config
+	stdout, stderr io.Writer
+	bodies         map[string]func(ctx context.Context) int
 }
 
-// register makes fn the body of cmd.
-func register(cmd *kingpin.CmdClause, fn func() int) {
-	commands[cmd.FullCommand()] = fn
-}
-
-func newLogger() *slog.Logger { return promslog.New(logConfig) }
-
-func extendDaemon(d *daemon.Daemon) error {
-	for _, ext := range daemonExtensions {
-		if err := ext(d); err != nil {
-			return err
-		}
+func newCLI(stdout, stderr io.Writer) *cli {
+	c := &cli{
+		app: kingpin.New("slaprobe", "Probes vLLM-compatible LLM servers with low-rate synthetic streaming requests and exports "+
+			"time to first token, inter-token latency, decode speed and end-to-end latency as Prometheus histograms."),
+		logConfig: &promslog.Config{},
+		stdout:    stdout, stderr: stderr,
+		bodies: map[string]func(context.Context) int{},
 	}
-	return nil
+	promslogflag.AddFlags(c.app, c.logConfig)
+	c.app.Version(version.Print("slaprobe"))
+	c.app.HelpFlag.Short('h')
+	c.app.UsageWriter(stdout)
+	c.app.ErrorWriter(stderr)
+	addRun(c)
+	addDemo(c)
+	addBench(c)
+	addSim(c)
+	addCheckConfig(c)
+	addHealthcheck(c)
+	return c
 }
 
-func run() int {
-	cmd, err := app.Parse(os.Args[1:])
+// command makes body the body of cmd.
+func (c *cli) command(cmd *kingpin.CmdClause, body func(ctx context.Context) int) {
+	c.bodies[cmd.FullCommand()] = body
+}
+
+func (c *cli) logger() *slog.Logger {
+	cfg := *c.logConfig
+	cfg.Writer = c.stderr
+	return promslog.New(&cfg)
+}
+
+// run parses args and runs the command. SIGINT and SIGTERM cancel the
+// command's context; a second one kills at once.
+func (c *cli) run(args []string) int {
+	cmd, err := c.app.Parse(args)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "slaprobe: %v (try --help)\n", err)
+		fmt.Fprintf(c.stderr, "slaprobe: %v (try --help)\n", err)
 		return 2
 	}
-	fn, ok := commands[cmd]
+	body, ok := c.bodies[cmd]
 	if !ok {
-		fmt.Fprintf(os.Stderr, "slaprobe: no command %q\n", cmd)
+		fmt.Fprintf(c.stderr, "slaprobe: no command %q\n", cmd)
 		return 2
 	}
-	return fn()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
+	return body(ctx)
 }
 
-func main() { os.Exit(run()) }
+func main() { os.Exit(newCLI(os.Stdout, os.Stderr).run(os.Args[1:])) }

@@ -36,6 +36,10 @@ type Config struct {
 	Sweep           SweepConfig      `yaml:"sweep,omitempty"`
 	Power           PowerConfig      `yaml:"power,omitempty"`
 	Engine          EngineConfig     `yaml:"engine,omitempty"`
+	// FileSDConfigs add targets read from files (filesd.go).
+	FileSDConfigs []FileSDConfig `yaml:"file_sd_configs,omitempty"`
+	// Probe sets up the /probe endpoint (probe.go).
+	Probe ProbeConfig `yaml:"probe,omitempty"`
 
 	// resolved holds every scenario the config knows (built-ins with their
 	// overrides, then custom ones in file order); filled by finish.
@@ -44,6 +48,10 @@ type Config struct {
 	enabled map[string][]string
 	// scenariosFlag is set when --scenarios replaced global.scenarios.
 	scenariosFlag bool
+	// sdDir and sdSum are the directory file_sd paths are relative to and
+	// the checksum of the files they matched at load (filesd.go).
+	sdDir string
+	sdSum [32]byte
 }
 
 // GlobalConfig holds settings that apply to every target.
@@ -65,6 +73,10 @@ type GlobalConfig struct {
 	// ModelRefreshInterval is how often /v1/models is read again to follow
 	// model changes and max_model_len.
 	ModelRefreshInterval model.Duration `yaml:"model_refresh_interval"`
+	// ClassicHistogramBuckets trims the probe histograms' classic buckets:
+	// full (default), reduced (threshold edges only) or none (native
+	// histograms only). Read at start; a reload does not change it.
+	ClassicHistogramBuckets string `yaml:"classic_histogram_buckets"`
 }
 
 // TargetConfig is one inference server.
@@ -90,17 +102,19 @@ type TargetConfig struct {
 	// HTTPClientConfig sets authentication, TLS and proxy.
 	HTTPClientConfig promcfg.HTTPClientConfig `yaml:"http_client_config"`
 
-	fromFlag bool // added by --target.url, for error messages
+	fromFlag bool   // added by --target.url, for error messages
+	origin   string // where file_sd found it, for error messages
 }
 
 // DefaultGlobalConfig is used for absent fields of `global`.
 var DefaultGlobalConfig = GlobalConfig{
-	StallTimeout:         model.Duration(30 * time.Second),
-	Jitter:               0.2,
-	MaxInFlightPerTarget: 1,
-	Scenarios:            append([]string(nil), prober.DefaultScenarios...),
-	MaxLineBytes:         1 << 20,
-	ModelRefreshInterval: model.Duration(5 * time.Minute),
+	StallTimeout:            model.Duration(30 * time.Second),
+	Jitter:                  0.2,
+	MaxInFlightPerTarget:    1,
+	Scenarios:               append([]string(nil), prober.DefaultScenarios...),
+	MaxLineBytes:            1 << 20,
+	ModelRefreshInterval:    model.Duration(5 * time.Minute),
+	ClassicHistogramBuckets: "full",
 }
 
 // DefaultTargetConfig is used for absent fields of a target.
@@ -118,10 +132,23 @@ type (
 	plainTarget TargetConfig
 )
 
+// defaultConfig is a config with every section at its defaults: parsing
+// starts from it, so an absent section is its defaults and no caller has to
+// remember to fill them in.
+func defaultConfig() Config {
+	c := Config{
+		Global: DefaultGlobalConfig,
+		Sweep:  DefaultSweepConfig(),
+		Power:  DefaultPowerConfig(),
+		Engine: DefaultEngineConfig(),
+	}
+	c.Global.Scenarios = append([]string(nil), DefaultGlobalConfig.Scenarios...)
+	return c
+}
+
 // UnmarshalYAML sets the defaults of the top level.
 func (c *Config) UnmarshalYAML(unmarshal func(any) error) error {
-	*c = Config{Global: DefaultGlobalConfig}
-	c.Global.Scenarios = append([]string(nil), DefaultGlobalConfig.Scenarios...)
+	*c = defaultConfig()
 	return unmarshal((*plainConfig)(c))
 }
 
@@ -178,19 +205,25 @@ func build(data []byte, dir string, f Flags) (*Config, error) {
 			c.TargetConfigs[i].HTTPClientConfig.SetDirectory(dir)
 		}
 	}
+	if err := c.discover(dir); err != nil {
+		return nil, err
+	}
 	if err := c.applyFlags(f); err != nil {
 		return nil, err
 	}
 	if err := c.finish(); err != nil {
 		return nil, withLine(data, err)
 	}
+	if err := c.checkProbe(dir); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
 // parse decodes YAML strictly. An empty document is an empty config.
 func parse(data []byte) (*Config, error) {
-	c := &Config{Global: DefaultGlobalConfig}
-	c.Global.Scenarios = append([]string(nil), DefaultGlobalConfig.Scenarios...)
+	dc := defaultConfig()
+	c := &dc
 	if len(bytes.TrimSpace(data)) == 0 {
 		return c, nil
 	}
@@ -224,7 +257,7 @@ func parse(data []byte) (*Config, error) {
 var (
 	unknownFieldRE = regexp.MustCompile(`field (\S+) not found in type (\S+)`)
 	sectionNames   = map[string]string{
-		"config.plainConfig":           "the top level (valid: global, targets, scenarios, sweep, power, engine)",
+		"config.plainConfig":           "the top level (valid: global, targets, scenarios, sweep, power, engine, file_sd_configs, probe)",
 		"config.plainGlobal":           "global",
 		"config.plainTarget":           "targets[]",
 		"config.ScenarioConfig":        "scenarios[]",
@@ -237,9 +270,13 @@ var (
 		"config.SweepCapacityConfig":   "sweep.capacity",
 		"config.SweepScheduleConfig":   "sweep.schedule",
 		"config.SweepPauseConfig":      "sweep.pause",
+		"config.SweepDrainConfig":      "sweep.drain",
 		"config.plainPower":            "power",
 		"config.plainEngine":           "engine",
 		"config.plainEngineLive":       "engine.live",
+		"config.plainFileSD":           "file_sd_configs[]",
+		"config.plainProbe":            "probe",
+		"config.targetGroup":           "a file_sd group (valid: targets, labels)",
 	}
 )
 
@@ -378,6 +415,8 @@ func (c *Config) finish() error {
 		return fmt.Errorf("global.max_line_bytes=%d; expected at least 4096", g.MaxLineBytes)
 	case g.ModelRefreshInterval < model.Duration(10*time.Second):
 		return fmt.Errorf("global.model_refresh_interval=%s; expected at least 10s", g.ModelRefreshInterval)
+	case !contains([]string{"full", "reduced", "none"}, g.ClassicHistogramBuckets):
+		return fmt.Errorf("global.classic_histogram_buckets=%q; expected full, reduced or none", g.ClassicHistogramBuckets)
 	}
 
 	if err := c.resolveScenarios(); err != nil {
@@ -394,9 +433,16 @@ func (c *Config) finish() error {
 	if err := c.checkList(field, g.Scenarios, valid); err != nil {
 		return err
 	}
+	// An unknown scenario to sweep is an error for the daemon's sweeps as
+	// for bench, caught here so check-config and reloads reject it too.
+	if err := c.checkList("sweep.scenarios", c.Sweep.Scenarios, valid); err != nil {
+		return err
+	}
 
-	if len(c.TargetConfigs) == 0 {
-		return errors.New("no targets; expected at least one in `targets` or a --target.url flag")
+	// `targets: []` (present but empty) and file_sd_configs may leave no
+	// targets: such a slaprobe probes what /probe is asked to.
+	if len(c.TargetConfigs) == 0 && c.TargetConfigs == nil && len(c.FileSDConfigs) == 0 {
+		return errors.New("no targets; expected at least one in `targets`, a file_sd_configs entry or a --target.url flag (or `targets: []` to probe only through /probe)")
 	}
 	c.enabled = make(map[string][]string, len(c.TargetConfigs))
 	for i := range c.TargetConfigs {
@@ -404,6 +450,8 @@ func (c *Config) finish() error {
 		where := fmt.Sprintf("targets[%d]", i)
 		if t.fromFlag {
 			where = fmt.Sprintf("--target.url=%q", t.URL)
+		} else if t.origin != "" {
+			where = t.origin
 		}
 		if err := t.finish(); err != nil {
 			return fmt.Errorf("%s: %w", where, err)

@@ -20,7 +20,7 @@ const allScenarios = "agentic, chatbot, code_completion, coding_assistant, gener
 func TestLoadErrors(t *testing.T) {
 	for _, tc := range []struct{ file, want string }{
 		{"unknown_field.yml", `parse config: line 5: unknown field "intervl" in scenarios[]`},
-		{"unknown_top.yml", `parse config: line 3: unknown field "target" in the top level (valid: global, targets, scenarios, sweep, power, engine)`},
+		{"unknown_top.yml", `parse config: line 3: unknown field "target" in the top level (valid: global, targets, scenarios, sweep, power, engine, file_sd_configs, probe)`},
 		{"unknown_http_field.yml", `parse config: line 4: unknown field "bearer_tokn" in http_client_config`},
 		{"bad_duration.yml", `parse config: line 5: interval: "5 minutes" is not a valid duration; expected a number with a unit (ms, s, m, h, d), e.g. 30s or 1m30s`},
 		{"bad_threshold_duration.yml", `parse config: line 6: ttft: "fast" is not a valid duration; expected a number with a unit (ms, s, m, h, d), e.g. 30s or 1m30s`},
@@ -39,7 +39,7 @@ func TestLoadErrors(t *testing.T) {
 		{"bad_api.yml", `line 3: targets[0]: api="responses"; expected "chat" or "completions"`},
 		{"bad_jitter.yml", `line 2: global.jitter=1.5; expected a fraction in [0, 1), e.g. 0.2 for ±20%`},
 		{"bad_in_flight.yml", `line 2: global.max_in_flight_per_target=0; expected at least 1`},
-		{"no_targets.yml", "no targets; expected at least one in `targets` or a --target.url flag"},
+		{"no_targets.yml", "no targets; expected at least one in `targets`, a file_sd_configs entry or a --target.url flag (or `targets: []` to probe only through /probe)"},
 		{"bearer_conflict.yml", `line 4: parse config: at most one of bearer_token & bearer_token_file must be configured`},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
@@ -329,7 +329,7 @@ func TestQuickFlags(t *testing.T) {
 			wantErr: `--target.url="a:1": url="a:1"; expected an absolute http:// or https:// URL, e.g. http://vllm:8000`},
 		{name: "clash with the file", file: "minimal.yml", flags: Flags{TargetURLs: []string{"http://vllm:8000"}},
 			wantErr: `--target.url="http://vllm:8000": name "vllm:8000" is used twice; expected unique target names`},
-		{name: "nothing", wantErr: "no targets; expected at least one in `targets` or a --target.url flag"},
+		{name: "nothing", wantErr: "no targets; expected at least one in `targets`, a file_sd_configs entry or a --target.url flag (or `targets: []` to probe only through /probe)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := ""
@@ -355,8 +355,8 @@ func TestQuickFlags(t *testing.T) {
 	if (Flags{}).IsZero() != true || (Flags{Scenarios: []string{" , "}}).IsZero() != true || (Flags{TargetName: "x"}).IsZero() {
 		t.Error("IsZero")
 	}
-	if c, err := FromFlags(Flags{TargetURLs: []string{"http://a:1"}}); err != nil || c.TargetConfigs[0].Name != "a:1" {
-		t.Errorf("FromFlags: %v", err)
+	if c, err := LoadWithFlags("", Flags{TargetURLs: []string{"http://a:1"}}); err != nil || c.TargetConfigs[0].Name != "a:1" {
+		t.Errorf("LoadWithFlags without a file: %v", err)
 	}
 }
 

@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"reflect"
 	"time"
 
 	"github.com/prometheus/common/model"
@@ -91,15 +90,6 @@ func (e *EngineConfig) UnmarshalYAML(unmarshal func(any) error) error {
 func (l *EngineLiveConfig) UnmarshalYAML(unmarshal func(any) error) error {
 	*l = DefaultEngineLiveConfig()
 	return unmarshal((*plainEngineLive)(l))
-}
-
-// OrDefault returns e, or the defaults when e is the zero value (the config
-// file has no `engine` section).
-func (e EngineConfig) OrDefault() EngineConfig {
-	if reflect.DeepEqual(e, EngineConfig{}) {
-		return DefaultEngineConfig()
-	}
-	return e
 }
 
 // Validate reports the first problem, naming the field, its value and what

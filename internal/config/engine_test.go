@@ -14,7 +14,7 @@ func TestEngineConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := c.Engine.OrDefault()
+	e := c.Engine
 	if !reflect.DeepEqual(e, DefaultEngineConfig()) || !e.Enabled {
 		t.Errorf("defaults %+v", e)
 	}

@@ -273,6 +273,9 @@ func typeError(root *yaml.Node, m string) string {
 // keyAt is the key whose value of YAML kind tag ("str", "seq", "map") and
 // text value starts on line; the innermost one when several do.
 func keyAt(n *yaml.Node, line int, tag, value string) string {
+	if n == nil {
+		return ""
+	}
 	for _, c := range n.Content {
 		if k := keyAt(c, line, tag, value); k != "" {
 			return k

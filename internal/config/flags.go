@@ -46,11 +46,6 @@ func (f Flags) scenarios() []string {
 	return out
 }
 
-// FromFlags builds a config from the quick flags alone.
-func FromFlags(f Flags) (*Config, error) {
-	return build(nil, "", f)
-}
-
 func (c *Config) applyFlags(f Flags) error {
 	if f.TargetModel != "" && len(f.TargetURLs) == 0 {
 		return errors.New("--target.model needs --target.url: it sets the model of the targets given on the command line")

@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"reflect"
 	"time"
 
 	"github.com/prometheus/common/model"
@@ -44,6 +43,16 @@ func DefaultPowerConfig() PowerConfig {
 	}
 }
 
+// DevicesFor returns the GPUs that serve the named target: its
+// target_devices entry, or every selected device when it has none. Energy
+// per token, bench and the daemon's sweeps all charge a target through it.
+func (p PowerConfig) DevicesFor(target string) []string {
+	if d, ok := p.TargetDevices[target]; ok && len(d) > 0 {
+		return d
+	}
+	return p.Devices
+}
+
 type plainPower PowerConfig
 
 // UnmarshalYAML sets the defaults of `power` and validates it.
@@ -55,17 +64,8 @@ func (p *PowerConfig) UnmarshalYAML(unmarshal func(any) error) error {
 	return p.Validate()
 }
 
-// OrDefault returns p, or the defaults when p is the zero value (the config
-// file has no `power` section).
-func (p PowerConfig) OrDefault() PowerConfig {
-	if reflect.DeepEqual(p, PowerConfig{}) {
-		return DefaultPowerConfig()
-	}
-	return p
-}
-
 // minPollInterval: NVML polled every 100 ms costs about 2 % ITL on the GPU
-// host (VLLM-PROTOCOL.md); a second is the floor.
+// host (as measured by vLLM users); a second is the floor.
 const minPollInterval = time.Second
 
 // Validate reports the first problem, naming the field, its value and what

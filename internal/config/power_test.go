@@ -16,7 +16,7 @@ func TestPowerConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := c.Power.OrDefault()
+	p := c.Power
 	if !p.NVML || p.PricePerKWh != 0.10 || p.PollInterval != model.Duration(5*time.Second) || p.Window != model.Duration(5*time.Minute) || len(p.Devices) != 0 {
 		t.Errorf("defaults %+v", p)
 	}

@@ -52,7 +52,7 @@ func (s *SafeConfig) Reload(path string) (changed bool, err error) {
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.loaded && sum == s.sum {
+	if s.loaded && sum == s.sum && !s.c.TargetFilesChanged() {
 		return false, nil
 	}
 	c, err := build(data, filepath.Dir(path), s.flags)
@@ -90,8 +90,6 @@ func (c *Config) Redacted() string {
 		}
 		out.TargetConfigs[i] = t
 	}
-	// Absent sections mean their defaults; show them.
-	out.Sweep, out.Power, out.Engine = c.Sweep.OrDefault(), c.Power.OrDefault(), c.Engine.OrDefault()
 	out.ScenarioConfigs = make([]ScenarioConfig, len(c.resolved))
 	for i, s := range c.resolved {
 		out.ScenarioConfigs[i] = scenarioConfigOf(s)

@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -30,8 +29,11 @@ type SweepConfig struct {
 	// MaxConcurrency is a ceiling on N for both ladders: larger rungs are
 	// dropped. Keep it low on a production server.
 	MaxConcurrency int `yaml:"max_concurrency"`
-	// Cooldown is the idle time between steps, so the engine settles.
+	// Cooldown is the idle time between steps when the engine has no
+	// /metrics to drain on; it cannot know whether the engine is empty.
 	Cooldown model.Duration `yaml:"cooldown"`
+	// Drain makes every step start on an empty engine (see prober.DrainOptions).
+	Drain SweepDrainConfig `yaml:"drain"`
 
 	EarlyStop SweepEarlyStopConfig `yaml:"early_stop"`
 	Capacity  SweepCapacityConfig  `yaml:"capacity"`
@@ -40,6 +42,18 @@ type SweepConfig struct {
 
 	// StateFile keeps the latest results across restarts (daemon only).
 	StateFile string `yaml:"state_file"`
+}
+
+// SweepDrainConfig: before each step and burst round, wait until the
+// engine's /metrics shows nothing running and nothing waiting.
+type SweepDrainConfig struct {
+	// Timeout bounds the wait; a step that starts after it ran out is
+	// marked busy in the results and left out of capacity.
+	Timeout model.Duration `yaml:"timeout"`
+	// MaxRunning running requests still count as drained (default 0). On
+	// a server with steady background traffic, set it to that level, or
+	// expect steps marked busy.
+	MaxRunning float64 `yaml:"max_running"`
 }
 
 // SweepClosedLoopConfig is the closed-loop ladder: exactly N in flight.
@@ -113,25 +127,29 @@ type SweepPauseConfig struct {
 }
 
 // DefaultSweepConfig returns the defaults: the reports' ladders and
-// capacity rules, no schedule, a job that is off until enabled.
+// capacity rules from prober.DefaultSweepOptions (the one source of sweep
+// defaults, for bench and the daemon alike), no schedule, and a job that is
+// off until enabled.
 func DefaultSweepConfig() SweepConfig {
+	d := prober.DefaultSweepOptions(nil)
 	return SweepConfig{
 		ClosedLoop: SweepClosedLoopConfig{
-			Concurrency: append([]int(nil), prober.DefaultClosedLoopLadder...),
-			Warmup:      model.Duration(10 * time.Second),
-			Duration:    model.Duration(60 * time.Second),
+			Concurrency: d.ClosedLoop,
+			Warmup:      model.Duration(d.Warmup),
+			Duration:    model.Duration(d.StepDuration),
 		},
 		Burst: SweepBurstConfig{
-			Concurrency: append([]int(nil), prober.DefaultBurstLadder...),
-			Repeat:      1,
+			Concurrency: d.Burst,
+			Repeat:      d.BurstRepeat,
 		},
-		MaxConcurrency: 256,
-		Cooldown:       model.Duration(2 * time.Second),
-		EarlyStop:      SweepEarlyStopConfig{Factor: 3, MinSuccessRatio: 0.5},
+		MaxConcurrency: d.MaxConcurrency,
+		Cooldown:       model.Duration(d.Cooldown),
+		Drain:          SweepDrainConfig{Timeout: model.Duration(d.Drain.Timeout), MaxRunning: d.Drain.MaxRunning},
+		EarlyStop:      SweepEarlyStopConfig{Factor: d.EarlyStopFactor, MinSuccessRatio: d.EarlyStopMinSuccess},
 		Capacity: SweepCapacityConfig{
-			MaxSafeTTFT:     model.Duration(3 * time.Second),
-			Statistic:       string(prober.StatMean),
-			MinSuccessRatio: 0.95,
+			MaxSafeTTFT:     model.Duration(d.Capacity.MaxSafeTTFT),
+			Statistic:       string(d.Capacity.Stat),
+			MinSuccessRatio: d.Capacity.MinSuccess,
 		},
 		Pause: SweepPauseConfig{
 			MaxWaiting:           0,
@@ -153,15 +171,6 @@ func (s *SweepConfig) UnmarshalYAML(unmarshal func(any) error) error {
 		return err
 	}
 	return s.Validate()
-}
-
-// OrDefault returns s, or the defaults when s is the zero value (the
-// config file has no `sweep` section).
-func (s SweepConfig) OrDefault() SweepConfig {
-	if reflect.DeepEqual(s, SweepConfig{}) {
-		return DefaultSweepConfig()
-	}
-	return s
 }
 
 // Validate reports the first problem, naming the field.
@@ -187,6 +196,10 @@ func (s *SweepConfig) Validate() error {
 		return fmt.Errorf("sweep.max_concurrency=%d; expected >= 0 (0: no ceiling)", s.MaxConcurrency)
 	case s.Cooldown < 0:
 		return fmt.Errorf("sweep.cooldown=%s; expected a duration >= 0", s.Cooldown)
+	case s.Drain.Timeout <= 0:
+		return fmt.Errorf("sweep.drain.timeout=%s; expected a positive duration, e.g. 2m", s.Drain.Timeout)
+	case s.Drain.MaxRunning < 0:
+		return fmt.Errorf("sweep.drain.max_running=%g; expected >= 0", s.Drain.MaxRunning)
 	case s.EarlyStop.Factor != 0 && s.EarlyStop.Factor < 1:
 		return fmt.Errorf("sweep.early_stop.factor=%g; expected 0 (off) or a factor >= 1, e.g. 3", s.EarlyStop.Factor)
 	case s.EarlyStop.MinSuccessRatio < 0 || s.EarlyStop.MinSuccessRatio > 1:
@@ -236,6 +249,7 @@ func (s SweepConfig) Options(scenarios []prober.Scenario) prober.SweepOptions {
 		StepDuration:        time.Duration(s.ClosedLoop.Duration),
 		BurstRepeat:         s.Burst.Repeat,
 		Cooldown:            time.Duration(s.Cooldown),
+		Drain:               prober.DrainOptions{Timeout: time.Duration(s.Drain.Timeout), MaxRunning: s.Drain.MaxRunning},
 		MaxConcurrency:      s.MaxConcurrency,
 		EarlyStopFactor:     s.EarlyStop.Factor,
 		EarlyStopMinSuccess: s.EarlyStop.MinSuccessRatio,

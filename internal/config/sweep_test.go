@@ -23,12 +23,12 @@ func TestSweepConfigDefaults(t *testing.T) {
 	if !reflect.DeepEqual(s, want) {
 		t.Errorf("sweep = %+v\nwant %+v", s, want)
 	}
-	// No sweep section: the zero value, which OrDefault turns into defaults.
+	// No sweep section: its defaults, filled in when the file is parsed.
 	c, err = LoadBytes([]byte("targets: [{url: 'http://127.0.0.1:8000'}]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := c.Sweep.OrDefault(); !reflect.DeepEqual(got, DefaultSweepConfig()) || got.Enabled {
+	if got := c.Sweep; !reflect.DeepEqual(got, DefaultSweepConfig()) || got.Enabled {
 		t.Errorf("absent sweep section: %+v", got)
 	}
 
@@ -92,5 +92,32 @@ sweep:
 	o := s.Options(nil)
 	if o.Capacity.Stat != prober.StatP90 || o.Capacity.MaxSafeTTFT != 2*time.Second || o.BurstRepeat != 2 || o.Cooldown != 5*time.Second {
 		t.Errorf("options = %+v", o)
+	}
+}
+
+// An unknown scenario in sweep.scenarios is an error at load (so check-config
+// and reloads reject it), as bench's --scenarios is; daemon sweeps used to
+// drop it silently.
+func TestSweepScenariosMustExist(t *testing.T) {
+	_, err := LoadBytes([]byte("targets: [{url: 'http://127.0.0.1:8000'}]\nsweep:\n  scenarios: [chatbot, chatbt]\n"))
+	if err == nil || !strings.Contains(err.Error(), `sweep.scenarios: unknown scenario "chatbt"; expected one of:`) {
+		t.Fatalf("err = %v", err)
+	}
+	c, err := LoadBytes([]byte("targets: [{url: 'http://127.0.0.1:8000'}]\nscenarios: [{name: mine, input_tokens: 100, output_tokens: 10}]\nsweep:\n  scenarios: [chatbot, mine]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Sweep.ScenarioNames(); !reflect.DeepEqual(got, []string{"chatbot", "mine"}) {
+		t.Errorf("ScenarioNames = %v", got)
+	}
+}
+
+func TestPowerDevicesFor(t *testing.T) {
+	p := PowerConfig{Devices: []string{"0", "1"}, TargetDevices: map[string][]string{"a": {"1"}}}
+	if got := p.DevicesFor("a"); !reflect.DeepEqual(got, []string{"1"}) {
+		t.Errorf("a: %v", got)
+	}
+	if got := p.DevicesFor("b"); !reflect.DeepEqual(got, []string{"0", "1"}) {
+		t.Errorf("b: %v", got)
 	}
 }

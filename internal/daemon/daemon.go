@@ -1,7 +1,7 @@
 // Package daemon runs slaprobe as a service: it owns the registry, the web
-// endpoints, config reloads and the probe scheduler's lifecycle. `slaprobe
-// run` and `slaprobe demo` both use it; other subsystems plug in through
-// AddHook, AddCollector, Handle and OnReload.
+// endpoints, config reloads and the probe scheduler's lifecycle. The
+// composition root (internal/app) builds the other parts and plugs them in
+// through AddHook, AddCollector, Handle, OnReload and OnStop.
 package daemon
 
 import (
@@ -34,16 +34,6 @@ import (
 
 // Program is the name used for slaprobe_build_info and the landing page.
 const Program = "slaprobe"
-
-// ProbeHook sees every scheduled probe. Optional subsystems (engine
-// metrics, live signals) implement it.
-type ProbeHook interface {
-	// BeforeProbe runs just before the probe is sent; keep it fast.
-	BeforeProbe(ctx context.Context, t prober.Target, s prober.Scenario)
-	// AfterProbe runs after every probe BeforeProbe saw, also one that a
-	// reload or shutdown cancelled (res.Err is then a context error).
-	AfterProbe(res *prober.Result)
-}
 
 // Options configure a Daemon.
 type Options struct {
@@ -84,7 +74,7 @@ type Daemon struct {
 	reloadOK, reloadTime prometheus.Gauge
 
 	hooksMu sync.RWMutex
-	hooks   []ProbeHook
+	hooks   []prober.ProbeHook
 
 	onReloadMu sync.Mutex
 	onReload   []func(*config.Config)
@@ -139,11 +129,11 @@ func New(opts Options) (*Daemon, error) {
 		versioncollector.NewCollector(Program),
 		d.reloadOK, d.reloadTime,
 	)
-	d.metrics = collector.NewProbeMetrics(d.reg)
-
 	if _, err := d.cfg.Reload(opts.ConfigFile); err != nil {
 		return nil, err
 	}
+	d.metrics = collector.NewProbeMetricsWith(d.reg, collector.ProbeMetricsOptions{
+		ClassicBuckets: collector.ClassicBuckets(d.cfg.Get().Global.ClassicHistogramBuckets)})
 	d.reloadOK.Set(1)
 	d.reloadTime.SetToCurrentTime()
 	d.applyConfig(nil, d.cfg.Get())
@@ -174,7 +164,7 @@ func (d *Daemon) Holds() *prober.Holds { return &d.holds }
 func (d *Daemon) Logger() *slog.Logger { return d.logger }
 
 // AddHook makes h see every probe from now on.
-func (d *Daemon) AddHook(h ProbeHook) {
+func (d *Daemon) AddHook(h prober.ProbeHook) {
 	d.hooksMu.Lock()
 	defer d.hooksMu.Unlock()
 	d.hooks = append(d.hooks, h)
@@ -415,7 +405,7 @@ func (d *Daemon) stopSchedulerLocked() {
 // hookSet fans a probe out to the hooks added so far.
 type hookSet struct{ d *Daemon }
 
-func (h hookSet) list() []ProbeHook {
+func (h hookSet) list() []prober.ProbeHook {
 	h.d.hooksMu.RLock()
 	defer h.d.hooksMu.RUnlock()
 	return h.d.hooks

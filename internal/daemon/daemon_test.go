@@ -364,7 +364,8 @@ func TestServesOnListener(t *testing.T) {
 
 func TestNewRejectsBadConfig(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "slaprobe.yml")
-	writeConfig(t, file, "targets: []\n")
+	// No targets key at all (`targets: []` is a slaprobe that probes only through /probe).
+	writeConfig(t, file, "global: {jitter: 0.1}\n")
 	if _, err := New(Options{ConfigFile: file}); err == nil || !strings.Contains(err.Error(), "no targets") {
 		t.Errorf("New with no targets: %v", err)
 	}

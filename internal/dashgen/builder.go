@@ -3,6 +3,9 @@ package dashgen
 import (
 	"fmt"
 	"strings"
+
+	"github.com/slaprobe/slaprobe/internal/report"
+	"github.com/slaprobe/slaprobe/prober"
 )
 
 // The one data source every panel, query and variable reads: the ${datasource} variable.
@@ -36,28 +39,39 @@ func steps(base string, rest ...any) *Thresholds {
 	return t
 }
 
-// Experience bands from REFERENCE.md ("Experience bands"), in base units, as threshold steps:
-// excellent, good, acceptable, poor. Stats and tables colour their values by them; graphs draw their
-// edges as dashed lines.
+// The experience bands, as threshold steps (excellent, good, acceptable, poor) in base units. They
+// are report.html's bands (report.ITLBands and the others), so a colour means the same in both.
+// Stats and tables colour their values by them; graphs draw their edges as dashed lines.
 var (
-	bandsITL        = steps(colorExcellent, 0.010, colorGood, 0.020, colorAcceptable, 0.070, colorPoor)
-	bandsTTFT       = steps(colorExcellent, 0.5, colorGood, 2.0, colorAcceptable, 10.0, colorPoor)
-	bandsDecode     = steps(colorPoor, 15.0, colorAcceptable, 25.0, colorGood, 50.0, colorExcellent)
-	bandsEfficiency = steps(colorPoor, 0.5, colorAcceptable, 0.7, colorGood, 0.9, colorExcellent)
+	bandsITL        = bandSteps(report.ITLBands)
+	bandsTTFT       = bandSteps(report.TTFTBands)
+	bandsDecode     = bandSteps(report.DecodeBands)
+	bandsEfficiency = bandSteps(report.EfficiencyBands)
 
 	// The ITL bands' 20 ms and 70 ms edges are the report's two ITL reference lines: 20 ms "instant"
 	// streaming and the 70 ms memory-bandwidth ceiling of large MoE models. They are drawn as lines
 	// in the reference colours; these two numbers are the only latencies written into the dashboards
 	// besides the 3.0 s TTFT line below (the configured SLAs come from slaprobe_sla_threshold).
-	refITL = steps(colorExcellent, 0.010, colorGood, 0.020, colorITLInstant, 0.070, colorITLCeiling)
+	refITL = steps(colorExcellent, report.ITLBands.Edges[0], colorGood, report.ITLBands.Edges[1],
+		colorITLInstant, report.ITLBands.Edges[2], colorITLCeiling)
 
 	// The report's 3.0 s TTFT line: the "max safe queue depth" of the burst charts
 	// (sweep.capacity.max_safe_ttft by default, which slaprobe does not export as a series), between
 	// the TTFT bands' 2 s and 10 s edges.
-	refTTFT = steps(colorExcellent, 0.5, colorGood, 2.0, colorAcceptable, 3.0, colorThreshold, 10.0, colorPoor)
+	refTTFT = steps(colorExcellent, report.TTFTBands.Edges[0], colorGood, report.TTFTBands.Edges[1], colorAcceptable,
+		prober.DefaultCapacityOptions().MaxSafeTTFT.Seconds(), colorThreshold, report.TTFTBands.Edges[2], colorPoor)
 
 	plainSteps = steps(colorNeutral)
 )
+
+// bandSteps colours b's four levels, the worst first for a higher-is-better metric.
+func bandSteps(b report.Bands) *Thresholds {
+	e := b.Edges
+	if b.HigherIsBetter {
+		return steps(colorPoor, e[2], colorAcceptable, e[1], colorGood, e[0], colorExcellent)
+	}
+	return steps(colorExcellent, e[0], colorGood, e[1], colorAcceptable, e[2], colorPoor)
+}
 
 // board lays panels out on Grafana's 24-column grid, left to right and top to bottom, and numbers them.
 type board struct {

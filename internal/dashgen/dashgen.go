@@ -4,8 +4,8 @@
 // what this package generates.
 //
 // The dashboards hold no SLA numbers: configured thresholds are drawn from slaprobe_sla_threshold. The
-// only numbers are the experience bands of REFERENCE.md and the reports' reference lines (20 ms and
-// 70 ms ITL, 3.0 s TTFT), see builder.go.
+// only numbers are the experience bands (internal/report/bands.go) and the reports' reference lines
+// (20 ms and 70 ms ITL, 3.0 s TTFT), see builder.go.
 package dashgen
 
 import (

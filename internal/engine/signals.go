@@ -275,3 +275,107 @@ func (w *DepthWindow) MaxSafeDepth(threshold float64) (depth float64, lowerBound
 	d, lb := ThresholdCrossing(w.Fit(), threshold)
 	return d, lb, len(w.samples)
 }
+
+// DecodeSample is one probe's decode at the engine's batch size: its mean
+// inter-token latency and the requests running during its decode (itself
+// included).
+type DecodeSample struct {
+	Time    time.Time
+	Running float64
+	ITL     float64 // seconds per token: 1 / per-user decode speed
+}
+
+// DecodeWindow is a sliding window of DecodeSamples: at most Max samples,
+// none older than MaxAge.
+type DecodeWindow struct {
+	Max     int
+	MaxAge  time.Duration
+	samples []DecodeSample
+}
+
+// Add appends s and drops what falls out of the window.
+func (w *DecodeWindow) Add(s DecodeSample) {
+	w.samples = append(w.samples, s)
+	w.Prune(s.Time)
+}
+
+// Prune drops samples older than MaxAge before now, and the oldest beyond Max.
+func (w *DecodeWindow) Prune(now time.Time) {
+	cut := 0
+	if w.MaxAge > 0 {
+		for cut < len(w.samples) && now.Sub(w.samples[cut].Time) > w.MaxAge {
+			cut++
+		}
+	}
+	if w.Max > 0 && len(w.samples)-cut > w.Max {
+		cut = len(w.samples) - w.Max
+	}
+	if cut > 0 {
+		w.samples = append(w.samples[:0], w.samples[cut:]...)
+	}
+}
+
+// Len is the number of samples in the window.
+func (w *DecodeWindow) Len() int { return len(w.samples) }
+
+// SingleStreamFit is the per-user decode speed at one running request,
+// read off a fit of decode against batch size.
+type SingleStreamFit struct {
+	TokensPerSecond float64
+	Samples         int
+	// MinRunning and MaxRunning span the batch sizes seen; Extrapolated is
+	// true when no sample ran near one request (MinRunning > 1.5), so the
+	// value is the fit's line carried beyond the data.
+	MinRunning, MaxRunning float64
+	Extrapolated           bool
+}
+
+// Minimums of a single-stream fit: enough probes, spread over enough batch
+// sizes that the slope means something.
+const (
+	MinDecodeFitSamples = 6
+	MinDecodeFitSpread  = 1.0
+)
+
+// SingleStream fits ITL = a + b × running by least squares over the window
+// (a decode step of a memory-bandwidth-bound engine grows about linearly
+// with the batch) and returns 1 / (a + b), the speed at one running request.
+// ok is false with fewer than MinDecodeFitSamples samples or a running
+// spread under MinDecodeFitSpread, unless every sample ran near one request
+// (then their mean speed is the measurement). A slope below zero (faster
+// with more load: noise) is taken as flat.
+func (w *DecodeWindow) SingleStream() (SingleStreamFit, bool) {
+	n := len(w.samples)
+	f := SingleStreamFit{Samples: n, MinRunning: math.Inf(1), MaxRunning: math.Inf(-1)}
+	if n == 0 {
+		return f, false
+	}
+	var sx, sy float64
+	for _, s := range w.samples {
+		sx += s.Running
+		sy += s.ITL
+		f.MinRunning, f.MaxRunning = math.Min(f.MinRunning, s.Running), math.Max(f.MaxRunning, s.Running)
+	}
+	mx, my := sx/float64(n), sy/float64(n)
+	if f.MaxRunning <= 1.5 && my > 0 {
+		f.TokensPerSecond = 1 / my
+		return f, true
+	}
+	if n < MinDecodeFitSamples || f.MaxRunning-f.MinRunning < MinDecodeFitSpread {
+		return f, false
+	}
+	var sxx, sxy float64
+	for _, s := range w.samples {
+		sxx += (s.Running - mx) * (s.Running - mx)
+		sxy += (s.Running - mx) * (s.ITL - my)
+	}
+	b := math.Max(0, sxy/sxx)
+	a := my - b*mx
+	itl1 := a + b
+	if itl1 <= 0 {
+		return f, false
+	}
+	f.TokensPerSecond = 1 / itl1
+	f.Extrapolated = f.MinRunning > 1.5
+	return f, true
+}

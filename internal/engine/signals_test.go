@@ -188,3 +188,55 @@ func TestEWMA(t *testing.T) {
 		t.Errorf("out of order changed value to %v", got)
 	}
 }
+
+func TestDecodeWindowSingleStream(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	// step(n) = 4 ms + 1 ms × n: 200 tok/s at one request.
+	line := func(ns ...float64) []DecodeSample {
+		var out []DecodeSample
+		for i, n := range ns {
+			out = append(out, DecodeSample{Time: t0.Add(time.Duration(i) * time.Second), Running: n, ITL: 0.004 + 0.001*n})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name    string
+		samples []DecodeSample
+		ok      bool
+		want    float64
+		extrap  bool
+	}{
+		{"spread 2..5, extrapolated to 1", line(2, 3, 4, 5, 2, 3), true, 200, true},
+		{"spread 1..4", line(1, 2, 3, 4, 1, 4), true, 200, false},
+		{"too few", line(2, 3, 4, 5), false, 0, false},
+		{"no spread: flat load tells nothing about n=1", line(4, 4, 4.2, 4, 4.4, 4), false, 0, false},
+		{"all near one request: their mean", line(1, 1, 1.2), true, 1 / (0.004 + 0.001*(1+1+1.2)/3), false},
+		{"faster under load (noise): flat", []DecodeSample{
+			{t0, 2, 0.010}, {t0, 3, 0.009}, {t0, 4, 0.008}, {t0, 2, 0.010}, {t0, 3, 0.009}, {t0, 4, 0.008}}, true, 1 / 0.009, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var w DecodeWindow
+			for _, s := range tc.samples {
+				w.Add(s)
+			}
+			f, ok := w.SingleStream()
+			if ok != tc.ok {
+				t.Fatalf("ok = %v (%+v), want %v", ok, f, tc.ok)
+			}
+			if ok && (math.Abs(f.TokensPerSecond-tc.want) > 1e-6*tc.want || f.Extrapolated != tc.extrap || f.Samples != len(tc.samples)) {
+				t.Errorf("fit = %+v; want %.4f tok/s, extrapolated %v", f, tc.want, tc.extrap)
+			}
+		})
+	}
+	w := DecodeWindow{Max: 3, MaxAge: time.Minute}
+	for _, s := range line(1, 2, 3, 4, 5) {
+		w.Add(s)
+	}
+	if w.Len() != 3 {
+		t.Errorf("window holds %d samples, want 3", w.Len())
+	}
+	w.Prune(t0.Add(2 * time.Hour))
+	if w.Len() != 0 {
+		t.Errorf("window holds %d samples after MaxAge, want 0", w.Len())
+	}
+}

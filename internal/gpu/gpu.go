@@ -239,6 +239,18 @@ func (r *Reader) Devices() []Device {
 	return append([]Device(nil), r.devices...)
 }
 
+// Select returns the devices that match any of selectors (every device
+// when selectors is empty).
+func (r *Reader) Select(selectors []string) []Device {
+	var out []Device
+	for _, d := range r.Devices() {
+		if selected(selectors, d) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
 // PollInterval is the least time between refreshes.
 func (r *Reader) PollInterval() time.Duration { return r.interval }
 

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/slaprobe/slaprobe/prober"
 )
 
 // Chart names: the data-chart attribute of every figure in report.html (and
@@ -80,12 +82,12 @@ func nColor(i, n int) string {
 	return fmt.Sprintf("#%02x%02x%02x", c[0], c[1], c[2])
 }
 
-// Experience bands from REFERENCE.md, in the units each chart plots.
+// The experience bands (bands.go) in the units each chart plots.
 var (
-	bandsDecode = []expBand{{50, math.Inf(1), excellent}, {25, 50, good}, {15, 25, acceptable}, {math.Inf(-1), 15, poor}}
-	bandsITLms  = []expBand{{math.Inf(-1), 10, excellent}, {10, 20, good}, {20, 70, acceptable}, {70, math.Inf(1), poor}}
-	bandsTTFT   = []expBand{{math.Inf(-1), 0.5, excellent}, {0.5, 2, good}, {2, 10, acceptable}, {10, math.Inf(1), poor}}
-	bandsEffPct = []expBand{{90, math.Inf(1), excellent}, {70, 90, good}, {50, 70, acceptable}, {math.Inf(-1), 50, poor}}
+	bandsDecode = DecodeBands.scaled(1)
+	bandsITLms  = ITLBands.scaled(1000)
+	bandsTTFT   = TTFTBands.scaled(1)
+	bandsEffPct = EfficiencyBands.scaled(100)
 )
 
 // figure is one panel of the page.
@@ -210,7 +212,7 @@ func nAxis(label string, ns []float64) axis {
 }
 
 // ladderOf collects the N values measured in a mode across the scenarios.
-func ladderOf(r *Report, idx []int, m Mode) []float64 {
+func ladderOf(r *Report, idx []int, m prober.Mode) []float64 {
 	seen := map[int]bool{}
 	var out []float64
 	for _, i := range idx {
@@ -261,7 +263,7 @@ func axisRate(v float64) string {
 func axisPlain(v float64) string { return strconv.FormatFloat(clean(v), 'f', -1, 64) }
 
 // metricSeries builds one line per scenario from a step metric.
-func metricSeries(r *Report, idx []int, m Mode, get func(Step) (float64, bool), tip func(float64) string) ([]series, []float64) {
+func metricSeries(r *Report, idx []int, m prober.Mode, get func(Step) (float64, bool), tip func(float64) string) ([]series, []float64) {
 	var out []series
 	var vals []float64
 	for _, i := range idx {
@@ -319,10 +321,10 @@ func buildSections(r *Report) []section {
 		th = DefaultThresholds()
 	}
 	if th.MaxSafeQueueStat == "" {
-		th.MaxSafeQueueStat = StatMean
+		th.MaxSafeQueueStat = prober.StatMean
 	}
-	closedN := ladderOf(r, idx, ModeClosedLoop)
-	burstN := ladderOf(r, idx, ModeBurst)
+	closedN := ladderOf(r, idx, prober.ModeClosedLoop)
+	burstN := ladderOf(r, idx, prober.ModeBurst)
 
 	closed := section{ID: "closed-loop", Title: "When am I the fastest?",
 		Intro: "Closed loop: exactly N requests are in flight at every moment and nothing waits in a queue, so these charts show the best experience each user can get while N users share the server."}
@@ -396,7 +398,7 @@ type section struct {
 func figDecodeVsN(r *Report, idx []int, ns []float64) figure {
 	f := newFigure(ChartDecodeVsConcurrency, "Per-user decode speed vs concurrency",
 		"Each line is one scenario. Higher is better: this is how fast text streams into one user’s screen while N users share the server. Above 50 tok/s text appears almost at once; below 15 tok/s it is slower than reading.")
-	ss, _ := metricSeries(r, idx, ModeClosedLoop, func(s Step) (float64, bool) { return s.Decode.Mean, s.Decode.Mean > 0 },
+	ss, _ := metricSeries(r, idx, prober.ModeClosedLoop, func(s Step) (float64, bool) { return s.Decode.Mean, s.Decode.Mean > 0 },
 		func(v float64) string { return fmtRate(v) + " tok/s" })
 	c := chart{ID: f.DOMID, Title: f.Title, X: nAxis("concurrent requests (N)", ns),
 		Y: axis{Label: "decode speed per user (tok/s)", FromZero: true, Fmt: axisRate}, Series: ss, Bands: bandsDecode}
@@ -408,10 +410,10 @@ func figDecodeVsN(r *Report, idx []int, ns []float64) figure {
 	return f
 }
 
-func figITLVsN(r *Report, idx []int, ns []float64, th ReportThresholds) figure {
+func figITLVsN(r *Report, idx []int, ns []float64, th ReferenceLines) figure {
 	f := newFigure(ChartITLVsConcurrency, "Inter-token latency vs concurrency",
 		"The gap between two streamed tokens, averaged per request. Lower is smoother. Under the dashed line streaming feels instant; between 20 and 70 ms it is noticeably slower but fine to read.")
-	ss, _ := metricSeries(r, idx, ModeClosedLoop, func(s Step) (float64, bool) { return s.ITL.Mean * 1000, s.ITL.Mean > 0 },
+	ss, _ := metricSeries(r, idx, prober.ModeClosedLoop, func(s Step) (float64, bool) { return s.ITL.Mean * 1000, s.ITL.Mean > 0 },
 		func(v float64) string { return fmtMS(v/1000) + " ITL" })
 	var refs []refLine
 	if th.ITLInstantSeconds > 0 {
@@ -442,7 +444,7 @@ func figITLVsN(r *Report, idx []int, ns []float64, th ReportThresholds) figure {
 func figScaling(r *Report, idx []int, ns []float64) figure {
 	f := newFigure(ChartScalingEfficiency, "Scaling efficiency vs concurrency",
 		"System throughput divided by (single-user throughput × N). 100% means adding a user costs the others nothing; the drop shows how the GPU’s memory bandwidth is shared. Above 90% is excellent, below 50% means heavy contention.")
-	ss, vals := metricSeries(r, idx, ModeClosedLoop, func(s Step) (float64, bool) {
+	ss, vals := metricSeries(r, idx, prober.ModeClosedLoop, func(s Step) (float64, bool) {
 		if s.ScalingEfficiency == nil {
 			return 0, false
 		}
@@ -548,18 +550,18 @@ func figTTFTRange(r *Report, idx []int, ns []float64) figure {
 	return f
 }
 
-func figTTFTVsQueue(r *Report, idx []int, ns []float64, th ReportThresholds) figure {
+func figTTFTVsQueue(r *Report, idx []int, ns []float64, th ReferenceLines) figure {
 	stat := th.MaxSafeQueueStat
 	f := newFigure(ChartTTFTVsQueueDepth, "TTFT vs queue depth",
-		"The chart to plan production with. N requests arrive together; the later ones wait for earlier prefills, so TTFT climbs with N. Where a line crosses the dashed limit, users start to find the service slow. The value plotted is TTFT "+stat+".")
-	ss, vals := metricSeries(r, idx, ModeBurst, func(s Step) (float64, bool) { v := s.TTFT.Stat(stat); return v, v > 0 }, fmtSeconds)
+		"The chart to plan production with. N requests arrive together; the later ones wait for earlier prefills, so TTFT climbs with N. Where a line crosses the dashed limit, users start to find the service slow. The value plotted is TTFT "+string(stat)+".")
+	ss, vals := metricSeries(r, idx, prober.ModeBurst, func(s Step) (float64, bool) { v := s.TTFT.Stat(stat); return v, v > 0 }, fmtSeconds)
 	var refs []refLine
 	if th.MaxSafeQueueTTFTSeconds > 0 {
 		refs = append(refs, refLine{Value: th.MaxSafeQueueTTFTSeconds, Label: fmtSecondsShort(th.MaxSafeQueueTTFTSeconds) + " TTFT limit", Color: colorTTFTLine})
 		vals = append(vals, th.MaxSafeQueueTTFTSeconds)
 	}
 	c := chart{ID: f.DOMID, Title: f.Title, X: nAxis("requests sent at once (queue depth)", ns),
-		Y: axis{Label: "time to first token (" + stat + ")", Log: autoLog(vals), FromZero: true, Fmt: axisSeconds}, Series: ss, Refs: refs, Bands: bandsTTFT}
+		Y: axis{Label: "time to first token (" + string(stat) + ")", Log: autoLog(vals), FromZero: true, Fmt: axisSeconds}, Series: ss, Refs: refs, Bands: bandsTTFT}
 	c.build(&f)
 	if lo, hi := extreme(ss, false), extreme(ss, true); lo.ok {
 		f.Findings = append(f.Findings, fmt.Sprintf("TTFT under burst load runs from %s (%s, N=%d) to %s (%s, N=%d).",
@@ -567,7 +569,7 @@ func figTTFTVsQueue(r *Report, idx []int, ns []float64, th ReportThresholds) fig
 	}
 	for _, i := range idx {
 		for _, e := range r.Scenarios[i].StoppedEarly {
-			if e.Mode == ModeBurst {
+			if e.Mode == prober.ModeBurst {
 				f.Findings = append(f.Findings, r.Scenarios[i].Name+": "+earlyStopText(e))
 			}
 		}
@@ -575,10 +577,10 @@ func figTTFTVsQueue(r *Report, idx []int, ns []float64, th ReportThresholds) fig
 	return f
 }
 
-func figITLVsQueue(r *Report, idx []int, ns []float64, th ReportThresholds) figure {
+func figITLVsQueue(r *Report, idx []int, ns []float64, th ReferenceLines) figure {
 	f := newFigure(ChartITLVsQueueDepth, "Inter-token latency vs queue depth",
 		"Streaming smoothness under a burst. Continuous batching shares decode across all running requests, so ITL often levels off while TTFT keeps rising. The dashed line is the memory-bandwidth ceiling typical of large MoE models.")
-	ss, _ := metricSeries(r, idx, ModeBurst, func(s Step) (float64, bool) { return s.ITL.Mean * 1000, s.ITL.Mean > 0 },
+	ss, _ := metricSeries(r, idx, prober.ModeBurst, func(s Step) (float64, bool) { return s.ITL.Mean * 1000, s.ITL.Mean > 0 },
 		func(v float64) string { return fmtMS(v/1000) + " ITL" })
 	var refs []refLine
 	if th.ITLCeilingSeconds > 0 {
@@ -604,7 +606,7 @@ func figITLVsQueue(r *Report, idx []int, ns []float64, th ReportThresholds) figu
 func figDecodeVsQueue(r *Report, idx []int, ns []float64) figure {
 	f := newFigure(ChartDecodeVsQueueDepth, "Per-user decode speed vs queue depth",
 		"Decode speed of the requests of a burst, once they stream. It usually holds up far better than TTFT: a queued user waits longer to start, then reads at a similar pace.")
-	ss, _ := metricSeries(r, idx, ModeBurst, func(s Step) (float64, bool) { return s.Decode.Mean, s.Decode.Mean > 0 },
+	ss, _ := metricSeries(r, idx, prober.ModeBurst, func(s Step) (float64, bool) { return s.Decode.Mean, s.Decode.Mean > 0 },
 		func(v float64) string { return fmtRate(v) + " tok/s" })
 	c := chart{ID: f.DOMID, Title: f.Title, X: nAxis("requests sent at once (queue depth)", ns),
 		Y: axis{Label: "decode speed per user (tok/s)", FromZero: true, Fmt: axisRate}, Series: ss, Bands: bandsDecode}
@@ -616,7 +618,7 @@ func figDecodeVsQueue(r *Report, idx []int, ns []float64) figure {
 	return f
 }
 
-func figMaxSafeQueue(r *Report, th ReportThresholds) figure {
+func figMaxSafeQueue(r *Report, th ReferenceLines) figure {
 	f := newFigure(ChartMaxSafeQueue, "Max safe queue depth",
 		"The largest burst each scenario absorbs while TTFT stays within the limit. Size autoscaling or admission control so that no more than this many requests wait at once.")
 	f.TileClass = "pair"
@@ -644,8 +646,8 @@ func figSystem(r *Report, idx []int, closedN, burstN []float64) figure {
 		"Output tokens per second summed over all streams. Solid lines are closed-loop steps, dashed lines the same scenario under burst load. The curve flattens where the server runs out of memory bandwidth or KV cache.")
 	get := func(s Step) (float64, bool) { return s.SystemTokensPerSecond, s.SystemTokensPerSecond > 0 }
 	tip := func(v float64) string { return fmtRate(v) + " tok/s (" + fmtBig(v*3600) + " tokens/h)" }
-	ss, _ := metricSeries(r, idx, ModeClosedLoop, get, tip)
-	bs, _ := metricSeries(r, idx, ModeBurst, get, tip)
+	ss, _ := metricSeries(r, idx, prober.ModeClosedLoop, get, tip)
+	bs, _ := metricSeries(r, idx, prober.ModeBurst, get, tip)
 	for i := range bs {
 		bs[i].Dashed = true
 		bs[i].Name += " (burst)"
@@ -690,7 +692,7 @@ func figTokensPerHour(r *Report, idx []int) figure {
 // tokensPerHourTable: one row per scenario, one column per closed-loop N,
 // plus the peak over both modes.
 func tokensPerHourTable(r *Report, idx []int) table {
-	ns := ladderOf(r, idx, ModeClosedLoop)
+	ns := ladderOf(r, idx, prober.ModeClosedLoop)
 	t := table{Head: []string{"scenario"}, Numeric: []bool{false}}
 	for _, n := range ns {
 		t.Head = append(t.Head, "N="+fmtN(n))
@@ -713,7 +715,7 @@ func tokensPerHourTable(r *Report, idx []int) table {
 			}
 		}
 		var best *Step
-		var bestMode Mode
+		var bestMode prober.Mode
 		for _, m := range modes(s) {
 			for _, st := range okSteps(m.steps) {
 				if best == nil || st.TokensPerHour > best.TokensPerHour {
@@ -809,24 +811,24 @@ func capacitySentence(s *Scenario, u UseCaseCapacity) string {
 	}
 }
 
-func limitStat(u UseCaseCapacity, kind string) string {
+func limitStat(u UseCaseCapacity, kind string) prober.Stat {
 	for _, l := range u.Limits {
 		if l.Kind == kind && l.Stat != "" {
 			return l.Stat
 		}
 	}
-	return StatMean
+	return prober.StatMean
 }
 
 func capacityChart(id string, s *Scenario, u UseCaseCapacity) (template.HTML, template.HTML) {
 	steps := okSteps(s.Steps(u.Mode))
 	var ns []float64
 	itl := series{Name: "ITL mean (left axis)", Color: colorCapITL, Marker: 0}
-	useE2E := s.Thresholds.E2ESeconds > 0
-	useTTFT := s.Thresholds.TTFTSeconds > 0 || !useE2E
+	useE2E := s.Thresholds.E2E.Seconds() > 0
+	useTTFT := s.Thresholds.TTFT.Seconds() > 0 || !useE2E
 	ttftStat, e2eStat := limitStat(u, LimitTTFT), limitStat(u, LimitE2E)
-	ttft := series{Name: "TTFT " + ttftStat + " (right axis)", Color: colorCapTTFT, Marker: 1, Right: true}
-	e2e := series{Name: "E2E " + e2eStat + " (right axis)", Color: colorCapE2E, Marker: 2, Right: true}
+	ttft := series{Name: "TTFT " + string(ttftStat) + " (right axis)", Color: colorCapTTFT, Marker: 1, Right: true}
+	e2e := series{Name: "E2E " + string(e2eStat) + " (right axis)", Color: colorCapE2E, Marker: 2, Right: true}
 	for _, st := range steps {
 		n := float64(st.Concurrency)
 		ns = append(ns, n)
@@ -859,7 +861,7 @@ func capacityChart(id string, s *Scenario, u UseCaseCapacity) (template.HTML, te
 			}
 		}
 	}
-	right = append(right, s.Thresholds.TTFTSeconds, s.Thresholds.E2ESeconds)
+	right = append(right, s.Thresholds.TTFT.Seconds(), s.Thresholds.E2E.Seconds())
 	c.Y2.Log = spread(right) > 20
 	switch {
 	case useTTFT && !useE2E:
@@ -868,20 +870,20 @@ func capacityChart(id string, s *Scenario, u UseCaseCapacity) (template.HTML, te
 		c.Y2.Label = "end-to-end latency"
 	}
 	t := s.Thresholds
-	if t.TTFTSeconds > 0 {
-		c.Refs = append(c.Refs, refLine{Value: t.TTFTSeconds, Right: true, Color: colorCapTTFT, Label: limitText(LimitTTFT, t.TTFTSeconds)})
+	if t.TTFT.Seconds() > 0 {
+		c.Refs = append(c.Refs, refLine{Value: t.TTFT.Seconds(), Right: true, Color: colorCapTTFT, Label: limitText(LimitTTFT, t.TTFT.Seconds())})
 	}
-	if t.E2ESeconds > 0 {
-		c.Refs = append(c.Refs, refLine{Value: t.E2ESeconds, Right: true, Color: colorCapE2E, Label: limitText(LimitE2E, t.E2ESeconds)})
+	if t.E2E.Seconds() > 0 {
+		c.Refs = append(c.Refs, refLine{Value: t.E2E.Seconds(), Right: true, Color: colorCapE2E, Label: limitText(LimitE2E, t.E2E.Seconds())})
 	}
-	if t.ITLSeconds > 0 {
-		c.Refs = append(c.Refs, refLine{Value: t.ITLSeconds * 1000, Color: colorCapITL, Label: limitText(LimitITL, t.ITLSeconds)})
+	if t.ITL.Seconds() > 0 {
+		c.Refs = append(c.Refs, refLine{Value: t.ITL.Seconds() * 1000, Color: colorCapITL, Label: limitText(LimitITL, t.ITL.Seconds())})
 	}
-	if t.MinDecodeTokensPerSecond > 0 {
+	if t.MinDecode > 0 {
 		// Per request, ITL is the reciprocal of decode speed.
-		itlMax := 1 / t.MinDecodeTokensPerSecond
+		itlMax := 1 / t.MinDecode
 		c.Refs = append(c.Refs, refLine{Value: itlMax * 1000, Color: colorCapITL,
-			Label: limitText(LimitDecode, t.MinDecodeTokensPerSecond) + " (ITL ≤ " + fmtMS(itlMax) + ")"})
+			Label: limitText(LimitDecode, t.MinDecode) + " (ITL ≤ " + fmtMS(itlMax) + ")"})
 	}
 	if u.Value > 0 {
 		c.Refs = append(c.Refs, refLine{Value: float64(u.Value), Vertical: true, Color: colorCapacityMrk, Label: "capacity " + fmtBound(u.Bound)})
@@ -996,7 +998,7 @@ func figPower(r *Report, idx []int) figure {
 	// Tiles use every step of every scenario, both modes.
 	var peak, bestJ *Step
 	var peakName, bestJName string
-	var peakMode Mode
+	var peakMode prober.Mode
 	for i := range r.Scenarios {
 		s := &r.Scenarios[i]
 		for _, m := range modes(s) {

@@ -5,6 +5,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/slaprobe/slaprobe/prober"
 )
 
 // Number formatting shared by the Markdown and HTML renderers, so both
@@ -156,19 +158,19 @@ func fmtSecondsShort(v float64) string {
 }
 
 // thresholdTexts lists a scenario's thresholds in a stable order.
-func thresholdTexts(t Thresholds) []string {
+func thresholdTexts(t prober.Thresholds) []string {
 	var out []string
-	if t.TTFTSeconds > 0 {
-		out = append(out, limitText(LimitTTFT, t.TTFTSeconds))
+	if t.TTFT.Seconds() > 0 {
+		out = append(out, limitText(LimitTTFT, t.TTFT.Seconds()))
 	}
-	if t.E2ESeconds > 0 {
-		out = append(out, limitText(LimitE2E, t.E2ESeconds))
+	if t.E2E.Seconds() > 0 {
+		out = append(out, limitText(LimitE2E, t.E2E.Seconds()))
 	}
-	if t.ITLSeconds > 0 {
-		out = append(out, limitText(LimitITL, t.ITLSeconds))
+	if t.ITL.Seconds() > 0 {
+		out = append(out, limitText(LimitITL, t.ITL.Seconds()))
 	}
-	if t.MinDecodeTokensPerSecond > 0 {
-		out = append(out, limitText(LimitDecode, t.MinDecodeTokensPerSecond))
+	if t.MinDecode > 0 {
+		out = append(out, limitText(LimitDecode, t.MinDecode))
 	}
 	return out
 }
@@ -189,7 +191,7 @@ func limitName(kind string) string {
 }
 
 // where describes a headline stat's location: "chatbot, closed loop N=1".
-func where(s *Stat) string {
+func where(s *Figure) string {
 	if s == nil {
 		return ""
 	}
@@ -203,16 +205,16 @@ func where(s *Stat) string {
 	return strings.Join(parts, ", ")
 }
 
-func modeLabel(m Mode) string {
+func modeLabel(m prober.Mode) string {
 	switch m {
-	case ModeClosedLoop:
+	case prober.ModeClosedLoop:
 		return "closed loop"
-	case ModeBurst:
+	case prober.ModeBurst:
 		return "burst"
 	}
 	return string(m)
 }
 
-func statBound(s *Stat) Bound {
+func statBound(s *Figure) Bound {
 	return Bound{Value: int(s.Value), Approximate: s.Approximate, AtLeast: s.AtLeast}
 }

@@ -1,20 +1,23 @@
 package report
 
+import "github.com/slaprobe/slaprobe/prober"
+
 // ComputeHeadline derives the headline tiles from the steps and the capacity
-// results. Steps with no successful request are ignored. Ties keep the first
-// step in scenario order, closed loop before burst, ascending N.
+// results. Peak decode, max system throughput and best TTFT come from
+// sustained closed-loop steps; only a report without any is read from its
+// bursts (the Figure's Mode says so). Steps with no successful request, and
+// steps that started on a busy engine, are left out. Ties keep the first
+// step in scenario order, ascending N.
 func ComputeHeadline(r *Report) Headline {
 	var h Headline
-	for _, s := range r.Scenarios {
-		for _, m := range modes(&s) {
-			for _, st := range m.steps {
-				h.RequestsSent += st.RequestsSent
-				h.RequestsOK += st.RequestsOK
-				if st.RequestsOK == 0 {
+	peaks := func(mode prober.Mode) {
+		for _, s := range r.Scenarios {
+			for _, st := range s.Steps(mode) {
+				if st.RequestsOK == 0 || st.StartedBusy() {
 					continue
 				}
-				at := func(v float64, unit string) *Stat {
-					return &Stat{Value: v, Unit: unit, Scenario: s.Name, Mode: m.mode, Concurrency: st.Concurrency}
+				at := func(v float64, unit string) *Figure {
+					return &Figure{Value: v, Unit: unit, Scenario: s.Name, Mode: mode, Concurrency: st.Concurrency}
 				}
 				if v := st.Decode.Mean; v > 0 && (h.PeakDecode == nil || v > h.PeakDecode.Value) {
 					h.PeakDecode = at(v, "tok/s")
@@ -28,12 +31,24 @@ func ComputeHeadline(r *Report) Headline {
 			}
 		}
 	}
+	peaks(prober.ModeClosedLoop)
+	if h.PeakDecode == nil && h.MaxSystemThroughput == nil && h.BestTTFT == nil {
+		peaks(prober.ModeBurst)
+	}
+	for _, s := range r.Scenarios {
+		for _, m := range modes(&s) {
+			for _, st := range m.steps {
+				h.RequestsSent += st.RequestsSent
+				h.RequestsOK += st.RequestsOK
+			}
+		}
+	}
 	if h.RequestsSent > 0 {
 		h.SuccessRate = float64(h.RequestsOK) / float64(h.RequestsSent)
 	}
 	for _, q := range r.Capacity.MaxSafeQueue {
-		h.MaxSafeQueue = append(h.MaxSafeQueue, Stat{
-			Value: float64(q.Value), Unit: "requests", Scenario: q.Scenario, Mode: ModeBurst,
+		h.MaxSafeQueue = append(h.MaxSafeQueue, Figure{
+			Value: float64(q.Value), Unit: "requests", Scenario: q.Scenario, Mode: prober.ModeBurst,
 			Approximate: q.Approximate, AtLeast: q.AtLeast,
 		})
 	}
@@ -44,16 +59,16 @@ func ComputeHeadline(r *Report) Headline {
 // is32K accepts 32,768 tokens and the round 32,000 some configs use.
 func is32K(tokens int) bool { return tokens >= 32000 && tokens <= 32768 }
 
-func usersAt32K(r *Report) *Stat {
+func usersAt32K(r *Report) *Figure {
 	for _, u := range r.Capacity.UseCases {
 		if s := r.scenario(u.Scenario); s != nil && is32K(s.InputTokens) {
-			return &Stat{Value: float64(u.Value), Unit: "users", Scenario: u.Scenario, Mode: u.Mode,
+			return &Figure{Value: float64(u.Value), Unit: "users", Scenario: u.Scenario, Mode: u.Mode,
 				Approximate: u.Approximate, AtLeast: u.AtLeast}
 		}
 	}
 	for _, q := range r.Capacity.MaxSafeQueue {
 		if s := r.scenario(q.Scenario); s != nil && is32K(s.InputTokens) {
-			return &Stat{Value: float64(q.Value), Unit: "users", Scenario: q.Scenario, Mode: ModeBurst,
+			return &Figure{Value: float64(q.Value), Unit: "users", Scenario: q.Scenario, Mode: prober.ModeBurst,
 				Approximate: q.Approximate, AtLeast: q.AtLeast}
 		}
 	}
@@ -75,17 +90,17 @@ func (r *Report) scenario(name string) *Scenario {
 }
 
 type modeSteps struct {
-	mode  Mode
+	mode  prober.Mode
 	steps []Step
 }
 
 func modes(s *Scenario) []modeSteps {
-	return []modeSteps{{ModeClosedLoop, s.ClosedLoop}, {ModeBurst, s.Burst}}
+	return []modeSteps{{prober.ModeClosedLoop, s.ClosedLoop}, {prober.ModeBurst, s.Burst}}
 }
 
 // Steps returns the scenario's steps for a mode.
-func (s *Scenario) Steps(m Mode) []Step {
-	if m == ModeBurst {
+func (s *Scenario) Steps(m prober.Mode) []Step {
+	if m == prober.ModeBurst {
 		return s.Burst
 	}
 	return s.ClosedLoop

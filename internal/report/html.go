@@ -90,11 +90,8 @@ func buildPage(r *Report) page {
 	p.Headline = headlineTiles(r)
 	p.Sections = buildSections(r)
 	p.Appendix = appendix(r)
-	p.Bands = []bandRow{
-		{"Inter-token latency", [4]string{"< 10 ms", "10–20 ms", "20–70 ms", "> 70 ms"}},
-		{"Time to first token", [4]string{"< 0.5 s, feels instant", "0.5–2 s, responsive", "2–10 s, noticeable to slow", "> 10 s, users retry"}},
-		{"Decode speed per user", [4]string{"> 50 tok/s", "25–50 tok/s", "15–25 tok/s, reading pace", "< 15 tok/s"}},
-		{"Scaling efficiency", [4]string{"> 90%", "70–90%", "50–70%", "< 50%"}},
+	for _, b := range []Bands{ITLBands, TTFTBands, DecodeBands, EfficiencyBands} {
+		p.Bands = append(p.Bands, bandRow{b.Metric, b.Text})
 	}
 	p.Methodology = []kv{
 		{"TTFT", "request sent → first streamed token: queueing, scheduling and prefill."},
@@ -198,7 +195,7 @@ func headlineTiles(r *Report) []tile {
 		t := tile{Label: "Max safe queue", Value: fmtBound(statBound(&first)), Unit: "requests", Sub: first.Scenario}
 		if len(r.Capacity.MaxSafeQueue) > 0 {
 			q := r.Capacity.MaxSafeQueue[0]
-			t.Sub += ", TTFT " + q.Stat + " ≤ " + fmtSecondsShort(q.ThresholdSeconds)
+			t.Sub += ", TTFT " + string(q.Stat) + " ≤ " + fmtSecondsShort(q.ThresholdSeconds)
 		}
 		var rest []string
 		for _, s := range h.MaxSafeQueue[1:] {

@@ -11,6 +11,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/slaprobe/slaprobe/prober"
 )
 
 var (
@@ -161,8 +163,25 @@ func TestHeadline(t *testing.T) {
 	if h.BestTTFT == nil || h.BestTTFT.Concurrency != 1 {
 		t.Errorf("best TTFT = %+v; want a single-user step", h.BestTTFT)
 	}
-	if h.MaxSystemThroughput == nil || h.MaxSystemThroughput.Mode != ModeBurst {
-		t.Errorf("max system = %+v; want a burst step", h.MaxSystemThroughput)
+	// A burst of 256 briefly beats every closed-loop step, but a headline
+	// comes from sustained load.
+	if h.MaxSystemThroughput == nil || h.MaxSystemThroughput.Mode != prober.ModeClosedLoop || h.MaxSystemThroughput.Concurrency != 32 {
+		t.Errorf("max system = %+v; want the closed-loop N=32 step", h.MaxSystemThroughput)
+	}
+
+	// Busy steps are left out; a report with bursts only says so.
+	r = Sample()
+	for i := range r.Scenarios {
+		r.Scenarios[i].ClosedLoop = nil
+		for j := range r.Scenarios[i].Burst {
+			if r.Scenarios[i].Burst[j].Concurrency == 1 {
+				r.Scenarios[i].Burst[j].Drain = &prober.DrainResult{Method: prober.DrainEngine, Busy: true, Running: 9}
+			}
+		}
+	}
+	h2 := ComputeHeadline(r)
+	if h2.PeakDecode == nil || h2.PeakDecode.Mode != prober.ModeBurst || h2.PeakDecode.Concurrency == 1 {
+		t.Errorf("bursts only, N=1 busy: peak decode = %+v; want a burst step other than the busy N=1", h2.PeakDecode)
 	}
 	if len(h.MaxSafeQueue) != 4 || h.MaxSafeQueue[0].Scenario != "chatbot" {
 		t.Errorf("max safe queue = %+v", h.MaxSafeQueue)

@@ -15,23 +15,18 @@ import (
 	"net/url"
 	"os"
 	"time"
+
+	"github.com/slaprobe/slaprobe/prober"
 )
 
 // SchemaVersion names the shape of report.json. Bump it on any change that
 // is not a pure addition of an optional field.
 const SchemaVersion = "slaprobe.report/v1"
 
-// Mode is how a sweep step loads the target.
-type Mode string
-
-const (
-	// ModeClosedLoop keeps exactly N requests in flight: a new one starts as
-	// soon as one finishes, so nothing queues in the client.
-	ModeClosedLoop Mode = "closed_loop"
-	// ModeBurst sends N requests at the same instant; later ones queue in
-	// the engine.
-	ModeBurst Mode = "burst"
-)
+// A step's mode is prober.Mode: "closed_loop" keeps exactly N requests in
+// flight (a new one starts as soon as one finishes, so nothing queues in
+// the client); "burst" sends N at the same instant and later ones queue in
+// the engine.
 
 // Scenario families, as in package prober.
 const (
@@ -46,16 +41,6 @@ const (
 	LimitE2E    = "e2e"    // end-to-end latency must stay <= threshold (seconds)
 	LimitITL    = "itl"    // inter-token latency must stay <= threshold (seconds)
 	LimitDecode = "decode" // per-user decode speed must stay >= threshold (tokens/s)
-)
-
-// Statistic names that say which summary of a distribution a capacity was
-// judged on.
-const (
-	StatMean = "mean"
-	StatP50  = "p50"
-	StatP90  = "p90"
-	StatP95  = "p95"
-	StatP99  = "p99"
 )
 
 // Report is the whole benchmark: what ran, against what, and what came out.
@@ -115,16 +100,16 @@ type GPU struct {
 // Config is the sweep's configuration, as run.
 type Config struct {
 	Scenarios        []string `json:"scenarios"`          // scenario names, in run order
-	ClosedLoopLadder []int    `json:"closed_loop_ladder"` // N values for ModeClosedLoop
-	BurstLadder      []int    `json:"burst_ladder"`       // N values for ModeBurst
+	ClosedLoopLadder []int    `json:"closed_loop_ladder"` // N values for prober.ModeClosedLoop
+	BurstLadder      []int    `json:"burst_ladder"`       // N values for prober.ModeBurst
 	// StepDurationSeconds is how long each closed-loop step measured after
 	// its warm-up; a burst step lasts until its N requests finish.
 	StepDurationSeconds float64 `json:"step_duration_seconds"`
 	WarmupSeconds       float64 `json:"warmup_seconds,omitempty"`
 	// EarlyStop is true when a ladder stops once every threshold is far
 	// exceeded; Scenario.StoppedEarly says where it did.
-	EarlyStop  bool             `json:"early_stop"`
-	Thresholds ReportThresholds `json:"thresholds"`
+	EarlyStop  bool           `json:"early_stop"`
+	Thresholds ReferenceLines `json:"thresholds"`
 	// PricePerKWh (USD) turns measured power into Power.CostPerHourUSD;
 	// 0 when no price was configured.
 	PricePerKWh float64 `json:"price_per_kwh,omitempty"`
@@ -133,14 +118,15 @@ type Config struct {
 	PromptCaching bool `json:"prompt_caching"`
 }
 
-// ReportThresholds are the report-wide lines drawn on the charts.
-type ReportThresholds struct {
+// ReferenceLines are the report-wide lines drawn on the charts (a
+// scenario's own limits are its prober.Thresholds).
+type ReferenceLines struct {
 	// MaxSafeQueueTTFTSeconds is the TTFT limit of "max safe queue depth"
 	// (3.0 s by default).
 	MaxSafeQueueTTFTSeconds float64 `json:"max_safe_queue_ttft_seconds"`
 	// MaxSafeQueueStat is the TTFT statistic judged: "mean", "p50", "p90",
 	// "p95" or "p99".
-	MaxSafeQueueStat string `json:"max_safe_queue_stat"`
+	MaxSafeQueueStat prober.Stat `json:"max_safe_queue_stat"`
 	// ITLInstantSeconds is where streaming stops feeling instant (20 ms).
 	ITLInstantSeconds float64 `json:"itl_instant_seconds"`
 	// ITLCeilingSeconds is the memory-bandwidth ceiling line of large MoE
@@ -148,11 +134,13 @@ type ReportThresholds struct {
 	ITLCeilingSeconds float64 `json:"itl_ceiling_seconds"`
 }
 
-// DefaultThresholds are REFERENCE.md's values.
-func DefaultThresholds() ReportThresholds {
-	return ReportThresholds{
+// DefaultThresholds are the reference benchmark reports' lines: max safe
+// queue depth judged on mean TTFT <= 3 s, 20 ms "instant" ITL and the 70 ms
+// memory-bandwidth ceiling of large MoE models.
+func DefaultThresholds() ReferenceLines {
+	return ReferenceLines{
 		MaxSafeQueueTTFTSeconds: 3.0,
-		MaxSafeQueueStat:        StatMean,
+		MaxSafeQueueStat:        prober.StatMean,
 		ITLInstantSeconds:       0.020,
 		ITLCeilingSeconds:       0.070,
 	}
@@ -165,8 +153,9 @@ type Scenario struct {
 	Description  string `json:"description,omitempty"`
 	InputTokens  int    `json:"input_tokens"`
 	OutputTokens int    `json:"output_tokens"`
-	// Thresholds are the scenario's SLA; unset ones are omitted.
-	Thresholds Thresholds `json:"thresholds"`
+	// Thresholds are the scenario's SLA in seconds and tokens/s; unset
+	// ones are omitted.
+	Thresholds prober.Thresholds `json:"thresholds"`
 	// ClosedLoop and Burst hold one Step per N measured, in ladder order.
 	ClosedLoop []Step `json:"closed_loop,omitempty"`
 	Burst      []Step `json:"burst,omitempty"`
@@ -175,20 +164,12 @@ type Scenario struct {
 	StoppedEarly []EarlyStop `json:"stopped_early,omitempty"`
 }
 
-// Thresholds are one scenario's SLA limits; zero means "no limit".
-type Thresholds struct {
-	TTFTSeconds              float64 `json:"ttft_seconds,omitempty"`
-	E2ESeconds               float64 `json:"e2e_seconds,omitempty"`
-	ITLSeconds               float64 `json:"itl_seconds,omitempty"`
-	MinDecodeTokensPerSecond float64 `json:"min_decode_tokens_per_second,omitempty"`
-}
-
 // EarlyStop records where a ladder stopped.
 type EarlyStop struct {
-	Mode           Mode   `json:"mode"`
-	AfterN         int    `json:"after_concurrency"` // last N measured
-	SkippedLadderN []int  `json:"skipped"`           // N values not run
-	Reason         string `json:"reason"`            // e.g. "TTFT p50 41.2 s > 4x 3.0 s"
+	Mode           prober.Mode `json:"mode"`
+	AfterN         int         `json:"after_concurrency"` // last N measured
+	SkippedLadderN []int       `json:"skipped"`           // N values not run
+	Reason         string      `json:"reason"`            // e.g. "TTFT p50 41.2 s > 4x 3.0 s"
 }
 
 // Step is one (scenario, mode, N) measurement.
@@ -221,30 +202,34 @@ type Step struct {
 	QueueWaitSeconds *float64 `json:"queue_wait_seconds,omitempty"`
 	// Power is nil unless GPU power was measured (NVML).
 	Power *Power `json:"power,omitempty"`
+	// Drain says how the step started: after waiting for the engine to
+	// empty (method engine_metrics) or a fixed cooldown (method cooldown,
+	// when the engine has no /metrics). A step with busy set started while
+	// the engine still had requests running or waiting: it is shown marked
+	// and left out of capacity and the headline.
+	Drain *prober.DrainResult `json:"drain,omitempty"`
 }
+
+// StartedBusy reports whether the step started on an engine that had not
+// drained.
+func (s Step) StartedBusy() bool { return s.Drain != nil && s.Drain.Busy }
 
 // Dist summarises one metric over the requests of a step.
 type Dist struct {
 	Mean float64 `json:"mean"`
-	P50  float64 `json:"p50"`
-	P90  float64 `json:"p90"`
-	P95  float64 `json:"p95"`
-	P99  float64 `json:"p99"`
+	// P10 is kept for speeds, where the slow tail is the low percentile
+	// (the speed 90 % of requests got or better); absent in older reports.
+	P10 float64 `json:"p10,omitempty"`
+	P50 float64 `json:"p50"`
+	P90 float64 `json:"p90"`
+	P95 float64 `json:"p95"`
+	P99 float64 `json:"p99"`
 }
 
-// Stat returns the named statistic ("mean", "p50", ...); unknown names give Mean.
-func (d Dist) Stat(name string) float64 {
-	switch name {
-	case StatP50:
-		return d.P50
-	case StatP90:
-		return d.P90
-	case StatP95:
-		return d.P95
-	case StatP99:
-		return d.P99
-	}
-	return d.Mean
+// Stat returns the named statistic of a lower-is-better distribution
+// (prober.Stat.Pick decides, as it does for the sweep's own summaries).
+func (d Dist) Stat(st prober.Stat) float64 {
+	return st.Pick(d.Mean, d.P50, d.P90, d.P95, d.P99)
 }
 
 // Power is the GPU draw during a step, summed over the target's GPUs.
@@ -284,15 +269,15 @@ type Bound struct {
 type QueueCapacity struct {
 	Scenario string `json:"scenario"`
 	Bound
-	ThresholdSeconds float64 `json:"threshold_seconds"` // TTFT limit judged
-	Stat             string  `json:"stat"`              // TTFT statistic judged ("mean", "p90", ...)
-	MaxTested        int     `json:"max_tested"`        // largest burst N measured
+	ThresholdSeconds float64     `json:"threshold_seconds"` // TTFT limit judged
+	Stat             prober.Stat `json:"stat"`              // TTFT statistic judged ("mean", "p90", ...)
+	MaxTested        int         `json:"max_tested"`        // largest burst N measured
 }
 
 // UseCaseCapacity is one scenario's capacity against its own thresholds.
 type UseCaseCapacity struct {
-	Scenario string `json:"scenario"`
-	Mode     Mode   `json:"mode"` // which ladder the limits were read from
+	Scenario string      `json:"scenario"`
+	Mode     prober.Mode `json:"mode"` // which ladder the limits were read from
 	// Bound is the binding result: the smallest of Limits.
 	Bound
 	LimitedBy string  `json:"limited_by,omitempty"` // Kind of the binding limit; "" when AtLeast
@@ -302,37 +287,37 @@ type UseCaseCapacity struct {
 
 // Limit is the capacity against a single threshold.
 type Limit struct {
-	Kind      string  `json:"kind"`      // LimitTTFT, LimitE2E, LimitITL or LimitDecode
-	Threshold float64 `json:"threshold"` // seconds, or tokens/s for LimitDecode
-	Stat      string  `json:"stat"`      // statistic judged ("mean", "p50", ...)
+	Kind      string      `json:"kind"`      // LimitTTFT, LimitE2E, LimitITL or LimitDecode
+	Threshold float64     `json:"threshold"` // seconds, or tokens/s for LimitDecode
+	Stat      prober.Stat `json:"stat"`      // statistic judged ("mean", "p50", ...)
 	Bound
 }
 
 // Headline holds the numbers of the tiles at the top of the report.
 type Headline struct {
-	PeakDecode          *Stat `json:"peak_decode_tokens_per_second,omitempty"` // best per-user decode mean
-	MaxSystemThroughput *Stat `json:"max_system_tokens_per_second,omitempty"`
-	BestTTFT            *Stat `json:"best_ttft_seconds,omitempty"` // lowest TTFT mean
+	PeakDecode          *Figure `json:"peak_decode_tokens_per_second,omitempty"` // best per-user decode mean
+	MaxSystemThroughput *Figure `json:"max_system_tokens_per_second,omitempty"`
+	BestTTFT            *Figure `json:"best_ttft_seconds,omitempty"` // lowest TTFT mean
 	// MaxSafeQueue mirrors Capacity.MaxSafeQueue, one tile per scenario.
-	MaxSafeQueue []Stat `json:"max_safe_queue,omitempty"`
+	MaxSafeQueue []Figure `json:"max_safe_queue,omitempty"`
 	// SuccessRate is RequestsOK / RequestsSent over every step of the run.
 	SuccessRate  float64 `json:"success_rate"`
 	RequestsSent int     `json:"requests_sent"`
 	RequestsOK   int     `json:"requests_ok"`
 	// UsersAt32K is the capacity of the 32K-context use case (general_chat
 	// by default), or of a report scenario with 32K input when there is none.
-	UsersAt32K *Stat `json:"concurrent_users_at_32k,omitempty"`
+	UsersAt32K *Figure `json:"concurrent_users_at_32k,omitempty"`
 }
 
-// Stat is one headline number and where it was measured.
-type Stat struct {
-	Value       float64 `json:"value"`
-	Unit        string  `json:"unit"` // "tok/s", "s", "requests", "users"
-	Scenario    string  `json:"scenario,omitempty"`
-	Mode        Mode    `json:"mode,omitempty"`
-	Concurrency int     `json:"concurrency,omitempty"`
-	Approximate bool    `json:"approximate,omitempty"`
-	AtLeast     bool    `json:"at_least,omitempty"`
+// Figure is one headline number and where it was measured.
+type Figure struct {
+	Value       float64     `json:"value"`
+	Unit        string      `json:"unit"` // "tok/s", "s", "requests", "users"
+	Scenario    string      `json:"scenario,omitempty"`
+	Mode        prober.Mode `json:"mode,omitempty"`
+	Concurrency int         `json:"concurrency,omitempty"`
+	Approximate bool        `json:"approximate,omitempty"`
+	AtLeast     bool        `json:"at_least,omitempty"`
 }
 
 // Float returns a pointer to v, for the optional fields of Step.
@@ -375,9 +360,9 @@ func (r *Report) Validate() error {
 		}
 		seen[s.Name] = true
 		for _, m := range []struct {
-			mode  Mode
+			mode  prober.Mode
 			steps []Step
-		}{{ModeClosedLoop, s.ClosedLoop}, {ModeBurst, s.Burst}} {
+		}{{prober.ModeClosedLoop, s.ClosedLoop}, {prober.ModeBurst, s.Burst}} {
 			ns := map[int]bool{}
 			for _, st := range m.steps {
 				if st.Concurrency < 1 {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/slaprobe/slaprobe/prober"
 )
 
 // column is one column of a step table; the HTML groups columns under a
@@ -25,7 +27,7 @@ func secCell(v float64) string {
 
 func msCell(v float64) string { return strconv.FormatFloat(v*1000, 'f', 1, 64) }
 
-func stepColumns(steps []Step, mode Mode) []column {
+func stepColumns(steps []Step, mode prober.Mode) []column {
 	var hasEff, hasQueue, hasPower, hasCost, hasJ bool
 	for _, st := range steps {
 		hasEff = hasEff || st.ScalingEfficiency != nil
@@ -41,22 +43,22 @@ func stepColumns(steps []Step, mode Mode) []column {
 		{0, "requests", "", "ok / sent", func(s Step) string { return fmt.Sprintf("%d / %d", s.RequestsOK, s.RequestsSent) }},
 		{0, "requests", "", "success", func(s Step) string { return fmtPct(s.SuccessRate) }},
 	}
-	dist := func(group, md string, names []string, d func(Step) Dist, cell func(float64) string) {
+	dist := func(group, md string, names []prober.Stat, d func(Step) Dist, cell func(float64) string) {
 		for _, n := range names {
 			n := n
-			cols = append(cols, column{0, group, md, n, func(s Step) string { return cell(d(s).Stat(n)) }})
+			cols = append(cols, column{0, group, md, string(n), func(s Step) string { return cell(d(s).Stat(n)) }})
 		}
 	}
-	dist("decode tok/s per user", "decode", []string{StatMean, StatP50, StatP90, StatP99}, func(s Step) Dist { return s.Decode }, fmtRate)
-	dist("ITL ms", "ITL ms", []string{StatMean, StatP50, StatP90, StatP99}, func(s Step) Dist { return s.ITL }, msCell)
-	dist("TTFT s", "TTFT s", []string{StatMean, StatP50, StatP90, StatP95, StatP99}, func(s Step) Dist { return s.TTFT }, secCell)
-	dist("E2E s", "E2E s", []string{StatP50, StatP90, StatP99}, func(s Step) Dist { return s.E2E }, secCell)
+	dist("decode tok/s per user", "decode", []prober.Stat{prober.StatMean, prober.StatP50, prober.StatP90, prober.StatP99}, func(s Step) Dist { return s.Decode }, fmtRate)
+	dist("ITL ms", "ITL ms", []prober.Stat{prober.StatMean, prober.StatP50, prober.StatP90, prober.StatP99}, func(s Step) Dist { return s.ITL }, msCell)
+	dist("TTFT s", "TTFT s", []prober.Stat{prober.StatMean, prober.StatP50, prober.StatP90, prober.StatP95, prober.StatP99}, func(s Step) Dist { return s.TTFT }, secCell)
+	dist("E2E s", "E2E s", []prober.Stat{prober.StatP50, prober.StatP90, prober.StatP99}, func(s Step) Dist { return s.E2E }, secCell)
 	cols = append(cols,
 		column{1, "per user", "", "prefill tok/s", func(s Step) string { return fmtRate(s.PrefillTokensPerSecond) }},
 		column{1, "system", "", "system tok/s", func(s Step) string { return fmtRate(s.SystemTokensPerSecond) }},
 		column{1, "system", "", "tokens/h", func(s Step) string { return fmtBig(s.TokensPerHour) }},
 	)
-	if hasEff && mode == ModeClosedLoop {
+	if hasEff && mode == prober.ModeClosedLoop {
 		cols = append(cols, column{1, "system", "", "scaling efficiency", func(s Step) string {
 			if s.ScalingEfficiency == nil {
 				return "–"
@@ -97,7 +99,7 @@ func stepColumns(steps []Step, mode Mode) []column {
 
 // stepTables are the per-step tables of one scenario and mode: latency
 // first, then throughput, queue and power (one table would be too wide).
-func stepTables(s *Scenario, mode Mode) []table {
+func stepTables(s *Scenario, mode prober.Mode) []table {
 	steps := sortedSteps(s.Steps(mode))
 	all := stepColumns(steps, mode)
 	var out []table
@@ -131,11 +133,11 @@ func stepTables(s *Scenario, mode Mode) []table {
 	return out
 }
 
-func modeTitle(m Mode) string {
+func modeTitle(m prober.Mode) string {
 	switch m {
-	case ModeClosedLoop:
+	case prober.ModeClosedLoop:
 		return "Closed loop (N requests always in flight)"
-	case ModeBurst:
+	case prober.ModeBurst:
 		return "Burst (N requests sent at once)"
 	}
 	return string(m)

@@ -9,12 +9,14 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/slaprobe/slaprobe/prober"
+	"github.com/slaprobe/slaprobe/internal/report"
 )
 
 // stateVersion is the shape of the state file; a file of another version
-// is ignored (with a warning) rather than misread.
-const stateVersion = 1
+// is ignored (with a warning) rather than misread. Version 2 keeps each
+// target's result in the report schema (report.json's), the one schema
+// slaprobe persists; version 1 kept the prober's own result type.
+const stateVersion = 2
 
 // state is what the daemon keeps across restarts.
 type state struct {
@@ -29,7 +31,7 @@ type state struct {
 type targetState struct {
 	// Result is the latest complete sweep, or the latest partial one when
 	// no sweep of this target ever completed.
-	Result *prober.SweepResult `json:"result,omitempty"`
+	Result *report.Report `json:"result,omitempty"`
 	// LastAttempt describes the most recent sweep, complete or not.
 	LastAttempt Attempt `json:"last_attempt"`
 }

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/slaprobe/slaprobe/internal/config"
-	"github.com/slaprobe/slaprobe/internal/engine"
+	"github.com/slaprobe/slaprobe/internal/report"
 	"github.com/slaprobe/slaprobe/prober"
 )
 
@@ -50,27 +50,14 @@ var (
 	errWindowClosed = errors.New("the schedule window closed")
 )
 
-// Target is one server to sweep, resolved by the daemon.
-type Target struct {
-	Target prober.Target
-	Model  string // resolved model (the daemon auto-detects it)
-	// Scenarios is the catalog sweep.scenarios names are looked up in
-	// (config.AllScenarios(), with the file's overrides).
-	Scenarios []prober.Scenario
-	// Scrape reads the engine's own /metrics (engine.Scrape bound to the
-	// target); nil when the target has none. It gates every step and gives
-	// the queue wait.
-	Scrape func(ctx context.Context) (engine.Snapshot, error)
-}
-
 // Options configure a Sweeper.
 type Options struct {
 	Config config.SweepConfig
 	Runner prober.Runner
-	// Targets resolves the targets to sweep when a sweep starts, so a
-	// config reload takes effect at the next sweep.
-	Targets func(ctx context.Context) ([]Target, error)
-	Power   prober.PowerSampler // optional
+	// Plans sets up every target's sweep with settings sc when a sweep
+	// starts, so a config reload takes effect at the next sweep; the daemon
+	// passes PlansFor bound to its current config.
+	Plans func(ctx context.Context, sc config.SweepConfig) ([]*Plan, error)
 	// Hold, optional, pauses the scheduled probes of a target for the whole
 	// of its sweep: it stops new ones and waits for those in flight
 	// (pass (*prober.Holds).Hold). Release is called once the target's
@@ -112,10 +99,10 @@ type Sweeper struct {
 // New loads the state file and returns a Sweeper. A state file that cannot
 // be read is logged and replaced by an empty state on the next save.
 func New(opts Options) (*Sweeper, error) {
-	if opts.Runner == nil || opts.Targets == nil {
-		return nil, errors.New("sweeper: Runner and Targets are required")
+	if opts.Runner == nil || opts.Plans == nil {
+		return nil, errors.New("sweeper: Runner and Plans are required")
 	}
-	cfg := opts.Config.OrDefault()
+	cfg := opts.Config
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -144,7 +131,6 @@ func New(opts Options) (*Sweeper, error) {
 // SetConfig applies a reloaded sweep config; a sweep in progress keeps the
 // settings it started with.
 func (s *Sweeper) SetConfig(cfg config.SweepConfig) error {
-	cfg = cfg.OrDefault()
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -258,7 +244,7 @@ func (s *Sweeper) start(trigger string, names []string, deadline time.Time) erro
 
 	// Resolve targets before answering, so a request naming an unknown
 	// target gets an error rather than a silent no-op.
-	targets, err := s.opts.Targets(ctx)
+	targets, err := s.opts.Plans(ctx, cfg)
 	if err == nil {
 		targets, err = pick(targets, names, cfg.Targets)
 	}
@@ -285,7 +271,7 @@ func (s *Sweeper) finish() {
 
 // pick keeps the targets named in the request (or else in the config's
 // sweep.targets), in the order given.
-func pick(all []Target, requested, configured []string) ([]Target, error) {
+func pick(all []*Plan, requested, configured []string) ([]*Plan, error) {
 	names := requested
 	if len(names) == 0 {
 		names = configured
@@ -293,9 +279,9 @@ func pick(all []Target, requested, configured []string) ([]Target, error) {
 	if len(names) == 0 {
 		return all, nil
 	}
-	out := make([]Target, 0, len(names))
+	out := make([]*Plan, 0, len(names))
 	for _, n := range names {
-		i := slices.IndexFunc(all, func(t Target) bool { return t.Target.Name == n })
+		i := slices.IndexFunc(all, func(t *Plan) bool { return t.Target.Name == n })
 		if i < 0 {
 			known := make([]string, 0, len(all))
 			for _, t := range all {
@@ -310,7 +296,7 @@ func pick(all []Target, requested, configured []string) ([]Target, error) {
 }
 
 // sweepAll sweeps targets one after another and saves after each.
-func (s *Sweeper) sweepAll(ctx context.Context, cfg config.SweepConfig, targets []Target, trigger string) {
+func (s *Sweeper) sweepAll(ctx context.Context, cfg config.SweepConfig, targets []*Plan, trigger string) {
 	for _, t := range targets {
 		if ctx.Err() != nil {
 			return
@@ -319,30 +305,17 @@ func (s *Sweeper) sweepAll(ctx context.Context, cfg config.SweepConfig, targets 
 	}
 }
 
-func (s *Sweeper) sweepOne(ctx context.Context, cfg config.SweepConfig, t Target, trigger string) {
+func (s *Sweeper) sweepOne(ctx context.Context, cfg config.SweepConfig, t *Plan, trigger string) {
 	name := t.Target.Name
 	s.mu.Lock()
 	s.current = name
 	s.mu.Unlock()
 
-	scenarios := filterScenarios(t.Scenarios, cfg.ScenarioNames())
-	if len(scenarios) == 0 {
-		s.logger.Warn("sweep: none of the scenarios to sweep is known", "target", name, "scenarios", cfg.ScenarioNames())
-	}
-	opts := cfg.Options(scenarios)
-	opts.Logger = s.logger.With("target", name)
-	opts.Power = s.opts.Power
-	opts.BeforeStep = func(ctx context.Context, info prober.StepInfo) error {
+	t.Options.BeforeStep = func(ctx context.Context, info prober.StepInfo) error {
 		s.mu.Lock()
 		s.step = info
 		s.mu.Unlock()
 		return s.gate(ctx, cfg.Pause, t)
-	}
-	if t.Scrape != nil {
-		opts.Scrape = func(ctx context.Context) (prober.EngineCounters, error) {
-			snap, err := t.Scrape(ctx)
-			return prober.EngineCounters{QueueTimeSum: snap.QueueTimeSum, QueueTimeCount: snap.QueueTimeCount, HasQueueTime: snap.HasQueueTime}, err
-		}
 	}
 
 	if s.opts.Hold != nil {
@@ -364,8 +337,8 @@ func (s *Sweeper) sweepOne(ctx context.Context, cfg config.SweepConfig, t Target
 	}
 
 	start := s.now()
-	s.logger.Info("sweep started", "target", name, "model", t.Model, "trigger", trigger, "scenarios", len(scenarios))
-	res, err := prober.Sweep(ctx, s.opts.Runner, t.Target, t.Model, opts)
+	s.logger.Info("sweep started", "target", name, "model", t.Model.ID, "trigger", trigger, "scenarios", len(t.Scenarios))
+	rep, res, err := t.Run(ctx, s.opts.Runner, t.Meta())
 	if cause := context.Cause(ctx); err != nil && cause != nil {
 		err = cause
 	}
@@ -389,9 +362,9 @@ func (s *Sweeper) sweepOne(ctx context.Context, cfg config.SweepConfig, t Target
 	// never hides the last complete picture.
 	switch {
 	case err == nil:
-		ts.Result = res
-	case hasSteps(res) && (ts.Result == nil || ts.Result.Interrupted):
-		ts.Result = res
+		ts.Result = rep
+	case hasSteps(res) && (ts.Result == nil || ts.Result.Meta.Interrupted):
+		ts.Result = rep
 	}
 	saveErr := s.st.save(cfg.StateFile)
 	s.mu.Unlock()
@@ -415,21 +388,9 @@ func hasSteps(r *prober.SweepResult) bool {
 	return false
 }
 
-func filterScenarios(all []prober.Scenario, names []string) []prober.Scenario {
-	out := make([]prober.Scenario, 0, len(names))
-	for _, n := range names {
-		for _, s := range all {
-			if s.Name == n {
-				out = append(out, s)
-			}
-		}
-	}
-	return out
-}
-
 // gate waits while the engine is busy. It returns nil when the step may
 // run, ErrPausedTooLong when pause.max_pause passed, or ctx's error.
-func (s *Sweeper) gate(ctx context.Context, p config.SweepPauseConfig, t Target) error {
+func (s *Sweeper) gate(ctx context.Context, p config.SweepPauseConfig, t *Plan) error {
 	name := t.Target.Name
 	var since time.Time
 	for {
@@ -468,14 +429,14 @@ func (s *Sweeper) gate(ctx context.Context, p config.SweepPauseConfig, t Target)
 }
 
 // busy returns why the target is too busy for a sweep step, or "".
-func (s *Sweeper) busy(ctx context.Context, p config.SweepPauseConfig, t Target) (reason, detail string) {
-	if t.Scrape == nil {
+func (s *Sweeper) busy(ctx context.Context, p config.SweepPauseConfig, t *Plan) (reason, detail string) {
+	if t.Engine == nil {
 		if p.RequireEngineMetrics {
 			return PauseUnavailable, "the target has no engine metrics URL"
 		}
 		return "", ""
 	}
-	snap, err := t.Scrape(ctx)
+	snap, err := t.Engine(ctx)
 	if err != nil {
 		if p.RequireEngineMetrics {
 			return PauseUnavailable, err.Error()
@@ -515,9 +476,10 @@ type Snapshot struct {
 
 // TargetSnapshot is one target's latest results.
 type TargetSnapshot struct {
-	Target      string              `json:"target"`
-	Result      *prober.SweepResult `json:"-"`
-	LastAttempt Attempt             `json:"last_attempt"`
+	Target string `json:"target"`
+	// Result is the latest sweep in the report schema, as bench writes it.
+	Result      *report.Report `json:"-"`
+	LastAttempt Attempt        `json:"last_attempt"`
 }
 
 // Snapshot returns a copy of the state. Results are shared, read-only.

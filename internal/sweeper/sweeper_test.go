@@ -83,23 +83,27 @@ func newFixture(t *testing.T) *fixture {
 	return &fixture{cfg: cfg, runner: &stubRunner{delay: 5 * time.Millisecond}}
 }
 
-func (f *fixture) targets(context.Context) ([]Target, error) {
+// targets sets up the plans of targets a and b by hand (NewPlan would
+// read /v1/models), with an engine whose queue the test controls.
+func (f *fixture) targets(_ context.Context, sc config.SweepConfig) ([]*Plan, error) {
 	s, _ := prober.LookupBuiltin("chatbot")
-	tg := Target{Target: prober.Target{Name: "a"}, Model: "m", Scenarios: []prober.Scenario{s}}
-	if !f.noScrap {
-		tg.Scrape = func(context.Context) (engine.Snapshot, error) {
-			f.scrapes.Add(1)
-			return engine.Snapshot{HasQueue: true, Waiting: float64(f.waiting.Load()), HasKVCache: true, KVCacheUsage: 0.1}, nil
+	plan := func(name string) *Plan {
+		p := &Plan{Target: prober.Target{Name: name}, Model: prober.ModelInfo{ID: "m"}, Scenarios: []prober.Scenario{s},
+			Options: sc.Options([]prober.Scenario{s})}
+		if !f.noScrap {
+			p.Engine = func(context.Context) (engine.Snapshot, error) {
+				f.scrapes.Add(1)
+				return engine.Snapshot{HasQueue: true, Waiting: float64(f.waiting.Load()), HasKVCache: true, KVCacheUsage: 0.1}, nil
+			}
 		}
+		return p
 	}
-	b := tg
-	b.Target.Name = "b"
-	return []Target{tg, b}, nil
+	return []*Plan{plan("a"), plan("b")}, nil
 }
 
 func (f *fixture) new(t *testing.T) *Sweeper {
 	t.Helper()
-	s, err := New(Options{Config: f.cfg, Runner: f.runner, Targets: f.targets})
+	s, err := New(Options{Config: f.cfg, Runner: f.runner, Plans: f.targets})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +248,7 @@ func TestPause(t *testing.T) {
 	if att.Complete || !strings.Contains(att.Error, "paused too long") {
 		t.Errorf("attempt %+v; want incomplete, paused too long", att)
 	}
-	if r := snap.Targets[0].Result; r == nil || r.Interrupted {
+	if r := snap.Targets[0].Result; r == nil || r.Meta.Interrupted {
 		t.Errorf("the previous complete result was replaced: %+v", r)
 	}
 }
@@ -280,7 +284,7 @@ func TestSchedule(t *testing.T) {
 	set := func(t time.Time) { now.Store(&t) }
 	set(at(1, 0))
 	f.cfg.Schedule.Window = "02:00-05:00"
-	s, err := New(Options{Config: f.cfg, Runner: f.runner, Targets: f.targets, Now: func() time.Time { return *now.Load() }})
+	s, err := New(Options{Config: f.cfg, Runner: f.runner, Plans: f.targets, Now: func() time.Time { return *now.Load() }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,7 +360,7 @@ func TestWindowDeadlineStopsSweep(t *testing.T) {
 func TestRunScheduled(t *testing.T) {
 	f := newFixture(t)
 	f.cfg.Schedule.Interval = model.Duration(time.Hour)
-	s, err := New(Options{Config: f.cfg, Runner: f.runner, Targets: f.targets, Tick: 5 * time.Millisecond})
+	s, err := New(Options{Config: f.cfg, Runner: f.runner, Plans: f.targets, Tick: 5 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -437,7 +441,7 @@ func TestHoldsScheduledProbes(t *testing.T) {
 	f := newFixture(t)
 	var holds prober.Holds
 	runner := &holdRunner{stubRunner: stubRunner{delay: 5 * time.Millisecond}, holds: &holds}
-	s, err := New(Options{Config: f.cfg, Runner: runner, Targets: f.targets, Hold: holds.Hold})
+	s, err := New(Options{Config: f.cfg, Runner: runner, Plans: f.targets, Hold: holds.Hold})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -297,3 +297,8 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func words(n int) string {
 	return strings.Repeat("data ", n)
 }
+
+// CountTokens returns the number of tokens the simulator's tokenizer gives text.
+func CountTokens(text string) int {
+	return scanTokens(text, nil, false)
+}

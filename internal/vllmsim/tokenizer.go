@@ -35,11 +35,6 @@ const (
 	generationPrompt = 5 // <|im_start|> assistant(3) \n
 )
 
-// CountTokens returns the number of tokens the simulator's tokenizer gives text.
-func CountTokens(text string) int {
-	return scanTokens(text, nil, false)
-}
-
 // tokenize appends the token ids of text to dst.
 func tokenize(dst []uint32, text string) []uint32 {
 	scanTokens(text, &dst, true)

@@ -246,9 +246,15 @@ type prometheus struct {
 // when the test ends.
 func startPrometheus(t *testing.T, ctx context.Context, bin string, m histogramMode, demo *demoProcess, ruleFiles []string) *prometheus {
 	t.Helper()
-	dir := t.TempDir()
+	return startPrometheusWith(t, ctx, bin, t.TempDir(), prometheusConfig(t, demo, ruleFiles), m.flags...)
+}
+
+// startPrometheusWith writes config to dir/prometheus.yml and starts Prometheus with it (and flags)
+// on a free loopback port, its data under dir.
+func startPrometheusWith(t *testing.T, ctx context.Context, bin, dir string, config []byte, flags ...string) *prometheus {
+	t.Helper()
 	cfg := filepath.Join(dir, "prometheus.yml")
-	if err := os.WriteFile(cfg, prometheusConfig(t, demo, ruleFiles), 0o644); err != nil {
+	if err := os.WriteFile(cfg, config, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	// A free port can be taken between picking and binding it: try again then.
@@ -259,7 +265,7 @@ func startPrometheus(t *testing.T, ctx context.Context, bin string, m histogramM
 			"--storage.tsdb.path=" + filepath.Join(dir, fmt.Sprintf("data%d", try)),
 			"--web.listen-address=" + addr,
 			"--log.level=warn", // what is left is what went wrong
-		}, m.flags...)
+		}, flags...)
 		proc := startProcess(t, "prometheus", bin, args...)
 		p := &prometheus{base: "http://" + addr, logs: proc.stderr, hc: &http.Client{Timeout: 5 * time.Second}}
 		err := p.waitReady(ctx, proc)

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -13,21 +13,23 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/model"
+
+	"github.com/slaprobe/slaprobe/internal/config"
 	"github.com/slaprobe/slaprobe/internal/report"
 	"github.com/slaprobe/slaprobe/internal/vllmsim"
-	"github.com/slaprobe/slaprobe/prober"
 )
 
 func TestParseLadder(t *testing.T) {
 	for in, want := range map[string][]int{"1,2,4": {1, 2, 4}, " 8 , 16 ": {8, 16}, "none": {}, "": {}} {
-		got, err := parseLadder(in)
+		got, err := ParseLadder(in)
 		if err != nil || !reflect.DeepEqual(got, want) {
-			t.Errorf("parseLadder(%q) = %v, %v; want %v", in, got, err, want)
+			t.Errorf("ParseLadder(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
 	for _, in := range []string{"1,x", "0", "1,,2", "-4"} {
-		if _, err := parseLadder(in); err == nil {
-			t.Errorf("parseLadder(%q) succeeded; want an error", in)
+		if _, err := ParseLadder(in); err == nil {
+			t.Errorf("ParseLadder(%q) succeeded; want an error", in)
 		}
 	}
 }
@@ -93,12 +95,20 @@ func (w *lineWatcher) String() string {
 	return w.buf.String()
 }
 
-func parseBench(t *testing.T, args ...string) {
+// benchOptions loads the config at path and sets the sweep as the flags
+// --concurrency, --burst, --step.duration, --step.warmup, --cooldown and
+// --ttft.threshold would.
+func benchOptions(t *testing.T, path string, closed, burst []int, step, warmup, ttft time.Duration, out string) Options {
 	t.Helper()
-	cmd, err := app.Parse(append([]string{"bench"}, args...))
-	if err != nil || cmd != "bench" {
-		t.Fatalf("parse %v: %q %v", args, cmd, err)
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
 	}
+	sc := cfg.Sweep
+	sc.ClosedLoop.Concurrency, sc.Burst.Concurrency = closed, burst
+	sc.ClosedLoop.Duration, sc.ClosedLoop.Warmup = model.Duration(step), model.Duration(warmup)
+	sc.Capacity.MaxSafeTTFT, sc.Cooldown = model.Duration(ttft), 0
+	return Options{Config: cfg, Sweep: sc, Out: out, Logger: slog.New(slog.DiscardHandler)}
 }
 
 func TestBenchAgainstSim(t *testing.T) {
@@ -106,11 +116,11 @@ func TestBenchAgainstSim(t *testing.T) {
 		t.Skip("runs a small sweep against the simulated engine")
 	}
 	out := filepath.Join(t.TempDir(), "report")
-	parseBench(t, "--config.file="+writeBenchConfig(t, startSim(t)), "--concurrency=1,2", "--burst=1,4,8",
-		"--step.duration=400ms", "--step.warmup=100ms", "--cooldown=0s", "--ttft.threshold=60ms", "--out="+out)
+	o := benchOptions(t, writeBenchConfig(t, startSim(t)), []int{1, 2}, []int{1, 4, 8}, 400*time.Millisecond, 100*time.Millisecond, 60*time.Millisecond, out)
 	var stdout bytes.Buffer
 	stderr := &lineWatcher{}
-	code := runBench(context.Background(), slog.New(slog.DiscardHandler), &stdout, stderr)
+	o.Stdout, o.Stderr = &stdout, stderr
+	code := Run(context.Background(), o)
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout.String(), stderr.String())
 	}
@@ -159,8 +169,7 @@ func TestBenchInterrupt(t *testing.T) {
 		t.Skip("runs a sweep against the simulated engine")
 	}
 	out := filepath.Join(t.TempDir(), "report")
-	parseBench(t, "--config.file="+writeBenchConfig(t, startSim(t)), "--concurrency=1,2,4,8", "--burst=1,2,4",
-		"--step.duration=2s", "--step.warmup=100ms", "--cooldown=0s", "--ttft.threshold=3s", "--out="+out)
+	o := benchOptions(t, writeBenchConfig(t, startSim(t)), []int{1, 2, 4, 8}, []int{1, 2, 4}, 2*time.Second, 100*time.Millisecond, 3*time.Second, out)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stderr := &lineWatcher{fn: func(line string) {
@@ -170,7 +179,8 @@ func TestBenchInterrupt(t *testing.T) {
 	}}
 	var stdout bytes.Buffer
 	start := time.Now()
-	code := runBench(ctx, slog.New(slog.DiscardHandler), &stdout, stderr)
+	o.Stdout, o.Stderr = &stdout, stderr
+	code := Run(ctx, o)
 	if code != 130 {
 		t.Fatalf("exit %d; want 130\nstderr: %s", code, stderr.String())
 	}
@@ -183,63 +193,5 @@ func TestBenchInterrupt(t *testing.T) {
 	}
 	if !rep.Meta.Interrupted || len(rep.Scenarios) != 1 || len(rep.Scenarios[0].ClosedLoop) != 1 || len(rep.Notes) == 0 {
 		t.Errorf("partial report: interrupted=%v scenarios=%+v notes=%v", rep.Meta.Interrupted, rep.Scenarios, rep.Notes)
-	}
-}
-
-func TestBuildReportMapping(t *testing.T) {
-	t0 := time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)
-	qw := 0.5
-	step := func(mode prober.Mode, n int) prober.StepResult {
-		return prober.StepResult{Mode: mode, Concurrency: n, Requests: n, Succeeded: n, SuccessRatio: 1, WindowSeconds: 60,
-			TTFT: prober.Summary{Mean: 1, P50: 0.9, P90: 1.5, P95: 1.7, P99: 2}, SystemThroughput: 100 * float64(n),
-			TokensPerHour: 360000 * float64(n), ScalingEfficiency: 0.9, QueueWaitSeconds: &qw, PrefillExclQueue: 12345,
-			Prefill: prober.Summary{Mean: 9000}, Errors: map[prober.Reason]int{prober.ReasonTimeout: 1},
-			Power: &prober.PowerReading{AvgWatts: 500, PeakWatts: 600, Joules: 30000, JoulesPerOutputToken: 0.5}}
-	}
-	res := &prober.SweepResult{
-		Target: "t", Model: "m", Started: t0, Finished: t0.Add(time.Hour), Interrupted: true,
-		Settings: prober.SweepSettings{ClosedLoop: []int{1, 2}, Burst: []int{4}, StepSeconds: 60, WarmupSeconds: 10,
-			EarlyStopFactor: 3, MaxSafeTTFTSeconds: 3, CapacityStat: prober.StatP90},
-		Scenarios: []prober.ScenarioResult{
-			{Name: "general_chat", Family: prober.FamilyUseCase, InputTokens: 32768, OutputTokens: 1024,
-				Thresholds:     prober.SLA{TTFTSeconds: 8, MinDecodeTokensPS: 15},
-				ClosedLoop:     []prober.StepResult{step(prober.ModeClosedLoop, 1), step(prober.ModeClosedLoop, 2)},
-				Burst:          []prober.StepResult{step(prober.ModeBurst, 4)},
-				BurstStop:      &prober.EarlyStop{Concurrency: 4, Skipped: []int{8, 16}, Reason: "every threshold far exceeded"},
-				MaxSafeQueue:   &prober.Capacity{N: 3, Approximate: true, Bound: prober.BoundWithin, MaxTested: 4},
-				Capacity:       &prober.Capacity{N: 2, Bound: prober.BoundAtLeast, MaxTested: 2, Limits: []prober.CapacityLimit{{Kind: "ttft", Threshold: 8, Stat: prober.StatP90, Capacity: prober.Capacity{N: 2, Bound: prober.BoundAtLeast}}}},
-				ClosedLoopStop: nil},
-			{Name: "broken", Error: "calibrate broken: prompt too long"},
-		},
-	}
-	rep := buildReport(res, report.Meta{Model: "m"}, 0.1, true)
-	if err := rep.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	if !rep.Meta.Interrupted || rep.Config.Thresholds.MaxSafeQueueStat != "p90" || rep.Config.PricePerKWh != 0.1 || !rep.Config.EarlyStop {
-		t.Errorf("meta/config: %+v %+v", rep.Meta, rep.Config)
-	}
-	if len(rep.Scenarios) != 1 || len(rep.Notes) != 2 {
-		t.Fatalf("scenarios %d, notes %v", len(rep.Scenarios), rep.Notes)
-	}
-	s := rep.Scenarios[0]
-	cl := s.ClosedLoop[0]
-	if cl.PrefillTokensPerSecond != 12345 || cl.Errors["timeout"] != 1 || cl.ScalingEfficiency == nil || cl.TTFT.P90 != 1.5 ||
-		cl.Power == nil || cl.Power.CostPerHourUSD != 0.05 || cl.Power.JoulesPerToken != 0.5 {
-		t.Errorf("closed-loop step = %+v", cl)
-	}
-	if s.Burst[0].ScalingEfficiency != nil {
-		t.Error("burst steps carry no scaling efficiency in the report")
-	}
-	if len(s.StoppedEarly) != 1 || s.StoppedEarly[0].Mode != report.ModeBurst || !reflect.DeepEqual(s.StoppedEarly[0].SkippedLadderN, []int{8, 16}) {
-		t.Errorf("stopped early = %+v", s.StoppedEarly)
-	}
-	q := rep.Capacity.MaxSafeQueue
-	if len(q) != 1 || q[0].Value != 3 || !q[0].Approximate || q[0].Stat != "p90" || q[0].MaxTested != 4 {
-		t.Errorf("max safe queue = %+v", q)
-	}
-	u := rep.Capacity.UseCases
-	if len(u) != 1 || !u[0].AtLeast || u[0].Value != 2 || len(u[0].Limits) != 1 || !u[0].Limits[0].AtLeast {
-		t.Errorf("use cases = %+v", u)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -55,13 +55,11 @@ sweep:
 	}
 
 	start := func() (*daemon.Daemon, context.CancelFunc, chan error) {
-		d, err := daemon.New(daemon.Options{ConfigFile: cfgPath})
+		a, err := New(Options{ConfigFile: cfgPath})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := addSweeper(d); err != nil {
-			t.Fatal(err)
-		}
+		d := a.Daemon
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- d.Run(ctx) }()

@@ -6,6 +6,8 @@ import (
 	"math"
 	"strconv"
 	"time"
+
+	"github.com/slaprobe/slaprobe/prober"
 )
 
 // Sample returns a complete, realistic report: the four report scenarios
@@ -73,8 +75,8 @@ func Sample() *Report {
 				}
 			}
 			last := s.Burst[len(s.Burst)-1]
-			limit := m.th.TTFTSeconds
-			s.StoppedEarly = append(s.StoppedEarly, EarlyStop{Mode: ModeBurst, AfterN: m.burstStop, SkippedLadderN: skipped,
+			limit := m.th.TTFT.Seconds()
+			s.StoppedEarly = append(s.StoppedEarly, EarlyStop{Mode: prober.ModeBurst, AfterN: m.burstStop, SkippedLadderN: skipped,
 				Reason: fmt.Sprintf("TTFT mean %s is more than 4× the %s limit", fmtSeconds(last.TTFT.Mean), fmtSecondsShort(limit))})
 		}
 		r.Config.Scenarios = append(r.Config.Scenarios, s.Name)
@@ -87,7 +89,7 @@ func Sample() *Report {
 		case FamilyReport:
 			b := sampleBound(s.Burst, func(st Step) float64 { return st.TTFT.Mean }, 3.0, false)
 			r.Capacity.MaxSafeQueue = append(r.Capacity.MaxSafeQueue, QueueCapacity{Scenario: s.Name, Bound: b,
-				ThresholdSeconds: 3.0, Stat: StatMean, MaxTested: s.Burst[len(s.Burst)-1].Concurrency})
+				ThresholdSeconds: 3.0, Stat: prober.StatMean, MaxTested: s.Burst[len(s.Burst)-1].Concurrency})
 		case FamilyUseCase:
 			r.Capacity.UseCases = append(r.Capacity.UseCases, sampleUseCase(s))
 		}
@@ -101,7 +103,7 @@ func Sample() *Report {
 type sampleModel struct {
 	name, family, desc string
 	in, out            int
-	th                 Thresholds
+	th                 prober.Thresholds
 	d1, a              float64 // single-user decode tok/s, contention
 	slots              float64 // requests the KV cache holds at once
 	ttft1, b           float64 // single-user TTFT, closed-loop growth per extra user
@@ -109,7 +111,7 @@ type sampleModel struct {
 	burstStop          int     // last burst N run (early stop); 0 = whole ladder
 }
 
-var reportTh = Thresholds{TTFTSeconds: 3, ITLSeconds: 0.070}
+var reportTh = prober.Thresholds{TTFT: 3 * time.Second, ITL: 70 * time.Millisecond}
 
 var sampleModels = []sampleModel{
 	{name: "chatbot", family: FamilyReport, desc: "short chat turn", in: 1024, out: 256, th: reportTh,
@@ -121,15 +123,15 @@ var sampleModels = []sampleModel{
 	{name: "tool_calling", family: FamilyReport, desc: "multi-step agent with tool schemas and results", in: 32768, out: 256, th: reportTh,
 		d1: 150, a: 0.3311, slots: 20, ttft1: 1.45, b: 0.105, k: 0.124, p: 1.3, burstStop: 64},
 
-	{name: "code_completion", family: FamilyUseCase, desc: "inline code completion", in: 1024, out: 128, th: Thresholds{E2ESeconds: 2},
+	{name: "code_completion", family: FamilyUseCase, desc: "inline code completion", in: 1024, out: 128, th: prober.Thresholds{E2E: 2 * time.Second},
 		d1: 171.8, a: 0.045, slots: 96, ttft1: 0.185, k: 0.0048, p: 1.3},
-	{name: "short_chat", family: FamilyUseCase, desc: "chat with a short history", in: 8192, out: 1024, th: Thresholds{TTFTSeconds: 10, MinDecodeTokensPerSecond: 10},
+	{name: "short_chat", family: FamilyUseCase, desc: "chat with a short history", in: 8192, out: 1024, th: prober.Thresholds{TTFT: 10 * time.Second, MinDecode: 10},
 		d1: 165, a: 0.05, slots: 96, ttft1: 0.26, k: 0.0069, p: 1.3},
-	{name: "general_chat", family: FamilyUseCase, desc: "chat with a long history", in: 32768, out: 1024, th: Thresholds{TTFTSeconds: 8, MinDecodeTokensPerSecond: 15},
+	{name: "general_chat", family: FamilyUseCase, desc: "chat with a long history", in: 32768, out: 1024, th: prober.Thresholds{TTFT: 8 * time.Second, MinDecode: 15},
 		d1: 150, a: 0.09, slots: 48, ttft1: 1.1, k: 0.061, p: 1.3},
-	{name: "long_document", family: FamilyUseCase, desc: "question over a long document", in: 65536, out: 1024, th: Thresholds{TTFTSeconds: 12, MinDecodeTokensPerSecond: 15},
+	{name: "long_document", family: FamilyUseCase, desc: "question over a long document", in: 65536, out: 1024, th: prober.Thresholds{TTFT: 12 * time.Second, MinDecode: 15},
 		d1: 135, a: 0.12, slots: 24, ttft1: 2.7, k: 0.301, p: 1.3, burstStop: 64},
-	{name: "coding_assistant", family: FamilyUseCase, desc: "coding agent over a large repository context", in: 98304, out: 1024, th: Thresholds{TTFTSeconds: 12, MinDecodeTokensPerSecond: 20},
+	{name: "coding_assistant", family: FamilyUseCase, desc: "coding agent over a large repository context", in: 98304, out: 1024, th: prober.Thresholds{TTFT: 12 * time.Second, MinDecode: 20},
 		d1: 122, a: 0.2, slots: 12, ttft1: 5.0, k: 1.63, p: 1.3, burstStop: 16},
 }
 
@@ -248,15 +250,15 @@ func sampleBound(steps []Step, val func(Step) float64, thr float64, higherBetter
 }
 
 func sampleUseCase(s Scenario) UseCaseCapacity {
-	u := UseCaseCapacity{Scenario: s.Name, Mode: ModeBurst, MaxTested: s.Burst[len(s.Burst)-1].Concurrency}
+	u := UseCaseCapacity{Scenario: s.Name, Mode: prober.ModeBurst, MaxTested: s.Burst[len(s.Burst)-1].Concurrency}
 	add := func(kind string, thr float64, val func(Step) float64, higherBetter bool) {
 		if thr > 0 {
-			u.Limits = append(u.Limits, Limit{Kind: kind, Threshold: thr, Stat: StatMean, Bound: sampleBound(s.Burst, val, thr, higherBetter)})
+			u.Limits = append(u.Limits, Limit{Kind: kind, Threshold: thr, Stat: prober.StatMean, Bound: sampleBound(s.Burst, val, thr, higherBetter)})
 		}
 	}
-	add(LimitTTFT, s.Thresholds.TTFTSeconds, func(st Step) float64 { return st.TTFT.Mean }, false)
-	add(LimitE2E, s.Thresholds.E2ESeconds, func(st Step) float64 { return st.E2E.Mean }, false)
-	add(LimitDecode, s.Thresholds.MinDecodeTokensPerSecond, func(st Step) float64 { return st.Decode.Mean }, true)
+	add(LimitTTFT, s.Thresholds.TTFT.Seconds(), func(st Step) float64 { return st.TTFT.Mean }, false)
+	add(LimitE2E, s.Thresholds.E2E.Seconds(), func(st Step) float64 { return st.E2E.Mean }, false)
+	add(LimitDecode, s.Thresholds.MinDecode, func(st Step) float64 { return st.Decode.Mean }, true)
 	u.Bound = Bound{Value: u.MaxTested, AtLeast: true}
 	for _, l := range u.Limits {
 		if l.AtLeast {

@@ -1,0 +1,252 @@
+// Package app is slaprobe's composition root. New builds every part of
+// the daemon as an ordinary value, in one visible order, and hands each to
+// whoever needs it: the daemon (registry, web, scheduler, reloads), the
+// engine-metrics pool and the live signals fed by every probe, the NVML
+// reader shared by the power metrics and the sweeps, and the sweep job.
+// `slaprobe run` and `slaprobe demo` call New; nothing registers itself.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/prometheus/exporter-toolkit/web"
+
+	"github.com/slaprobe/slaprobe/collector"
+	"github.com/slaprobe/slaprobe/internal/config"
+	"github.com/slaprobe/slaprobe/internal/daemon"
+	"github.com/slaprobe/slaprobe/internal/engine"
+	"github.com/slaprobe/slaprobe/internal/gpu"
+	"github.com/slaprobe/slaprobe/internal/probehandler"
+	"github.com/slaprobe/slaprobe/internal/sweeper"
+)
+
+// Options configure an App.
+type Options struct {
+	// ConfigFile, Flags, Web, Logger, Description and Links are passed to
+	// the daemon (see daemon.Options).
+	ConfigFile  string
+	Flags       config.Flags
+	Web         *web.FlagConfig
+	Logger      *slog.Logger
+	Description string
+	Links       []web.LandingLinks
+	// NVML opens the NVML library; called once, and only when power.nvml
+	// is on. Nil means nvml.New (tests pass a mock).
+	NVML func() nvml.Interface
+	// Daemon holds test seams of the daemon (Probe, ListModels,
+	// SchedulerSleep); its other fields are ignored.
+	Daemon daemon.Options
+}
+
+// App is a wired slaprobe daemon and its parts. The parts are exported so
+// that tests and other commands can reach them; treat them as read-only.
+type App struct {
+	Daemon *daemon.Daemon
+	// Engines scrapes the targets' own /metrics and Live turns it into
+	// TTFT by queue depth and live efficiency; both nil when
+	// engine.enabled is false.
+	Engines *engine.Pool
+	Live    *collector.Live
+	// GPUs is the NVML reader (a null one without a driver or with
+	// power.nvml off): live power, energy per token, and sweeps' power.
+	GPUs    *gpu.Reader
+	Sweeper *sweeper.Sweeper
+
+	cancel context.CancelFunc
+}
+
+// New loads the config and builds every part. The engine and power
+// sections are read here, once; targets, scenarios and the sweep section
+// follow every reload.
+func New(o Options) (a *App, err error) {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.NVML == nil {
+		o.NVML = func() nvml.Interface { return nvml.New() }
+	}
+	dopts := o.Daemon
+	dopts.ConfigFile, dopts.Flags, dopts.Web, dopts.Logger = o.ConfigFile, o.Flags, o.Web, o.Logger
+	dopts.Description, dopts.Links = o.Description, o.Links
+	d, err := daemon.New(dopts)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	a = &App{Daemon: d, cancel: cancel}
+	defer func() {
+		if err != nil {
+			a.close()
+		}
+	}()
+	cfg := d.Config()
+	if cfg.Engine.Enabled {
+		if err := a.addEngineSignals(cfg.Engine); err != nil {
+			return nil, err
+		}
+	}
+	if err := a.addPower(ctx, cfg.Power, o.NVML); err != nil {
+		return nil, err
+	}
+	if err := a.addSweeper(ctx); err != nil {
+		return nil, err
+	}
+	a.addFleet(ctx)
+	d.OnStop(a.close)
+	return a, nil
+}
+
+// Listen opens the web listeners (see daemon.Daemon.Listen).
+func (a *App) Listen() ([]net.Addr, error) { return a.Daemon.Listen() }
+
+// Run probes and serves until ctx is done, then releases every part.
+func (a *App) Run(ctx context.Context) error { return a.Daemon.Run(ctx) }
+
+// close stops the background work of every part; safe to call twice.
+func (a *App) close() {
+	a.cancel()
+	if a.Sweeper != nil {
+		a.Sweeper.Close()
+	}
+	if a.GPUs != nil {
+		a.GPUs.Close()
+	}
+	if a.Engines != nil {
+		a.Engines.Close()
+	}
+}
+
+// addEngineSignals scrapes every target's engine /metrics and feeds the
+// live signals (TTFT by queue depth, live scaling efficiency).
+func (a *App) addEngineSignals(ec config.EngineConfig) error {
+	d, logger := a.Daemon, a.Daemon.Logger()
+	a.Engines = engine.NewPool(ec.WatcherOptions(), logger)
+	a.Live = collector.NewLive(a.Engines, collector.LiveOptions{
+		DepthSamples:        ec.Live.QueueDepthSamples,
+		DepthMaxAge:         time.Duration(ec.Live.QueueDepthMaxAge),
+		EfficiencyWindow:    time.Duration(ec.Live.EfficiencyWindow),
+		EfficiencySmoothing: time.Duration(ec.Live.EfficiencySmoothing),
+		BaselineMaxAge:      time.Duration(ec.Live.BaselineMaxAge),
+		Logger:              logger,
+	})
+	d.AddHook(a.Live)
+	if err := errors.Join(d.AddCollector(a.Live), d.AddCollector(collector.NewEngineCollector(a.Engines))); err != nil {
+		return err
+	}
+	known := map[string]bool{}
+	d.OnReload(func(c *config.Config) {
+		targets, err := c.Targets()
+		if err != nil {
+			logger.Error("engine metrics: cannot build targets", "err", err)
+			return
+		}
+		now := map[string]bool{}
+		for _, t := range targets {
+			now[t.Name] = true
+		}
+		for name := range known {
+			if !now[name] {
+				a.Live.ForgetTarget(name)
+			}
+		}
+		known = now
+		a.Engines.Sync(targets)
+	})
+	return nil
+}
+
+// addPower opens NVML (once; a machine without the driver gets a null
+// reader, one log line and slaprobe_nvml_up 0) and exports power, and
+// energy per token where engine metrics give the token counts.
+func (a *App) addPower(ctx context.Context, pc config.PowerConfig, open func() nvml.Interface) error {
+	var lib nvml.Interface
+	if pc.NVML {
+		lib = open()
+	}
+	gpus, err := gpu.New(lib, a.Daemon.Logger(), pc.ReaderOptions())
+	if err != nil {
+		return err
+	}
+	a.GPUs = gpus
+	go gpus.Run(ctx)
+	if err := a.Daemon.AddCollector(collector.NewNVMLCollector(gpus)); err != nil {
+		return err
+	}
+	if a.Engines == nil {
+		return nil
+	}
+	return a.Daemon.AddCollector(collector.NewEnergyCollector(gpus, a.Engines, collector.EnergyOptions{
+		PricePerKWh: pc.PricePerKWh,
+		Window:      time.Duration(pc.Window),
+		DevicesFor:  pc.DevicesFor,
+	}))
+}
+
+// addSweeper adds the opt-in sweep job: scheduled, or on demand with
+// POST /-/sweep behind the web config's authentication like every other
+// endpoint. Its gauges are exported even while sweeps are disabled, so
+// dashboards show "disabled" rather than "no data".
+func (a *App) addSweeper(ctx context.Context) error {
+	d, logger := a.Daemon, a.Daemon.Logger()
+	env := sweeper.Env{GPUs: a.GPUs, PowerSampleInterval: time.Second, Logger: logger}
+	opts := sweeper.Options{
+		Config: d.Config().Sweep,
+		Runner: d.Prober(),
+		// Plans are set up from the config current when a sweep starts.
+		Plans: func(ctx context.Context, sc config.SweepConfig) ([]*sweeper.Plan, error) {
+			return sweeper.PlansFor(ctx, d.Config(), sc, env)
+		},
+		Logger: logger,
+		// A scheduled probe sent during a sweep would measure the sweep's
+		// load and page on it; the target's probes wait for its sweep.
+		Hold: d.Holds().Hold,
+	}
+	if a.Live != nil {
+		// Closed-loop N=1 steps ran alone: single-stream baselines.
+		opts.OnResult = a.Live.SetBaselinesFromSweep
+	}
+	sw, err := sweeper.New(opts)
+	if err != nil {
+		return fmt.Errorf("sweep: %w", err)
+	}
+	a.Sweeper = sw
+	if err := d.AddCollector(collector.NewSweepCollector(sw)); err != nil {
+		return err
+	}
+	d.Handle("/-/sweep", sw.Handler())
+	d.OnReload(func(c *config.Config) {
+		if err := sw.SetConfig(c.Sweep); err != nil {
+			logger.Error("sweep config not applied; keeping the previous one", "err", err)
+		}
+	})
+	go sw.Run(ctx)
+	return nil
+}
+
+// addFleet serves /probe, for a Prometheus that discovers the targets
+// itself (blackbox-exporter style), and watches the file_sd target files.
+func (a *App) addFleet(ctx context.Context) {
+	d, logger := a.Daemon, a.Daemon.Logger()
+	d.Handle("/probe", probehandler.New(probehandler.Options{
+		Runner: d.Prober(),
+		Config: d.Config,
+		Logger: logger.With("component", "probe_endpoint"),
+	}))
+	go config.WatchTargetFiles(ctx, d.Config, func() { _, _ = d.Reload() }, logger.With("component", "file_sd"))
+
+	// The bucket layout is fixed when the metrics are made: say so when a
+	// reload asks for another.
+	buckets := d.Config().Global.ClassicHistogramBuckets
+	d.OnReload(func(c *config.Config) {
+		if c.Global.ClassicHistogramBuckets != buckets {
+			logger.Warn("global.classic_histogram_buckets changed; it takes effect at the next restart",
+				"running", buckets, "configured", c.Global.ClassicHistogramBuckets)
+		}
+	})
+}

@@ -1,0 +1,135 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/slaprobe/slaprobe/prober"
+)
+
+// progress draws a one-line bar with ETA on a terminal, or prints one plain
+// line per step otherwise.
+type progress struct {
+	w    io.Writer
+	tty  bool
+	mu   sync.Mutex
+	last prober.ProgressEvent
+	at   time.Time
+	stop chan struct{}
+	wg   sync.WaitGroup
+	// The client's CPU time when the current step started: each finished
+	// step reports the share of one core the prober itself used, so a
+	// saturated client shows up next to the numbers it would distort.
+	stepCPU  time.Duration
+	stepWall time.Time
+}
+
+func newProgress(w io.Writer, tty bool) *progress {
+	p := &progress{w: w, tty: tty, stop: make(chan struct{})}
+	if tty {
+		p.wg.Add(1)
+		go func() { // keep the elapsed time and ETA moving between events
+			defer p.wg.Done()
+			tick := time.NewTicker(time.Second)
+			defer tick.Stop()
+			for {
+				select {
+				case <-p.stop:
+					return
+				case <-tick.C:
+					p.mu.Lock()
+					if p.last.Steps > 0 {
+						p.draw()
+					}
+					p.mu.Unlock()
+				}
+			}
+		}()
+	}
+	return p
+}
+
+func (p *progress) event(ev prober.ProgressEvent) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.last, p.at = ev, time.Now()
+	cpuShare := ""
+	switch ev.Kind {
+	case prober.ProgressStepStarted:
+		p.stepCPU, p.stepWall = cpuTime(), time.Now()
+	case prober.ProgressStepFinished:
+		if wall := time.Since(p.stepWall); wall > 0 && !p.stepWall.IsZero() {
+			cpuShare = fmt.Sprintf(", client CPU %.0f%% of a core", 100*(cpuTime()-p.stepCPU).Seconds()/wall.Seconds())
+		}
+	}
+	if p.tty {
+		if ev.Kind == prober.ProgressStepSkipped || ev.Kind == prober.ProgressScenarioFailed {
+			fmt.Fprintf(p.w, "\r\033[K%s: %s\n", ev.Scenario, ev.Message)
+		}
+		p.draw()
+		return
+	}
+	switch ev.Kind {
+	case prober.ProgressStepStarted:
+		fmt.Fprintf(p.w, "[%d/%d] %s %s N=%d started (elapsed %s, about %s left)\n", ev.Step, ev.Steps, ev.Scenario,
+			modeName(ev.Mode), ev.Concurrency, fmtDur(ev.Elapsed), fmtDur(ev.Remaining))
+	case prober.ProgressStepFinished:
+		r := ev.Result
+		fmt.Fprintf(p.w, "[%d/%d] %s %s N=%d done: %d/%d ok, TTFT mean %.3fs, decode %.1f tok/s, system %.0f tok/s%s\n",
+			ev.Step, ev.Steps, ev.Scenario, modeName(ev.Mode), ev.Concurrency, r.Succeeded, r.Requests,
+			r.TTFT.Mean, r.Decode.Mean, r.SystemThroughput, cpuShare)
+	default:
+		fmt.Fprintf(p.w, "%s: %s\n", ev.Scenario, ev.Message)
+	}
+}
+
+// draw renders the bar; p.mu is held.
+func (p *progress) draw() {
+	ev := p.last
+	since := time.Since(p.at)
+	elapsed := ev.Elapsed + since
+	remaining := ev.Remaining - since
+	if remaining < 0 {
+		remaining = 0
+	}
+	done := ev.Step
+	if ev.Kind == prober.ProgressStepStarted {
+		done--
+	}
+	const width = 24
+	filled := 0
+	if ev.Steps > 0 {
+		filled = width * done / ev.Steps
+	}
+	bar := strings.Repeat("█", filled) + strings.Repeat("░", width-filled)
+	fmt.Fprintf(p.w, "\r\033[K%s %d/%d  %s %s N=%d  elapsed %s  ETA %s", bar, done, ev.Steps, ev.Scenario,
+		modeName(ev.Mode), ev.Concurrency, fmtDur(elapsed), fmtDur(remaining))
+}
+
+func (p *progress) done() {
+	close(p.stop)
+	p.wg.Wait()
+	if p.tty {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
+}
+
+func modeName(m prober.Mode) string {
+	if m == prober.ModeBurst {
+		return "burst"
+	}
+	return "closed-loop"
+}
+
+func fmtDur(d time.Duration) string {
+	if d <= 0 {
+		return "0s"
+	}
+	if d < time.Hour {
+		return d.Round(time.Second).String()
+	}
+	return d.Round(time.Minute).String()
+}

@@ -1,0 +1,129 @@
+package report
+
+import (
+	"fmt"
+
+	"github.com/slaprobe/slaprobe/internal/gpu"
+	"github.com/slaprobe/slaprobe/prober"
+)
+
+// FromSweep maps a sweep onto the report schema. It is the one mapping:
+// bench writes its result and the daemon keeps and exports it. pricePerKWh
+// turns power into cost when power was measured.
+func FromSweep(res *prober.SweepResult, meta Meta, pricePerKWh float64, power bool) *Report {
+	meta.StartedAt, meta.FinishedAt, meta.Interrupted = res.Started, res.Finished, res.Interrupted
+	th := DefaultThresholds()
+	th.MaxSafeQueueTTFTSeconds = res.Settings.MaxSafeTTFTSeconds
+	th.MaxSafeQueueStat = res.Settings.CapacityStat
+	rep := &Report{
+		Meta: meta,
+		Config: Config{
+			ClosedLoopLadder:    res.Settings.ClosedLoop,
+			BurstLadder:         res.Settings.Burst,
+			StepDurationSeconds: res.Settings.StepSeconds,
+			WarmupSeconds:       res.Settings.WarmupSeconds,
+			EarlyStop:           res.Settings.EarlyStopFactor > 0,
+			Thresholds:          th,
+		},
+	}
+	if power {
+		rep.Config.PricePerKWh = pricePerKWh
+	}
+	if res.Interrupted {
+		done := 0
+		for _, s := range res.Scenarios {
+			done += len(s.ClosedLoop) + len(s.Burst)
+		}
+		rep.Notes = append(rep.Notes, fmt.Sprintf("Interrupted before the end: the report holds the %d steps that finished.", done))
+	}
+	stat := res.Settings.CapacityStat
+	for _, s := range res.Scenarios {
+		rep.Config.Scenarios = append(rep.Config.Scenarios, s.Name)
+		if s.Error != "" {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("Scenario %s was skipped: %s.", s.Name, s.Error))
+			continue
+		}
+		rs := Scenario{
+			Name: s.Name, Family: string(s.Family), Description: s.Description,
+			InputTokens: s.InputTokens, OutputTokens: s.OutputTokens,
+			Thresholds: s.Thresholds,
+		}
+		for _, st := range s.ClosedLoop {
+			rs.ClosedLoop = append(rs.ClosedLoop, fromStep(st, pricePerKWh))
+		}
+		for _, st := range s.Burst {
+			rs.Burst = append(rs.Burst, fromStep(st, pricePerKWh))
+		}
+		for _, es := range []struct {
+			mode prober.Mode
+			stop *prober.EarlyStop
+		}{{prober.ModeClosedLoop, s.ClosedLoopStop}, {prober.ModeBurst, s.BurstStop}} {
+			if es.stop != nil {
+				rs.StoppedEarly = append(rs.StoppedEarly, EarlyStop{Mode: es.mode, AfterN: es.stop.Concurrency,
+					SkippedLadderN: es.stop.Skipped, Reason: es.stop.Reason})
+			}
+		}
+		rep.Scenarios = append(rep.Scenarios, rs)
+
+		if c := s.MaxSafeQueue; c != nil && c.Bound != prober.BoundUnknown {
+			rep.Capacity.MaxSafeQueue = append(rep.Capacity.MaxSafeQueue, QueueCapacity{
+				Scenario: s.Name, Bound: fromBound(*c), ThresholdSeconds: res.Settings.MaxSafeTTFTSeconds,
+				Stat: stat, MaxTested: c.MaxTested,
+			})
+		}
+		if c := s.Capacity; c != nil && c.Bound != prober.BoundUnknown && s.Thresholds.Any() {
+			uc := UseCaseCapacity{Scenario: s.Name, Mode: prober.ModeClosedLoop, Bound: fromBound(*c),
+				LimitedBy: c.LimitedBy, MaxTested: c.MaxTested}
+			for _, l := range c.Limits {
+				if l.Kind == "success" { // not a threshold of the scenario; LimitedBy still names it when it binds
+					continue
+				}
+				uc.Limits = append(uc.Limits, Limit{Kind: l.Kind, Threshold: l.Threshold, Stat: l.Stat, Bound: fromBound(l.Capacity)})
+			}
+			rep.Capacity.UseCases = append(rep.Capacity.UseCases, uc)
+		}
+	}
+	return rep
+}
+
+func fromBound(c prober.Capacity) Bound {
+	switch c.Bound {
+	case prober.BoundAtLeast:
+		return Bound{Value: c.N, AtLeast: true}
+	case prober.BoundBelow:
+		return Bound{}
+	}
+	return Bound{Value: c.N, Approximate: c.Approximate}
+}
+
+func fromStep(st prober.StepResult, pricePerKWh float64) Step {
+	dist := func(s prober.Summary) Dist {
+		return Dist{Mean: s.Mean, P10: s.P10, P50: s.P50, P90: s.P90, P95: s.P95, P99: s.P99}
+	}
+	out := Step{
+		Concurrency: st.Concurrency, DurationSeconds: st.WindowSeconds,
+		RequestsSent: st.Requests, RequestsOK: st.Succeeded, SuccessRate: st.SuccessRatio,
+		Decode: dist(st.Decode), ITL: dist(st.ITL), TTFT: dist(st.TTFT), E2E: dist(st.E2E),
+		PrefillTokensPerSecond: st.Prefill.Mean,
+		SystemTokensPerSecond:  st.SystemThroughput, TokensPerHour: st.TokensPerHour,
+		QueueWaitSeconds: st.QueueWaitSeconds,
+		Drain:            st.Drain,
+	}
+	if st.PrefillExclQueue > 0 {
+		out.PrefillTokensPerSecond = st.PrefillExclQueue
+	}
+	if len(st.Errors) > 0 {
+		out.Errors = make(map[string]int, len(st.Errors))
+		for r, n := range st.Errors {
+			out.Errors[string(r)] = n
+		}
+	}
+	if st.Mode == prober.ModeClosedLoop && st.ScalingEfficiency > 0 {
+		out.ScalingEfficiency = Float(st.ScalingEfficiency)
+	}
+	if p := st.Power; p != nil {
+		out.Power = &Power{AvgWatts: p.AvgWatts, PeakWatts: p.PeakWatts, JoulesPerToken: p.JoulesPerOutputToken,
+			CostPerHourUSD: gpu.CostPerHour(p.AvgWatts, pricePerKWh)}
+	}
+	return out
+}

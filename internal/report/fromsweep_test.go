@@ -1,0 +1,67 @@
+package report
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/slaprobe/slaprobe/prober"
+)
+
+func TestFromSweep(t *testing.T) {
+	t0 := time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)
+	qw := 0.5
+	step := func(mode prober.Mode, n int) prober.StepResult {
+		return prober.StepResult{Mode: mode, Concurrency: n, Requests: n, Succeeded: n, SuccessRatio: 1, WindowSeconds: 60,
+			TTFT: prober.Summary{Mean: 1, P50: 0.9, P90: 1.5, P95: 1.7, P99: 2}, SystemThroughput: 100 * float64(n),
+			TokensPerHour: 360000 * float64(n), ScalingEfficiency: 0.9, QueueWaitSeconds: &qw, PrefillExclQueue: 12345,
+			Prefill: prober.Summary{Mean: 9000}, Errors: map[prober.Reason]int{prober.ReasonTimeout: 1},
+			Power: &prober.PowerReading{AvgWatts: 500, PeakWatts: 600, Joules: 30000, JoulesPerOutputToken: 0.5}}
+	}
+	res := &prober.SweepResult{
+		Target: "t", Model: "m", Started: t0, Finished: t0.Add(time.Hour), Interrupted: true,
+		Settings: prober.SweepSettings{ClosedLoop: []int{1, 2}, Burst: []int{4}, StepSeconds: 60, WarmupSeconds: 10,
+			EarlyStopFactor: 3, MaxSafeTTFTSeconds: 3, CapacityStat: prober.StatP90},
+		Scenarios: []prober.ScenarioResult{
+			{Name: "general_chat", Family: prober.FamilyUseCase, InputTokens: 32768, OutputTokens: 1024,
+				Thresholds:     prober.Thresholds{TTFT: 8 * time.Second, MinDecode: 15},
+				ClosedLoop:     []prober.StepResult{step(prober.ModeClosedLoop, 1), step(prober.ModeClosedLoop, 2)},
+				Burst:          []prober.StepResult{step(prober.ModeBurst, 4)},
+				BurstStop:      &prober.EarlyStop{Concurrency: 4, Skipped: []int{8, 16}, Reason: "every threshold far exceeded"},
+				MaxSafeQueue:   &prober.Capacity{N: 3, Approximate: true, Bound: prober.BoundWithin, MaxTested: 4},
+				Capacity:       &prober.Capacity{N: 2, Bound: prober.BoundAtLeast, MaxTested: 2, Limits: []prober.CapacityLimit{{Kind: "ttft", Threshold: 8, Stat: prober.StatP90, Capacity: prober.Capacity{N: 2, Bound: prober.BoundAtLeast}}}},
+				ClosedLoopStop: nil},
+			{Name: "broken", Error: "calibrate broken: prompt too long"},
+		},
+	}
+	rep := FromSweep(res, Meta{Model: "m"}, 0.1, true)
+	if err := rep.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Meta.Interrupted || rep.Config.Thresholds.MaxSafeQueueStat != "p90" || rep.Config.PricePerKWh != 0.1 || !rep.Config.EarlyStop {
+		t.Errorf("meta/config: %+v %+v", rep.Meta, rep.Config)
+	}
+	if len(rep.Scenarios) != 1 || len(rep.Notes) != 2 {
+		t.Fatalf("scenarios %d, notes %v", len(rep.Scenarios), rep.Notes)
+	}
+	s := rep.Scenarios[0]
+	cl := s.ClosedLoop[0]
+	if cl.PrefillTokensPerSecond != 12345 || cl.Errors["timeout"] != 1 || cl.ScalingEfficiency == nil || cl.TTFT.P90 != 1.5 ||
+		cl.Power == nil || cl.Power.CostPerHourUSD != 0.05 || cl.Power.JoulesPerToken != 0.5 {
+		t.Errorf("closed-loop step = %+v", cl)
+	}
+	if s.Burst[0].ScalingEfficiency != nil {
+		t.Error("burst steps carry no scaling efficiency in the report")
+	}
+	if len(s.StoppedEarly) != 1 || s.StoppedEarly[0].Mode != prober.ModeBurst || !reflect.DeepEqual(s.StoppedEarly[0].SkippedLadderN, []int{8, 16}) {
+		t.Errorf("stopped early = %+v", s.StoppedEarly)
+	}
+	q := rep.Capacity.MaxSafeQueue
+	if len(q) != 1 || q[0].Value != 3 || !q[0].Approximate || q[0].Stat != "p90" || q[0].MaxTested != 4 {
+		t.Errorf("max safe queue = %+v", q)
+	}
+	u := rep.Capacity.UseCases
+	if len(u) != 1 || !u[0].AtLeast || u[0].Value != 2 || len(u[0].Limits) != 1 || !u[0].Limits[0].AtLeast {
+		t.Errorf("use cases = %+v", u)
+	}
+}

@@ -1,0 +1,87 @@
+package sweeper
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/slaprobe/slaprobe/internal/config"
+	"github.com/slaprobe/slaprobe/prober"
+	"github.com/slaprobe/slaprobe/test/llmd"
+)
+
+// TestDrainAgainstLLMD: llm-d-inference-sim keeps working on requests
+// whose client went away, as some engines do. A closed-loop step of N=6
+// on an engine that runs 2 at a time leaves requests running when the
+// step cancels its fillers. The burst of 1 that follows must wait for them
+// and measure the unloaded TTFT; with the drain off (the cooldown path,
+// cooldown 0) the same burst queues behind the leftovers, which shows the
+// check can fail.
+func TestDrainAgainstLLMD(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real-time sweep against llm-d-inference-sim")
+	}
+	llmd.SkipIfMissing(t)
+	const ttft, itl = 50 * time.Millisecond, 20 * time.Millisecond
+	srv := llmd.Start(t, llmd.Options{TTFT: ttft, ITL: itl, MaxNumSeqs: 2})
+	cfg, err := config.LoadBytes([]byte(`
+targets: [{name: llmd, url: '` + srv.URL + `', model: ` + srv.Model + `}]
+scenarios:
+  - {name: leftovers, input_tokens: 200, output_tokens: 100, thresholds: {ttft: 1s}}
+sweep:
+  closed_loop: {concurrency: [6], warmup: 200ms, duration: 800ms}
+  burst: {concurrency: [1]}
+  cooldown: 0s
+  drain: {timeout: 30s}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	targets, _ := cfg.Targets()
+	p := prober.New(slog.New(slog.DiscardHandler), prober.SystemClock{})
+
+	run := func(drain bool) prober.StepResult {
+		t.Helper()
+		plan, err := NewPlan(context.Background(), cfg, cfg.Sweep, targets[0], []string{"leftovers"}, Env{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if plan.EngineFlavor != "vllm" {
+			t.Fatalf("engine flavor %q; llm-d exposes vLLM's metric names", plan.EngineFlavor)
+		}
+		if !drain {
+			plan.Options.Scrape = nil
+		}
+		_, res, err := plan.Run(context.Background(), p, plan.Meta())
+		if err != nil {
+			t.Fatal(err)
+		}
+		sr := res.Scenarios[0]
+		if len(sr.ClosedLoop) != 1 || len(sr.Burst) != 1 {
+			t.Fatalf("steps: %d closed loop, %d burst", len(sr.ClosedLoop), len(sr.Burst))
+		}
+		b := sr.Burst[0]
+		t.Logf("drain=%v: burst N=1 TTFT %.0f ms, drain %+v", drain, b.TTFT.Mean*1000, *b.Drain)
+		return b
+	}
+
+	b := run(true)
+	if b.Drain.Method != prober.DrainEngine || b.Drain.Busy || b.Drain.WaitedSeconds < 0.5 {
+		t.Errorf("drain %+v; want a wait of more than 0.5 s for the leftovers, then an empty engine", *b.Drain)
+	}
+	// Unloaded: the configured TTFT plus the simulator's and client's own
+	// few milliseconds.
+	if b.TTFT.Mean > (ttft + 100*time.Millisecond).Seconds() {
+		t.Errorf("burst N=1 TTFT %.0f ms after a drained start; want the unloaded %v", b.TTFT.Mean*1000, ttft)
+	}
+
+	nb := run(false)
+	if nb.Drain.Method != prober.DrainCooldown {
+		t.Errorf("without engine counts: drain %+v; want the cooldown method", *nb.Drain)
+	}
+	if nb.TTFT.Mean < 4*b.TTFT.Mean {
+		t.Errorf("without the drain the burst TTFT is %.0f ms, not far above the drained %.0f ms: the leftovers did not queue ahead",
+			nb.TTFT.Mean*1000, b.TTFT.Mean*1000)
+	}
+}

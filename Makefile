@@ -146,6 +146,13 @@ fuzz-short:
 		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME_SHORT) -parallel 2 $$pkg || exit 1; \
 	done
 
+# The 30-minute soak (docs/reliability.md): niced, so a shared machine stays usable.
+SOAK_DURATION ?= 30m
+.PHONY: soak
+soak:
+	SLAPROBE_SOAK=1 SLAPROBE_SOAK_DURATION=$(SOAK_DURATION) SLAPROBE_SOAK_OUT=$(CURDIR)/docs/reliability \
+		nice -n 10 $(GO) test ./cmd/slaprobe -run '^TestSoak$$' -count=1 -timeout 60m -v
+
 .PHONY: demo
 demo:
 	$(GO) run ./cmd/slaprobe demo $(DEMO_ARGS)

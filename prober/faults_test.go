@@ -354,3 +354,35 @@ func TestFaultTable(t *testing.T) {
 		})
 	}
 }
+
+// TestModelsBodyIsBounded: a /v1/models that never ends is read up to its
+// limit, not to the end: the client gives up and the server sees it go.
+func TestModelsBodyIsBounded(t *testing.T) {
+	var written atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"data":[{"id":"`)
+		chunk := bytes.Repeat([]byte("m"), 64<<10)
+		for r.Context().Err() == nil {
+			n, err := w.Write(chunk)
+			written.Add(int64(n))
+			if err != nil {
+				return
+			}
+		}
+	}))
+	defer srv.Close()
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	_, err := prober.ListModels(context.Background(), prober.Target{Name: "t", BaseURL: srv.URL, Client: &http.Client{Transport: tr}})
+	if err == nil {
+		t.Fatal("an endless /v1/models body was accepted")
+	}
+	srv.CloseClientConnections()
+	// What the server managed to write before the client stopped reading is
+	// the limit plus what the socket buffers hold.
+	if n := written.Load(); n > 64<<20 {
+		t.Errorf("the server wrote %d MiB before the client gave up", n>>20)
+	}
+	t.Logf("gave up after the server wrote %d MiB: %v", written.Load()>>20, err)
+}

@@ -140,6 +140,11 @@ func NewScheduler(targets []ScheduledTarget, opts SchedulerOptions) *Scheduler {
 			ts.model = opts.KnownModels[st.Target.Name]
 		}
 		ts.lastModel = ts.model
+		for _, sc := range ts.scenarios {
+			if sc.Interval > 0 && (ts.minInterval == 0 || sc.Interval < ts.minInterval) {
+				ts.minInterval = sc.Interval
+			}
+		}
 		s.targets = append(s.targets, ts)
 	}
 	return s
@@ -228,7 +233,8 @@ type schedTarget struct {
 	lastModel   string // the last model published, to tell a change
 	disabled    map[string]bool
 
-	gate gate // closed while the target is down or asked to wait (Retry-After)
+	gate        gate          // closed while the target is down or asked to wait (Retry-After)
+	minInterval time.Duration // the shortest interval of its scenarios: the backoff's base
 }
 
 func (ts *schedTarget) snapshot() (model string, maxModelLen int, disabled map[string]bool) {
@@ -403,7 +409,10 @@ func (s *Scheduler) probeLoop(ctx context.Context, ts *schedTarget, sc Scenario)
 		} else {
 			switch act.kind {
 			case gateBackoff:
-				delay = s.backoff(sc.Interval, act.fails)
+				// From the target's shortest interval: whichever scenario
+				// found it down, recovery is seen as soon as its most
+				// frequent scenario would have seen it.
+				delay = s.backoff(ts.minInterval, act.fails)
 			case gateRetryAfter:
 				// No probe of this target until the server's Retry-After
 				// (at most one interval) has passed; then the others may go.
@@ -430,7 +439,8 @@ func (s *Scheduler) spread(sc Scenario) time.Duration {
 // backoff is the wait after the fails-th failed probe of a target that is
 // down: interval·2^fails, capped at max(BackoffMax, interval), with equal
 // jitter (a uniform draw in the upper half), so it is never shorter than
-// the interval and probers of many replicas do not line up.
+// the interval and probers of many replicas do not line up. interval is
+// the target's shortest scenario interval.
 func (s *Scheduler) backoff(interval time.Duration, fails int) time.Duration {
 	limit := max(s.opts.BackoffMax, interval)
 	d := interval

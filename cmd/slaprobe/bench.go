@@ -87,7 +87,7 @@ func addBench(c *cli) {
 		sc := cfg.Sweep
 		if err := bf.apply(&sc); err != nil {
 			fmt.Fprintf(c.stderr, "bench: %v\n", err)
-			return bench.ExitUsage
+			return bench.ExitFailure
 		}
 		var scenarios []string
 		if v, ok := cf.scenarios.given(); ok {

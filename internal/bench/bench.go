@@ -24,11 +24,12 @@ import (
 	"github.com/slaprobe/slaprobe/prober"
 )
 
-// Exit codes of Run.
+// Exit codes of Run, the same for every slaprobe command (cmd/slaprobe's
+// exitcodes.go lists what each means).
 const (
 	ExitOK          = 0
-	ExitFailure     = 1   // the server or the output could not be reached
-	ExitUsage       = 2   // bad flags or settings
+	ExitFailure     = 1   // invalid config, settings or flag values; the server or the output could not be reached
+	ExitUsage       = 2   // the command line could not be parsed (kingpin rejects it before Run)
 	ExitInterrupted = 130 // stopped early; the partial report was written
 )
 
@@ -64,11 +65,11 @@ func Run(ctx context.Context, o Options) int {
 	sc.Enabled = false // the daemon's job switch; irrelevant here (and state_file may be empty)
 	if len(sc.ClosedLoop.Concurrency) == 0 && len(sc.Burst.Concurrency) == 0 {
 		fmt.Fprintln(o.Stderr, "bench: both ladders are empty; give --concurrency or --burst")
-		return ExitUsage
+		return ExitFailure
 	}
 	if err := sc.Validate(); err != nil {
 		fmt.Fprintf(o.Stderr, "bench: %v\n", err)
-		return ExitUsage
+		return ExitFailure
 	}
 	targets, err := o.Config.Targets()
 	if err != nil {
@@ -78,7 +79,7 @@ func Run(ctx context.Context, o Options) int {
 	t, err := PickTarget(targets, o.Target)
 	if err != nil {
 		fmt.Fprintf(o.Stderr, "bench: %v\n", err)
-		return ExitUsage
+		return ExitFailure
 	}
 	names := o.Scenarios
 	if len(names) == 0 {
@@ -86,7 +87,7 @@ func Run(ctx context.Context, o Options) int {
 	}
 	if _, err := sweeper.LookupScenarios(o.Config.AllScenarios(), names); err != nil {
 		fmt.Fprintf(o.Stderr, "bench: %v\n", err)
-		return ExitUsage
+		return ExitFailure
 	}
 
 	env := sweeper.Env{Logger: logger}

@@ -173,7 +173,9 @@ func TestSchedulerBacksOffFromADownTarget(t *testing.T) {
 	names := []string{"s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9"}
 	interval := 10 * time.Second
 	s := prober.NewScheduler([]prober.ScheduledTarget{{Target: target, Scenarios: faultScenarios(interval, names...)}},
-		prober.SchedulerOptions{Probe: probe, Sleep: sleep, BackoffMax: 80 * time.Second, Jitter: 0.2,
+		// No interval jitter, so every wait longer than the interval is a
+		// backoff (which has its own jitter).
+		prober.SchedulerOptions{Probe: probe, Sleep: sleep, BackoffMax: 80 * time.Second, Jitter: 0,
 			ListModels: func(context.Context, prober.Target) ([]prober.ModelInfo, error) {
 				return []prober.ModelInfo{{ID: r.model}}, nil
 			}})
@@ -242,7 +244,7 @@ func TestSchedulerBacksOffFromADownTarget(t *testing.T) {
 	mu.Lock()
 	var backoffs []time.Duration
 	for _, d := range sleeps {
-		if d > interval*6/5 { // longer than any jittered interval: a backoff
+		if d > interval { // longer than the interval: a backoff
 			backoffs = append(backoffs, d)
 		}
 	}

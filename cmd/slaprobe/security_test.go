@@ -112,7 +112,7 @@ func authEngine(t *testing.T) *httptest.Server {
 // --web.config.file and a target whose API keys are in the config, then
 // checks every endpoint over TLS with and without credentials, that
 // state-changing endpoints refuse GET, and that neither key appears in the
-// debug log, /metrics, /config, /-/sweep or check-config.
+// debug log, /metrics, /config, /-/sweep, /probe?debug=true or check-config.
 func TestSecurityEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs slaprobe")
@@ -226,6 +226,7 @@ sweep:
 		{"POST", "/-/reload", 200},
 		{"GET", "/-/sweep", 200},
 		{"POST", "/-/sweep", 202},
+		{"GET", "/probe?target=sim&scenario=chatbot", 200},
 	}
 	plain := &http.Client{Timeout: 10 * time.Second}
 	for _, ep := range endpoints {
@@ -279,6 +280,10 @@ sweep:
 	_, outputs["/config"] = auth("GET", "/config")
 	_, outputs["/-/sweep"] = auth("GET", "/-/sweep")
 	_, outputs["/"] = auth("GET", "/")
+	_, outputs["/probe?debug=true"] = auth("GET", "/probe?target=sim&scenario=chatbot&debug=true")
+	if !strings.Contains(outputs["/probe?debug=true"], "Logs for the probe") {
+		t.Errorf("/probe?debug=true shows no probe log:\n%s", outputs["/probe?debug=true"])
+	}
 	cc := exec.Command(bin, "check-config", "--config.file="+cfgPath, "--log.level=debug")
 	ccOut, err := cc.CombinedOutput()
 	if err != nil {

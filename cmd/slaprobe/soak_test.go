@@ -435,7 +435,7 @@ func soakSVG(ss []soakSample) []byte {
 		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#999"/>`+"\n", left, y0, w-left, ph)
 		for _, frac := range []float64{0, 0.5, 1} {
 			y := float64(y0) + float64(ph)*(1-frac)
-			fmt.Fprintf(&b, `<text x="%d" y="%.0f" text-anchor="end">%s</text>`+"\n", left-4, y+4, strconv.FormatFloat(vmax*frac, 'g', 4, 64))
+			fmt.Fprintf(&b, `<text x="%d" y="%.0f" text-anchor="end">%s</text>`+"\n", left-4, y+4, strconv.FormatFloat(vmax*frac, 'f', -1, 64))
 		}
 		var pts []string
 		for i, v := range vals {

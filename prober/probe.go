@@ -24,14 +24,15 @@ type Prober struct {
 	clock   Clock
 	maxLine atomic.Int64
 
-	mu  sync.Mutex
-	cal map[calKey]*calEntry
 	// freshFollowUpSalt gives warm follow-ups a new cache_salt: tests use it
 	// to show that a broken conversation reads as a miss.
 	freshFollowUpSalt bool
-	calls             map[calKey]*calCall
-	noTokenize        map[string]bool   // base URLs without a usable /tokenize
-	detected          map[string]string // base URL → model found on /v1/models
+
+	mu         sync.Mutex
+	cal        map[calKey]*calEntry
+	calls      map[calKey]*calCall
+	noTokenize map[string]bool   // base URLs without a usable /tokenize
+	detected   map[string]string // base URL → model found on /v1/models
 }
 
 // New returns a Prober. A nil logger discards; a nil clock is SystemClock.

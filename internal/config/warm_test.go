@@ -2,6 +2,7 @@ package config
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,5 +53,18 @@ scenarios:
 	}
 	if !reflect.DeepEqual(again.AllScenarios(), c.AllScenarios()) {
 		t.Errorf("printed config does not load back:\n%s", c.Redacted())
+	}
+}
+
+func TestWarmScenarioNotSwept(t *testing.T) {
+	_, err := LoadBytes([]byte(`
+targets:
+  - url: http://vllm:8000
+sweep:
+  scenarios: [general_chat_followup]
+`))
+	want := `sweep.scenarios: "general_chat_followup" is a warm-context scenario; expected cold ones (a sweep measures cold prefill under load)`
+	if err == nil || !strings.HasSuffix(err.Error(), want) {
+		t.Errorf("error %v, want …%s", err, want)
 	}
 }

@@ -2,6 +2,9 @@ package prober
 
 import (
 	"context"
+	"os"
+	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -183,4 +186,58 @@ func TestWarmScenarioValidate(t *testing.T) {
 	if Fits(s, 2048+15) || !Fits(s, 2048+16) {
 		t.Error("Fits must judge the last turn's prompt")
 	}
+}
+
+// TestWarmTTFTFigures measures cold (priming turn) against warm (follow-up)
+// TTFT for the built-in warm scenarios on vllmsim's default model (one H100,
+// docs/warm.md), three conversations each, and reports the medians scaled
+// back to the model's real time. SLAPROBE_WARM_SCALE sets the engine's time
+// scale (default 0.1; 1 runs in real time).
+//
+//	SLAPROBE_WARM_SCALE=1 go test ./prober/ -run TestWarmTTFTFigures -v
+func TestWarmTTFTFigures(t *testing.T) {
+	scale := 0.1
+	if v := os.Getenv("SLAPROBE_WARM_SCALE"); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f <= 0 {
+			t.Fatalf("SLAPROBE_WARM_SCALE=%q; expected a positive number", v)
+		}
+		scale = f
+	}
+	e, target := warmSim(t, func(c *vllmsim.Config) { c.TimeScale = scale })
+	cfg := e.Config()
+	p := New(nil, nil)
+	for _, name := range []string{"general_chat_followup", "long_document_followup"} {
+		s := warmTestScenario(t, name)
+		var cold, warm []time.Duration
+		var res Result
+		for range 3 {
+			res = p.Probe(context.Background(), target, "", s)
+			if res.Kind != KindSuccess || len(res.Earlier) != 1 || !res.CacheHit() {
+				t.Fatalf("%s: kind %s cached %d err %v", name, res.Kind, res.CachedTokens, res.Err)
+			}
+			cold = append(cold, res.Earlier[0].TTFT())
+			warm = append(warm, res.TTFT())
+		}
+		real := func(d time.Duration) time.Duration { return time.Duration(float64(d) / scale).Round(time.Millisecond) }
+		c, w := real(median(cold)), real(median(warm))
+		prime := res.Earlier[0]
+		unscaled := cfg
+		unscaled.TimeScale = 1
+		mc := unscaled.PrefillTimeCached(prime.PromptTokens, 0).Round(time.Millisecond)
+		mw := unscaled.PrefillTimeCached(res.PromptTokens, res.CachedTokens).Round(time.Millisecond)
+		t.Logf("%s: cold %d tokens TTFT %s (model %s); warm follow-up %d tokens, %d cached, TTFT %s (model %s; cold at that size %s, a cold 1K prompt %s); saved %.0f %%",
+			name, prime.PromptTokens, c, mc, res.PromptTokens, res.CachedTokens, w, mw,
+			unscaled.PrefillTime(res.PromptTokens).Round(time.Millisecond), unscaled.PrefillTime(1024).Round(time.Millisecond),
+			100*(1-float64(w)/float64(c)))
+		if c < mc || w < mw || w >= c {
+			t.Errorf("%s: cold %s (model %s), warm %s (model %s)", name, c, mc, w, mw)
+		}
+	}
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
 }

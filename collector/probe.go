@@ -210,6 +210,9 @@ func (m *ProbeMetrics) observe(r *prober.Result) {
 		m.warm.observePrime(r)
 		m.tokens.WithLabelValues(r.Target, r.Model, r.Scenario, "prompt").Add(float64(max(r.PromptTokens, 0)))
 		m.tokens.WithLabelValues(r.Target, r.Model, r.Scenario, "output").Add(float64(max(r.OutputTokens, 0)))
+		if r.PromptTokens > 0 && !r.PromptLengthOK {
+			m.mismatches.WithLabelValues(lv...).Inc()
+		}
 		return
 	}
 

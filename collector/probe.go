@@ -87,6 +87,9 @@ type ProbeMetrics struct {
 
 	success, promptTokens, outputTokens, lastTimestamp, enabled *prometheus.GaugeVec
 	threshold, planned                                          *prometheus.GaugeVec
+
+	// Warm scenarios only (see warm.go).
+	warm warmMetrics
 }
 
 func newHistogram(name, help string, buckets []float64) *prometheus.HistogramVec {
@@ -123,13 +126,13 @@ func NewProbeMetrics(reg prometheus.Registerer) *ProbeMetrics {
 func NewProbeMetricsWith(reg prometheus.Registerer, o ProbeMetricsOptions) *ProbeMetrics {
 	m := &ProbeMetrics{
 		ttft: newHistogram("ttft_seconds",
-			"Time from sending the request to the first chunk carrying generated output. Successful probes with a cold prompt only.", o.buckets(ttftBuckets, ttftBucketsReduced)),
+			"Time from sending the request to the first chunk carrying generated output. Successful probes with a cold prompt, and the follow-up turns of warm scenarios.", o.buckets(ttftBuckets, ttftBucketsReduced)),
 		itl: newHistogram("itl_seconds",
 			"Mean inter-token latency of a probe: (last token - first token) / (output tokens - first chunk's tokens). Successful probes only.", o.buckets(itlBuckets, itlBucketsReduced)),
 		decode: newHistogram("decode_tokens_per_second",
 			"Per-user decode speed of a probe, the inverse of its ITL. Successful probes only.", o.buckets(decodeBuckets, decodeBucketsReduced)),
 		e2e: newHistogram("e2e_latency_seconds",
-			"Time from sending the request to the last token. Successful probes with a cold prompt only.", o.buckets(e2eBuckets, e2eBucketsReduced)),
+			"Time from sending the request to the last token. Successful probes with a cold prompt, and the follow-up turns of warm scenarios.", o.buckets(e2eBuckets, e2eBucketsReduced)),
 		prefill: newHistogram("prefill_tokens_per_second",
 			"Prompt tokens divided by TTFT (queueing included). Successful probes with a cold prompt only.", o.buckets(prefillBuckets, prefillBucketsReduced)),
 		chunk: newHistogram("tokens_per_chunk",
@@ -167,6 +170,8 @@ func NewProbeMetricsWith(reg prometheus.Registerer, o ProbeMetricsOptions) *Prob
 		planned: newGauge("prober_planned_tokens_per_hour",
 			"Prompt plus output tokens the prober plans to spend per hour on the target, from the enabled scenarios and their intervals.", "target"),
 	}
+	m.warm = newWarmMetrics()
+	reg.MustRegister(m.warm.collectors()...)
 	reg.MustRegister(
 		m.ttft, m.itl, m.decode, m.e2e, m.prefill, m.chunk, m.ttfc,
 		m.probes, m.errors, m.cacheHits, m.tokens, m.mismatches, m.usageMismatches, m.firstChunk,
@@ -181,14 +186,35 @@ func NewProbeMetricsWith(reg prometheus.Registerer, o ProbeMetricsOptions) *Prob
 //   - success: probes_total{result="success"}, ITL, decode speed; and, unless
 //     the prompt hit the prefix cache, TTFT, E2E, prefill speed and (for
 //     reasoning output) time to first content. A cache hit counts in
-//     probe_cache_hits_total instead.
+//     probe_cache_hits_total instead. A warm follow-up records all of them
+//     but prefill speed, and its warm metrics.
 //   - short_output: probes_total{result="short_output"} only.
 //   - error: probes_total{result="error"} and probe_errors_total{reason}.
 //
 // Every probe updates the token counters and the last-probe gauges; every
 // chunk with a known token count is one tokens_per_chunk observation.
+//
+// A warm probe is a conversation: its priming turn is kept apart (warm.go),
+// and each follow-up is recorded as a probe of its scenario whose TTFT, E2E
+// and prefill count even though it hit the cache, as it is meant to.
 func (m *ProbeMetrics) Observe(r *prober.Result) {
+	for i := range r.Earlier {
+		m.observe(&r.Earlier[i])
+	}
+	m.observe(r)
+}
+
+func (m *ProbeMetrics) observe(r *prober.Result) {
 	lv := []string{r.Target, r.Model, r.Scenario}
+	if r.Turn == 1 && r.Kind == prober.KindSuccess {
+		m.warm.observePrime(r)
+		m.tokens.WithLabelValues(r.Target, r.Model, r.Scenario, "prompt").Add(float64(max(r.PromptTokens, 0)))
+		m.tokens.WithLabelValues(r.Target, r.Model, r.Scenario, "output").Add(float64(max(r.OutputTokens, 0)))
+		if r.PromptTokens > 0 && !r.PromptLengthOK {
+			m.mismatches.WithLabelValues(lv...).Inc()
+		}
+		return
+	}
 
 	kind := r.Kind
 	switch kind {
@@ -206,7 +232,9 @@ func (m *ProbeMetrics) Observe(r *prober.Result) {
 		if v := r.DecodeSpeed(); v > 0 {
 			m.decode.WithLabelValues(lv...).Observe(v)
 		}
-		if r.CacheHit() {
+		if r.FollowUp() {
+			m.warm.observeFollowUp(r)
+		} else if r.CacheHit() {
 			m.cacheHits.WithLabelValues(lv...).Inc()
 			break
 		}
@@ -216,7 +244,7 @@ func (m *ProbeMetrics) Observe(r *prober.Result) {
 		if d := r.E2E(); d > 0 {
 			m.e2e.WithLabelValues(lv...).Observe(d.Seconds())
 		}
-		if v := r.PrefillSpeed(); v > 0 {
+		if v := r.PrefillSpeed(); v > 0 && !r.FollowUp() { // a follow-up's prompt was mostly not prefilled
 			m.prefill.WithLabelValues(lv...).Observe(v)
 		}
 		if d := r.TTFC(); r.Reasoning && d > 0 {
@@ -334,5 +362,7 @@ func (m *ProbeMetrics) vecs() []*prometheus.MetricVec {
 		m.usageMismatches.MetricVec, m.firstChunk.MetricVec,
 		m.success.MetricVec, m.promptTokens.MetricVec, m.outputTokens.MetricVec, m.lastTimestamp.MetricVec, m.enabled.MetricVec,
 		m.planned.MetricVec,
+		m.warm.hitRatio.MetricVec, m.warm.saved.MetricVec, m.warm.savedRatio.MetricVec, m.warm.primeTTFT.MetricVec,
+		m.warm.followUps.MetricVec, m.warm.misses.MetricVec,
 	}
 }

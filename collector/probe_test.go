@@ -80,7 +80,30 @@ func goldenCases() []prober.Result {
 	mismatch.UsageMismatch = true
 	mismatch.FirstChunkKind = prober.ChunkToolCall
 
-	return []prober.Result{success(), cacheHit, reasoning, short, timeout, mismatch}
+	return []prober.Result{success(), cacheHit, reasoning, short, timeout, mismatch, warmConversation()}
+}
+
+// warmConversation is a warm probe: a cold priming turn on 32K tokens, then
+// a follow-up that adds 1K and hits the cache for the first 32K.
+func warmConversation() prober.Result {
+	prime := success()
+	prime.Scenario = "general_chat_followup"
+	prime.Turn = 1
+	prime.PromptTokens = 32768
+	prime.FirstToken = t0.Add(1400 * time.Millisecond)
+	prime.LastToken = prime.FirstToken.Add(1500 * time.Millisecond)
+	prime.ChunkTokens = nil
+
+	follow := prime
+	follow.Turn = 2
+	follow.PromptTokens = 33792
+	follow.CachedTokens = 32752
+	follow.Start = prime.LastToken.Add(10 * time.Millisecond)
+	follow.FirstToken = follow.Start.Add(200 * time.Millisecond)
+	follow.LastToken = follow.FirstToken.Add(1500 * time.Millisecond)
+	follow.PrimeTTFT = prime.TTFT()
+	follow.Earlier = []prober.Result{prime}
+	return follow
 }
 
 func newTestMetrics(t *testing.T) (*prometheus.Registry, *ProbeMetrics) {

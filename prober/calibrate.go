@@ -109,12 +109,13 @@ func (p *Prober) Invalidate(t Target, model string) {
 	}
 }
 
-// dropCalibration forgets prep's calibration if it is still the cached one.
-func (p *Prober) dropCalibration(prep *Prepared) {
+// dropCalibration forgets the calibration of key if entry is still the
+// cached one.
+func (p *Prober) dropCalibration(key calKey, entry *calEntry) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if e, ok := p.cal[prep.key]; ok && e == prep.entry {
-		delete(p.cal, prep.key)
+	if e, ok := p.cal[key]; ok && e == entry {
+		delete(p.cal, key)
 	}
 }
 

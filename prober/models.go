@@ -64,7 +64,7 @@ func ListModels(ctx context.Context, t Target) ([]ModelInfo, error) {
 // Fits reports whether s (prompt plus forced output) fits a context of
 // maxModelLen tokens; an unknown length (0 or less) fits.
 func Fits(s Scenario, maxModelLen int) bool {
-	return maxModelLen <= 0 || s.InputTokens+s.OutputTokens <= maxModelLen
+	return maxModelLen <= 0 || s.MaxInputTokens()+s.OutputTokens <= maxModelLen
 }
 
 // ErrNoModel means /v1/models lists no model at all.

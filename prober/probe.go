@@ -24,6 +24,10 @@ type Prober struct {
 	clock   Clock
 	maxLine atomic.Int64
 
+	// freshFollowUpSalt gives warm follow-ups a new cache_salt: tests use it
+	// to show that a broken conversation reads as a miss.
+	freshFollowUpSalt bool
+
 	mu         sync.Mutex
 	cal        map[calKey]*calEntry
 	calls      map[calKey]*calCall
@@ -76,6 +80,18 @@ type Prepared struct {
 	key   calKey
 	entry *calEntry
 	body  *bodyTemplate
+
+	// followUps are the request templates of a warm scenario's turns 2, 3, …
+	followUps []followUp
+}
+
+// followUp is one follow-up turn of a warm scenario: its own calibration of
+// the longer prompt. Every prompt body is a prefix of one corpus, so the
+// longer body extends the priming turn's prompt word for word.
+type followUp struct {
+	key   calKey
+	entry *calEntry
+	body  *bodyTemplate
 }
 
 // Prepare calibrates the prompt for s on t (cached per base URL, model, input
@@ -106,12 +122,18 @@ func (p *Prober) Prepare(ctx context.Context, t Target, model string, s Scenario
 	}
 	if entry.maxModelLen > 0 && !Fits(s, entry.maxModelLen) {
 		return nil, fmt.Errorf("calibrate %s: %d input + %d output tokens exceed max_model_len %d",
-			s.Name, s.InputTokens, s.OutputTokens, entry.maxModelLen)
+			s.Name, s.MaxInputTokens(), s.OutputTokens, entry.maxModelLen)
 	}
 
 	pk := prepKey{target: t.Name, s: s}
 	p.mu.Lock()
 	prep := entry.preps[pk]
+	for _, f := range prep.followUpsOrNil() {
+		if p.cal[f.key] != f.entry {
+			prep = nil // a follow-up was recalibrated: rebuild
+			break
+		}
+	}
 	p.mu.Unlock()
 	if prep != nil {
 		return prep, nil
@@ -125,14 +147,65 @@ func (p *Prober) Prepare(ctx context.Context, t Target, model string, s Scenario
 		API: key.api, Words: entry.words, PromptTokens: entry.tokens, MaxModelLen: entry.maxModelLen, Method: entry.method,
 		key: key, entry: entry, body: body,
 	}
+	if prep.followUps, err = p.prepareFollowUps(ctx, t, key, entry, s); err != nil {
+		return nil, fmt.Errorf("calibrate %s: %w", s.Name, err)
+	}
 	p.mu.Lock()
-	if other := entry.preps[pk]; other != nil {
+	if other := entry.preps[pk]; other != nil && !prep.replaces(other) {
 		prep = other // built concurrently; keep one
 	} else {
 		entry.preps[pk] = prep
 	}
 	p.mu.Unlock()
 	return prep, nil
+}
+
+func (prep *Prepared) followUpsOrNil() []followUp {
+	if prep == nil {
+		return nil
+	}
+	return prep.followUps
+}
+
+// replaces reports whether prep replaces other because other's
+// follow-up calibrations are stale (they differ).
+func (prep *Prepared) replaces(other *Prepared) bool {
+	if len(prep.followUps) != len(other.followUps) {
+		return true
+	}
+	for i := range prep.followUps {
+		if prep.followUps[i].entry != other.followUps[i].entry {
+			return true
+		}
+	}
+	return false
+}
+
+// prepareFollowUps calibrates the longer prompts of a warm scenario's
+// follow-up turns (cached like any calibration) and checks that each one
+// extends the turn before it.
+func (p *Prober) prepareFollowUps(ctx context.Context, t Target, key calKey, prime *calEntry, s Scenario) ([]followUp, error) {
+	var out []followUp
+	prevWords := prime.words
+	for k := 2; k <= s.Turns(); k++ {
+		fk := key
+		fk.input = s.TurnInputTokens(k)
+		e, err := p.calibration(ctx, t, fk)
+		if err != nil {
+			return nil, fmt.Errorf("turn %d: %w", k, err)
+		}
+		if e.words <= prevWords {
+			return nil, fmt.Errorf("turn %d: a %d-token prompt is %d words, not longer than the turn before (%d words)",
+				k, fk.input, e.words, prevWords)
+		}
+		body, err := newBodyTemplate(key.api, key.model, e.words, s.OutputTokens)
+		if err != nil {
+			return nil, fmt.Errorf("turn %d: %w", k, err)
+		}
+		out = append(out, followUp{key: fk, entry: e, body: body})
+		prevWords = e.words
+	}
+	return out, nil
 }
 
 // detectModel returns the model ChooseModel picks from t's /v1/models,
@@ -175,32 +248,79 @@ func (p *Prober) Run(ctx context.Context, t Target, prep *Prepared) (res Result)
 		return Result{Target: t.Name, Kind: KindError, Reason: ReasonCalibration,
 			Err: errors.New("probe: Run needs a Prepared from Prepare")}
 	}
+	if prep.Scenario.IsWarm() {
+		return p.runWarm(ctx, t, prep)
+	}
+	// A fresh nonce at the start of the prompt and a fresh cache_salt: a
+	// cold probe never shares a prefix-cache block with any other request.
+	return p.runTurn(ctx, t, prep, 0, newNonce(), newSalt())
+}
+
+// runWarm sends the turns of a warm scenario's conversation one after the
+// other. The priming turn is cold (a fresh nonce and salt, as a cold probe);
+// every follow-up repeats the nonce and the salt and extends the prompt, so
+// a server with prefix caching serves all but the new tokens from its cache.
+// It returns the last turn it sent, carrying the earlier ones; it stops at
+// the first turn that did not succeed.
+func (p *Prober) runWarm(ctx context.Context, t Target, prep *Prepared) Result {
 	s := prep.Scenario
-	res = Result{Target: t.Name, Model: prep.Model, Scenario: s.Name, RequestedTokens: s.OutputTokens}
+	nonce, salt := newNonce(), newSalt()
+	var earlier []Result
+	var primeTTFT time.Duration
+	for k := 1; ; k++ {
+		turnSalt := salt
+		if k > 1 && p.freshFollowUpSalt {
+			turnSalt = newSalt()
+		}
+		res := p.runTurn(ctx, t, prep, k, nonce, turnSalt)
+		if k > 1 {
+			res.PrimeTTFT = primeTTFT
+		}
+		if res.Kind != KindSuccess || k >= s.Turns() || ctx.Err() != nil {
+			res.Earlier = earlier
+			return res
+		}
+		if k == 1 {
+			primeTTFT = res.TTFT()
+		}
+		earlier = append(earlier, res)
+	}
+}
+
+// runTurn sends one request: a cold probe (turn 0) or turn k of a warm
+// conversation, with the given nonce and salt.
+func (p *Prober) runTurn(ctx context.Context, t Target, prep *Prepared, turn int, nonce, salt string) (res Result) {
+	s := prep.Scenario
+	body, key, entry, want := prep.body, prep.key, prep.entry, s.InputTokens
+	if turn >= 2 {
+		f := prep.followUps[turn-2]
+		body, key, entry, want = f.body, f.key, f.entry, s.TurnInputTokens(turn)
+	}
+	res = Result{Target: t.Name, Model: prep.Model, Scenario: s.Name, RequestedTokens: s.OutputTokens, Turn: turn}
 	defer func() {
 		if v := recover(); v != nil {
 			p.logger.Error("probe panicked", "target", t.Name, "scenario", s.Name, "panic", v, "stack", string(debug.Stack()))
 			failResult(&res, ReasonMalformedChunk, fmt.Errorf("internal error: %v", v))
 		}
 	}()
-	p.run(ctx, t, prep, &res)
+	p.run(ctx, t, prep, body, nonce, salt, &res)
 	if res.PromptTokens > 0 {
-		res.PromptLengthOK = PromptLengthWithin(res.PromptTokens, s.InputTokens)
+		res.PromptLengthOK = PromptLengthWithin(res.PromptTokens, want)
 		if !res.PromptLengthOK {
 			p.logger.Warn("prompt length out of tolerance; recalibrating on the next probe",
-				"target", t.Name, "model", prep.Model, "scenario", s.Name,
-				"prompt_tokens", res.PromptTokens, "want", s.InputTokens)
-			p.dropCalibration(prep)
+				"target", t.Name, "model", prep.Model, "scenario", s.Name, "turn", turn,
+				"prompt_tokens", res.PromptTokens, "want", want)
+			p.dropCalibration(key, entry)
 		}
 	}
 	if res.Kind != KindSuccess {
-		p.logger.Debug("probe failed", "target", t.Name, "model", prep.Model, "scenario", s.Name,
+		p.logger.Debug("probe failed", "target", t.Name, "model", prep.Model, "scenario", s.Name, "turn", turn,
 			"kind", res.Kind, "reason", res.Reason, "err", res.Err)
 	}
 	return res
 }
 
-func (p *Prober) run(ctx context.Context, t Target, prep *Prepared, res *Result) {
+func (p *Prober) run(ctx context.Context, t Target, prep *Prepared, body *bodyTemplate, nonce, salt string, res *Result) {
 	s := prep.Scenario
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -214,8 +334,6 @@ func (p *Prober) run(ctx context.Context, t Target, prep *Prepared, res *Result)
 		GotConn: func(httptrace.GotConnInfo) { t0.set(p.clock.Now()) },
 	})
 
-	nonce, salt := newNonce(), newSalt()
-	body := prep.body
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, baseURLOf(t.BaseURL)+apiPath(prep.API), body.reader(nonce, salt))
 	if err != nil {
 		failResult(res, ReasonConnection, fmt.Errorf("build request: %w", err))

@@ -99,6 +99,41 @@ type Result struct {
 	// least one), or continuous usage whose last count differs from the
 	// final one.
 	UsageMismatch bool
+
+	// Warm scenarios (Scenario.Warm): a probe is a conversation.
+	//
+	// Turn is the turn this result measures: 0 for a cold probe, 1 for the
+	// priming turn, 2 and up for follow-ups.
+	Turn int
+	// Earlier holds, on the result a warm probe returns (its last turn), the
+	// turns before it, priming turn first.
+	Earlier []Result
+	// PrimeTTFT is the TTFT of the conversation's priming turn, on
+	// follow-ups: the cold reference their TTFT saving is measured against.
+	PrimeTTFT time.Duration
+}
+
+// FollowUp reports whether r is a warm follow-up turn, which is meant to hit
+// the prefix cache.
+func (r *Result) FollowUp() bool { return r.Turn >= 2 }
+
+// CachedShare is the share of the prompt the server served from its prefix
+// cache (cached_tokens / prompt_tokens); ok is false when the server did not
+// report cached tokens.
+func (r *Result) CachedShare() (share float64, ok bool) {
+	if !r.CachedReported || r.PromptTokens <= 0 {
+		return 0, false
+	}
+	return min(float64(r.CachedTokens)/float64(r.PromptTokens), 1), true
+}
+
+// TTFTSaved is what a follow-up's TTFT saved against its conversation's
+// priming turn (negative when it took longer); ok is false for other results.
+func (r *Result) TTFTSaved() (saved time.Duration, ok bool) {
+	if !r.FollowUp() || r.PrimeTTFT <= 0 || r.Kind != KindSuccess {
+		return 0, false
+	}
+	return r.PrimeTTFT - r.TTFT(), true
 }
 
 // ChunkKind is what an output chunk carried.
@@ -115,7 +150,8 @@ const (
 var ChunkKinds = []ChunkKind{ChunkContent, ChunkReasoning, ChunkToolCall}
 
 // CacheHit reports whether the server served part of the prompt from its
-// prefix cache, which makes this probe's prefill timing worthless.
+// prefix cache, which makes a cold probe's prefill timing worthless (and is
+// what a warm follow-up wants).
 func (r *Result) CacheHit() bool { return r.CachedTokens > 0 }
 
 // TTFT is the time to the first generated token.

@@ -156,7 +156,7 @@ func PlannedTokensPerHour(scenarios []Scenario) float64 {
 	var sum float64
 	for _, s := range scenarios {
 		if s.Interval > 0 {
-			sum += float64(s.InputTokens+s.OutputTokens) * float64(time.Hour) / float64(s.Interval)
+			sum += float64(s.TokensPerProbe()) * float64(time.Hour) / float64(s.Interval)
 		}
 	}
 	return sum
@@ -518,7 +518,7 @@ func (s *Scheduler) probeOnce(ctx context.Context, ts *schedTarget, sc Scenario)
 	}
 	// The prober enforces the scenario's timeout; this bound only keeps a
 	// hung probe from holding the slot forever.
-	pctx, cancel := context.WithTimeout(ctx, 2*sc.Timeout+time.Minute)
+	pctx, cancel := context.WithTimeout(ctx, 2*sc.Timeout*time.Duration(sc.Turns())+time.Minute)
 	for _, h := range s.opts.Hooks {
 		h.BeforeProbe(pctx, ts.t, sc)
 	}
@@ -562,7 +562,11 @@ func (s *Scheduler) logResult(ts *schedTarget, r *Result) {
 	log := ts.log.With("model", r.Model, "scenario", r.Scenario)
 	switch r.Kind {
 	case KindSuccess:
-		if r.CacheHit() {
+		if r.FollowUp() {
+			share, _ := r.CachedShare()
+			log.Debug("warm follow-up succeeded", "turn", r.Turn, "ttft", r.TTFT(), "prime_ttft", r.PrimeTTFT,
+				"cached_tokens", r.CachedTokens, "prompt_tokens", r.PromptTokens, "cached_share", share, "id", r.ResponseID)
+		} else if r.CacheHit() {
 			log.Warn("the prompt hit the prefix cache; TTFT, E2E and prefill not recorded",
 				"cached_tokens", r.CachedTokens, "prompt_tokens", r.PromptTokens, "id", r.ResponseID)
 		} else {

@@ -15,7 +15,7 @@ import (
 	"github.com/slaprobe/slaprobe/prober"
 )
 
-const allScenarios = "agentic, chatbot, code_completion, coding_assistant, general_chat, long_document, rag, short_chat, tool_calling"
+const allScenarios = "agentic, chatbot, code_completion, coding_assistant, general_chat, general_chat_followup, long_document, long_document_followup, rag, short_chat, tool_calling"
 
 func TestLoadErrors(t *testing.T) {
 	for _, tc := range []struct{ file, want string }{
@@ -32,6 +32,10 @@ func TestLoadErrors(t *testing.T) {
 		{"custom_missing_tokens.yml", `line 4: scenarios[0] (my_case): input_tokens and output_tokens are required for a custom scenario ("my_case" is not built in; built-in names: ` + allScenarios + `)`},
 		{"zero_interval.yml", `line 5: scenarios[0]: scenario "chatbot": interval=0s; expected a positive duration`},
 		{"one_output_token.yml", `line 6: scenarios[0]: scenario "my_case": output_tokens=1; expected at least 2 (decode speed needs two tokens)`},
+		{"warm_one_turn.yml", `line 4: scenarios[0]: scenario "my_followup": warm.turns=1; expected 2 to 8 (the priming turn and at least one follow-up)`},
+		{"warm_no_new_tokens.yml", `line 4: scenarios[0] (my_followup): warm.new_tokens is missing; expected the tokens each follow-up turn adds, e.g. 1024`},
+		{"warm_on_cold_builtin.yml", `line 5: scenarios[0] (chatbot): warm is set on the cold built-in scenario "chatbot"; expected a new name for a warm variant (built-in warm scenarios: general_chat_followup, long_document_followup)`},
+		{"warm_negative_new_tokens.yml", `line 4: scenarios[0]: scenario "general_chat_followup": warm.new_tokens=-5; expected a positive token count per follow-up turn`},
 		{"dup_scenario.yml", `line 6: scenarios[1] (chatbot): scenario "chatbot" is defined twice`},
 		{"dup_target.yml", `line 3: targets[1]: name "vllm:8000" is used twice; expected unique target names`},
 		{"bad_url.yml", `line 2: targets[0]: url="vllm:8000"; expected an absolute http:// or https:// URL, e.g. http://vllm:8000`},

@@ -22,6 +22,20 @@ type ScenarioConfig struct {
 	Interval     *model.Duration   `yaml:"interval,omitempty"`
 	Timeout      *model.Duration   `yaml:"timeout,omitempty"`
 	Thresholds   *ThresholdsConfig `yaml:"thresholds,omitempty"`
+	// Warm makes a custom scenario a warm-context conversation (input_tokens
+	// is then the priming turn's prompt), or tunes a built-in warm one.
+	Warm *WarmConfig `yaml:"warm,omitempty"`
+}
+
+// WarmConfig is a scenario's warm section: the conversation's follow-up
+// turns, each adding new_tokens to the prompt and sent with the priming
+// turn's cache_salt.
+type WarmConfig struct {
+	// Turns counts the priming turn: 2 means one follow-up. Default 2.
+	Turns *int `yaml:"turns,omitempty"`
+	// NewTokens each follow-up adds to the previous prompt. Required for a
+	// custom scenario.
+	NewTokens *int `yaml:"new_tokens,omitempty"`
 }
 
 // ThresholdsConfig are SLA limits. Each one set replaces the scenario's
@@ -90,6 +104,17 @@ func (c *Config) resolveScenarios() error {
 			s = prober.Scenario{Name: sc.Name, Family: prober.FamilyCustom}
 			s.Interval, s.Timeout = DefaultCadence(*sc.InputTokens)
 		}
+		if sc.Warm != nil {
+			switch {
+			case builtin && !s.IsWarm():
+				return fmt.Errorf("%s: warm is set on the cold built-in scenario %q; expected a new name for a warm variant (built-in warm scenarios: %s)",
+					where, sc.Name, strings.Join(warmBuiltinNames(), ", "))
+			case !builtin && sc.Warm.NewTokens == nil:
+				return fmt.Errorf("%s: warm.new_tokens is missing; expected the tokens each follow-up turn adds, e.g. 1024", where)
+			case !builtin:
+				s.Warm.Turns = 2
+			}
+		}
 		sc.apply(&s)
 		if err := s.Validate(); err != nil {
 			return fmt.Errorf("scenarios[%d]: %w", i, err)
@@ -124,6 +149,14 @@ func (sc ScenarioConfig) apply(s *prober.Scenario) {
 	if sc.Timeout != nil {
 		s.Timeout = time.Duration(*sc.Timeout)
 	}
+	if w := sc.Warm; w != nil {
+		if w.Turns != nil {
+			s.Warm.Turns = *w.Turns
+		}
+		if w.NewTokens != nil {
+			s.Warm.NewTokens = *w.NewTokens
+		}
+	}
 	if t := sc.Thresholds; t != nil {
 		if t.TTFT != nil {
 			s.Thresholds.TTFT = time.Duration(*t.TTFT)
@@ -148,9 +181,25 @@ func scenarioConfigOf(s prober.Scenario) ScenarioConfig {
 	iv, to := model.Duration(s.Interval), model.Duration(s.Timeout)
 	ttft, e2e, itl := model.Duration(s.Thresholds.TTFT), model.Duration(s.Thresholds.E2E), model.Duration(s.Thresholds.ITL)
 	dec := s.Thresholds.MinDecode
-	return ScenarioConfig{
+	sc := ScenarioConfig{
 		Name: s.Name, Description: s.Description,
 		InputTokens: &in, OutputTokens: &out, Interval: &iv, Timeout: &to,
 		Thresholds: &ThresholdsConfig{TTFT: &ttft, E2E: &e2e, ITL: &itl, MinDecode: &dec},
 	}
+	if s.IsWarm() {
+		turns, nt := s.Warm.Turns, s.Warm.NewTokens
+		sc.Warm = &WarmConfig{Turns: &turns, NewTokens: &nt}
+	}
+	return sc
+}
+
+// warmBuiltinNames lists the built-in warm scenarios.
+func warmBuiltinNames() []string {
+	var out []string
+	for _, s := range prober.Builtin() {
+		if s.IsWarm() {
+			out = append(out, s.Name)
+		}
+	}
+	return out
 }

@@ -142,5 +142,7 @@ func live() *Dashboard {
 		"1 when slaprobe loaded NVML; 0: no driver or power.nvml off, and the GPU panels stay empty.",
 		"", nil, instantQ("slaprobe_nvml_up", "{{instance}}")).
 		mapValues(map[string]MappingValue{"0": {Text: "not loaded", Color: colorAcceptable, Index: 0}, "1": {Text: "loaded", Color: colorExcellent, Index: 1}}))
+
+	warmRow(b)
 	return b.d
 }

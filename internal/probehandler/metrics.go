@@ -36,14 +36,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		success:      g("probe_success", "Whether the probe succeeded (1) or not (0)."),
 		duration:     g("probe_duration_seconds", "How long the probe took, calibration included."),
 		calibration:  g("probe_calibration_seconds", "Time spent sizing the prompt; near 0 when the calibration was cached."),
-		ttft:         g("probe_ttft_seconds", "Time to first token of the probe. Successful probes with a cold prompt only."),
+		ttft:         g("probe_ttft_seconds", "Time to first token of the probe. Successful probes with a cold prompt, or the last follow-up turn of a warm scenario."),
 		itl:          g("probe_itl_seconds", "Mean inter-token latency of the probe. Successful probes only."),
 		decode:       g("probe_decode_tokens_per_second", "Per-user decode speed of the probe. Successful probes only."),
-		e2e:          g("probe_e2e_latency_seconds", "End-to-end latency of the probe. Successful probes with a cold prompt only."),
+		e2e:          g("probe_e2e_latency_seconds", "End-to-end latency of the probe. Successful probes with a cold prompt, or the last follow-up turn of a warm scenario."),
 		prefill:      g("probe_prefill_tokens_per_second", "Prompt tokens divided by TTFT. Successful probes with a cold prompt only."),
 		promptTokens: g("probe_prompt_tokens", "Prompt tokens of the probe, as the server counted them."),
 		outputTokens: g("probe_output_tokens", "Output tokens of the probe, as the server counted them."),
-		cacheHit:     g("probe_cache_hit", "Whether the server served part of the prompt from its prefix cache (1), so TTFT was not recorded."),
+		cacheHit:     g("probe_cache_hit", "Whether the server served part of the prompt from its prefix cache (1): TTFT is then not recorded, but for the follow-up of a warm scenario, which is meant to hit."),
 		failure:      g("probe_failure", "Set to 1 with the reason the probe failed: a transport, HTTP, stream or calibration reason, or short_output.", "reason"),
 	}
 }
@@ -70,12 +70,12 @@ func (m *metrics) observe(r *prober.Result, took time.Duration) {
 	m.itl.WithLabelValues(lv...).Set(r.ITL().Seconds())
 	m.decode.WithLabelValues(lv...).Set(r.DecodeSpeed())
 	m.cacheHit.WithLabelValues(lv...).Set(b2f(r.CacheHit()))
-	if r.CacheHit() {
+	if r.CacheHit() && !r.FollowUp() { // a warm follow-up is meant to hit
 		return
 	}
 	m.ttft.WithLabelValues(lv...).Set(r.TTFT().Seconds())
 	m.e2e.WithLabelValues(lv...).Set(r.E2E().Seconds())
-	if v := r.PrefillSpeed(); v > 0 {
+	if v := r.PrefillSpeed(); v > 0 && !r.FollowUp() {
 		m.prefill.WithLabelValues(lv...).Set(v)
 	}
 }

@@ -267,3 +267,33 @@ func TestProbeCalibrationOutlivesTimeout(t *testing.T) {
 func newTextLogger(w *bytes.Buffer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
+
+// A warm scenario through /probe: the answer is its last follow-up turn, which
+// hit the cache and still reports its TTFT.
+func TestProbeWarmScenario(t *testing.T) {
+	s := newSim(t, nil)
+	h := New(Options{Runner: prober.New(nil, nil), Config: loadConfig(t, `
+targets: [{name: vllm-0, url: '`+s.srv.URL+`'}]
+scenarios:
+  - {name: warm, input_tokens: 2048, output_tokens: 8, interval: 1m, timeout: 20s, warm: {new_tokens: 256}}
+`)})
+	code, body, mfs := get(t, h, url.Values{"target": {"vllm-0"}, "scenario": {"warm"}}, "10")
+	if code != http.StatusOK {
+		t.Fatalf("status %d: %s", code, body)
+	}
+	if v, _ := value(t, mfs, "slaprobe_probe_success"); v != 1 {
+		t.Fatalf("warm probe failed:\n%s", body)
+	}
+	if v, _ := value(t, mfs, "slaprobe_probe_cache_hit"); v != 1 {
+		t.Errorf("slaprobe_probe_cache_hit = %v, want the follow-up's hit", v)
+	}
+	if v, _ := value(t, mfs, "slaprobe_probe_prompt_tokens"); v < 2048+256-8 {
+		t.Errorf("prompt tokens %v, want the follow-up's 2304", v)
+	}
+	if v, _ := value(t, mfs, "slaprobe_probe_ttft_seconds"); !(v > 0) {
+		t.Errorf("slaprobe_probe_ttft_seconds = %v, want the follow-up's TTFT", v)
+	}
+	if mfs["slaprobe_probe_prefill_tokens_per_second"] != nil {
+		t.Errorf("a follow-up reports a prefill speed")
+	}
+}

@@ -179,7 +179,8 @@ func fill(p *Probe, res *prober.Result, now time.Time) {
 	if res.RequestedTokens > 0 {
 		p.RequestedTokens = res.RequestedTokens
 	}
-	p.FinishReason, p.ResponseID, p.CacheHit = res.FinishReason, res.ResponseID, res.CacheHit()
+	// A warm follow-up is meant to hit the cache: its TTFT and E2E are the measurement.
+	p.FinishReason, p.ResponseID, p.CacheHit = res.FinishReason, res.ResponseID, res.CacheHit() && !res.FollowUp()
 	if res.Kind != prober.KindSuccess || res.FirstToken.IsZero() {
 		return
 	}

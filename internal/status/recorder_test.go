@@ -160,3 +160,22 @@ func TestLogLinesAreBounded(t *testing.T) {
 		t.Errorf("%d lines kept, last %q; want %d, the newest last", len(ls), ls[len(ls)-1].Text, maxLogLines)
 	}
 }
+
+// A warm follow-up hits the cache on purpose: it is not flagged as a
+// contaminated probe, while a cold probe that hit still is.
+func TestRecorderWarmFollowUpIsNotACacheHit(t *testing.T) {
+	c := newClock()
+	r := NewRecorder(3, c.now)
+	follow := okResult("a", "general_chat_followup", c.t)
+	follow.Turn, follow.CachedTokens, follow.CachedReported = 2, 1000, true
+	probe(r, c, follow)
+	cold := okResult("a", "chatbot", c.t)
+	cold.CachedTokens, cold.CachedReported = 512, true
+	probe(r, c, cold)
+	if done, _ := r.Probes("a", "general_chat_followup"); len(done) != 1 || done[0].CacheHit {
+		t.Errorf("warm follow-up recorded as %+v; want no cache-hit flag", done)
+	}
+	if done, _ := r.Probes("a", "chatbot"); len(done) != 1 || !done[0].CacheHit {
+		t.Errorf("cold probe that hit recorded as %+v; want the cache-hit flag", done)
+	}
+}

@@ -1,0 +1,70 @@
+package config
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slaprobe/slaprobe/prober"
+)
+
+func TestWarmScenarioConfig(t *testing.T) {
+	c, err := LoadBytes([]byte(`
+targets:
+  - url: http://vllm:8000
+    scenarios: [agent_followup, general_chat_followup]
+scenarios:
+  - name: agent_followup
+    input_tokens: 16384
+    output_tokens: 256
+    warm:
+      turns: 3
+      new_tokens: 512
+    thresholds:
+      ttft: 1s
+  - name: general_chat_followup
+    warm:
+      new_tokens: 2048
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := c.Scenarios("vllm:8000")
+	if len(got) != 2 {
+		t.Fatalf("scenarios %+v", got)
+	}
+	custom := c.lookup("agent_followup")
+	interval, timeout := DefaultCadence(16384)
+	want := prober.Scenario{Name: "agent_followup", Family: prober.FamilyCustom, InputTokens: 16384, OutputTokens: 256,
+		Interval: interval, Timeout: timeout, Thresholds: prober.Thresholds{TTFT: time.Second},
+		Warm: prober.Warm{Turns: 3, NewTokens: 512}}
+	if !reflect.DeepEqual(*custom, want) {
+		t.Errorf("custom warm scenario:\n got %+v\nwant %+v", *custom, want)
+	}
+	if b := c.lookup("general_chat_followup"); b.Warm != (prober.Warm{Turns: 2, NewTokens: 2048}) || b.InputTokens != 32768 {
+		t.Errorf("tuned built-in: %+v", *b)
+	}
+
+	// The printed effective config loads back to the same scenarios.
+	again, err := LoadBytes([]byte(c.Redacted()))
+	if err != nil {
+		t.Fatalf("reload the printed config: %v\n%s", err, c.Redacted())
+	}
+	if !reflect.DeepEqual(again.AllScenarios(), c.AllScenarios()) {
+		t.Errorf("printed config does not load back:\n%s", c.Redacted())
+	}
+}
+
+func TestWarmScenarioNotSwept(t *testing.T) {
+	_, err := LoadBytes([]byte(`
+targets:
+  - url: http://vllm:8000
+sweep:
+  scenarios: [general_chat_followup]
+`))
+	want := `sweep.scenarios: "general_chat_followup" is a warm-context scenario; expected cold ones (a sweep measures cold prefill under load)`
+	if err == nil || !strings.HasSuffix(err.Error(), want) {
+		t.Errorf("error %v, want …%s", err, want)
+	}
+}

@@ -1,0 +1,68 @@
+package prober_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/slaprobe/slaprobe/prober"
+	"github.com/slaprobe/slaprobe/test/llmd"
+)
+
+// TestWarmLLMD runs warm conversations against the third-party simulator's
+// prefix cache (--enable-kvcache), whose TTFT grows with the uncached part
+// of the prompt only (overhead + uncached × per-token). It ignores
+// cache_salt: the nonce the priming turn and its follow-ups share is what
+// makes them one conversation, and what keeps cold probes cold there.
+func TestWarmLLMD(t *testing.T) {
+	llmd.SkipIfMissing(t)
+	const overhead, perToken = 20 * time.Millisecond, 50 * time.Microsecond
+	srv, target := llmdTarget(t, llmd.Options{KVCache: true, MaxModelLen: 16384,
+		PrefillOverhead: overhead, PrefillPerToken: perToken, ITL: time.Millisecond}, nil)
+	p := prober.New(nil, prober.SystemClock{})
+	warm := prober.Scenario{Name: "warm", InputTokens: 4096, OutputTokens: 8, Timeout: time.Minute,
+		Warm: prober.Warm{Turns: 3, NewTokens: 512}}
+
+	res := p.Probe(context.Background(), target, "", warm)
+	if res.Kind != prober.KindSuccess || res.Turn != 3 || len(res.Earlier) != 2 {
+		t.Fatalf("warm probe: kind %s reason %s turn %d earlier %d: %v\n%s", res.Kind, res.Reason, res.Turn, len(res.Earlier), res.Err, srv.Logs())
+	}
+	prime := res.Earlier[0]
+	if !prime.CachedReported || prime.CachedTokens != 0 {
+		t.Errorf("priming turn: cached %d (reported %v), want 0", prime.CachedTokens, prime.CachedReported)
+	}
+	model := func(r *prober.Result) time.Duration {
+		return overhead + time.Duration(r.PromptTokens-r.CachedTokens)*perToken
+	}
+	for _, f := range []prober.Result{res.Earlier[1], res} {
+		share, ok := f.CachedShare()
+		// Everything the turn before sent hits, in whole 16-token blocks.
+		prev := warm.TurnInputTokens(f.Turn - 1)
+		if !ok || f.CachedTokens < prev-2*16 || f.CachedTokens > f.PromptTokens {
+			t.Errorf("turn %d: cached %d of %d (share %.3f, reported %v), want about the %d tokens of the turn before",
+				f.Turn, f.CachedTokens, f.PromptTokens, share, ok, prev)
+		}
+		if !f.PromptLengthOK {
+			t.Errorf("turn %d: prompt %d tokens, want %d", f.Turn, f.PromptTokens, warm.TurnInputTokens(f.Turn))
+		}
+		// The simulator only sleeps: TTFT is never below its model.
+		if f.TTFT() < model(&f) {
+			t.Errorf("turn %d: TTFT %s below the simulator's %s", f.Turn, f.TTFT(), model(&f))
+		}
+		if saved, ok := f.TTFTSaved(); !ok || saved <= 0 || f.PrimeTTFT != prime.TTFT() {
+			t.Errorf("turn %d: TTFT %s saved %s against the priming turn's %s", f.Turn, f.TTFT(), saved, prime.TTFT())
+		}
+		t.Logf("turn %d: %d of %d prompt tokens cached, TTFT %s (priming turn %s; simulator model %s vs %s)",
+			f.Turn, f.CachedTokens, f.PromptTokens, f.TTFT(), prime.TTFT(), model(&f), model(&prime))
+	}
+
+	// Cold probes of the same sizes right after: a fresh nonce in the first
+	// block, so not one cached token.
+	for _, in := range []int{warm.TurnInputTokens(1), warm.TurnInputTokens(3)} {
+		cold := prober.Scenario{Name: "cold", InputTokens: in, OutputTokens: 8, Timeout: time.Minute}
+		r := p.Probe(context.Background(), target, "", cold)
+		if r.Kind != prober.KindSuccess || !r.CachedReported || r.CachedTokens != 0 {
+			t.Errorf("cold probe of %d tokens after warm ones: kind %s cached %d (reported %v) %v", in, r.Kind, r.CachedTokens, r.CachedReported, r.Err)
+		}
+	}
+}

@@ -1,0 +1,243 @@
+package prober
+
+import (
+	"context"
+	"os"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/slaprobe/slaprobe/internal/vllmsim"
+)
+
+// Warm-context probes against the simulated engine, whose prefix cache and
+// prefill model (vllmsim.Config.PrefillTimeCached) are the ground truth.
+
+// warmTestScenario is a built-in warm scenario with a short output, so the
+// test spends its time on prefill.
+func warmTestScenario(t *testing.T, name string) Scenario {
+	t.Helper()
+	s, ok := LookupBuiltin(name)
+	if !ok || !s.IsWarm() {
+		t.Fatalf("no built-in warm scenario %q", name)
+	}
+	s.OutputTokens = 16
+	s.Timeout = time.Minute
+	return s
+}
+
+func warmSim(t *testing.T, mutate func(*vllmsim.Config)) (*vllmsim.Engine, Target) {
+	t.Helper()
+	cfg := vllmsim.DefaultConfig()
+	cfg.TimeScale = 0.1
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	e, err := vllmsim.New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, simTarget(t, e)
+}
+
+func TestWarmFollowUpHitsCache(t *testing.T) {
+	e, target := warmSim(t, nil)
+	cfg := e.Config()
+	p := New(nil, nil)
+	s := warmTestScenario(t, "general_chat_followup")
+	timingAttempts(t, func(errorf func(string, ...any)) {
+		res := p.Probe(context.Background(), target, "", s)
+		if res.Kind != KindSuccess || res.Turn != 2 || len(res.Earlier) != 1 {
+			t.Fatalf("follow-up: kind %s reason %s turn %d earlier %d err %v", res.Kind, res.Reason, res.Turn, len(res.Earlier), res.Err)
+		}
+		prime := res.Earlier[0]
+		if prime.Turn != 1 || prime.Kind != KindSuccess {
+			t.Fatalf("priming turn: turn %d kind %s", prime.Turn, prime.Kind)
+		}
+		if !prime.CachedReported || prime.CachedTokens != 0 {
+			t.Errorf("priming turn: cached %d (reported %v), want a cold prompt", prime.CachedTokens, prime.CachedReported)
+		}
+		if !PromptLengthWithin(res.PromptTokens, s.TurnInputTokens(2)) || !res.PromptLengthOK {
+			t.Errorf("follow-up prompt %d tokens, want %d", res.PromptTokens, s.TurnInputTokens(2))
+		}
+		// Every whole block of the priming prompt hits but the last one or
+		// two, which hold the chat template's closing tokens; the new tokens
+		// do not.
+		if hi := prime.PromptTokens / vllmsim.BlockSize * vllmsim.BlockSize; res.CachedTokens > hi || res.CachedTokens < hi-2*vllmsim.BlockSize {
+			t.Errorf("follow-up cached %d tokens, want the priming prompt's whole blocks, %d, but the last one or two", res.CachedTokens, hi)
+		}
+		share, ok := res.CachedShare()
+		if !ok || share < 0.9 {
+			t.Errorf("cached share %.3f (reported %v), want about 32/33", share, ok)
+		}
+		// The client's TTFT is the engine's prefill plus transport: never
+		// less than the model, and the saving is close to the model's.
+		coldModel := cfg.PrefillTimeCached(prime.PromptTokens, 0)
+		warmModel := cfg.PrefillTimeCached(res.PromptTokens, res.CachedTokens)
+		if prime.TTFT() < coldModel || res.TTFT() < warmModel {
+			t.Errorf("TTFT below the engine's model: prime %s < %s or follow-up %s < %s", prime.TTFT(), coldModel, res.TTFT(), warmModel)
+		}
+		saved, ok := res.TTFTSaved()
+		wantSaved := coldModel - warmModel
+		if !ok || saved < wantSaved*8/10 || saved > wantSaved*12/10 {
+			t.Errorf("TTFT saved %s, want about %s (model: %s cold, %s warm)", saved, wantSaved, coldModel, warmModel)
+		}
+		if res.PrimeTTFT != prime.TTFT() {
+			t.Errorf("PrimeTTFT %s, want the priming turn's %s", res.PrimeTTFT, prime.TTFT())
+		}
+		if tr, ok := e.Trace(res.ResponseID); !ok || tr.CachedTokens != res.CachedTokens {
+			t.Errorf("engine trace of the follow-up: %+v (found %v), want cached %d", tr.CachedTokens, ok, res.CachedTokens)
+		}
+	})
+}
+
+// A follow-up misses when the server has no prefix cache, or when the
+// conversation breaks (a fresh salt): both read as a zero share, not an error.
+func TestWarmMissIsZeroShare(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		noCache   bool
+		freshSalt bool
+	}{
+		{name: "cache disabled", noCache: true},
+		{name: "fresh salt on the follow-up", freshSalt: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, target := warmSim(t, func(c *vllmsim.Config) { c.EnablePrefixCaching = !tc.noCache })
+			p := New(nil, nil)
+			p.freshFollowUpSalt = tc.freshSalt
+			s := warmTestScenario(t, "general_chat_followup")
+			res := p.Probe(context.Background(), target, "", s)
+			if res.Kind != KindSuccess || res.Turn != 2 {
+				t.Fatalf("kind %s reason %s turn %d err %v", res.Kind, res.Reason, res.Turn, res.Err)
+			}
+			share, ok := res.CachedShare()
+			if !ok || share != 0 || res.CacheHit() {
+				t.Errorf("cached share %.3f (reported %v, %d tokens), want 0", share, ok, res.CachedTokens)
+			}
+			saved, _ := res.TTFTSaved()
+			if saved > res.PrimeTTFT/2 {
+				t.Errorf("a miss saved %s of the priming turn's %s", saved, res.PrimeTTFT)
+			}
+		})
+	}
+}
+
+// Cold probes stay cold: right after warm conversations on the same server,
+// cold probes of the priming turn's size and of the follow-up's size (the
+// same text but for the nonce) share no prefix-cache block with them.
+func TestWarmColdProbesStayCold(t *testing.T) {
+	e, target := warmSim(t, nil)
+	p := New(nil, nil)
+	warm := warmTestScenario(t, "general_chat_followup")
+	for range 2 {
+		if res := p.Probe(context.Background(), target, "", warm); res.Kind != KindSuccess || !res.CacheHit() {
+			t.Fatalf("warm probe: kind %s cached %d err %v", res.Kind, res.CachedTokens, res.Err)
+		}
+	}
+	before := e.Stats().CachedTokens
+	for _, in := range []int{warm.TurnInputTokens(1), warm.TurnInputTokens(2)} {
+		cold := Scenario{Name: "cold", InputTokens: in, OutputTokens: 16, Timeout: time.Minute}
+		for range 2 {
+			res := p.Probe(context.Background(), target, "", cold)
+			if res.Kind != KindSuccess || res.Turn != 0 {
+				t.Fatalf("cold %d: kind %s turn %d err %v", in, res.Kind, res.Turn, res.Err)
+			}
+			if !res.CachedReported || res.CachedTokens != 0 {
+				t.Errorf("cold probe of %d tokens after warm probes: cached %d (reported %v)", in, res.CachedTokens, res.CachedReported)
+			}
+		}
+	}
+	if after := e.Stats().CachedTokens; after != before {
+		t.Errorf("the engine counted %d cached tokens for cold probes", after-before)
+	}
+}
+
+func TestWarmScenarioValidate(t *testing.T) {
+	base := Scenario{Name: "w", InputTokens: 1024, OutputTokens: 16, Interval: time.Minute, Timeout: time.Minute}
+	for _, tc := range []struct {
+		warm Warm
+		want string
+	}{
+		{Warm{Turns: 1, NewTokens: 10}, `scenario "w": warm.turns=1; expected 2 to 8 (the priming turn and at least one follow-up)`},
+		{Warm{Turns: 9, NewTokens: 10}, `scenario "w": warm.turns=9; expected 2 to 8 (the priming turn and at least one follow-up)`},
+		{Warm{Turns: 2}, `scenario "w": warm.new_tokens=0; expected a positive token count per follow-up turn`},
+		{Warm{NewTokens: 5}, `scenario "w": warm.new_tokens=5 with warm.turns=0; expected warm.turns of 2 or more`},
+		{Warm{Turns: 3, NewTokens: 512}, ""},
+	} {
+		s := base
+		s.Warm = tc.warm
+		err := s.Validate()
+		if got := ""; err != nil {
+			got = err.Error()
+			if got != tc.want {
+				t.Errorf("%+v: %q, want %q", tc.warm, got, tc.want)
+			}
+		} else if tc.want != "" {
+			t.Errorf("%+v: no error, want %q", tc.warm, tc.want)
+		}
+	}
+	s := base
+	s.Warm = Warm{Turns: 3, NewTokens: 512}
+	if got, want := s.TokensPerProbe(), (1024+16)+(1536+16)+(2048+16); got != want {
+		t.Errorf("TokensPerProbe %d, want %d", got, want)
+	}
+	if Fits(s, 2048+15) || !Fits(s, 2048+16) {
+		t.Error("Fits must judge the last turn's prompt")
+	}
+}
+
+// TestWarmTTFTFigures measures cold (priming turn) against warm (follow-up)
+// TTFT for the built-in warm scenarios on vllmsim's default model (one H100,
+// docs/warm.md), three conversations each, and reports the medians scaled
+// back to the model's real time. SLAPROBE_WARM_SCALE sets the engine's time
+// scale (default 0.1; 1 runs in real time).
+//
+//	SLAPROBE_WARM_SCALE=1 go test ./prober/ -run TestWarmTTFTFigures -v
+func TestWarmTTFTFigures(t *testing.T) {
+	scale := 0.1
+	if v := os.Getenv("SLAPROBE_WARM_SCALE"); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f <= 0 {
+			t.Fatalf("SLAPROBE_WARM_SCALE=%q; expected a positive number", v)
+		}
+		scale = f
+	}
+	e, target := warmSim(t, func(c *vllmsim.Config) { c.TimeScale = scale })
+	cfg := e.Config()
+	p := New(nil, nil)
+	for _, name := range []string{"general_chat_followup", "long_document_followup"} {
+		s := warmTestScenario(t, name)
+		var cold, warm []time.Duration
+		var res Result
+		for range 3 {
+			res = p.Probe(context.Background(), target, "", s)
+			if res.Kind != KindSuccess || len(res.Earlier) != 1 || !res.CacheHit() {
+				t.Fatalf("%s: kind %s cached %d err %v", name, res.Kind, res.CachedTokens, res.Err)
+			}
+			cold = append(cold, res.Earlier[0].TTFT())
+			warm = append(warm, res.TTFT())
+		}
+		real := func(d time.Duration) time.Duration { return time.Duration(float64(d) / scale).Round(time.Millisecond) }
+		c, w := real(median(cold)), real(median(warm))
+		prime := res.Earlier[0]
+		unscaled := cfg
+		unscaled.TimeScale = 1
+		mc := unscaled.PrefillTimeCached(prime.PromptTokens, 0).Round(time.Millisecond)
+		mw := unscaled.PrefillTimeCached(res.PromptTokens, res.CachedTokens).Round(time.Millisecond)
+		t.Logf("%s: cold %d tokens TTFT %s (model %s); warm follow-up %d tokens, %d cached, TTFT %s (model %s; cold at that size %s, a cold 1K prompt %s); saved %.0f %%",
+			name, prime.PromptTokens, c, mc, res.PromptTokens, res.CachedTokens, w, mw,
+			unscaled.PrefillTime(res.PromptTokens).Round(time.Millisecond), unscaled.PrefillTime(1024).Round(time.Millisecond),
+			100*(1-float64(w)/float64(c)))
+		if c < mc || w < mw || w >= c {
+			t.Errorf("%s: cold %s (model %s), warm %s (model %s)", name, c, mc, w, mw)
+		}
+	}
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}

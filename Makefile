@@ -38,6 +38,8 @@ help:
 	@echo '  test-e2e    run `slaprobe demo`, scrape it, check all four default scenarios and promtool check metrics'
 	@echo '  lint        gofmt -l (must be empty) and go vet'
 	@echo '  dashboards  regenerate dashboards/*.json from internal/dashgen (lint fails when they differ)'
+	@echo '  rules       regenerate alerts/slaprobe.rules.yml and deploy/kubernetes/ from internal/alertgen'
+	@echo '              (lint and go test ./internal/alertgen fail when they differ)'
 	@echo '  checkrules  promtool check rules / test rules on alerts/, amtool check-config on deploy/'
 	@echo '  bench       benchmarks, 5 runs each ($(BENCH_PKGS))'
 	@echo '  fuzz        fuzz the stream decoder for $(FUZZTIME)'
@@ -80,6 +82,13 @@ lint:
 	@echo '==> go vet ./...'
 	$(GO) vet ./...
 	@$(MAKE) --no-print-directory dashboards && git diff --exit-code -- dashboards/
+	@$(MAKE) --no-print-directory rules && git diff --exit-code -- alerts/ deploy/kubernetes/
+
+# The rule files are generated: edit internal/alertgen, then run this.
+.PHONY: rules
+rules:
+	@echo '==> alerts/slaprobe.rules.yml and deploy/kubernetes/ from internal/alertgen'
+	$(GO) run ./internal/alertgen/cmd/alertgen
 
 .PHONY: dashboards
 dashboards:

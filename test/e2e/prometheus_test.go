@@ -246,9 +246,16 @@ type prometheus struct {
 // when the test ends.
 func startPrometheus(t *testing.T, ctx context.Context, bin string, m histogramMode, demo *demoProcess, ruleFiles []string) *prometheus {
 	t.Helper()
+	return launchPrometheus(t, ctx, bin, prometheusConfig(t, demo, ruleFiles), m.flags...)
+}
+
+// launchPrometheus starts Prometheus with config cfg on a free loopback port; it is stopped, and must
+// exit 0, when the test ends.
+func launchPrometheus(t *testing.T, ctx context.Context, bin string, cfgYAML []byte, flags ...string) *prometheus {
+	t.Helper()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "prometheus.yml")
-	if err := os.WriteFile(cfg, prometheusConfig(t, demo, ruleFiles), 0o644); err != nil {
+	if err := os.WriteFile(cfg, cfgYAML, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	// A free port can be taken between picking and binding it: try again then.
@@ -259,7 +266,7 @@ func startPrometheus(t *testing.T, ctx context.Context, bin string, m histogramM
 			"--storage.tsdb.path=" + filepath.Join(dir, fmt.Sprintf("data%d", try)),
 			"--web.listen-address=" + addr,
 			"--log.level=warn", // what is left is what went wrong
-		}, m.flags...)
+		}, flags...)
 		proc := startProcess(t, "prometheus", bin, args...)
 		p := &prometheus{base: "http://" + addr, logs: proc.stderr, hc: &http.Client{Timeout: 5 * time.Second}}
 		err := p.waitReady(ctx, proc)
@@ -567,7 +574,11 @@ func requireTool(t *testing.T, name string) string {
 	if err == nil {
 		return p
 	}
-	msg := fmt.Sprintf("%s not found: run `make test-deps` (Debian package prometheus)", name)
+	pkg := map[string]string{"alertmanager": "prometheus-alertmanager", "amtool": "prometheus-alertmanager"}[name]
+	if pkg == "" {
+		pkg = "prometheus"
+	}
+	msg := fmt.Sprintf("%s not found: run `make test-deps` (Debian package %s)", name, pkg)
 	if os.Getenv(envRequire) == "1" {
 		t.Fatalf("%s (%s=1)", msg, envRequire)
 	}

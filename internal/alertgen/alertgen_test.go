@@ -93,3 +93,55 @@ func TestLeMatch(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryAlertDocumentedAndTested: every alert has its annotations and severity, a runbook section
+// in docs/alerts.md, and a promtool case in alerts/*_test.yml.
+func TestEveryAlertDocumentedAndTested(t *testing.T) {
+	root := filepath.Join("..", "..")
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "alerts.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests, err := filepath.Glob(filepath.Join(root, "alerts", "*_test.yml"))
+	if err != nil || len(tests) == 0 {
+		t.Fatalf("no promtool tests in alerts/: %v", err)
+	}
+	var promtool []byte
+	for _, f := range tests {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		promtool = append(promtool, b...)
+	}
+	groups, err := Groups(Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, g := range groups {
+		for _, r := range g.Rules {
+			if r.Alert == "" {
+				continue
+			}
+			n++
+			if s := r.Labels["severity"]; s != "critical" && s != "warning" {
+				t.Errorf("%s: severity %q, want critical or warning", r.Alert, s)
+			}
+			for _, a := range []string{"summary", "description", "runbook_url"} {
+				if r.Annotations[a] == "" {
+					t.Errorf("%s: no %s annotation", r.Alert, a)
+				}
+			}
+			if !bytes.Contains(doc, []byte("\n### "+r.Alert+"\n")) {
+				t.Errorf("%s: no section in docs/alerts.md (runbook_url points there)", r.Alert)
+			}
+			if !bytes.Contains(promtool, []byte("alertname: "+r.Alert+"\n")) {
+				t.Errorf("%s: no promtool case in alerts/*_test.yml", r.Alert)
+			}
+		}
+	}
+	if n < 20 {
+		t.Errorf("only %d alerts generated", n)
+	}
+}

@@ -55,6 +55,8 @@ test: export SLAPROBE_REQUIRE_DEPS := 1
 test: test-deps
 	@echo '==> go test -race ./...'
 	CGO_ENABLED=1 $(GO) test -race -timeout 20m ./...
+	@echo '==> dashboards against Grafana schema types (test-only module test/grafana)'
+	cd test/grafana && $(GO) test ./...
 	@$(MAKE) --no-print-directory checkrules
 	@$(MAKE) --no-print-directory test-e2e
 	@echo '==> make test: all passed'

@@ -43,6 +43,8 @@ help:
 	@echo '  test-e2e    run `slaprobe demo`, scrape it, check all four default scenarios and promtool check metrics'
 	@echo '  lint        gofmt -l (must be empty) and go vet'
 	@echo '  dashboards  regenerate dashboards/*.json from internal/dashgen (lint fails when they differ)'
+	@echo '  rules       regenerate alerts/slaprobe.rules.yml and deploy/kubernetes/ from internal/alertgen'
+	@echo '              (lint and go test ./internal/alertgen fail when they differ)'
 	@echo '  checkrules  promtool check rules / test rules on alerts/, amtool check-config on deploy/'
 	@echo '  bench       benchmarks, 5 runs each ($(BENCH_PKGS))'
 	@echo '  fuzz        fuzz the stream decoder for $(FUZZTIME)'
@@ -62,6 +64,8 @@ test: test-deps
 	CGO_ENABLED=1 $(GO) test -race -timeout 20m ./...
 	@$(MAKE) --no-print-directory fuzz-short
 	@$(MAKE) --no-print-directory test-deploy
+	@echo '==> dashboards against Grafana schema types (test-only module test/grafana)'
+	cd test/grafana && $(GO) test ./...
 	@$(MAKE) --no-print-directory checkrules
 	@$(MAKE) --no-print-directory test-e2e
 	@echo '==> make test: all passed'
@@ -103,6 +107,13 @@ lint:
 	$(GO) vet ./...
 	cd test/deploy && $(GO) vet ./...
 	@$(MAKE) --no-print-directory dashboards && git diff --exit-code -- dashboards/
+	@$(MAKE) --no-print-directory rules && git diff --exit-code -- alerts/ deploy/kubernetes/
+
+# The rule files are generated: edit internal/alertgen, then run this.
+.PHONY: rules
+rules:
+	@echo '==> alerts/slaprobe.rules.yml and deploy/kubernetes/ from internal/alertgen'
+	$(GO) run ./internal/alertgen/cmd/alertgen
 
 .PHONY: dashboards
 dashboards:

@@ -177,7 +177,7 @@ func labelVar(name, label, selector, description string) *Variable {
 	q := fmt.Sprintf("label_values(%s, %s)", selector, name)
 	return &Variable{
 		Name: name, Label: label, Type: "query", Datasource: promDS,
-		Definition: q, Query: q, Refresh: 2, Sort: 1,
+		Query: q, Refresh: 2, Sort: 1,
 		IncludeAll: true, AllValue: ".*", Multi: true, Description: description, Options: []struct{}{},
 	}
 }
@@ -394,7 +394,7 @@ func table(title, description string, transformations []Transformation, targets 
 		},
 		Options: TableOptions{
 			ShowHeader: true, CellHeight: "sm",
-			Footer: TableFooter{Reducer: []string{"sum"}, Fields: ""},
+			Footer: TableFooter{Reducer: []string{"sum"}, Fields: []string{}},
 		},
 		Transformations: transformations,
 	}

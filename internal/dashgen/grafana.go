@@ -78,7 +78,6 @@ type Variable struct {
 	Label       string         `json:"label"`
 	Type        string         `json:"type"` // datasource, query
 	Datasource  *DataSourceRef `json:"datasource,omitempty"`
-	Definition  string         `json:"definition,omitempty"`
 	Query       string         `json:"query"`
 	Regex       string         `json:"regex"`
 	Refresh     int            `json:"refresh"` // 1: on load; 2: on time range change
@@ -87,7 +86,7 @@ type Variable struct {
 	AllValue    string         `json:"allValue,omitempty"`
 	Multi       bool           `json:"multi"`
 	Hide        int            `json:"hide"`
-	Current     struct{}       `json:"current"`
+	Current     *struct{}      `json:"current,omitempty"` // unset: Grafana picks the first option; {} is not a valid option in its schema
 	Options     []struct{}     `json:"options"`
 	SkipURLSync bool           `json:"skipUrlSync"`
 	Description string         `json:"description,omitempty"`
@@ -344,7 +343,7 @@ type TableFooter struct {
 	Show      bool     `json:"show"`
 	Reducer   []string `json:"reducer"`
 	CountRows bool     `json:"countRows"`
-	Fields    string   `json:"fields"`
+	Fields    []string `json:"fields"` // Grafana's schema: a list of field names; empty means all
 }
 
 // TableSort is a table's initial sort.

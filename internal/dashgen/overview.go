@@ -39,13 +39,13 @@ func overview() *Dashboard {
 	}
 	b.add(8, 6, budget("TTFT p95 ÷ SLA", "target_scenario:slaprobe_ttft_seconds:p95_15m", "ttft_seconds",
 		"p95 time to first token over 15 min divided by the scenario's threshold (slaprobe_sla_threshold). "+
-			"Over 100 % for 10 min fires SlaprobeTTFTHigh. Needs the recording rules of alerts/slaprobe.rules.yml."))
+			"Over 100 %, more than 5 % of probes are slower than the threshold; SlaprobeTTFTAboveMaxSafe pages when the share of slow probes burns the 1 % error budget too fast. Needs the recording rules of alerts/slaprobe.rules.yml."))
 	b.add(8, 6, budget("ITL p95 ÷ SLA", "target_scenario:slaprobe_itl_seconds:p95_15m", "itl_seconds",
 		"p95 of the per-probe mean inter-token latency over 15 min divided by the scenario's threshold. "+
-			"Over 100 % for 10 min fires SlaprobeITLHigh. Needs the recording rules."))
+			"Over 100 %, more than 5 % of probes are slower than the threshold; SlaprobeITLAboveThreshold pages on the share of slow probes. Needs the recording rules."))
 	dec := budget("Decode p10 ÷ SLA minimum", "target_scenario:slaprobe_decode_tokens_per_second:p10_15m", "decode_tokens_per_second",
 		"Decode speed of the slowest 10 % of probes over 15 min divided by the scenario's minimum. "+
-			"Under 100 % for 10 min fires SlaprobeDecodeSpeedLow. Needs the recording rules.")
+			"Under 100 %, more than 10 % of probes decode slower than the minimum; SlaprobeDecodeSpeedBelowThreshold pages on the share of slow probes. Needs the recording rules.")
 	dec.FieldConfig.Defaults.Thresholds = steps(colorPoor, 1.0, colorAcceptable, 1.25, colorExcellent)
 	b.add(8, 6, dec)
 

@@ -573,7 +573,11 @@ func requireTool(t *testing.T, name string) string {
 	if err == nil {
 		return p
 	}
-	msg := fmt.Sprintf("%s not found: run `make test-deps` (Debian package prometheus)", name)
+	pkg := map[string]string{"alertmanager": "prometheus-alertmanager", "amtool": "prometheus-alertmanager"}[name]
+	if pkg == "" {
+		pkg = "prometheus"
+	}
+	msg := fmt.Sprintf("%s not found: run `make test-deps` (Debian package %s)", name, pkg)
 	if os.Getenv(envRequire) == "1" {
 		t.Fatalf("%s (%s=1)", msg, envRequire)
 	}

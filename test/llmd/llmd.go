@@ -66,6 +66,9 @@ type Options struct {
 	KVCache   bool
 	BlockSize int      // --block-size for KVCache (8, 16, 32, 64 or 128); default 16
 	Args      []string // extra flags, appended last
+	// Port to listen on; 0 picks a free one. Set it to restart a simulator with other options
+	// where its clients already point.
+	Port int
 }
 
 // Server is a running simulator.
@@ -75,9 +78,10 @@ type Server struct {
 	Port  int
 	Args  []string // the command line it was started with, binary excluded
 
-	cmd  *exec.Cmd
-	done chan struct{}
-	logs *tailBuffer
+	cmd      *exec.Cmd
+	done     chan struct{}
+	stopOnce sync.Once
+	logs     *tailBuffer
 }
 
 // Logs returns the tail of the simulator's output (klog lines on stderr).
@@ -130,7 +134,10 @@ func Start(t testing.TB, opts Options) *Server {
 
 	var lastErr error
 	for try := 0; try < startTries; try++ {
-		port, err := freePort()
+		port, err := opts.Port, error(nil)
+		if port == 0 {
+			port, err = freePort()
+		}
 		if err != nil {
 			t.Fatalf("llmd: pick a free port: %v", err)
 		}
@@ -145,9 +152,13 @@ func Start(t testing.TB, opts Options) *Server {
 			return s
 		}
 		lastErr = err
-		// Another process may have taken the port between freePort and the simulator's listen.
+		// Another process may have taken the port between freePort and the simulator's listen. A fixed
+		// port may still be held by the process just stopped: wait a little.
 		if !strings.Contains(err.Error(), "address already in use") {
 			break
+		}
+		if opts.Port != 0 {
+			time.Sleep(500 * time.Millisecond)
 		}
 	}
 	t.Fatalf("llmd: %v", lastErr)
@@ -263,13 +274,18 @@ func (s *Server) waitReady() error {
 	}
 }
 
+// Stop kills the simulator now (Start also does when the test ends); its port is free afterwards.
+func (s *Server) Stop() { s.stop() }
+
 // stop kills the process: a graceful stop would wait up to 30 s for requests still generating,
 // and the simulator keeps generating after a client disconnects.
 func (s *Server) stop() {
-	if s.cmd.Process != nil {
-		_ = s.cmd.Process.Kill()
-	}
-	<-s.done
+	s.stopOnce.Do(func() {
+		if s.cmd.Process != nil {
+			_ = s.cmd.Process.Kill()
+		}
+		<-s.done
+	})
 }
 
 func freePort() (int, error) {

@@ -1,0 +1,147 @@
+package alertgen
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/slaprobe/slaprobe/collector"
+	"github.com/slaprobe/slaprobe/prober"
+)
+
+// TestFilesUpToDate fails when the committed rule files differ from what the generator writes: edit
+// internal/alertgen and run `make rules`, never the files.
+func TestFilesUpToDate(t *testing.T) {
+	root := filepath.Join("..", "..")
+	for _, f := range []struct {
+		path string
+		gen  func(Params) ([]byte, error)
+	}{{RuleFile, RuleFileYAML}, {PrometheusRuleFile, PrometheusRuleYAML}} {
+		want, err := f.gen(Default())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join(root, f.path))
+		if err != nil {
+			t.Fatalf("%v: run `make rules`", err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s differs from what internal/alertgen generates: run `make rules` and commit the result", f.path)
+		}
+	}
+}
+
+// TestBucketEdgesMatchCollector keeps the generator's bucket bounds equal to the histograms slaprobe
+// exports: a bound the collector does not have would select no series, and the SLO would go blind.
+func TestBucketEdgesMatchCollector(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := collector.NewProbeMetrics(reg)
+	start := time.Unix(1_700_000_000, 0)
+	m.Observe(&prober.Result{
+		Target: "t", Model: "m", Scenario: "s", Kind: prober.KindSuccess,
+		Start: start, FirstToken: start.Add(time.Second), LastToken: start.Add(3 * time.Second),
+		PromptTokens: 100, OutputTokens: 100, RequestedTokens: 100, FirstChunkTokens: 1, PromptLengthOK: true,
+	})
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]float64{}
+	for _, mf := range mfs {
+		for _, mm := range mf.GetMetric() {
+			if h := mm.GetHistogram(); h != nil {
+				for _, b := range h.GetBucket() {
+					got[mf.GetName()] = append(got[mf.GetName()], b.GetUpperBound())
+				}
+			}
+		}
+	}
+	for _, sm := range sloMetrics {
+		if !slices.Equal(got[sm.hist], sm.edges) {
+			t.Errorf("%s: generator bounds %v, collector exports %v", sm.hist, sm.edges, got[sm.hist])
+		}
+	}
+}
+
+func TestParamsValidate(t *testing.T) {
+	if err := Default().Validate(); err != nil {
+		t.Fatalf("Default(): %v", err)
+	}
+	bad := Default()
+	bad.Page[0].MinProbes = 5 // 1/5 = 20 % > 14.4 %: one slow probe would page
+	if err := bad.Validate(); err == nil {
+		t.Error("MinProbes 5 at burn 14.4: no error")
+	}
+	bad = Default()
+	bad.Objective = 1
+	if err := bad.Validate(); err == nil {
+		t.Error("objective 1: no error")
+	}
+}
+
+// TestLeMatch covers both spellings of an integer bound (Prometheus 3 writes le="3.0").
+func TestLeMatch(t *testing.T) {
+	for f, want := range map[float64]string{3: `le=~"3|3.0"`, 0.07: `le="0.07"`, 120: `le=~"120|120.0"`} {
+		if got := leMatch(f); got != want {
+			t.Errorf("leMatch(%s) = %s, want %s", strconv.FormatFloat(f, 'g', -1, 64), got, want)
+		}
+	}
+}
+
+// TestEveryAlertDocumentedAndTested: every alert has its annotations and severity, a runbook section
+// in docs/alerts.md, and a promtool case in alerts/*_test.yml.
+func TestEveryAlertDocumentedAndTested(t *testing.T) {
+	root := filepath.Join("..", "..")
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "alerts.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests, err := filepath.Glob(filepath.Join(root, "alerts", "*_test.yml"))
+	if err != nil || len(tests) == 0 {
+		t.Fatalf("no promtool tests in alerts/: %v", err)
+	}
+	var promtool []byte
+	for _, f := range tests {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		promtool = append(promtool, b...)
+	}
+	groups, err := Groups(Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, g := range groups {
+		for _, r := range g.Rules {
+			if r.Alert == "" {
+				continue
+			}
+			n++
+			if s := r.Labels["severity"]; s != "critical" && s != "warning" {
+				t.Errorf("%s: severity %q, want critical or warning", r.Alert, s)
+			}
+			for _, a := range []string{"summary", "description", "runbook_url"} {
+				if r.Annotations[a] == "" {
+					t.Errorf("%s: no %s annotation", r.Alert, a)
+				}
+			}
+			if !bytes.Contains(doc, []byte("\n### "+r.Alert+"\n")) {
+				t.Errorf("%s: no section in docs/alerts.md (runbook_url points there)", r.Alert)
+			}
+			if !bytes.Contains(promtool, []byte("alertname: "+r.Alert+"\n")) {
+				t.Errorf("%s: no promtool case in alerts/*_test.yml", r.Alert)
+			}
+		}
+	}
+	if n < 20 {
+		t.Errorf("only %d alerts generated", n)
+	}
+}

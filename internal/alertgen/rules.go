@@ -1,0 +1,269 @@
+package alertgen
+
+import "strings"
+
+// Rules that do not depend on Params. Comments say why each is built the way it is.
+
+func latencyRecordingRules() []Rule {
+	return []Rule{
+		{Record: "target_scenario:slaprobe_ttft_seconds:p95_15m", Expr: `histogram_quantile(0.95, sum by (job, instance, target, model, scenario, le) (rate(slaprobe_ttft_seconds_bucket[15m])))
+or
+histogram_quantile(0.95, sum by (job, instance, target, model, scenario) (rate(slaprobe_ttft_seconds[15m])))
+`},
+		{Record: "target_scenario:slaprobe_itl_seconds:p95_15m", Expr: `histogram_quantile(0.95, sum by (job, instance, target, model, scenario, le) (rate(slaprobe_itl_seconds_bucket[15m])))
+or
+histogram_quantile(0.95, sum by (job, instance, target, model, scenario) (rate(slaprobe_itl_seconds[15m])))
+`},
+		{Record: "target_scenario:slaprobe_e2e_latency_seconds:p95_15m", Expr: `histogram_quantile(0.95, sum by (job, instance, target, model, scenario, le) (rate(slaprobe_e2e_latency_seconds_bucket[15m])))
+or
+histogram_quantile(0.95, sum by (job, instance, target, model, scenario) (rate(slaprobe_e2e_latency_seconds[15m])))
+`},
+		{Record: "target_scenario:slaprobe_decode_tokens_per_second:p10_15m", Expr: `histogram_quantile(0.10, sum by (job, instance, target, model, scenario, le) (rate(slaprobe_decode_tokens_per_second_bucket[15m])))
+or
+histogram_quantile(0.10, sum by (job, instance, target, model, scenario) (rate(slaprobe_decode_tokens_per_second[15m])))
+`},
+	}
+}
+
+func probeRecordingRules() []Rule {
+	return []Rule{
+		{Record: "target_scenario:slaprobe_probe_success:ratio_1h", Expr: `sum by (job, instance, target, model, scenario) (rate(slaprobe_probes_total{result="success"}[1h]))
+/
+sum by (job, instance, target, model, scenario) (rate(slaprobe_probes_total[1h]))
+`},
+		{Record: "target_scenario:slaprobe_probe_interval_seconds:mean_1d", Expr: `(
+  max_over_time(slaprobe_probe_last_timestamp_seconds[1d])
+  -
+  min_over_time(slaprobe_probe_last_timestamp_seconds[1d])
+)
+/
+(changes(slaprobe_probe_last_timestamp_seconds[1d]) > 0)
+`},
+		{Record: "target_scenario:slaprobe_probe_last_timestamp_seconds:success", Expr: `slaprobe_probe_last_timestamp_seconds and slaprobe_probe_success == 1
+`},
+		{Record: "target_scenario:slaprobe_live_max_safe_queue_depth:measured", Expr: `slaprobe_live_max_safe_queue_depth
+and slaprobe_live_max_safe_queue_depth_lower_bound == 0
+and slaprobe_live_max_safe_queue_depth_samples >= 20
+`},
+	}
+}
+
+func otherAlerts() []Rule {
+	return []Rule{
+		commentedAlert(`---------------------------------------------------------------------------------------------
+Probe outcomes.
+
+The last probe failed and no probe has succeeded for three probe intervals: about three failures
+in a row. Without a success in the last day, the oldest probe of the day stands in for it.`,
+			"SlaprobeProbesFailing", "critical", "1m", `slaprobe_probe_success == 0
+and on (job, instance, target, model, scenario)
+(
+  time()
+  -
+  (
+    max_over_time(target_scenario:slaprobe_probe_last_timestamp_seconds:success[1d])
+    or
+    min_over_time(slaprobe_probe_last_timestamp_seconds[1d])
+  )
+)
+> on (job, instance, target, model, scenario)
+3 * target_scenario:slaprobe_probe_interval_seconds:mean_1d
+`,
+			`Probes of {{ $labels.scenario }} on {{ $labels.target }} keep failing.`,
+			`Every probe of scenario {{ $labels.scenario }} on target {{ $labels.target }} (model {{ $labels.model }}) for at least three probe intervals has failed. slaprobe_probe_errors_total{reason} says why.`),
+		alert("SlaprobeProbeSuccessRateLow", "warning", "15m", `target_scenario:slaprobe_probe_success:ratio_1h < 0.9
+`,
+			`Under 90 % of probes of {{ $labels.scenario }} on {{ $labels.target }} succeed.`,
+			`Only {{ $value | humanizePercentage }} of the probes of scenario {{ $labels.scenario }} on target {{ $labels.target }} (model {{ $labels.model }}) succeeded over the last hour.`),
+		commentedAlert(`No probe started for three measured intervals, or for a day when no interval is measured any
+more. The gauge is a probe's start time, set when the probe ends: three intervals leave room for
+a probe that runs until its timeout. Disabled scenarios are not probed on purpose, and a target
+being swept has its probes held on purpose (slaprobe_sweep_probes_held).`,
+			"SlaprobeProbesStale", "warning", "5m", `(
+  (time() - slaprobe_probe_last_timestamp_seconds)
+  > on (job, instance, target, model, scenario)
+  3 * target_scenario:slaprobe_probe_interval_seconds:mean_1d
+  or
+  (time() - slaprobe_probe_last_timestamp_seconds) > 86400
+)
+unless on (job, instance, target, model, scenario)
+slaprobe_scenario_enabled == 0
+unless on (job, instance, target)
+slaprobe_sweep_probes_held == 1
+`,
+			`No probe of {{ $labels.scenario }} on {{ $labels.target }} for {{ $value | humanizeDuration }}.`,
+			`The last probe of scenario {{ $labels.scenario }} on target {{ $labels.target }} started {{ $value | humanizeDuration }} ago, more than three times its usual interval. The scheduler is stuck or probes hang; slaprobe itself is up.`),
+		alert("SlaprobeDown", "critical", "5m", `up{job="slaprobe"} == 0 or absent(up{job="slaprobe"})
+`,
+			`Prometheus cannot scrape slaprobe{{ with $labels.instance }} at {{ . }}{{ end }}.`,
+			`slaprobe{{ with $labels.instance }} at {{ . }}{{ end }} has not been scraped for 5 minutes: no probe metrics arrive, so no SLA alert can fire.`),
+		commentedAlert(`---------------------------------------------------------------------------------------------
+Measurement quality: the probes run, but measure the wrong thing.`,
+			"SlaprobePrefixCacheHits", "warning", "15m", `sum by (job, instance, target, model, scenario) (rate(slaprobe_probe_cache_hits_total[1h]))
+/
+sum by (job, instance, target, model, scenario) (rate(slaprobe_probes_total{result="success"}[1h]))
+> 0.1
+`,
+			`Probes of {{ $labels.scenario }} on {{ $labels.target }} hit the prefix cache.`,
+			`{{ $value | humanizePercentage }} of the successful probes of scenario {{ $labels.scenario }} on target {{ $labels.target }} in the last hour were partly served from the prefix cache. Their TTFT, E2E and prefill speed are not recorded, so the TTFT and E2E alerts see fewer probes, or none.`),
+		alert("SlaprobePromptLengthMismatch", "warning", "15m", `sum by (job, instance, target, model, scenario) (rate(slaprobe_probe_prompt_length_mismatches_total[1h]))
+/
+sum by (job, instance, target, model, scenario) (rate(slaprobe_probes_total[1h]))
+> 0.1
+`,
+			`Probe prompts of {{ $labels.scenario }} on {{ $labels.target }} have the wrong length.`,
+			`{{ $value | humanizePercentage }} of the probes of scenario {{ $labels.scenario }} on target {{ $labels.target }} (model {{ $labels.model }}) in the last hour had a prompt length, as the server counted it, outside the scenario's tolerance, although slaprobe recalibrates after each one. Their latencies are not comparable with the SLA.`),
+		alert("SlaprobeScenarioDisabled", "warning", "15m", `slaprobe_scenario_enabled == 0
+`,
+			`Scenario {{ $labels.scenario }} is not probed on {{ $labels.target }}.`,
+			`slaprobe has disabled scenario {{ $labels.scenario }} on target {{ $labels.target }} (model {{ $labels.model }}), e.g. because its prompt does not fit the model's max_model_len. Its SLA is not being checked.`),
+		alert("SlaprobeConfigReloadFailed", "warning", "10m", `slaprobe_config_last_reload_successful == 0
+`,
+			`slaprobe at {{ $labels.instance }} failed to reload its config.`,
+			`The last config reload of slaprobe at {{ $labels.instance }} failed; it keeps probing with the previous config, and will not start with the file as it is.`),
+		commentedAlert(`---------------------------------------------------------------------------------------------
+Capacity: the server still meets the SLA, but with less headroom.`,
+			"SlaprobeSweepCapacityDropped", "warning", "5m", `slaprobe_capacity_max_safe_concurrency
+< 0.75 * max_over_time(slaprobe_capacity_max_safe_concurrency[7d])
+`,
+			`Swept capacity of {{ $labels.target }} ({{ $labels.scenario }}, {{ $labels.mode }}) dropped.`,
+			`The last {{ $labels.mode }} sweep of scenario {{ $labels.scenario }} on target {{ $labels.target }} (model {{ $labels.model }}) found a max safe concurrency of {{ $value }}, less than three quarters of the best in the last 7 days.`),
+		alert("SlaprobeLiveMaxSafeQueueDepthDropped", "warning", "30m", `target_scenario:slaprobe_live_max_safe_queue_depth:measured
+< 0.75 * quantile_over_time(0.5, target_scenario:slaprobe_live_max_safe_queue_depth:measured[1d])
+`,
+			`Live max safe queue depth of {{ $labels.target }} ({{ $labels.scenario }}) dropped.`,
+			`From production traffic, TTFT of scenario {{ $labels.scenario }} on target {{ $labels.target }} (model {{ $labels.model }}) now crosses its threshold at a queue depth of {{ $value | printf "%.1f" }}, less than three quarters of the day's median.`),
+	}
+}
+
+// alert builds an alerting rule with the annotations every alert has.
+func alert(name, severity, forDur, expr, summary, description string) Rule {
+	return Rule{
+		Alert:  name,
+		Expr:   expr,
+		For:    forDur,
+		Labels: map[string]string{"severity": severity},
+		Annotations: map[string]string{
+			"summary":     summary,
+			"description": description,
+			"runbook_url": RunbookBase + "#" + strings.ToLower(name),
+		},
+	}
+}
+
+// commentedAlert is alert with a comment above it in the rule file.
+func commentedAlert(comment, name, severity, forDur, expr, summary, description string) Rule {
+	r := alert(name, severity, forDur, expr, summary, description)
+	r.Comment = comment
+	return r
+}
+
+// newAlerts cover the engine, the GPUs, live capacity, sweeps and slaprobe's own metrics.
+func newAlerts() []Rule {
+	return []Rule{
+		commentedAlert(`---------------------------------------------------------------------------------------------
+slaprobe itself and what it reads.
+
+slaprobe is scraped (up == 1) but exports none of its own metrics: another program answers on its
+port, or metric relabelling drops them. Or no probe has been counted for 15 minutes although slaprobe
+is up: no target is configured. Either way no SLA alert can fire.`,
+			"SlaprobeMetricsAbsent", "critical", "10m", `(
+  up{job="slaprobe"} == 1
+  unless on (job, instance)
+  slaprobe_build_info{job="slaprobe"}
+)
+or
+(
+  count by (job, instance) (up{job="slaprobe"} == 1)
+  unless on (job, instance)
+  count by (job, instance) (slaprobe_probes_total{job="slaprobe"})
+)
+`,
+			`slaprobe{{ with $labels.instance }} at {{ . }}{{ end }} is scraped but exports no probe metrics.`,
+			`Prometheus scrapes slaprobe{{ with $labels.instance }} at {{ . }}{{ end }}, but slaprobe_build_info or every slaprobe_probes_total series is missing: something else answers on the port, metric relabelling drops the series, or no target is configured. No SLA alert can fire for it.`),
+
+		commentedAlert(`slaprobe cannot read the engine's own /metrics: live signals (queue depth, live capacity,
+scaling efficiency) stop, and sweeps that require engine metrics pause. Probes still run.`,
+			"SlaprobeEngineMetricsDown", "warning", "10m", `slaprobe_engine_up == 0
+`,
+			`slaprobe cannot read the engine metrics of {{ $labels.target }}.`,
+			`The last scrapes of target {{ $labels.target }}'s own /metrics by slaprobe{{ with $labels.instance }} at {{ . }}{{ end }} failed or held no vLLM or SGLang metrics, for 10 minutes. Live queue depth, live max safe queue depth and live scaling efficiency are not updated; sweeps that require engine metrics pause. slaprobe_engine_scrape_errors_total counts the failures.`),
+
+		commentedAlert(`NVML worked in the last day and stopped: a driver upgrade, a container restarted without the
+GPU runtime. A host that never had NVML (no GPU) stays quiet.`,
+			"SlaprobeNVMLDown", "warning", "10m", `slaprobe_nvml_up == 0
+and on (job, instance)
+max_over_time(slaprobe_nvml_up[1d]) == 1
+`,
+			`slaprobe{{ with $labels.instance }} at {{ . }}{{ end }} lost access to the GPUs (NVML).`,
+			`slaprobe{{ with $labels.instance }} at {{ . }}{{ end }} read GPU power and energy through NVML during the last day but cannot now: power, energy per token and cost metrics have stopped.`),
+
+		commentedAlert(`A GPU drawing within 5 % of its enforced power limit for 15 minutes is power-throttled: clocks,
+and so decode speed, drop under load.`,
+			"SlaprobeGPUAtPowerLimit", "warning", "15m", `avg_over_time(slaprobe_gpu_power_watts[5m])
+>= on (job, instance, gpu, uuid) group_left ()
+0.95 * slaprobe_gpu_power_limit_watts
+`,
+			`GPU {{ $labels.gpu }} on {{ $labels.instance }} runs at its power limit.`,
+			`GPU {{ $labels.gpu }} ({{ $labels.name }}, {{ $labels.uuid }}) seen by slaprobe at {{ $labels.instance }} has averaged {{ $value | printf "%.0f" }} W, within 5 % of its power limit, for 15 minutes: it is throttling its clocks.`),
+
+		commentedAlert(`---------------------------------------------------------------------------------------------
+Live capacity, from production traffic.
+
+Under 50 % live scaling efficiency (the reports' "poor" band) for 30 minutes: each user gets much
+less than a single stream's decode speed. The series exists only while requests run.`,
+			"SlaprobeLiveScalingEfficiencyLow", "warning", "30m", `avg_over_time(slaprobe_live_scaling_efficiency_ratio[10m]) < 0.5
+`,
+			`Live scaling efficiency of {{ $labels.target }} is under 50 %.`,
+			`Target {{ $labels.target }} (model {{ $labels.model }}) turns its running requests into only {{ $value | humanizePercentage }} of the output a single stream would get per request, for 30 minutes: the batch is so large that every user decodes slowly.`),
+
+		commentedAlert(`The engine's queue (running + waiting requests) is within 20 % of the live max safe queue depth
+of a scenario, where probe TTFT crosses its threshold: the next burst breaks that scenario's SLA.
+Only measured depths count (not a lower bound, at least 20 probes behind it).`,
+			"SlaprobeLiveQueueNearMaxSafe", "warning", "10m", `(
+  max_over_time(slaprobe_engine_requests_running[5m])
+  + on (job, instance, target)
+  max_over_time(slaprobe_engine_requests_waiting[5m])
+)
+>= on (job, instance, target) group_right ()
+0.8 * target_scenario:slaprobe_live_max_safe_queue_depth:measured
+`,
+			`The queue of {{ $labels.target }} is near the max safe depth of {{ $labels.scenario }}.`,
+			`Target {{ $labels.target }} (model {{ $labels.model }}) has had {{ $value | printf "%.0f" }} requests running or waiting, within 20 % of the queue depth at which TTFT of scenario {{ $labels.scenario }} crosses its threshold, for 10 minutes. Scale out or shed load before the queue grows further.`),
+
+		commentedAlert(`---------------------------------------------------------------------------------------------
+Sweeps.
+
+The latest sweep of a target stopped before the end (paused too long, window closed, shutdown);
+the exported capacity is from an older sweep, or partial.`,
+			"SlaprobeSweepFailed", "warning", "5m", `slaprobe_sweep_last_attempt_success == 0
+unless on (job, instance)
+slaprobe_sweep_running == 1
+`,
+			`The last sweep of {{ $labels.target }} did not finish.`,
+			`The most recent sweep of target {{ $labels.target }} by slaprobe{{ with $labels.instance }} at {{ . }}{{ end }} stopped before its end (paused too long, its window closed, or slaprobe shut down). slaprobe_sweep_paused and slaprobe's log say why; capacity metrics are from the steps it finished or an older sweep.`),
+
+		commentedAlert(`Sweeps are enabled but the last one started more than twice the usual gap ago. The usual gap is
+measured over a week (slaprobe does not export its schedule), so this needs two sweeps in the week
+to judge.`,
+			"SlaprobeSweepOverdue", "warning", "30m", `(
+  time() - slaprobe_sweep_last_attempt_timestamp_seconds
+)
+> on (job, instance, target)
+2 * (
+  (
+    max_over_time(slaprobe_sweep_last_attempt_timestamp_seconds[7d])
+    -
+    min_over_time(slaprobe_sweep_last_attempt_timestamp_seconds[7d])
+  )
+  / (changes(slaprobe_sweep_last_attempt_timestamp_seconds[7d]) > 0)
+)
+and on (job, instance)
+slaprobe_sweep_enabled == 1
+unless on (job, instance)
+slaprobe_sweep_running == 1
+`,
+			`No sweep of {{ $labels.target }} for {{ $value | humanizeDuration }}.`,
+			`The last sweep of target {{ $labels.target }} by slaprobe{{ with $labels.instance }} at {{ . }}{{ end }} ended {{ $value | humanizeDuration }} ago, more than twice the usual time between its sweeps this week, although sweeps are enabled. The capacity metrics are getting old.`),
+	}
+}

@@ -1,0 +1,352 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/slaprobe/slaprobe/internal/alertgen"
+	"github.com/slaprobe/slaprobe/test/llmd"
+)
+
+const (
+	// pagingBudget bounds the whole paging test after the build.
+	pagingBudget = 4 * time.Minute
+	// pagingScrape is the scrape and rule evaluation interval of the paging test.
+	pagingScrape = time.Second
+	pageAlert    = "SlaprobeTTFTAboveMaxSafe"
+)
+
+// pagingParams are the operators' rules with windows short enough for a test: the same generator,
+// objective and burn rates, only the windows, `for` and the probe floor scaled down.
+func pagingParams() alertgen.Params {
+	p := alertgen.Default()
+	p.Page = []alertgen.Tier{{Long: 40 * time.Second, Short: 10 * time.Second, Burn: 14.4, MinProbes: 10, For: 4 * time.Second}}
+	p.Ticket = []alertgen.Tier{{Long: 2 * time.Minute, Short: 20 * time.Second, Burn: 3, MinProbes: 40, For: 30 * time.Second}}
+	return p
+}
+
+// The scenario the test probes every second: 256 prompt tokens, 8 output tokens, TTFT limit 500 ms
+// (a bucket bound). Healthy, the simulator prefills it in about 45 ms; degraded, in about 1.3 s.
+var (
+	fastPrefill = llmd.Options{PrefillOverhead: 20 * time.Millisecond, PrefillPerToken: 100 * time.Microsecond, ITL: time.Millisecond}
+	slowPrefill = llmd.Options{PrefillOverhead: 20 * time.Millisecond, PrefillPerToken: 5 * time.Millisecond, ITL: time.Millisecond}
+)
+
+const pagingSlaprobeConfig = `global:
+  scenarios: [paging]
+targets:
+  - name: sim
+    url: %s
+scenarios:
+  - name: paging
+    description: paging end-to-end test
+    input_tokens: 256
+    output_tokens: 8
+    interval: 1s
+    timeout: 20s
+    thresholds: {ttft: 500ms}
+`
+
+// TestPaging proves that a page reaches the on-call engineer through the real stack: slaprobe probes
+// llm-d-inference-sim, Prometheus scrapes both with the generated rules (short windows) and sends to
+// Alertmanager, which routes to a webhook in this test. The simulator is restarted with a much slower
+// prefill: the TTFT page must arrive with its labels and annotations. It is restarted healthy: the
+// resolved notification must arrive.
+func TestPaging(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs llm-d-inference-sim, slaprobe, Prometheus and Alertmanager for up to 4 minutes")
+	}
+	promBin := requireTool(t, "prometheus")
+	// Debian installs Alertmanager as prometheus-alertmanager; upstream builds call it alertmanager.
+	amBin, err := exec.LookPath("prometheus-alertmanager")
+	if err != nil {
+		amBin = requireTool(t, "alertmanager")
+	}
+	llmd.SkipIfMissing(t)
+	root := repoRoot(t)
+	bin := buildSlaprobe(t, root)
+
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), pagingBudget)
+	t.Cleanup(cancel)
+	dir := t.TempDir()
+
+	// The simulator, healthy.
+	sim := llmd.Start(t, fastPrefill)
+	port := sim.Port
+	t.Logf("%5.1fs llm-d-inference-sim at %s", since(start), sim.URL)
+
+	// slaprobe probing it.
+	cfg := filepath.Join(dir, "slaprobe.yml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(pagingSlaprobeConfig, sim.URL)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sp := startProcess(t, "slaprobe run", bin, "run", "--config.file="+cfg, "--web.listen-address=127.0.0.1:0")
+	spAddr := waitListening(t, ctx, sp)
+	t.Logf("%5.1fs slaprobe at %s", since(start), spAddr)
+
+	// The webhook receiver: every notification Alertmanager sends.
+	hook := &webhook{}
+	hookSrv := httptest.NewServer(hook)
+	t.Cleanup(hookSrv.Close)
+
+	// Alertmanager routing to it.
+	am := startAlertmanager(t, ctx, amBin, dir, hookSrv.URL)
+	t.Logf("%5.1fs alertmanager at %s", since(start), am)
+
+	// Prometheus with the generated rules.
+	rules, err := alertgen.RuleFileYAML(pagingParams())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ruleFile := filepath.Join(dir, "slaprobe.rules.yml")
+	if err := os.WriteFile(ruleFile, rules, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := startPrometheusWith(t, ctx, promBin, t.TempDir(), pagingPrometheusConfig(t, spAddr, sim.URL, am, ruleFile),
+		"--rules.alert.resend-delay=1s")
+	t.Logf("%5.1fs prometheus at %s", since(start), p.base)
+
+	// Healthy first: probes succeed within the threshold, and nothing pages.
+	waitFor(t, ctx, "healthy probes counted by the SLO rules", func() error {
+		return p.wantNonEmpty(ctx, `target_scenario:slaprobe_sla_probes:increase10s{scenario="paging",metric="ttft_seconds"} > 3`)
+	}, p, sp)
+	if err := p.wantEmpty(ctx, `target_scenario:slaprobe_sla_bad_probes:increase40s{scenario="paging"} > 0`); err != nil {
+		t.Fatalf("the healthy simulator already breaks the threshold: %v", err)
+	}
+	t.Logf("%5.1fs healthy: probes within 500 ms", since(start))
+
+	// Degrade: restart the simulator on the same port with a much slower prefill.
+	sim.Stop()
+	slow := slowPrefill
+	slow.Port = port
+	sim = llmd.Start(t, slow)
+	degraded := time.Now()
+	t.Logf("%5.1fs simulator restarted with a slow prefill (5 ms/token)", since(start))
+
+	firing := hook.wait(t, ctx, "firing", p, sp)
+	pageAfter := time.Since(degraded)
+	t.Logf("%5.1fs page delivered %.1fs after the degradation: %s", since(start), pageAfter.Seconds(), firing.Annotations["summary"])
+	checkPage(t, firing, spAddr)
+
+	// Restore.
+	sim.Stop()
+	fast := fastPrefill
+	fast.Port = port
+	llmd.Start(t, fast)
+	restored := time.Now()
+	t.Logf("%5.1fs simulator restarted healthy", since(start))
+	resolved := hook.wait(t, ctx, "resolved", p, sp)
+	t.Logf("%5.1fs resolved notification %.1fs after the restore (page took %.1fs end to end)",
+		since(start), time.Since(restored).Seconds(), pageAfter.Seconds())
+	if resolved.Labels["scenario"] != "paging" {
+		t.Errorf("resolved notification for %v, want the paging scenario's", resolved.Labels)
+	}
+}
+
+// checkPage checks what the on-call engineer reads.
+func checkPage(t *testing.T, a amAlert, spAddr string) {
+	t.Helper()
+	want := map[string]string{
+		"alertname": pageAlert, "severity": "critical", "job": "slaprobe", "instance": spAddr,
+		"target": "sim", "model": llmd.DefaultModel, "scenario": "paging", "metric": "ttft_seconds",
+	}
+	for k, v := range want {
+		if a.Labels[k] != v {
+			t.Errorf("label %s = %q, want %q (labels %v)", k, a.Labels[k], v, a.Labels)
+		}
+	}
+	if got, want := a.Annotations["summary"], "TTFT above the max-safe threshold: paging on sim."; got != want {
+		t.Errorf("summary %q, want %q", got, want)
+	}
+	desc := a.Annotations["description"]
+	for _, part := range []string{"time to first token limit of 500ms", "scenario paging on target sim", "times too fast"} {
+		if !strings.Contains(desc, part) {
+			t.Errorf("description lacks %q: %s", part, desc)
+		}
+	}
+	if got, want := a.Annotations["runbook_url"], alertgen.RunbookBase+"#"+strings.ToLower(pageAlert); got != want {
+		t.Errorf("runbook_url %q, want %q", got, want)
+	}
+}
+
+var listeningRE = regexp.MustCompile(`msg="Listening on" address=(127\.0\.0\.1:\d+)`)
+
+// waitListening reads the address slaprobe bound (port 0) from its log.
+func waitListening(t *testing.T, ctx context.Context, p *process) string {
+	t.Helper()
+	for {
+		if m := listeningRE.FindStringSubmatch(p.stderr.String()); m != nil {
+			return m[1]
+		}
+		select {
+		case <-p.exited:
+			t.Fatalf("%s exited: %v\n%s", p.name, p.err, p.output())
+		case <-ctx.Done():
+			t.Fatalf("%s logged no listen address\n%s", p.name, p.output())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// waitFor polls check until it passes.
+func waitFor(t *testing.T, ctx context.Context, what string, check func() error, p *prometheus, sp *process) {
+	t.Helper()
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: %v\n--- prometheus log ---\n%s\n%s", what, err, tail(p.logs.String(), 30), sp.output())
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func pagingPrometheusConfig(t *testing.T, slaprobeAddr, simURL, amAddr, ruleFile string) []byte {
+	t.Helper()
+	iv := pagingScrape.String()
+	static := func(addr string) []map[string][]string { return []map[string][]string{{"targets": {addr}}} }
+	cfg := map[string]any{
+		"global":     map[string]string{"scrape_interval": iv, "scrape_timeout": iv, "evaluation_interval": iv},
+		"rule_files": []string{ruleFile},
+		"alerting": map[string]any{
+			"alertmanagers": []map[string]any{{"static_configs": static(amAddr)}},
+		},
+		"scrape_configs": []map[string]any{
+			{"job_name": "slaprobe", "static_configs": static(slaprobeAddr)},
+			{"job_name": "vllm-sim", "static_configs": static(strings.TrimPrefix(simURL, "http://"))},
+		},
+	}
+	b, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// startAlertmanager runs Alertmanager on a free loopback port without clustering, routing every alert
+// to the webhook at url at once; it returns host:port.
+func startAlertmanager(t *testing.T, ctx context.Context, bin, dir, url string) string {
+	t.Helper()
+	cfg := fmt.Sprintf(`route:
+  receiver: test
+  group_by: [alertname, target, scenario]
+  group_wait: 1s
+  group_interval: 1s
+  repeat_interval: 1h
+receivers:
+  - name: test
+    webhook_configs:
+      - url: %s
+        send_resolved: true
+`, url)
+	path := filepath.Join(dir, "alertmanager.yml")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for try := 1; ; try++ {
+		addr := freeAddr(t)
+		proc := startProcess(t, "alertmanager", bin,
+			"--config.file="+path,
+			"--storage.path="+filepath.Join(dir, fmt.Sprintf("am%d", try)),
+			"--web.listen-address="+addr,
+			"--cluster.listen-address=", // no gossip port: a single instance
+			"--log.level=warn")
+		err := waitReady(ctx, "http://"+addr+"/-/ready", proc)
+		if err == nil {
+			return addr
+		}
+		if try < 3 && strings.Contains(proc.output(), "address already in use") {
+			proc.stopOnce.Do(func() {})
+			continue
+		}
+		t.Fatalf("alertmanager not ready: %v\n%s", err, proc.output())
+	}
+}
+
+func waitReady(ctx context.Context, url string, proc *process) error {
+	hc := &http.Client{Timeout: 2 * time.Second}
+	for {
+		if resp, err := hc.Get(url); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-proc.exited:
+			return fmt.Errorf("exited: %v", proc.err)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// amAlert is one alert of Alertmanager's webhook payload.
+type amAlert struct {
+	Status      string            `json:"status"`
+	Labels      map[string]string `json:"labels"`
+	Annotations map[string]string `json:"annotations"`
+}
+
+// webhook records every notification.
+type webhook struct {
+	mu     sync.Mutex
+	alerts []amAlert
+	bodies []string
+}
+
+func (h *webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var msg struct {
+		Version string    `json:"version"`
+		Alerts  []amAlert `json:"alerts"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&msg); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.alerts = append(h.alerts, msg.Alerts...)
+	h.bodies = append(h.bodies, fmt.Sprintf("version %s: %d alerts", msg.Version, len(msg.Alerts)))
+}
+
+// wait returns the first page notification with the given status.
+func (h *webhook) wait(t *testing.T, ctx context.Context, status string, p *prometheus, sp *process) amAlert {
+	t.Helper()
+	for {
+		h.mu.Lock()
+		for _, a := range h.alerts {
+			if a.Labels["alertname"] == pageAlert && a.Status == status {
+				h.mu.Unlock()
+				return a
+			}
+		}
+		got := fmt.Sprint(h.bodies)
+		h.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			res, _ := p.query(context.Background(), `{__name__=~"ALERTS|target_scenario:slaprobe_sla_bad_probes:ratio_10s|target_scenario:slaprobe_sla_bad_probes:increase40s|target_scenario:slaprobe_sla_probes:increase40s"}`)
+			t.Fatalf("no %s %s notification; webhook got %s; Prometheus: %v\n--- prometheus log ---\n%s\n%s",
+				status, pageAlert, got, res, tail(p.logs.String(), 30), sp.output())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}

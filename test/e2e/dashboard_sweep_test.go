@@ -57,6 +57,7 @@ sweep:
   burst: {concurrency: [1, 2, 4], repeat: 1}
   cooldown: 0s
   pause: {max_waiting: 1000, max_kv_cache_usage: 1}
+  state_file: %s
 `
 
 // TestDashboardQueriesAfterSweep runs `slaprobe demo` (live probes and engine signals), a second
@@ -79,7 +80,7 @@ func TestDashboardQueriesAfterSweep(t *testing.T) {
 	engine := strings.TrimSuffix(demo.engine, "/metrics")
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "sweep.yml")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(sweepConfig, engine)), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(sweepConfig, engine, filepath.Join(dir, "sweep-state.json"))), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	sw := startProcess(t, "slaprobe run (sweeper)", bin, "run", "--config.file="+cfg, "--web.listen-address=127.0.0.1:0")

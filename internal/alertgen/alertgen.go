@@ -139,7 +139,7 @@ func Groups(p Params) ([]Group, error) {
 	}
 	rec := Group{Name: "slaprobe.rules", Rules: append(latencyRecordingRules(), sliRecordingRules(p)...)}
 	rec.Rules = append(rec.Rules, probeRecordingRules()...)
-	alerts := Group{Name: "slaprobe.alerts", Rules: append(append(sliAlerts(p), otherAlerts()...), newAlerts()...)}
+	alerts := Group{Name: "slaprobe.alerts", Rules: append(append(append(sliAlerts(p), otherAlerts()...), newAlerts()...), warmAlerts()...)}
 	return []Group{rec, alerts}, nil
 }
 

@@ -442,8 +442,6 @@ func organize(exclude []string, rename map[string]string, order []string) Transf
 	}}
 }
 
-// hideColumns is organize with only hidden columns.
-func hideColumns(names ...string) Transformation { return organize(names, nil, nil) }
 
 // matrixBy turns an instant table (one row per series) into one row per value of the rowLabel and
 // one numeric column per value of colLabel: the shape a bar chart with categories on the x axis needs.

@@ -27,20 +27,6 @@ func Dashboards() []*Dashboard {
 // File is the dashboard's file name under dashboards/.
 func (d *Dashboard) File() string { return d.file }
 
-// ReportCharts maps each report.html chart (internal/report.Charts) that a panel mirrors to
-// "file: panel title".
-func ReportCharts() map[string][]string {
-	m := map[string][]string{}
-	for _, d := range Dashboards() {
-		for _, p := range d.Panels {
-			if p.reportChart != "" {
-				m[p.reportChart] = append(m[p.reportChart], d.file+": "+p.Title)
-			}
-		}
-	}
-	return m
-}
-
 // Render returns every dashboard file's content, by file name: indented JSON with a final newline.
 func Render() (map[string][]byte, error) {
 	out := map[string][]byte{}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/slaprobe/slaprobe/internal/report"
+	"github.com/slaprobe/slaprobe/test/promql"
 )
 
 func TestRenderIsDeterministicJSON(t *testing.T) {
@@ -90,7 +91,7 @@ func TestLayout(t *testing.T) {
 
 // The panels mirror report.html's charts (docs/report.md says so): every chart has one.
 func TestReportChartsMirrored(t *testing.T) {
-	got := ReportCharts()
+	got := reportCharts()
 	for _, c := range report.Charts {
 		if len(got[c]) == 0 {
 			t.Errorf("report chart %q has no panel", c)
@@ -126,7 +127,7 @@ func TestNoThresholdNumbersInQueries(t *testing.T) {
 	for _, d := range Dashboards() {
 		for _, p := range d.Panels {
 			for _, q := range p.Targets {
-				for _, num := range numbersOutsideBrackets(q.Expr) {
+				for _, num := range promql.Numbers(q.Expr) {
 					if !allowed[num] {
 						t.Errorf("%s: panel %q: number %s in %s", d.file, p.Title, num, q.Expr)
 					}
@@ -136,48 +137,16 @@ func TestNoThresholdNumbersInQueries(t *testing.T) {
 	}
 }
 
-// numbersOutsideBrackets lists numeric literals outside strings, label matchers and ranges.
-func numbersOutsideBrackets(expr string) []string {
-	var nums []string
-	for i := 0; i < len(expr); {
-		c := expr[i]
-		switch {
-		case c == '"' || c == '\'' || c == '`':
-			i = skipStringAt(expr, i)
-		case c == '{':
-			i = skipGroupAt(expr, i, '}')
-		case c == '[':
-			i = skipGroupAt(expr, i, ']')
-		case isIdentStart(c) || c == '$':
-			for i++; i < len(expr) && isIdentChar(expr[i]); i++ {
+// ReportCharts maps each report.html chart (internal/report.Charts) that a panel mirrors to
+// "file: panel title".
+func reportCharts() map[string][]string {
+	m := map[string][]string{}
+	for _, d := range Dashboards() {
+		for _, p := range d.Panels {
+			if p.reportChart != "" {
+				m[p.reportChart] = append(m[p.reportChart], d.file+": "+p.Title)
 			}
-		case c >= '0' && c <= '9':
-			start := i
-			for ; i < len(expr) && (expr[i] >= '0' && expr[i] <= '9' || expr[i] == '.'); i++ {
-			}
-			nums = append(nums, expr[start:i])
-		default:
-			i++
 		}
 	}
-	return nums
-}
-
-func TestMetricNames(t *testing.T) {
-	for _, tc := range []struct {
-		expr string
-		want []string
-	}{
-		{`slaprobe_up`, []string{"slaprobe_up"}},
-		{`histogram_quantile(0.95, sum by (job, le) (rate(a_bucket{scenario=~"$scenario", x="rate(b)"}[$__rate_interval])))`, []string{"a_bucket"}},
-		{"a\n/ on (job, instance, scenario) group_left ()\nb{metric=\"c\"}", []string{"a", "b"}},
-		{`label_replace(max by (concurrency) (x:y:z), "bound", "best", "", "") or time() - last_ts`, []string{"last_ts", "x:y:z"}},
-		{`sum without (gpu) (rate(e_total[5m:1m] offset 1h)) > bool 3 and 1e3 * g`, []string{"e_total", "g"}},
-		{`max(a) == bool max(b) unless on () c # comment d`, []string{"a", "b", "c"}},
-		{`label_join(x, "series", " ", "scenario", "mode")`, []string{"x"}},
-	} {
-		if got := MetricNames(tc.expr); !slices.Equal(got, tc.want) {
-			t.Errorf("MetricNames(%q) = %v, want %v", tc.expr, got, tc.want)
-		}
-	}
+	return m
 }

@@ -1,4 +1,7 @@
-package dashgen
+// Package promql reads just enough PromQL for tests: the metric names an expression selects, and
+// the numbers written into it. The dashboard and rule tests use it to check every query against
+// what slaprobe exports; it is no parser, and nothing outside tests imports it.
+package promql
 
 import (
 	"sort"
@@ -118,4 +121,31 @@ func skipGroupAt(s string, i int, close byte) int {
 		i++
 	}
 	return i + 1
+}
+
+// Numbers lists numeric literals outside strings, label matchers and ranges.
+func Numbers(expr string) []string {
+	var nums []string
+	for i := 0; i < len(expr); {
+		c := expr[i]
+		switch {
+		case c == '"' || c == '\'' || c == '`':
+			i = skipStringAt(expr, i)
+		case c == '{':
+			i = skipGroupAt(expr, i, '}')
+		case c == '[':
+			i = skipGroupAt(expr, i, ']')
+		case isIdentStart(c) || c == '$':
+			for i++; i < len(expr) && isIdentChar(expr[i]); i++ {
+			}
+		case c >= '0' && c <= '9':
+			start := i
+			for ; i < len(expr) && (expr[i] >= '0' && expr[i] <= '9' || expr[i] == '.'); i++ {
+			}
+			nums = append(nums, expr[start:i])
+		default:
+			i++
+		}
+	}
+	return nums
 }

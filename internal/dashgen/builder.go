@@ -442,7 +442,6 @@ func organize(exclude []string, rename map[string]string, order []string) Transf
 	}}
 }
 
-
 // matrixBy turns an instant table (one row per series) into one row per value of the rowLabel and
 // one numeric column per value of colLabel: the shape a bar chart with categories on the x axis needs.
 // Rows are first sorted by sortLabel as a number, so the x axis runs 1, 2, 4, … 256 and not

@@ -24,6 +24,15 @@ var noData = map[string]string{
 	// Not GPU: states the test does not provoke.
 	`slaprobe-capacity.json: panel "Paused" query A`:                          "only while a sweep waits for a busy engine; the test's engine is never busy enough",
 	`slaprobe-live.json: panel "Live max safe queue depth over time" query A`: "only once probe TTFT crosses its threshold under production load (query B, the estimate, has data)",
+	// Warm-context scenarios are opt-in (a 32K conversation every 5 min is 1.6 M prompt tokens an
+	// hour); the demo probes none. Their metrics are checked against vllmsim and llm-d in collector
+	// and prober tests, and their alert in alerts/slaprobe.warm_test.yml.
+	`slaprobe-live.json: panel "Cache-hit share and TTFT saved" query A`:           "no warm scenario probed (opt-in)",
+	`slaprobe-live.json: panel "Cache-hit share and TTFT saved" query B`:           "no warm scenario probed (opt-in)",
+	`slaprobe-live.json: panel "Cold vs warm TTFT" query A`:                        "no warm scenario probed (opt-in)",
+	`slaprobe-live.json: panel "Cold vs warm TTFT" query B`:                        "no warm scenario probed (opt-in)",
+	`slaprobe-live.json: panel "Follow-ups that missed the cache (range)" query A`: "no warm scenario probed (opt-in)",
+	`slaprobe-live.json: panel "Prefix caching alert" query A`:                     "ALERTS of SlaprobePrefixCachingNotWorking: only while it fires",
 	// slaprobe_gpu_* series come from NVML only.
 	`slaprobe-live.json: panel "GPU power and limit" query A`:        "NVML power readings",
 	`slaprobe-live.json: panel "GPU power and limit" query B`:        "NVML power limit",

@@ -109,11 +109,13 @@ lint:
 	@$(MAKE) --no-print-directory dashboards && git diff --exit-code -- dashboards/
 	@$(MAKE) --no-print-directory rules && git diff --exit-code -- alerts/ deploy/kubernetes/
 
-# The rule files are generated: edit internal/alertgen, then run this.
+# The rule files are generated: edit internal/alertgen, then run this. The chart embeds the rule
+# file, so the rendered manifests follow.
 .PHONY: rules
 rules:
 	@echo '==> alerts/slaprobe.rules.yml and deploy/kubernetes/ from internal/alertgen'
 	$(GO) run ./internal/alertgen/cmd/alertgen
+	@$(MAKE) --no-print-directory manifests
 
 .PHONY: dashboards
 dashboards:

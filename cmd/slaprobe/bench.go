@@ -85,13 +85,13 @@ func addBench(c *cli) {
 			return bench.ExitFailure
 		}
 		sc := cfg.Sweep
-		if err := bf.apply(&sc); err != nil {
+		if err := bf.overrides().Apply(&sc); err != nil {
 			fmt.Fprintf(c.stderr, "bench: %v\n", err)
 			return bench.ExitFailure
 		}
 		var scenarios []string
 		if v, ok := cf.scenarios.given(); ok {
-			scenarios = splitList(v)
+			scenarios = bench.SplitList(v)
 		}
 		return bench.Run(ctx, bench.Options{
 			Config: cfg, Sweep: sc, Target: *target, Scenarios: scenarios, Out: *out, Title: *title,
@@ -101,44 +101,12 @@ func addBench(c *cli) {
 	})
 }
 
-// apply writes the flags given over sc.
-func (bf benchFlags) apply(sc *config.SweepConfig) error {
-	for _, l := range []struct {
-		flag string
-		o    *override[string]
-		dst  *[]int
-	}{{"--concurrency", bf.concurrency, &sc.ClosedLoop.Concurrency}, {"--burst", bf.burst, &sc.Burst.Concurrency}} {
-		if v, ok := l.o.given(); ok {
-			n, err := bench.ParseLadder(v)
-			if err != nil {
-				return fmt.Errorf("%s: %w", l.flag, err)
-			}
-			*l.dst = n
-		}
+// overrides are the flags given, for bench.Overrides.Apply.
+func (bf benchFlags) overrides() bench.Overrides {
+	return bench.Overrides{
+		ClosedLoop: bf.concurrency.ptr(), Burst: bf.burst.ptr(),
+		StepDuration: bf.duration.ptr(), Warmup: bf.warmup.ptr(), MaxSafeTTFT: bf.ttft.ptr(),
+		Cooldown: bf.cooldown.ptr(), DrainTimeout: bf.drain.ptr(), Statistic: bf.stat.ptr(),
+		BurstRepeat: bf.repeat.ptr(), MaxConcurrency: bf.ceiling.ptr(), EarlyStopFactor: bf.earlyStop.ptr(),
 	}
-	for _, d := range []struct {
-		o   *override[time.Duration]
-		dst *model.Duration
-	}{{bf.duration, &sc.ClosedLoop.Duration}, {bf.warmup, &sc.ClosedLoop.Warmup}, {bf.ttft, &sc.Capacity.MaxSafeTTFT}, {bf.cooldown, &sc.Cooldown}, {bf.drain, &sc.Drain.Timeout}} {
-		if v, ok := d.o.given(); ok {
-			*d.dst = model.Duration(v)
-		}
-	}
-	bf.stat.apply(&sc.Capacity.Statistic)
-	bf.repeat.apply(&sc.Burst.Repeat)
-	bf.ceiling.apply(&sc.MaxConcurrency)
-	bf.earlyStop.apply(&sc.EarlyStop.Factor)
-	return nil
-}
-
-func splitList(vals []string) []string {
-	var out []string
-	for _, v := range vals {
-		for _, f := range strings.Split(v, ",") {
-			if f = strings.TrimSpace(f); f != "" {
-				out = append(out, f)
-			}
-		}
-	}
-	return out
 }

@@ -28,6 +28,14 @@ func overrideFlag[T any](f *kingpin.FlagClause, typed func(*kingpin.FlagClause) 
 // given returns the value and whether it was given on the command line.
 func (o *override[T]) given() (T, bool) { return *o.v, o.set }
 
+// ptr returns the value when it was given, else nil.
+func (o *override[T]) ptr() *T {
+	if !o.set {
+		return nil
+	}
+	return o.v
+}
+
 // apply writes the value over *dst when it was given.
 func (o *override[T]) apply(dst *T) {
 	if o.set {

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -243,28 +242,6 @@ func TestHelpShowsDefaults(t *testing.T) {
 			if !strings.Contains(flat, w) {
 				t.Errorf("%s --help lacks %q:\n%s", cmd, w, out)
 			}
-		}
-	}
-}
-
-// The demo prints where it listens and a URL a browser can open there.
-func TestListenScope(t *testing.T) {
-	for _, c := range []struct{ addr, url, scope string }{
-		{"127.0.0.1:9781", "127.0.0.1:9781", "loopback only"},
-		{"[::1]:9781", "[::1]:9781", "loopback only"},
-		{"[::]:9781", "localhost:9781", "every interface"},
-		{"0.0.0.0:9781", "localhost:9781", "every interface"},
-		{"192.0.2.7:9781", "192.0.2.7:9781", "this address only"},
-	} {
-		a, err := net.ResolveTCPAddr("tcp", c.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := browsable(a); got != c.url {
-			t.Errorf("browsable(%s) = %s, want %s", c.addr, got, c.url)
-		}
-		if got := listenScope(a); !strings.HasPrefix(got, c.scope) {
-			t.Errorf("listenScope(%s) = %q, want %q…", c.addr, got, c.scope)
 		}
 	}
 }

@@ -239,18 +239,7 @@ func (w *DepthWindow) Add(s DepthSample) {
 
 // Prune drops samples older than MaxAge before now, and the oldest beyond Max.
 func (w *DepthWindow) Prune(now time.Time) {
-	cut := 0
-	if w.MaxAge > 0 {
-		for cut < len(w.samples) && now.Sub(w.samples[cut].Time) > w.MaxAge {
-			cut++
-		}
-	}
-	if w.Max > 0 && len(w.samples)-cut > w.Max {
-		cut = len(w.samples) - w.Max
-	}
-	if cut > 0 {
-		w.samples = append(w.samples[:0], w.samples[cut:]...)
-	}
+	w.samples = prune(w.samples, now, w.MaxAge, w.Max)
 }
 
 // Len is the number of samples in the window.
@@ -274,6 +263,30 @@ func (w *DepthWindow) MaxSafeDepth(threshold float64) (depth float64, lowerBound
 	}
 	d, lb := ThresholdCrossing(w.Fit(), threshold)
 	return d, lb, len(w.samples)
+}
+
+// timed is a sample of a sliding window.
+type timed interface{ at() time.Time }
+
+func (s DepthSample) at() time.Time  { return s.Time }
+func (s DecodeSample) at() time.Time { return s.Time }
+
+// prune drops the samples older than maxAge before now, and the oldest
+// beyond max (0: no limit), keeping the slice's storage.
+func prune[S timed](samples []S, now time.Time, maxAge time.Duration, max int) []S {
+	cut := 0
+	if maxAge > 0 {
+		for cut < len(samples) && now.Sub(samples[cut].at()) > maxAge {
+			cut++
+		}
+	}
+	if max > 0 && len(samples)-cut > max {
+		cut = len(samples) - max
+	}
+	if cut > 0 {
+		samples = append(samples[:0], samples[cut:]...)
+	}
+	return samples
 }
 
 // DecodeSample is one probe's decode at the engine's batch size: its mean
@@ -301,18 +314,7 @@ func (w *DecodeWindow) Add(s DecodeSample) {
 
 // Prune drops samples older than MaxAge before now, and the oldest beyond Max.
 func (w *DecodeWindow) Prune(now time.Time) {
-	cut := 0
-	if w.MaxAge > 0 {
-		for cut < len(w.samples) && now.Sub(w.samples[cut].Time) > w.MaxAge {
-			cut++
-		}
-	}
-	if w.Max > 0 && len(w.samples)-cut > w.Max {
-		cut = len(w.samples) - w.Max
-	}
-	if cut > 0 {
-		w.samples = append(w.samples[:0], w.samples[cut:]...)
-	}
+	w.samples = prune(w.samples, now, w.MaxAge, w.Max)
 }
 
 // Len is the number of samples in the window.

@@ -46,6 +46,34 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
+// startProcess starts cmd with its output collected, and returns the output
+// and a channel that receives its exit. A process still running when the
+// test ends is killed then.
+func startProcess(t *testing.T, cmd *exec.Cmd) (*syncBuffer, <-chan error) {
+	t.Helper()
+	logs := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	done := make(chan struct{})
+	go func() {
+		err := cmd.Wait()
+		close(done)
+		exited <- err
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-done:
+		default:
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	return logs, exited
+}
+
 var metricsURLRE = regexp.MustCompile(`metrics:\s+(http://127\.0\.0\.1:\d+/metrics)`)
 
 // TestDemoSmoke starts `slaprobe demo`, scrapes it until every default

@@ -159,19 +159,7 @@ sweep:
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "run", "--config.file="+cfgPath, "--web.listen-address="+addr,
 		"--web.config.file="+webCfg, "--log.level=debug")
-	var logs syncBuffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	}()
+	logs, exited := startProcess(t, cmd)
 
 	base := "https://" + addr
 	tlsClient := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}

@@ -140,19 +140,7 @@ func TestSoak(t *testing.T) {
 	}
 	addr := freePort(t)
 	cmd := exec.Command(bin, "run", "--config.file="+cfgPath, "--web.listen-address="+addr, "--log.level=error")
-	var logs syncBuffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	}()
+	logs, exited := startProcess(t, cmd)
 
 	var samples []soakSample
 	start := time.Now()

@@ -2,18 +2,17 @@ package report
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"html"
 	"image"
 	"image/png"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/slaprobe/slaprobe/test/browser"
 )
 
 // These tests open report.html in headless Chromium, the way a reader on
@@ -22,58 +21,12 @@ import (
 // so any console line is a CSP violation or an error), and the screenshot
 // has real content.
 
-func chromium(t *testing.T) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("-short: skipping the headless browser")
-	}
-	for _, name := range []string{"chromium", "chromium-browser"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	t.Skip("chromium not found: run `make test-deps` (installs Debian chromium)")
-	return ""
-}
+func chromium(t *testing.T) string { return browser.Chromium(t) }
 
-// runChromium runs headless Chromium on a local file with no network
-// activity of its own and returns stdout and stderr.
+// runChromium runs headless Chromium on a local file and returns stdout and
+// stderr.
 func runChromium(t *testing.T, bin, page string, args ...string) (string, string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	base := []string{
-		"--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-		"--disable-background-networking", "--disable-component-update", "--disable-sync",
-		"--disable-dev-shm-usage", "--disable-extensions", "--hide-scrollbars",
-		"--user-data-dir=" + t.TempDir(),
-		"--enable-logging=stderr", "--v=0",
-	}
-	cmd := exec.CommandContext(ctx, bin, append(append(base, args...), "file://"+page)...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("chromium %v: %v\n%s", args, err, tail(stderr.String(), 2000))
-	}
-	return stdout.String(), stderr.String()
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return s[len(s)-n:]
-	}
-	return s
-}
-
-// consoleErrors returns the console lines Chromium logged for the page.
-func consoleErrors(stderr string) []string {
-	var out []string
-	for _, line := range strings.Split(stderr, "\n") {
-		if strings.Contains(line, ":CONSOLE") || strings.Contains(line, "Uncaught") {
-			out = append(out, line)
-		}
-	}
-	return out
+	return browser.Run(t, bin, "file://"+page, args...)
 }
 
 func writeSample(t *testing.T, r *Report) string {
@@ -91,7 +44,7 @@ func TestChromiumRender(t *testing.T) {
 	page := writeSample(t, r)
 
 	dom, stderr := runChromium(t, bin, page, "--dump-dom")
-	if errs := consoleErrors(stderr); len(errs) > 0 {
+	if errs := browser.Console(stderr); len(errs) > 0 {
 		t.Errorf("console output while loading report.html:\n%s", strings.Join(errs, "\n"))
 	}
 	for _, c := range Charts {
@@ -108,7 +61,7 @@ func TestChromiumRender(t *testing.T) {
 
 	shot := filepath.Join(t.TempDir(), "shot.png")
 	_, stderr = runChromium(t, bin, page, "--screenshot="+shot, "--window-size=1400,6000")
-	if errs := consoleErrors(stderr); len(errs) > 0 {
+	if errs := browser.Console(stderr); len(errs) > 0 {
 		t.Errorf("console output while taking the screenshot:\n%s", strings.Join(errs, "\n"))
 	}
 	checkScreenshot(t, shot, 1400, 6000)
@@ -125,7 +78,7 @@ func TestChromiumRenderPlaceholders(t *testing.T) {
 	r := Sample()
 	stripPower(r)
 	dom, stderr := runChromium(t, bin, writeSample(t, r), "--dump-dom")
-	if errs := consoleErrors(stderr); len(errs) > 0 {
+	if errs := browser.Console(stderr); len(errs) > 0 {
 		t.Errorf("console output:\n%s", strings.Join(errs, "\n"))
 	}
 	if !strings.Contains(dom, `id="chart-power-vs-context" data-chart="power-vs-context" data-state="not-measured"`) {
@@ -143,7 +96,7 @@ func TestChromiumConsoleCheckWorks(t *testing.T) {
 	bad := strings.Replace(buf.String(), "</main>", `<img src="http://127.0.0.1:9/pixel.png" alt=""></main>`, 1)
 	os.WriteFile(page, []byte(bad), 0o644)
 	_, stderr := runChromium(t, bin, page, "--dump-dom")
-	if len(consoleErrors(stderr)) == 0 {
+	if len(browser.Console(stderr)) == 0 {
 		t.Fatal("an external image went unreported: the console check is blind")
 	}
 }

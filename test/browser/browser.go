@@ -52,9 +52,9 @@ func Chromium(t testing.TB) string {
 	return ""
 }
 
-// run runs headless Chromium on page with no network activity of its own
+// Run runs headless Chromium on page with no network activity of its own
 // and returns stdout and stderr.
-func run(t testing.TB, bin, page string, args ...string) (string, string) {
+func Run(t testing.TB, bin, page string, args ...string) (string, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -81,9 +81,9 @@ func tail(s string, n int) string {
 	return s
 }
 
-// console returns the console lines Chromium logged for the page (a CSP
+// Console returns the console lines Chromium logged for the page (a CSP
 // violation, a script error).
-func console(stderr string) []string {
+func Console(stderr string) []string {
 	var out []string
 	for _, line := range strings.Split(stderr, "\n") {
 		if strings.Contains(line, ":CONSOLE") || strings.Contains(line, "Uncaught") {
@@ -97,8 +97,8 @@ func console(stderr string) []string {
 // test.
 func DOM(t testing.TB, bin, page string) string {
 	t.Helper()
-	dom, stderr := run(t, bin, page, "--dump-dom")
-	if c := console(stderr); len(c) > 0 {
+	dom, stderr := Run(t, bin, page, "--dump-dom")
+	if c := Console(stderr); len(c) > 0 {
 		t.Errorf("console output while loading %s:\n%s", page, strings.Join(c, "\n"))
 	}
 	return dom
@@ -110,8 +110,8 @@ func DOM(t testing.TB, bin, page string) string {
 func Screenshot(t testing.TB, bin, page, name string, width, height int) string {
 	t.Helper()
 	shot := filepath.Join(t.TempDir(), name)
-	_, stderr := run(t, bin, page, "--screenshot="+shot, "--window-size="+strconv.Itoa(width)+","+strconv.Itoa(height))
-	if c := console(stderr); len(c) > 0 {
+	_, stderr := Run(t, bin, page, "--screenshot="+shot, "--window-size="+strconv.Itoa(width)+","+strconv.Itoa(height))
+	if c := Console(stderr); len(c) > 0 {
 		t.Errorf("console output while taking %s:\n%s", name, strings.Join(c, "\n"))
 	}
 	b, err := os.ReadFile(shot)

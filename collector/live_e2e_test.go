@@ -29,26 +29,7 @@ func TestLiveSignalsUnderLoadRamp(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the load ramp takes about 30 s")
 	}
-	cfg := vllmsim.DefaultConfig()
-	cfg.MaxNumSeqs = 8
-	cfg.PrefillOverhead = time.Millisecond // prefill stalls negligible: decode dominates
-	cfg.DecodeBase = 4 * time.Millisecond
-	cfg.DecodePerSeq = time.Millisecond // step(b) = 4 + b ms: efficiency 5/(4+b)
-	cfg.DecodePerKVToken = 0
-	cfg.EOSMeanTokens = 0
-	cfg.RoleChunkEarly = false
-	sim, err := vllmsim.New(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sim.Close()
-	srv := httptest.NewServer(sim.Handler())
-	defer srv.Close()
-
-	target := prober.Target{Name: "sim", BaseURL: srv.URL, Client: srv.Client()}
-	pool := engine.NewPool(engine.Options{Interval: 200 * time.Millisecond, ProbeTimeout: 500 * time.Millisecond, Fresh: 50 * time.Millisecond}, nil)
-	defer pool.Close()
-	pool.Sync([]prober.Target{target})
+	cfg, sim, srv, target, pool := decodeBoundSim(t, 50*time.Millisecond)
 	live := NewLive(pool, LiveOptions{EfficiencyWindow: 2 * time.Second, EfficiencySmoothing: 300 * time.Millisecond})
 	p := prober.New(nil, prober.SystemClock{})
 	scen := prober.Scenario{Name: "e2e", Family: prober.FamilyCustom, InputTokens: 128, OutputTokens: 64,
@@ -206,26 +187,7 @@ func TestLiveEfficiencyWithoutIdle(t *testing.T) {
 	if testing.Short() {
 		t.Skip("about 25 s of steady load")
 	}
-	cfg := vllmsim.DefaultConfig()
-	cfg.MaxNumSeqs = 8
-	cfg.PrefillOverhead = time.Millisecond
-	cfg.DecodeBase = 4 * time.Millisecond
-	cfg.DecodePerSeq = time.Millisecond // step(b) = 4 + b ms: 200 tok/s alone
-	cfg.DecodePerKVToken = 0
-	cfg.EOSMeanTokens = 0
-	cfg.RoleChunkEarly = false
-	sim, err := vllmsim.New(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sim.Close()
-	srv := httptest.NewServer(sim.Handler())
-	defer srv.Close()
-
-	target := prober.Target{Name: "sim", BaseURL: srv.URL, Client: srv.Client()}
-	pool := engine.NewPool(engine.Options{Interval: 200 * time.Millisecond, ProbeTimeout: 500 * time.Millisecond, Fresh: 20 * time.Millisecond}, nil)
-	defer pool.Close()
-	pool.Sync([]prober.Target{target})
+	cfg, sim, srv, target, pool := decodeBoundSim(t, 20*time.Millisecond)
 	live := NewLive(pool, LiveOptions{EfficiencyWindow: 2 * time.Second, EfficiencySmoothing: 2 * time.Second})
 	p := prober.New(nil, prober.SystemClock{})
 	scen := prober.Scenario{Name: "e2e", Family: prober.FamilyCustom, InputTokens: 128, OutputTokens: 64,
@@ -365,4 +327,32 @@ func TestLiveSpecDecodeAcceptance(t *testing.T) {
 		srv.Close()
 		sim.Close()
 	}
+}
+
+// decodeBoundSim serves a simulated engine whose decode step is 4 + b ms at
+// batch b (8 slots, prefill about 1 ms, no KV-cache cost): 200 tok/s alone,
+// efficiency 5/(4+b). It returns the engine, its server, a target on it and
+// an engine pool scraping it every 200 ms, all closed when the test ends.
+func decodeBoundSim(t *testing.T, fresh time.Duration) (vllmsim.Config, *vllmsim.Engine, *httptest.Server, prober.Target, *engine.Pool) {
+	t.Helper()
+	cfg := vllmsim.DefaultConfig()
+	cfg.MaxNumSeqs = 8
+	cfg.PrefillOverhead = time.Millisecond // prefill stalls negligible: decode dominates
+	cfg.DecodeBase = 4 * time.Millisecond
+	cfg.DecodePerSeq = time.Millisecond
+	cfg.DecodePerKVToken = 0
+	cfg.EOSMeanTokens = 0
+	cfg.RoleChunkEarly = false
+	sim, err := vllmsim.New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sim.Close)
+	srv := httptest.NewServer(sim.Handler())
+	t.Cleanup(srv.Close)
+	target := prober.Target{Name: "sim", BaseURL: srv.URL, Client: srv.Client()}
+	pool := engine.NewPool(engine.Options{Interval: 200 * time.Millisecond, ProbeTimeout: 500 * time.Millisecond, Fresh: fresh}, nil)
+	t.Cleanup(pool.Close)
+	pool.Sync([]prober.Target{target})
+	return cfg, sim, srv, target, pool
 }

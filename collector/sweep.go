@@ -27,6 +27,7 @@ type SweepCollector struct {
 	decode, ttft, itl, e2e, prefill, system, success, requests, queueWait *prometheus.Desc
 	powerWatts, energyPerToken, startedBusy, drainWait                    *prometheus.Desc
 	efficiency, capacity, capacityApprox, capacityMaxTested, maxSafeTTFT  *prometheus.Desc
+	scenarioInfo                                                          *prometheus.Desc
 	lastTimestamp, lastDuration, lastAttempt, lastAttemptOK               *prometheus.Desc
 	running, paused, enabled, probesHeld                                  *prometheus.Desc
 }
@@ -66,6 +67,8 @@ func NewSweepCollector(src SweepSource) *SweepCollector {
 			"1 when the step started while the engine still had requests running or waiting (the drain wait, sweep.drain.timeout, ran out): it measured leftovers or other traffic and is left out of capacity.", step),
 		drainWait: d("slaprobe_sweep_step_drain_wait_seconds",
 			"How long the step waited for the engine to empty before it started (or the cooldown, without engine metrics).", step),
+		scenarioInfo: d("slaprobe_sweep_scenario_info",
+			"Always 1: the shape of each scenario the last sweep ran, its prompt (input_tokens) and output length, so that charts can put context length on an axis.", []string{"target", "model", "scenario", "input_tokens", "output_tokens"}),
 		efficiency: d("slaprobe_scaling_efficiency_ratio",
 			"Closed-loop scaling efficiency: system throughput / (N=1 throughput × N); 1 means no per-user loss.", []string{"target", "model", "scenario", "concurrency"}),
 		capacity: d("slaprobe_capacity_max_safe_concurrency",
@@ -101,7 +104,7 @@ func (c *SweepCollector) Describe(ch chan<- *prometheus.Desc) {
 		c.decode, c.ttft, c.itl, c.e2e, c.prefill, c.system, c.success, c.requests, c.queueWait,
 		c.powerWatts, c.energyPerToken, c.startedBusy, c.drainWait, c.efficiency, c.capacity, c.capacityApprox, c.capacityMaxTested, c.maxSafeTTFT,
 		c.lastTimestamp, c.lastDuration, c.lastAttempt, c.lastAttemptOK, c.running, c.paused, c.enabled,
-		c.probesHeld,
+		c.probesHeld, c.scenarioInfo,
 	} {
 		ch <- d
 	}
@@ -150,6 +153,7 @@ func (c *SweepCollector) result(gauge func(*prometheus.Desc, float64, ...string)
 		gauge(c.maxSafeTTFT, th.MaxSafeQueueTTFTSeconds, target, model, string(th.MaxSafeQueueStat))
 	}
 	for _, sc := range r.Scenarios {
+		gauge(c.scenarioInfo, 1, target, model, sc.Name, strconv.Itoa(sc.InputTokens), strconv.Itoa(sc.OutputTokens))
 		for _, mode := range []prober.Mode{prober.ModeClosedLoop, prober.ModeBurst} {
 			steps := sc.Steps(mode)
 			for i := range steps {

@@ -45,7 +45,7 @@ func sweepFixture() staticSweeps {
 		Target: "gpu-a", Model: "qwen", Started: t0, Finished: t0.Add(7 * time.Minute),
 		Settings: prober.SweepSettings{MaxSafeTTFTSeconds: 3, CapacityStat: prober.StatMean},
 		Scenarios: []prober.ScenarioResult{{
-			Name: "chatbot", Family: prober.FamilyReport, ClosedLoop: cl, Burst: burst,
+			Name: "chatbot", Family: prober.FamilyReport, InputTokens: 1024, OutputTokens: 256, ClosedLoop: cl, Burst: burst,
 			Thresholds:   prober.Thresholds{TTFT: 3 * time.Second, ITL: 70 * time.Millisecond},
 			Capacity:     &prober.Capacity{N: 2, Estimate: 2, Bound: prober.BoundAtLeast, MinTested: 1, MaxTested: 2},
 			MaxSafeQueue: &prober.Capacity{N: 3, Estimate: 3.4, Approximate: true, Bound: prober.BoundWithin, LimitedBy: "success", MinTested: 1, MaxTested: 4},

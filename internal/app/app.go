@@ -94,6 +94,10 @@ func New(o Options) (a *App, err error) {
 			a.close()
 		}
 	}()
+	// The experience bands: the reference lines the dashboards draw.
+	if err := d.AddCollector(collector.NewBandCollector()); err != nil {
+		return nil, err
+	}
 	cfg := d.Config()
 	if cfg.Engine.Enabled {
 		if err := a.addEngineSignals(cfg.Engine); err != nil {

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs what the tests need when it is missing, and does nothing slow when it is already there:
 #   - promtool (Debian package prometheus), amtool (prometheus-alertmanager), chromium, curl,
-#     systemd-analyze (systemd);
-#   - llm-d-inference-sim, built from the version pinned in test/tools/go.mod into .tools/bin/.
-# Usage: scripts/test-deps.sh [apt|llmd|all]   (default: all)
+#     systemd-analyze (systemd), node and npm (nodejs, npm);
+#   - llm-d-inference-sim, built from the version pinned in test/tools/go.mod into .tools/bin/;
+#   - Grafana's transformation code (@grafana/data, pinned in test/grafana/transforms/package-lock.json),
+#     installed with npm ci into test/grafana/transforms/node_modules.
+# Usage: scripts/test-deps.sh [apt|llmd|grafana|all]   (default: all)
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -22,8 +24,10 @@ apt_deps() {
 	command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 	command -v curl >/dev/null 2>&1 || missing+=(curl) # scripts/e2e.sh
 	command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd) # test/deploy: the unit file
+	command -v node >/dev/null 2>&1 || missing+=(nodejs)             # test/grafana/transforms
+	command -v npm >/dev/null 2>&1 || missing+=(npm)
 	if [ ${#missing[@]} -eq 0 ]; then
-		say "apt: promtool, amtool, chromium, curl and systemd-analyze already installed"
+		say "apt: promtool, amtool, chromium, curl, systemd-analyze, node and npm already installed"
 		return 0
 	fi
 
@@ -58,7 +62,7 @@ apt_deps() {
 		echo "apt-get failed (rc=$rc) installing ${missing[*]}" >&2
 		return $rc
 	fi
-	for c in promtool amtool chromium curl systemd-analyze; do
+	for c in promtool amtool chromium curl systemd-analyze node npm; do
 		command -v "$c" >/dev/null 2>&1 || { echo "$c still missing after apt-get install" >&2; return 1; }
 	done
 	say "apt: installed ${missing[*]}"
@@ -95,15 +99,39 @@ llmd_dep() {
 	say "built llm-d-inference-sim $version in $((SECONDS - start))s: $exe"
 }
 
+# ---------------------------------------------------------------------------------------------
+# @grafana/data for test/grafana/transforms/check.mjs: npm ci from the lock file, again only when the
+# lock changed (the stamp holds its hash).
+grafana_dep() {
+	local dir=$root/test/grafana/transforms
+	local stamp=$dir/node_modules/.slaprobe-stamp want
+	if ! command -v npm >/dev/null 2>&1; then
+		warn "npm missing: the Grafana transformation check will skip (apt-get install nodejs npm)"
+		return 0
+	fi
+	want=$(sha256sum "$dir/package-lock.json" | cut -c1-16)
+	if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+		say "@grafana/data already installed in test/grafana/transforms"
+		return 0
+	fi
+	say "npm ci in test/grafana/transforms (@grafana/data, pinned)"
+	local start=$SECONDS
+	(cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+	printf '%s\n' "$want" >"$stamp"
+	say "installed @grafana/data in $((SECONDS - start))s"
+}
+
 case $what in
 apt) apt_deps ;;
 llmd) llmd_dep ;;
+grafana) grafana_dep ;;
 all)
 	apt_deps
 	llmd_dep
+	grafana_dep
 	;;
 *)
-	echo "usage: $0 [apt|llmd|all]" >&2
+	echo "usage: $0 [apt|llmd|grafana|all]" >&2
 	exit 2
 	;;
 esac

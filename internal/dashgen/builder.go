@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/slaprobe/slaprobe/internal/report"
-	"github.com/slaprobe/slaprobe/prober"
 )
 
 // The one data source every panel, query and variable reads: the ${datasource} variable.
@@ -41,25 +40,13 @@ func steps(base string, rest ...any) *Thresholds {
 
 // The experience bands, as threshold steps (excellent, good, acceptable, poor) in base units. They
 // are report.html's bands (report.ITLBands and the others), so a colour means the same in both.
-// Stats and tables colour their values by them; graphs draw their edges as dashed lines.
+// Stats and tables colour their values by them. Graphs draw no line from these numbers: a line is a
+// series read from an exported gauge (see "Reference lines" below).
 var (
 	bandsITL        = bandSteps(report.ITLBands)
 	bandsTTFT       = bandSteps(report.TTFTBands)
 	bandsDecode     = bandSteps(report.DecodeBands)
 	bandsEfficiency = bandSteps(report.EfficiencyBands)
-
-	// The ITL bands' 20 ms and 70 ms edges are the report's two ITL reference lines: 20 ms "instant"
-	// streaming and the 70 ms memory-bandwidth ceiling of large MoE models. They are drawn as lines
-	// in the reference colours; these two numbers are the only latencies written into the dashboards
-	// besides the 3.0 s TTFT line below (the configured SLAs come from slaprobe_sla_threshold).
-	refITL = steps(colorExcellent, report.ITLBands.Edges[0], colorGood, report.ITLBands.Edges[1],
-		colorITLInstant, report.ITLBands.Edges[2], colorITLCeiling)
-
-	// The report's 3.0 s TTFT line: the "max safe queue depth" of the burst charts
-	// (sweep.capacity.max_safe_ttft by default, which slaprobe does not export as a series), between
-	// the TTFT bands' 2 s and 10 s edges.
-	refTTFT = steps(colorExcellent, report.TTFTBands.Edges[0], colorGood, report.TTFTBands.Edges[1], colorAcceptable,
-		prober.DefaultCapacityOptions().MaxSafeTTFT.Seconds(), colorThreshold, report.TTFTBands.Edges[2], colorPoor)
 
 	plainSteps = steps(colorNeutral)
 )
@@ -261,6 +248,39 @@ func instantQ(expr, legend string) *Target {
 }
 
 // ---------------------------------------------------------------------------------------------------
+// Reference lines
+//
+// A chart draws a threshold as a series of its own, read from a gauge slaprobe exports, never as a
+// number typed into the dashboard: the configured SLAs from slaprobe_sla_threshold, the experience bands'
+// edges from slaprobe_experience_band_* (collector.BandCollector), and the TTFT limit of the max safe
+// queue depth from slaprobe_capacity_max_safe_ttft_seconds. Change slaprobe, and the line moves with it.
+// Such a series is named "SLA …" or "line: …" and drawn dashed (refLine).
+
+// bandEdge is one edge of an experience band: bandEdge("itl_seconds", "good") is the 20 ms "instant"
+// line, the edge between good and acceptable.
+func bandEdge(metric, band string) string {
+	return fmt.Sprintf("max(slaprobe_experience_band_%s{band=%q})", metric, band)
+}
+
+// The reports' reference lines, as queries of the band gauges.
+var (
+	lineITLInstant = bandEdge("itl_seconds", "good")       // 20 ms: streaming stops feeling instant
+	lineITLCeiling = bandEdge("itl_seconds", "acceptable") // 70 ms: memory-bandwidth ceiling of large MoE models
+	lineReadPace   = bandEdge("decode_tokens_per_second", "acceptable")
+)
+
+// labelled tags an expression's series with label=value, so several can share one chart.
+func labelled(expr, label, value string) string {
+	return fmt.Sprintf(`label_replace(%s, %q, %q, "", "")`, expr, label, value)
+}
+
+// lineAt is a horizontal line for a chart whose x axis is xLabel: the value of th (an expression with
+// one series) at every x where data has a point, as series named name in seriesLabel.
+func lineAt(data, xLabel, th, seriesLabel, name string) string {
+	return labelled(fmt.Sprintf("max by (%s) (%s) * 0\n+ on () group_left ()\n%s", xLabel, data, th), seriesLabel, name)
+}
+
+// ---------------------------------------------------------------------------------------------------
 // Panels
 
 func bottomLegend(calcs ...string) Legend {
@@ -274,13 +294,11 @@ func bottomLegend(calcs ...string) Legend {
 	return Legend{Calcs: calcs, DisplayMode: mode, Placement: "bottom", ShowLegend: true}
 }
 
-// timeseries is a line graph; thresholds become dashed lines when style is "dashed".
-func timeseries(title, description, unit string, th *Thresholds, style string, targets ...*Target) *Panel {
+// timeseries is a line graph. th colours nothing on the graph itself; a line is a series of its own
+// (see refLine and thresholdLines).
+func timeseries(title, description, unit string, th *Thresholds, targets ...*Target) *Panel {
 	if th == nil {
 		th = plainSteps
-	}
-	if style == "" {
-		style = "off"
 	}
 	span := true
 	return &Panel{
@@ -293,7 +311,7 @@ func timeseries(title, description, unit string, th *Thresholds, style string, t
 					DrawStyle: "line", LineWidth: 1, FillOpacity: 0, ShowPoints: "never", SpanNulls: &span,
 					AxisPlacement: "auto", ScaleDistribution: &ScaleDist{Type: "linear"},
 					Stacking:        &Stacking{Group: "A", Mode: "none"},
-					ThresholdsStyle: &ThresholdsStyle{Mode: style},
+					ThresholdsStyle: &ThresholdsStyle{Mode: "off"},
 				},
 			},
 			Overrides: []Override{},
@@ -302,17 +320,38 @@ func timeseries(title, description, unit string, th *Thresholds, style string, t
 	}
 }
 
-// thresholdLines draws the series whose legend starts with "SLA " as dashed threshold lines.
-func (p *Panel) thresholdLines() *Panel {
+// thresholdLines draws the series whose legend starts with "SLA " (configured thresholds) as dashed
+// red lines.
+func (p *Panel) thresholdLines() *Panel { return p.refLine("^SLA .*", colorThreshold) }
+
+// refLine draws the series whose display name matches re as dashed reference lines of color, without
+// points or fill.
+func (p *Panel) refLine(re, color string) *Panel {
 	p.FieldConfig.Overrides = append(p.FieldConfig.Overrides, Override{
-		Matcher: Matcher{ID: "byRegexp", Options: "^SLA .*"},
+		Matcher: Matcher{ID: "byRegexp", Options: re},
 		Properties: []Property{
 			{ID: "custom.lineStyle", Value: map[string]any{"fill": "dash", "dash": []int{10, 10}}},
 			{ID: "custom.lineWidth", Value: 2},
-			{ID: "color", Value: FieldColor{Mode: "fixed", FixedColor: colorThreshold}},
+			{ID: "custom.showPoints", Value: "never"},
+			{ID: "custom.fillOpacity", Value: 0},
+			{ID: "color", Value: FieldColor{Mode: "fixed", FixedColor: color}},
 		},
 	})
 	return p
+}
+
+// override sets properties of the field named name.
+func (p *Panel) override(name string, props ...Property) *Panel {
+	p.FieldConfig.Overrides = append(p.FieldConfig.Overrides, Override{Matcher: Matcher{ID: "byName", Options: name}, Properties: props})
+	return p
+}
+
+// shade fills the area between the series named upper and the one named lower: a band, as the reports
+// draw a range.
+func (p *Panel) shade(upper, lower, color string) *Panel {
+	fixed := Property{ID: "color", Value: FieldColor{Mode: "fixed", FixedColor: color}}
+	p.override(upper, Property{ID: "custom.fillBelowTo", Value: lower}, Property{ID: "custom.fillOpacity", Value: 25}, fixed)
+	return p.override(lower, fixed)
 }
 
 // dotted draws the series whose display name matches re as thin dotted lines.
@@ -448,14 +487,7 @@ func organize(exclude []string, rename map[string]string, order []string) Transf
 // 1, 128, 16, … as strings would sort.
 func matrixBy(rowLabel, colLabel, sortLabel string) []Transformation {
 	return []Transformation{
-		{ID: "convertFieldType", Options: map[string]any{
-			"conversions": []map[string]string{{"targetField": sortLabel, "destinationType": "number"}},
-			"fields":      map[string]any{},
-		}},
-		{ID: "sortBy", Options: map[string]any{
-			"fields": map[string]any{},
-			"sort":   []map[string]any{{"field": sortLabel, "desc": false}},
-		}},
+		toNumber(sortLabel), sortAsc(sortLabel),
 		{ID: "groupingToMatrix", Options: map[string]string{
 			"columnField": colLabel, "rowField": rowLabel, "valueField": "Value", "emptyValue": "null",
 		}},
@@ -466,11 +498,10 @@ func matrixBy(rowLabel, colLabel, sortLabel string) []Transformation {
 func matrixField(rowLabel, colLabel string) string { return rowLabel + `\` + colLabel }
 
 // barchart draws an instant query as grouped bars: rowLabel's values on the x axis (categories, in
-// numeric order of sortLabel), one bar per value of colLabel. th's edges are drawn as dashed lines.
-func barchart(title, description, unit string, th *Thresholds, rowLabel, colLabel, sortLabel string, target *Target) *Panel {
-	if th == nil {
-		th = plainSteps
-	}
+// numeric order of sortLabel), one bar per value of colLabel. It is for counts per bucket; a curve
+// against a number uses curve.
+func barchart(title, description, unit string, rowLabel, colLabel, sortLabel string, target *Target) *Panel {
+	th := plainSteps
 	return &Panel{
 		Type: "barchart", Title: title, Description: description, Targets: []*Target{target},
 		FieldConfig: &FieldConfig{
@@ -480,7 +511,7 @@ func barchart(title, description, unit string, th *Thresholds, rowLabel, colLabe
 				Custom: &Custom{
 					LineWidth: 1, FillOpacity: 80, AxisPlacement: "auto", AxisLabel: "",
 					ScaleDistribution: &ScaleDist{Type: "linear"},
-					ThresholdsStyle:   &ThresholdsStyle{Mode: "dashed"},
+					ThresholdsStyle:   &ThresholdsStyle{Mode: "off"},
 				},
 			},
 			// The categories on the x axis are counts or depth ranges: no unit.
@@ -496,6 +527,69 @@ func barchart(title, description, unit string, th *Thresholds, rowLabel, colLabe
 		},
 		Transformations: matrixBy(rowLabel, colLabel, sortLabel),
 	}
+}
+
+// curve draws a table-format instant query as lines over a numeric x axis, in Grafana's trend panel
+// (a graph whose x is an increasing number, not time and not a category): the values of xLabel,
+// converted to numbers and sorted, are the x axis, titled xTitle; each value of seriesLabel is one line.
+// Series named "line: …" or "SLA …" are drawn dashed (see refLine). When orderBy is set, lines are
+// listed in the numeric order of that label (N=1, N=2, … N=16 and not N=1, N=16, N=2).
+//
+// The transformations: groupingToMatrix turns the table (one row per series) into one row per x and
+// one column per line; the x column, still text, becomes a number and the rows are sorted by it, as the
+// trend panel requires; it is renamed xTitle, which the x axis shows.
+func curve(title, description, unit, xLabel, xTitle, seriesLabel, orderBy string, target *Target) *Panel {
+	span := true
+	x := matrixField(xLabel, seriesLabel)
+	var tr []Transformation
+	if orderBy != "" {
+		tr = append(tr, toNumber(orderBy), sortAsc(orderBy))
+	}
+	tr = append(tr,
+		Transformation{ID: "groupingToMatrix", Options: map[string]string{
+			"columnField": seriesLabel, "rowField": xLabel, "valueField": "Value", "emptyValue": "null",
+		}},
+		toNumber(x), sortAsc(x),
+		organize(nil, map[string]string{x: xTitle}, nil),
+	)
+	p := &Panel{
+		Type: "trend", Title: title, Description: description, Targets: []*Target{target},
+		FieldConfig: &FieldConfig{
+			Defaults: FieldDefaults{
+				Unit: unit, Min: num(0), Color: &FieldColor{Mode: "palette-classic"},
+				Thresholds: plainSteps, Mappings: []ValueMapping{},
+				Custom: &Custom{
+					DrawStyle: "line", LineWidth: 2, FillOpacity: 0, ShowPoints: "always", PointSize: 6, SpanNulls: &span,
+					AxisPlacement: "auto", ScaleDistribution: &ScaleDist{Type: "linear"},
+					Stacking:        &Stacking{Group: "A", Mode: "none"},
+					ThresholdsStyle: &ThresholdsStyle{Mode: "off"},
+				},
+			},
+			Overrides: []Override{},
+		},
+		Options:         TrendOptions{XField: xTitle, Legend: bottomLegend(), Tooltip: Tooltip{Mode: "multi", Sort: "desc"}},
+		Transformations: tr,
+	}
+	// The x axis: counts or token lengths, with its title.
+	p.override(xTitle, Property{ID: "unit", Value: "none"}, Property{ID: "decimals", Value: 0},
+		Property{ID: "custom.axisLabel", Value: xTitle})
+	return p.refLine("^line: .*", colorThreshold).thresholdLines()
+}
+
+// toNumber converts a text field (a label) to a number.
+func toNumber(field string) Transformation {
+	return Transformation{ID: "convertFieldType", Options: map[string]any{
+		"conversions": []map[string]string{{"targetField": field, "destinationType": "number"}},
+		"fields":      map[string]any{},
+	}}
+}
+
+// sortAsc sorts rows by field, ascending.
+func sortAsc(field string) Transformation {
+	return Transformation{ID: "sortBy", Options: map[string]any{
+		"fields": map[string]any{},
+		"sort":   []map[string]any{{"field": field, "desc": false}},
+	}}
 }
 
 // mirrors records which report.html chart the panel stands for.

@@ -2,19 +2,21 @@ package dashgen
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/slaprobe/slaprobe/internal/report"
 )
 
 // The capacity dashboard draws the benchmark report's charts (docs/report.md) from the sweep gauges
-// (docs/sweeps.md). Each step is one series with a `concurrency` label; the x axis is that label.
+// (docs/sweeps.md). Each step is one series with a `concurrency` label, and each scenario's prompt
+// length is the input_tokens label of slaprobe_sweep_scenario_info.
 //
-// Why bar charts: a timeseries panel can only put time on the x axis, and a sweep's results are one
-// value per (scenario, N), not a history. Grafana's XY chart could draw N as a number, but it needs one
-// data frame per series and its JSON model changed between Grafana 10 and 11. The bar chart, with
-// instant queries turned into a matrix (a row per N, a column per scenario), works the same from
-// Grafana 9 to 11; and since the ladders are powers of two (1, 2, 4, … 256), evenly spaced categories are
-// exactly the log2 axis the reports draw.
+// Why trend panels: a sweep's results are one value per (scenario, N), not a history, and a timeseries
+// panel can only put time on the x axis. Grafana's trend panel (Grafana 10 and later) draws a graph
+// whose x axis is a number field; curve turns the instant query into a table with one row per N (or per
+// prompt length) and one column per line, the x column a number in ascending order. So N is a number
+// on the axis: 1, 2, 4 and 16 lie where they are, not at evenly spaced categories. Grafana's XY chart
+// could do the same but its JSON model changed between Grafana 10 and 11; the trend panel's did not.
 
 // sweepSel selects a sweep series of the chosen target, models and scenarios.
 func sweepSel(metric string, extra ...string) string {
@@ -27,20 +29,90 @@ func perStep(metric string, extra ...string) string {
 	return fmt.Sprintf("max by (scenario, concurrency) (%s)", sweepSel(metric, extra...))
 }
 
-// labelled tags an expression's series with label=value, so several can share one bar chart.
-func labelled(expr, label, value string) string {
-	return fmt.Sprintf(`label_replace(%s, %q, %q, "", "")`, expr, label, value)
-}
-
 const (
 	closedLoop = `mode="closed_loop"`
 	burst      = `mode="burst"`
 	statMean   = `stat="mean"`
 )
 
-// stepBars is a bar chart of a sweep gauge: N on the x axis, one bar per scenario.
-func stepBars(title, description, unit string, th *Thresholds, expr string) *Panel {
-	return barchart(title, description, unit, th, "concurrency", "scenario", "concurrency", tableQ(expr))
+// xN is the x axis of the step charts.
+const xN = "N (concurrent requests)"
+
+// stepCurve draws a sweep gauge against N, one line per scenario.
+func stepCurve(title, description, unit, expr string) *Panel {
+	return curve(title, description, unit, "concurrency", xN, "scenario", "", tableQ(expr))
+}
+
+// itlRefs are the reports' two ITL lines at every N of data (one series per N, by concurrency).
+func itlRefs(data string) string {
+	return lineAt(data, "concurrency", lineITLInstant, "scenario", "line: instant") + "\nor\n" +
+		lineAt(data, "concurrency", lineITLCeiling, "scenario", "line: MoE ceiling")
+}
+
+const itlLinesText = "Dashed: 20 ms, where streaming stops feeling instant (green), and 70 ms, the memory-bandwidth " +
+	"ceiling of large MoE models (red): the ITL bands' edges, from slaprobe_experience_band_itl_seconds."
+
+// itlLines colours the two ITL lines.
+func itlLines(p *Panel) *Panel {
+	return p.refLine("^line: instant$", colorITLInstant).refLine("^line: MoE ceiling$", colorITLCeiling)
+}
+
+// useCaseCurve is the report's capacity chart of one use case (the panel repeats per scenario): mean ITL
+// on the left axis and mean TTFT (and E2E, where the scenario limits it) on the right, against N, with
+// the scenario's thresholds as dashed lines in the colour of what they limit. A minimum decode speed is
+// drawn as the ITL it allows (per request, ITL is the reciprocal of decode speed).
+func useCaseCurve() *Panel {
+	itl := perStep("slaprobe_sweep_itl_seconds", closedLoop, statMean)
+	sla := func(metric string) string {
+		return fmt.Sprintf("max(slaprobe_sla_threshold{metric=%q, %s})", metric, mScenario)
+	}
+	e2e := fmt.Sprintf("%s\nand on (scenario)\nslaprobe_sla_threshold{metric=\"e2e_latency_seconds\"}",
+		perStep("slaprobe_sweep_e2e_latency_seconds", closedLoop, statMean))
+	q := strings.Join([]string{
+		labelled(itl, "metric", "ITL"),
+		labelled(perStep("slaprobe_sweep_ttft_seconds", closedLoop, statMean), "metric", "TTFT"),
+		labelled(e2e, "metric", "E2E"),
+		lineAt(itl, "concurrency", sla("ttft_seconds"), "metric", "SLA TTFT"),
+		lineAt(itl, "concurrency", sla("e2e_latency_seconds"), "metric", "SLA E2E"),
+		lineAt(itl, "concurrency", sla("itl_seconds"), "metric", "SLA ITL"),
+		lineAt(itl, "concurrency", "1 / "+sla("decode_tokens_per_second"), "metric", "SLA ITL from min decode speed"),
+	}, "\nor\n")
+	p := curve("Capacity of $scenario: ITL and TTFT vs N",
+		"Closed loop: mean ITL (left axis) and mean TTFT (right axis; E2E too where the scenario limits it) "+
+			"at each N, for one scenario (the panel repeats per scenario). Dashed: the scenario's thresholds "+
+			"(slaprobe_sla_threshold), each in the colour of the metric it limits; a minimum decode speed is "+
+			"drawn as the ITL it allows. The verdict is in the use-case capacity above.",
+		"s", "concurrency", xN, "metric", "", tableQ(q))
+	p.Repeat, p.RepeatDirection, p.MaxPerRow = "scenario", "h", 3
+	right := []Property{{ID: "custom.axisPlacement", Value: "right"}}
+	p.FieldConfig.Overrides = append(p.FieldConfig.Overrides,
+		Override{Matcher: Matcher{ID: "byRegexp", Options: "^(SLA )?(TTFT|E2E)$"}, Properties: right})
+	// By regexp: a scenario without an E2E threshold has no E2E series, and an override by name would
+	// name a field that is not there.
+	color := func(re, c string) {
+		p.FieldConfig.Overrides = append(p.FieldConfig.Overrides, Override{Matcher: Matcher{ID: "byRegexp", Options: re},
+			Properties: []Property{{ID: "color", Value: FieldColor{Mode: "fixed", FixedColor: c}}}})
+	}
+	color("^ITL$", colorCapITL)
+	color("^TTFT$", colorCapTTFT)
+	color("^E2E$", colorCapE2E)
+	return p.refLine("^SLA ITL", colorCapITL).refLine("^SLA TTFT$", colorCapTTFT).refLine("^SLA E2E$", colorCapE2E)
+}
+
+// The use-case chart's colours: ITL blue, TTFT vermilion, E2E purple (colour-blind safe).
+const (
+	colorCapITL  = "#0072B2"
+	colorCapTTFT = "#D55E00"
+	colorCapE2E  = "#CC79A7"
+)
+
+// contextCurve draws a closed-loop sweep gauge against the scenario's prompt length
+// (slaprobe_sweep_scenario_info's input_tokens), one line per N.
+func contextCurve(title, description, unit, metric string, extra ...string) *Panel {
+	info := fmt.Sprintf("max by (target, model, scenario, input_tokens) (%s)", sweepSel("slaprobe_sweep_scenario_info"))
+	q := fmt.Sprintf("label_replace(\nmax by (input_tokens, concurrency) (\n%s\n* on (target, model, scenario) group_left (input_tokens)\n%s\n),\n\"N\", \"N=$1\", \"concurrency\", \"(.*)\")",
+		sweepSel(metric, append([]string{closedLoop}, extra...)...), info)
+	return curve(title, description, unit, "input_tokens", "context (prompt tokens)", "N", "concurrency", tableQ(q))
 }
 
 func capacity() *Dashboard {
@@ -48,7 +120,8 @@ func capacity() *Dashboard {
 		"The benchmark report's charts from the latest sweep of one target (slaprobe's sweep job, "+
 			"docs/sweeps.md): per-user decode speed, ITL and scaling efficiency vs concurrency (closed loop), "+
 			"TTFT, ITL and decode vs queue depth (burst), max safe queue depth and use-case capacity. "+
-			"Bars: one per scenario at each N; values are the step's mean (sweep.capacity.statistic default).",
+			"Lines: one per scenario against N (a number axis); values are the step's mean (sweep.capacity.statistic default). "+
+			"Dashed lines are thresholds read from slaprobe's own gauges.",
 		datasourceVar(),
 		singleLabelVar("target", "Target", "slaprobe_sweep_paused", "The swept target; one at a time, as in a report."),
 		labelVar("model", "Model", `slaprobe_sweep_requests{target=~"$target"}`, "Model of the swept target."),
@@ -99,35 +172,39 @@ func capacity() *Dashboard {
 			sel("slaprobe_capacity_max_safe_concurrency", mTarget, `scenario="tool_calling"`, burst)), "users")))
 
 	b.row("When am I the fastest? Closed loop: N requests always in flight")
-	b.add(12, 9, stepBars("Per-user decode speed vs concurrency",
-		"Mean per-user decode speed at each N. Dashed: the decode experience bands (15, 25, 50 tok/s).",
-		unitTokS, bandsDecode, perStep("slaprobe_sweep_decode_tokens_per_second", closedLoop, statMean))).mirrors(report.ChartDecodeVsConcurrency)
-	b.add(12, 9, stepBars("Inter-token latency vs concurrency",
-		"Mean inter-token latency at each N. Lines: 10 ms (excellent), 20 ms (the \"instant\" line), "+
-			"70 ms (memory-bandwidth ceiling of large MoE models).",
-		"s", refITL, perStep("slaprobe_sweep_itl_seconds", closedLoop, statMean))).mirrors(report.ChartITLVsConcurrency)
-	b.add(12, 9, stepBars("Scaling efficiency vs concurrency",
-		"System throughput ÷ (N=1 throughput × N). 100 %: adding a user costs the others nothing. "+
-			"Bands: 90 % excellent, 70 % good, 50 % acceptable.",
-		"percentunit", bandsEfficiency, "max by (scenario, concurrency) ("+sweepSel("slaprobe_scaling_efficiency_ratio")+")")).mirrors(report.ChartScalingEfficiency)
-	b.add(12, 9, barchart("System throughput vs concurrency",
+	decodeCL := perStep("slaprobe_sweep_decode_tokens_per_second", closedLoop, statMean)
+	b.add(12, 9, stepCurve("Per-user decode speed vs concurrency",
+		"Mean per-user decode speed at each closed-loop N, one line per scenario. Dashed: reading pace, the "+
+			"lower edge of the decode speed bands' acceptable level (slaprobe_experience_band_decode_tokens_per_second).",
+		unitTokS, decodeCL+"\nor\n"+lineAt(decodeCL, "concurrency", lineReadPace, "scenario", "line: reading pace"))).mirrors(report.ChartDecodeVsConcurrency)
+	itlCL := perStep("slaprobe_sweep_itl_seconds", closedLoop, statMean)
+	b.add(12, 9, itlLines(stepCurve("Inter-token latency vs concurrency",
+		"Mean inter-token latency at each closed-loop N, one line per scenario. "+itlLinesText,
+		"s", itlCL+"\nor\n"+itlRefs(itlCL)))).mirrors(report.ChartITLVsConcurrency)
+	b.add(12, 9, stepCurve("Scaling efficiency vs concurrency",
+		"System throughput ÷ (N=1 throughput × N), one line per scenario. 100 %: adding a user costs the others nothing.",
+		"percentunit", "max by (scenario, concurrency) ("+sweepSel("slaprobe_scaling_efficiency_ratio")+")")).mirrors(report.ChartScalingEfficiency)
+	b.add(12, 9, curve("System throughput vs concurrency",
 		"Output tokens/s summed over all streams (prompt tokens excluded), per scenario and mode: the closed "+
 			"loop at N in flight, and bursts of N.",
-		unitTokS, nil, "concurrency", "series", "concurrency",
+		unitTokS, "concurrency", xN, "series", "",
 		tableQ(fmt.Sprintf(`label_join(max by (scenario, mode, concurrency) (%s), "series", " ", "scenario", "mode")`,
 			sweepSel("slaprobe_sweep_system_throughput_tokens_per_second"))))).mirrors(report.ChartSystemThroughput)
-	b.add(12, 8, barchart("Per-user decode speed range",
-		"At each N, the best scenario's mean per-user decode speed (usually the shortest context) and the "+
-			"worst's. A wide gap: long prompts pay a large decode penalty.",
-		unitTokS, bandsDecode, "concurrency", "bound", "concurrency",
-		tableQ(labelled("max by (concurrency) ("+sweepSel("slaprobe_sweep_decode_tokens_per_second", closedLoop, statMean)+")", "bound", "best scenario")+
-			"\nor\n"+labelled("min by (concurrency) ("+sweepSel("slaprobe_sweep_decode_tokens_per_second", closedLoop, statMean)+")", "bound", "worst scenario")))).mirrors(report.ChartDecodeRange)
-	b.add(12, 8, barchart("TTFT range",
-		"At each N, the quickest and the slowest scenario's mean TTFT. Nothing queues in a closed loop, so "+
-			"this is mostly prefill: the slowest is the longest context.",
-		"s", bandsTTFT, "concurrency", "bound", "concurrency",
-		tableQ(labelled("min by (concurrency) ("+sweepSel("slaprobe_sweep_ttft_seconds", closedLoop, statMean)+")", "bound", "quickest scenario")+
-			"\nor\n"+labelled("max by (concurrency) ("+sweepSel("slaprobe_sweep_ttft_seconds", closedLoop, statMean)+")", "bound", "slowest scenario")))).mirrors(report.ChartTTFTRange)
+	b.add(12, 8, curve("Per-user decode speed range",
+		"Shaded: at each N, from the worst scenario's mean per-user decode speed (usually the longest "+
+			"context) up to the best's (usually the shortest). A wide band: long prompts pay a large decode penalty.",
+		unitTokS, "concurrency", xN, "bound", "",
+		tableQ(labelled("max by (concurrency) ("+decodeCL+")", "bound", "best scenario")+
+			"\nor\n"+labelled("min by (concurrency) ("+decodeCL+")", "bound", "worst scenario"))).
+		shade("best scenario", "worst scenario", colorGood)).mirrors(report.ChartDecodeRange)
+	ttftCL := perStep("slaprobe_sweep_ttft_seconds", closedLoop, statMean)
+	b.add(12, 8, curve("TTFT range",
+		"Shaded: at each N, from the quickest scenario's mean TTFT to the slowest's. Nothing queues in a "+
+			"closed loop, so this is mostly prefill: the slowest is the longest context.",
+		"s", "concurrency", xN, "bound", "",
+		tableQ(labelled("max by (concurrency) ("+ttftCL+")", "bound", "slowest scenario")+
+			"\nor\n"+labelled("min by (concurrency) ("+ttftCL+")", "bound", "quickest scenario"))).
+		shade("slowest scenario", "quickest scenario", colorAcceptable)).mirrors(report.ChartTTFTRange)
 	tph := table("Tokens per hour",
 		"System throughput × 3600 at each closed-loop N (rows), per scenario (columns).",
 		append(matrixBy("concurrency", "scenario", "concurrency"), organize(nil, map[string]string{matrixField("concurrency", "scenario"): "N"}, nil)),
@@ -141,27 +218,33 @@ func capacity() *Dashboard {
 		"Per scenario, the largest burst whose mean TTFT stays within sweep.capacity.max_safe_ttft (3.0 s by "+
 			"default), interpolated between measured N and rounded down. See the capacity table for ~ and \"at least\".",
 		"none", nil, instantQ(perCapacity(burst), "{{scenario}}"))).mirrors(report.ChartMaxSafeQueue)
-	b.add(8, 9, stepBars("TTFT vs queue depth",
-		"Mean TTFT of a burst of N requests. Lines: the TTFT bands (0.5, 2, 10 s) and the reports' 3.0 s "+
-			"max-safe-queue line.",
-		"s", refTTFT, perStep("slaprobe_sweep_ttft_seconds", burst, statMean))).mirrors(report.ChartTTFTVsQueueDepth)
-	b.add(8, 9, stepBars("ITL vs queue depth",
-		"Mean inter-token latency under a burst of N: it usually levels off while TTFT keeps rising. Lines: "+
-			"20 ms \"instant\" and the 70 ms MoE ceiling.",
-		"s", refITL, perStep("slaprobe_sweep_itl_seconds", burst, statMean))).mirrors(report.ChartITLVsQueueDepth)
-	b.add(8, 9, stepBars("Per-user decode speed vs queue depth",
-		"Mean per-user decode speed under a burst of N.",
-		unitTokS, bandsDecode, perStep("slaprobe_sweep_decode_tokens_per_second", burst, statMean))).mirrors(report.ChartDecodeVsQueueDepth)
-	b.add(12, 8, barchart("Success ratio vs N",
-		"Share of each step's requests that completed, per scenario and mode. Capacity needs ≥ 95 % "+
-			"(sweep.capacity.min_success_ratio).",
-		"percentunit", steps(colorPoor, 0.95, colorExcellent), "concurrency", "series", "concurrency",
+	// The TTFT statistic the max safe queue depth was judged on (sweep.capacity.statistic), and its limit.
+	ttftJudged := fmt.Sprintf("max by (scenario, concurrency) (\n%s\nand on (target, model, stat)\n%s\n)",
+		sweepSel("slaprobe_sweep_ttft_seconds", burst), sel("slaprobe_capacity_max_safe_ttft_seconds", mTarget, mModel))
+	maxSafe := "max(" + sel("slaprobe_capacity_max_safe_ttft_seconds", mTarget, mModel) + ")"
+	b.add(8, 9, stepCurve("TTFT vs queue depth",
+		"TTFT of a burst of N requests, one line per scenario, in the statistic the max safe queue depth is "+
+			"judged on (sweep.capacity.statistic, the mean by default). Dashed: that limit "+
+			"(sweep.capacity.max_safe_ttft, 3.0 s by default, as slaprobe_capacity_max_safe_ttft_seconds).",
+		"s", ttftJudged+"\nor\n"+lineAt(ttftJudged, "concurrency", maxSafe, "scenario", "line: max safe TTFT"))).mirrors(report.ChartTTFTVsQueueDepth)
+	itlB := perStep("slaprobe_sweep_itl_seconds", burst, statMean)
+	b.add(8, 9, itlLines(stepCurve("ITL vs queue depth",
+		"Mean inter-token latency under a burst of N: it usually levels off while TTFT keeps rising. "+itlLinesText,
+		"s", itlB+"\nor\n"+itlRefs(itlB)))).mirrors(report.ChartITLVsQueueDepth)
+	decodeB := perStep("slaprobe_sweep_decode_tokens_per_second", burst, statMean)
+	b.add(8, 9, stepCurve("Per-user decode speed vs queue depth",
+		"Mean per-user decode speed under a burst of N. Dashed: reading pace (the decode bands' acceptable edge).",
+		unitTokS, decodeB+"\nor\n"+lineAt(decodeB, "concurrency", lineReadPace, "scenario", "line: reading pace"))).mirrors(report.ChartDecodeVsQueueDepth)
+	b.add(12, 8, curve("Success ratio vs N",
+		"Share of each step's requests that completed, per scenario and mode. Capacity counts only steps at "+
+			"or above sweep.capacity.min_success_ratio (95 % by default).",
+		"percentunit", "concurrency", xN, "series", "",
 		tableQ(fmt.Sprintf(`label_join(max by (scenario, mode, concurrency) (%s), "series", " ", "scenario", "mode")`,
 			sweepSel("slaprobe_sweep_success_ratio")))))
-	b.add(12, 8, stepBars("Queue wait vs queue depth",
+	b.add(12, 8, stepCurve("Queue wait vs queue depth",
 		"Mean engine queue time per request in a burst of N, from vllm:request_queue_time_seconds; empty "+
 			"when the engine does not expose it.",
-		"s", nil, perStep("slaprobe_sweep_queue_wait_seconds", burst)))
+		"s", perStep("slaprobe_sweep_queue_wait_seconds", burst)))
 
 	b.row("Capacity per use case")
 	b.add(24, 4, stat("Use-case capacity",
@@ -183,35 +266,21 @@ func capacity() *Dashboard {
 	yes := []ValueMapping{{Type: "value", Options: map[string]MappingValue{"0": {Text: "", Index: 0}, "1": {Text: "yes", Index: 1}}}}
 	capTable.column("approximate", "approximate (~)", "", nil, yes).column("at least", "at least", "", nil, yes)
 	b.add(24, 7, capTable).mirrors(report.ChartUseCaseTable)
-	perCase := barchart("Capacity of $scenario: ITL and TTFT vs N",
-		"Closed loop: mean ITL (left axis) and mean TTFT (right axis) at each N, for one scenario (the panel "+
-			"repeats per scenario). The scenario's thresholds are in the overview's SLA thresholds table; "+
-			"the verdict in the use-case capacity above.",
-		"s", nil, "concurrency", "metric", "concurrency",
-		tableQ(labelled(perStep("slaprobe_sweep_itl_seconds", closedLoop, statMean), "metric", "ITL")+
-			"\nor\n"+labelled(perStep("slaprobe_sweep_ttft_seconds", closedLoop, statMean), "metric", "TTFT")))
-	perCase.Repeat, perCase.RepeatDirection, perCase.MaxPerRow = "scenario", "h", 3
-	perCase.FieldConfig.Overrides = append(perCase.FieldConfig.Overrides,
-		Override{Matcher: Matcher{ID: "byName", Options: "TTFT"}, Properties: []Property{
-			{ID: "custom.axisPlacement", Value: "right"},
-			{ID: "color", Value: FieldColor{Mode: "fixed", FixedColor: "#D55E00"}},
-		}},
-		Override{Matcher: Matcher{ID: "byName", Options: "ITL"}, Properties: []Property{
-			{ID: "color", Value: FieldColor{Mode: "fixed", FixedColor: "#0072B2"}},
-		}})
-	b.add(8, 9, perCase).mirrors(report.ChartCapacity)
+	b.add(8, 9, useCaseCurve()).mirrors(report.ChartCapacity)
 
-	b.row("Deep dive: queue wait, prefill and power (closed loop)")
-	b.add(8, 9, stepBars("Queue wait vs N",
-		"Mean engine queue time per request at each closed-loop N, per scenario (each scenario is one "+
-			"context length); empty when the engine does not expose queue time.",
-		"s", nil, perStep("slaprobe_sweep_queue_wait_seconds", closedLoop))).mirrors(report.ChartQueueWait)
-	b.add(8, 9, stepBars("Per-user prefill speed vs N",
-		"Mean prompt tokens ÷ TTFT at each closed-loop N, per scenario (context length).",
-		unitTokS, nil, perStep("slaprobe_sweep_prefill_tokens_per_second", closedLoop, statMean))).mirrors(report.ChartPrefillVsContext)
-	b.add(8, 9, stepBars("GPU power vs N",
-		"Mean GPU power during each closed-loop step, summed over the target's GPUs; empty without NVML.",
-		"watt", nil, perStep("slaprobe_sweep_power_watts", closedLoop, statMean))).mirrors(report.ChartPower)
+	b.row("Deep dive: queue wait, prefill and power vs context (closed loop)")
+	b.add(8, 9, contextCurve("Queue wait vs context",
+		"Mean engine queue time per request against the scenario's prompt length, one line per closed-loop N; "+
+			"empty when the engine does not expose queue time. Two scenarios of the same length show the larger.",
+		"s", "slaprobe_sweep_queue_wait_seconds")).mirrors(report.ChartQueueWait)
+	b.add(8, 9, contextCurve("Per-user prefill speed vs context",
+		"Mean prompt tokens ÷ TTFT (queue wait taken out when known) against the prompt length, one line per "+
+			"closed-loop N: it usually peaks at a middle length, then falls.",
+		unitTokS, "slaprobe_sweep_prefill_tokens_per_second", statMean)).mirrors(report.ChartPrefillVsContext)
+	b.add(8, 9, contextCurve("GPU power vs context",
+		"Mean GPU power during each closed-loop step, summed over the target's GPUs, against the prompt "+
+			"length, one line per N; empty without NVML.",
+		"watt", "slaprobe_sweep_power_watts", statMean)).mirrors(report.ChartPower)
 	b.add(8, 4, stat("Peak GPU power", "Highest power sampled in any step.",
 		"watt", nil, instantQ("max("+sweepSel("slaprobe_sweep_power_watts", `stat="max"`)+")", "peak")))
 	b.add(8, 4, stat("Cost per hour at the busiest step",

@@ -120,10 +120,11 @@ func TestVariables(t *testing.T) {
 }
 
 // No configured SLA number is written into an expression: thresholds come from slaprobe_sla_threshold.
-// The numbers that may appear are quantiles, the 3600 of tokens per hour, the 1000 of W to kW, and 1
-// (boolean gauges).
+// The numbers that may appear are quantiles, the 3600 of tokens per hour, the 1000 of W to kW, 1
+// (boolean gauges, and 1 / decode speed for the ITL it allows) and 0 (a reference line is data × 0 + the
+// threshold).
 func TestNoThresholdNumbersInQueries(t *testing.T) {
-	allowed := map[string]bool{"0.5": true, "0.95": true, "0.10": true, "3600": true, "1000": true, "1": true}
+	allowed := map[string]bool{"0.5": true, "0.95": true, "0.10": true, "3600": true, "1000": true, "1": true, "0": true}
 	for _, d := range Dashboards() {
 		for _, p := range d.Panels {
 			for _, q := range p.Targets {
@@ -134,6 +135,42 @@ func TestNoThresholdNumbersInQueries(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// No graph draws a line from a number typed into the dashboard: Grafana's threshold lines are off on
+// every graph, and every "line: …" or "SLA …" series a graph draws is a query of an exported gauge.
+func TestNoTypedThresholdLines(t *testing.T) {
+	lines := 0
+	for _, d := range Dashboards() {
+		for _, p := range d.Panels {
+			if p.FieldConfig == nil {
+				continue
+			}
+			if c := p.FieldConfig.Defaults.Custom; c != nil && c.ThresholdsStyle != nil && c.ThresholdsStyle.Mode != "off" {
+				t.Errorf("%s: panel %q draws its thresholds as %q lines", d.file, p.Title, c.ThresholdsStyle.Mode)
+			}
+			for _, o := range p.FieldConfig.Overrides {
+				for _, prop := range o.Properties {
+					if prop.ID == "custom.thresholdsStyle" {
+						t.Errorf("%s: panel %q: an override draws thresholds", d.file, p.Title)
+					}
+				}
+			}
+			for _, q := range p.Targets {
+				for _, g := range []string{"slaprobe_sla_threshold", "slaprobe_experience_band_", "slaprobe_capacity_max_safe_ttft_seconds"} {
+					if strings.Contains(q.Expr, g) && (strings.Contains(q.Expr, `"line: `) || strings.Contains(q.Expr, `"SLA `) ||
+						strings.HasPrefix(q.LegendFormat, "line: ") || strings.HasPrefix(q.LegendFormat, "SLA ")) {
+						lines++
+						break
+					}
+				}
+			}
+		}
+	}
+	// The ITL, decode, efficiency, TTFT and use-case charts draw their lines from gauges.
+	if lines < 12 {
+		t.Errorf("%d queries draw reference lines from exported gauges, want at least 12", lines)
 	}
 }
 

@@ -280,6 +280,14 @@ type TimeseriesOptions struct {
 	Tooltip Tooltip `json:"tooltip"`
 }
 
+// TrendOptions are the options of a trend panel: a graph whose x axis is the number field XField
+// (increasing), not time.
+type TrendOptions struct {
+	XField  string  `json:"xField"`
+	Legend  Legend  `json:"legend"`
+	Tooltip Tooltip `json:"tooltip"`
+}
+
 // BarChartOptions are the options of a barchart panel: categories from XField on the x axis, one bar
 // per numeric field.
 type BarChartOptions struct {

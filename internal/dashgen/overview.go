@@ -54,24 +54,25 @@ func overview() *Dashboard {
 		"p50 and p95 TTFT of successful probes with a cold prompt, over 15 min windows (the alerts' window: "+
 			"the default scenarios are probed every 30 s to 5 min). Dashed: the scenario's configured threshold "+
 			"(slaprobe_sla_threshold). p95 reads the recording rule when loaded.",
-		"s", bandsTTFT, "",
+		"s", bandsTTFT,
 		rangeQ(histQuantile("0.5", "slaprobe_ttft_seconds", ruleBy, probeWindow), "p50 "+legendTS),
 		rangeQ(orRule("target_scenario:slaprobe_ttft_seconds:p95_15m", histQuantile("0.95", "slaprobe_ttft_seconds", ruleBy, probeWindow)), "p95 "+legendTS),
 		rangeQ(threshold("ttft_seconds"), "SLA {{scenario}}"),
 	).thresholdLines())
-	b.add(12, 9, timeseries("Inter-token latency: p50, p95, 20 ms and 70 ms",
+	b.add(12, 9, itlLines(timeseries("Inter-token latency: p50, p95, 20 ms and 70 ms",
 		"p50 and p95 of each probe's mean inter-token latency over 15 min. Dashed red: the configured threshold. "+
-			"Threshold lines: 10 ms (excellent), 20 ms (the reports' \"instant\" line), 70 ms (memory-bandwidth "+
-			"ceiling of large MoE models).",
-		"s", refITL, "dashed",
+			itlLinesText,
+		"s", bandsITL,
 		rangeQ(histQuantile("0.5", "slaprobe_itl_seconds", ruleBy, probeWindow), "p50 "+legendTS),
 		rangeQ(orRule("target_scenario:slaprobe_itl_seconds:p95_15m", histQuantile("0.95", "slaprobe_itl_seconds", ruleBy, probeWindow)), "p95 "+legendTS),
 		rangeQ(threshold("itl_seconds"), "SLA {{scenario}}"),
-	).thresholdLines())
+		rangeQ(lineITLInstant, "line: instant"),
+		rangeQ(lineITLCeiling, "line: MoE ceiling"),
+	).thresholdLines()))
 	b.add(12, 9, timeseries("Per-user decode speed: p10, p50 and SLA minimum",
 		"Decode speed of a probe: (output tokens − first chunk's tokens) ÷ (last token − first token). "+
 			"p10 is the slow tail (higher is better). Dashed: the scenario's minimum, where one is configured.",
-		unitTokS, bandsDecode, "",
+		unitTokS, bandsDecode,
 		rangeQ(orRule("target_scenario:slaprobe_decode_tokens_per_second:p10_15m", histQuantile("0.10", "slaprobe_decode_tokens_per_second", ruleBy, probeWindow)), "p10 "+legendTS),
 		rangeQ(histQuantile("0.5", "slaprobe_decode_tokens_per_second", ruleBy, probeWindow), "p50 "+legendTS),
 		rangeQ(threshold("decode_tokens_per_second"), "SLA {{scenario}}"),
@@ -79,28 +80,28 @@ func overview() *Dashboard {
 	b.add(12, 9, timeseries("End-to-end latency: p50, p95 and SLA",
 		"Request written to last token, successful probes with a cold prompt, over 15 min. Dashed: the "+
 			"configured E2E threshold, where a scenario has one (code_completion by default).",
-		"s", nil, "",
+		"s", nil,
 		rangeQ(histQuantile("0.5", "slaprobe_e2e_latency_seconds", ruleBy, probeWindow), "p50 "+legendTS),
 		rangeQ(orRule("target_scenario:slaprobe_e2e_latency_seconds:p95_15m", histQuantile("0.95", "slaprobe_e2e_latency_seconds", ruleBy, probeWindow)), "p95 "+legendTS),
 		rangeQ(threshold("e2e_latency_seconds"), "SLA {{scenario}}"),
 	).thresholdLines())
 	b.add(12, 8, timeseries("Prefill speed: p10 and p50",
 		"Prompt tokens ÷ TTFT (queueing included) of probes with a cold prompt, over 15 min.",
-		unitTokS, nil, "",
+		unitTokS, nil,
 		rangeQ(histQuantile("0.10", "slaprobe_prefill_tokens_per_second", ruleBy, probeWindow), "p10 "+legendTS),
 		rangeQ(histQuantile("0.5", "slaprobe_prefill_tokens_per_second", ruleBy, probeWindow), "p50 "+legendTS),
 	))
 	b.add(12, 8, timeseries("Tokens per output chunk (mean)",
 		"Mean output tokens each streamed chunk carried, over 15 min: 1 for plain decoding; more with "+
 			"multi-token prediction, speculative decoding or a stream interval. Needs continuous usage stats.",
-		"short", nil, "",
+		"short", nil,
 		rangeQ(histMean("slaprobe_tokens_per_chunk", ruleBy, probeWindow), legendTS),
 	))
 
 	b.row("Probe outcomes")
 	b.add(8, 8, timeseries("Probe success ratio (1 h)",
 		"Successful probes ÷ all probes over the last hour. Under 90 % for 15 min fires SlaprobeProbeSuccessRateLow.",
-		"percentunit", steps(colorPoor, 0.9, colorAcceptable, 0.99, colorExcellent), "dashed",
+		"percentunit", nil,
 		rangeQ(orRule("target_scenario:slaprobe_probe_success:ratio_1h",
 			fmt.Sprintf("sum by (%s) (rate(%s[1h]))\n/\nsum by (%s) (rate(%s[1h]))",
 				ruleBy, probeSel("slaprobe_probes_total", `result="success"`), ruleBy, probeSel("slaprobe_probes_total"))), legendTS),
@@ -108,14 +109,14 @@ func overview() *Dashboard {
 	b.add(8, 8, timeseries("Failed probes by reason",
 		"Failed probes per interval, by reason (connection_refused, timeout, stall, http_5xx, …). "+
 			"short_output probes are counted in slaprobe_probes_total{result=\"short_output\"}.",
-		"short", nil, "",
+		"short", nil,
 		rangeQ(fmt.Sprintf("sum by (target, scenario, reason) (increase(%s[$__interval]))", probeSel("slaprobe_probe_errors_total")), "{{reason}} "+legendTS),
 		rangeQ(fmt.Sprintf("sum by (target, scenario) (increase(%s[$__interval]))", probeSel("slaprobe_probes_total", `result="short_output"`)), "short_output "+legendTS),
 	).bars("1m"))
 	b.add(8, 8, timeseries("Tokens spent per hour",
 		"Prompt and output tokens the prober spent over the last hour, and what its schedule plans "+
 			"(slaprobe_prober_planned_tokens_per_hour, prompt plus output).",
-		"short", nil, "",
+		"short", nil,
 		rangeQ(fmt.Sprintf("sum by (target, type) (increase(%s[1h]))", probeSel("slaprobe_probe_tokens_total")), "{{type}} {{target}}"),
 		rangeQ(sel("slaprobe_prober_planned_tokens_per_hour", mTarget), "planned {{target}}"),
 	))
@@ -124,18 +125,18 @@ func overview() *Dashboard {
 	b.add(8, 8, timeseries("Prefix-cache hits",
 		"Probes the prefix cache served in part, per interval. Their TTFT, E2E and prefill speed are not "+
 			"recorded. Over 10 % of successful probes for 15 min fires SlaprobePrefixCacheHits.",
-		"short", nil, "",
+		"short", nil,
 		rangeQ(fmt.Sprintf("sum by (target, scenario) (increase(%s[$__interval]))", probeSel("slaprobe_probe_cache_hits_total")), legendTS),
 	).bars("1m"))
 	b.add(8, 8, timeseries("Prompt-length mismatches",
 		"Probes whose prompt, as the server counted it, missed the scenario's input length (then recalibrated), "+
 			"per interval. Over 10 % for 15 min fires SlaprobePromptLengthMismatch.",
-		"short", nil, "",
+		"short", nil,
 		rangeQ(fmt.Sprintf("sum by (target, scenario) (increase(%s[$__interval]))", probeSel("slaprobe_probe_prompt_length_mismatches_total")), legendTS),
 	).bars("1m"))
 	b.add(8, 8, timeseries("Last probe's prompt and output tokens",
 		"Token counts of each scenario's last probe, from the server's usage.",
-		"short", nil, "",
+		"short", nil,
 		rangeQ(probeSel("slaprobe_probe_prompt_tokens"), "prompt "+legendTS),
 		rangeQ(probeSel("slaprobe_probe_output_tokens"), "output "+legendTS),
 	))

@@ -12,7 +12,7 @@ func warmRow(b *board) {
 		"Per warm scenario (one context size each): TTFT of the last priming turn, a cold prompt of the whole "+
 			"context (dashed), and of the last follow-up turn, which repeats that context plus new tokens with "+
 			"the same cache_salt. With prefix caching the follow-up costs about what its new tokens cost.",
-		"s", nil, "",
+		"s", nil,
 		rangeQ(prime, "cold "+legendTS),
 		rangeQ(prime+" - "+probeSel("slaprobe_warm_ttft_saved_seconds"), "warm "+legendTS),
 	).dotted("^cold .*"))
@@ -21,7 +21,7 @@ func warmRow(b *board) {
 			"prompt_tokens; absent when it reports none). Dashed: TTFT the follow-up saved, as a share of the "+
 			"cold priming turn's. The alert fires when both had been high and every follow-up for 20 min "+
 			"shows a share under 10 % or a saving under 20 %.",
-		"percentunit", nil, "",
+		"percentunit", nil,
 		rangeQ(probeSel("slaprobe_warm_cache_hit_ratio"), "cached "+legendTS),
 		rangeQ(probeSel("slaprobe_warm_ttft_saved_ratio"), "saved "+legendTS),
 	).dotted("^saved .*")

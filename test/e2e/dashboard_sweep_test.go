@@ -46,7 +46,7 @@ var noData = map[string]string{
 	`slaprobe-live.json: panel "Cost per hour and per million output tokens" query A`: "NVML energy counter",
 	`slaprobe-live.json: panel "Cost per hour and per million output tokens" query B`: "NVML energy counter",
 	// A sweep step's power and energy: absent without power readings.
-	`slaprobe-capacity.json: panel "GPU power vs N" query A`:                    "NVML power during the step",
+	`slaprobe-capacity.json: panel "GPU power vs context" query A`:              "NVML power during the step",
 	`slaprobe-capacity.json: panel "Peak GPU power" query A`:                    "NVML power during the step",
 	`slaprobe-capacity.json: panel "Cost per hour at the busiest step" query A`: "NVML power during the step",
 	`slaprobe-capacity.json: panel "Best energy per output token" query A`:      "NVML energy during the step",
@@ -72,7 +72,8 @@ sweep:
 // TestDashboardQueriesAfterSweep runs `slaprobe demo` (live probes and engine signals), a second
 // slaprobe that sweeps the demo's engine on demand, and a real Prometheus scraping both with the rules
 // loaded; once the sweep has finished it runs every dashboard query and requires data from each, except
-// those listed in noData.
+// those listed in noData. Then it runs each panel's transformations with Grafana's own code on what its
+// queries return (checkPanelTransforms).
 func TestDashboardQueriesAfterSweep(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs slaprobe demo, a short sweep and Prometheus for a few minutes")
@@ -160,6 +161,7 @@ func TestDashboardQueriesAfterSweep(t *testing.T) {
 		}
 	}
 	t.Logf("%5.1fs every dashboard query has data, but the %d listed in noData", since(start), len(noData))
+	checkPanelTransforms(t, ctx, p, root)
 }
 
 func yamlBytes(t *testing.T, v any) []byte {

@@ -27,7 +27,7 @@ type SweepCollector struct {
 	decode, ttft, itl, e2e, prefill, system, success, requests, queueWait *prometheus.Desc
 	powerWatts, energyPerToken, startedBusy, drainWait                    *prometheus.Desc
 	efficiency, capacity, capacityApprox, capacityMaxTested, maxSafeTTFT  *prometheus.Desc
-	scenarioInfo                                                          *prometheus.Desc
+	scenarioInfo, nextScheduled                                           *prometheus.Desc
 	lastTimestamp, lastDuration, lastAttempt, lastAttemptOK               *prometheus.Desc
 	running, paused, enabled, probesHeld                                  *prometheus.Desc
 }
@@ -93,6 +93,8 @@ func NewSweepCollector(src SweepSource) *SweepCollector {
 			"Whether the running sweep is paused for this target and reason (requests_waiting, kv_cache_usage, engine_metrics_unavailable).", []string{"target", "reason"}),
 		probesHeld: d("slaprobe_sweep_probes_held",
 			"Whether the target's scheduled probes are held (1) because a sweep is loading it; the probe metrics get no new samples until its sweep ends.", []string{"target"}),
+		nextScheduled: d("slaprobe_sweep_next_scheduled_timestamp_seconds",
+			"Unix time the schedule (sweep.schedule) starts its next sweep; in the past while a due sweep has not started (an earlier one still runs). Absent when sweeps are off or run only on demand.", nil),
 		enabled: d("slaprobe_sweep_enabled",
 			"Whether sweeps are enabled (sweep.enabled); while 0 none runs, scheduled or on demand (POST /-/sweep answers 403).", nil),
 	}
@@ -104,7 +106,7 @@ func (c *SweepCollector) Describe(ch chan<- *prometheus.Desc) {
 		c.decode, c.ttft, c.itl, c.e2e, c.prefill, c.system, c.success, c.requests, c.queueWait,
 		c.powerWatts, c.energyPerToken, c.startedBusy, c.drainWait, c.efficiency, c.capacity, c.capacityApprox, c.capacityMaxTested, c.maxSafeTTFT,
 		c.lastTimestamp, c.lastDuration, c.lastAttempt, c.lastAttemptOK, c.running, c.paused, c.enabled,
-		c.probesHeld, c.scenarioInfo,
+		c.probesHeld, c.scenarioInfo, c.nextScheduled,
 	} {
 		ch <- d
 	}
@@ -118,6 +120,9 @@ func (c *SweepCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(c.enabled, sweepBool(snap.Enabled))
 	gauge(c.running, sweepBool(snap.Running))
+	if !snap.NextScheduled.IsZero() {
+		gauge(c.nextScheduled, sweepUnix(snap.NextScheduled))
+	}
 	for _, ts := range snap.Targets {
 		if !ts.LastAttempt.Finished.IsZero() {
 			gauge(c.lastAttempt, sweepUnix(ts.LastAttempt.Finished), ts.Target)

@@ -52,7 +52,7 @@ func sweepFixture() staticSweeps {
 		}},
 	}
 	return staticSweeps{
-		Enabled: true, Running: true, Current: "gpu-b", Holding: "gpu-b",
+		Enabled: true, Running: true, Current: "gpu-b", Holding: "gpu-b", NextScheduled: t0.Add(24 * time.Hour),
 		Paused: map[string]string{"gpu-b": sweeper.PauseWaiting},
 		Targets: []sweeper.TargetSnapshot{{
 			Target: "gpu-a", Result: report.FromSweep(res, report.Meta{Model: res.Model}, 0, false),

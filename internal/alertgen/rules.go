@@ -243,28 +243,14 @@ slaprobe_sweep_running == 1
 			`The last sweep of {{ $labels.target }} did not finish.`,
 			`The most recent sweep of target {{ $labels.target }} by slaprobe{{ with $labels.instance }} at {{ . }}{{ end }} stopped before its end (paused too long, its window closed, or slaprobe shut down). slaprobe_sweep_paused and slaprobe's log say why; capacity metrics are from the steps it finished or an older sweep.`),
 
-		commentedAlert(`Sweeps are enabled but the last one started more than twice the usual gap ago. The usual gap is
-measured over a week (slaprobe does not export its schedule), so this needs two sweeps in the week
-to judge.`,
-			"SlaprobeSweepOverdue", "warning", "30m", `(
-  time() - slaprobe_sweep_last_attempt_timestamp_seconds
-)
-> on (job, instance, target)
-2 * (
-  (
-    max_over_time(slaprobe_sweep_last_attempt_timestamp_seconds[7d])
-    -
-    min_over_time(slaprobe_sweep_last_attempt_timestamp_seconds[7d])
-  )
-  / (changes(slaprobe_sweep_last_attempt_timestamp_seconds[7d]) > 0)
-)
-and on (job, instance)
-slaprobe_sweep_enabled == 1
-unless on (job, instance)
-slaprobe_sweep_running == 1
+		commentedAlert(`The schedule (sweep.schedule) was due to start a sweep over an hour ago and none has started:
+a sweep still runs past the next due time (sweeps take longer than the schedule allows), or the sweep
+job stopped. slaprobe_sweep_next_scheduled_timestamp_seconds is absent when sweeps are off or run only
+on demand.`,
+			"SlaprobeSweepOverdue", "warning", "15m", `time() - slaprobe_sweep_next_scheduled_timestamp_seconds > 3600
 `,
-			`No sweep of {{ $labels.target }} for {{ $value | humanizeDuration }}.`,
-			`The last sweep of target {{ $labels.target }} by slaprobe{{ with $labels.instance }} at {{ . }}{{ end }} ended {{ $value | humanizeDuration }} ago, more than twice the usual time between its sweeps this week, although sweeps are enabled. The capacity metrics are getting old.`),
+			`The sweep schedule of slaprobe{{ with $labels.instance }} at {{ . }}{{ end }} is {{ $value | humanizeDuration }} behind.`,
+			`slaprobe{{ with $labels.instance }} at {{ . }}{{ end }} was due to start a scheduled sweep {{ $value | humanizeDuration }} ago (sweep.schedule) and none has started: an earlier sweep still runs past the next due time, so sweeps take longer than the schedule allows, or the sweep job stopped. The capacity metrics are getting old.`),
 	}
 }
 

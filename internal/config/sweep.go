@@ -329,6 +329,15 @@ func (w Window) OpenedAt(t time.Time) time.Time {
 	return open
 }
 
+// NextOpen returns the first opening of the window at or after t.
+func (w Window) NextOpen(t time.Time) time.Time {
+	open := time.Date(t.Year(), t.Month(), t.Day(), w.Start/60, w.Start%60, 0, 0, t.Location())
+	if open.Before(t) {
+		open = time.Date(t.Year(), t.Month(), t.Day()+1, w.Start/60, w.Start%60, 0, 0, t.Location())
+	}
+	return open
+}
+
 // ClosesAt returns when the window occurrence containing t closes.
 func (w Window) ClosesAt(t time.Time) time.Time {
 	open := w.OpenedAt(t)

@@ -132,9 +132,15 @@ func capacity() *Dashboard {
 	yesNo := func(no, yes string, noColor, yesColor string) map[string]MappingValue {
 		return map[string]MappingValue{"0": {Text: no, Color: noColor, Index: 0}, "1": {Text: yes, Color: yesColor, Index: 1}}
 	}
-	b.add(4, 4, stat("Sweeps", "sweep.enabled: sweeps on or off. Off, none runs, scheduled or on demand (POST /-/sweep answers 403).",
+	b.add(3, 4, stat("Sweeps", "sweep.enabled: sweeps on or off. Off, none runs, scheduled or on demand (POST /-/sweep answers 403).",
 		"", nil, instantQ("max(slaprobe_sweep_enabled)", "enabled")).mapValues(yesNo("off", "on", colorNeutral, colorNeutral)))
-	b.add(4, 4, stat("Sweep running", "Whether a sweep runs now, on any target.",
+	next := stat("Next scheduled sweep", "When sweep.schedule starts the next sweep "+
+		"(slaprobe_sweep_next_scheduled_timestamp_seconds); in the past while a due sweep has not started, "+
+		"which SlaprobeSweepOverdue pages on after an hour.",
+		"dateTimeFromNow", nil, instantQ("min(slaprobe_sweep_next_scheduled_timestamp_seconds) * 1000", "next"))
+	next.FieldConfig.Defaults.NoValue = "on demand only"
+	b.add(4, 4, next)
+	b.add(3, 4, stat("Sweep running", "Whether a sweep runs now, on any target.",
 		"", nil, instantQ("max(slaprobe_sweep_running)", "running")).mapValues(yesNo("idle", "running", colorNeutral, colorAcceptable)))
 	b.add(4, 4, stat("Paused", "While a sweep waits between steps for production load to drop, the reason: "+
 		"requests_waiting, kv_cache_usage or engine_metrics_unavailable.",
@@ -147,9 +153,9 @@ func capacity() *Dashboard {
 		instantQ("time() - "+sel("slaprobe_sweep_last_timestamp_seconds", mTarget), "{{target}}"))
 	age.FieldConfig.Defaults.NoValue = "never swept"
 	b.add(4, 4, age)
-	b.add(4, 4, stat("Sweep duration", "How long the sweep whose results are shown took.",
+	b.add(3, 4, stat("Sweep duration", "How long the sweep whose results are shown took.",
 		"s", nil, instantQ(sel("slaprobe_sweep_last_duration_seconds", mTarget), "{{target}}")))
-	b.add(4, 4, stat("Last attempt", "Whether the most recent sweep ran to the end, or was stopped (paused too "+
+	b.add(3, 4, stat("Last attempt", "Whether the most recent sweep ran to the end, or was stopped (paused too "+
 		"long, window closed, shutdown) and kept only the steps it finished.",
 		"", nil, instantQ(sel("slaprobe_sweep_last_attempt_success", mTarget), "{{target}}")).
 		mapValues(yesNo("stopped", "complete", colorAcceptable, colorExcellent)))

@@ -212,6 +212,51 @@ func (s *Sweeper) due(now time.Time) (bool, time.Time) {
 	return last.Before(s.window.OpenedAt(now)), deadline
 }
 
+// nextDue is when the schedule starts its next sweep, as due decides: now when one is due (or
+// overdue: last+interval, in the past, while an earlier sweep still runs), zero when sweeps are off
+// or run only on demand. s.mu must be held.
+func (s *Sweeper) nextDue(now time.Time) time.Time {
+	if !s.cfg.Enabled {
+		return time.Time{}
+	}
+	interval := time.Duration(s.cfg.Schedule.Interval)
+	last := s.st.LastScheduled
+	if s.window == nil {
+		switch {
+		case interval <= 0:
+			return time.Time{}
+		case last.IsZero():
+			return now
+		}
+		return last.Add(interval)
+	}
+	w := *s.window
+	if interval > 0 {
+		at := now
+		if !last.IsZero() {
+			at = last.Add(interval)
+		}
+		switch {
+		case at.Before(now) && w.Contains(now):
+			// Due since the later of the two: the interval ran out, the window opened.
+			if opened := w.OpenedAt(now); opened.After(at) {
+				return opened
+			}
+			return at
+		case at.Before(now):
+			return w.NextOpen(now)
+		case w.Contains(at):
+			return at
+		}
+		return w.NextOpen(at)
+	}
+	// One sweep per window occurrence.
+	if w.Contains(now) && last.Before(w.OpenedAt(now)) {
+		return w.OpenedAt(now)
+	}
+	return w.NextOpen(now)
+}
+
 func (s *Sweeper) start(trigger string, names []string, deadline time.Time) error {
 	s.mu.Lock()
 	if !s.cfg.Enabled {
@@ -472,6 +517,9 @@ type Snapshot struct {
 	Step    *prober.StepInfo  `json:"current_step,omitempty"`
 	Paused  map[string]string `json:"paused,omitempty"` // target -> reason
 	Targets []TargetSnapshot  `json:"targets"`
+	// NextScheduled is when the schedule starts its next sweep (in the past when one is overdue);
+	// zero when sweeps are off or run only on demand.
+	NextScheduled time.Time `json:"next_scheduled,omitzero"`
 }
 
 // TargetSnapshot is one target's latest results.
@@ -486,7 +534,8 @@ type TargetSnapshot struct {
 func (s *Sweeper) Snapshot() Snapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	snap := Snapshot{Enabled: s.cfg.Enabled, Running: s.running, Current: s.current, Holding: s.holding}
+	snap := Snapshot{Enabled: s.cfg.Enabled, Running: s.running, Current: s.current, Holding: s.holding,
+		NextScheduled: s.nextDue(s.now())}
 	if s.running && s.step.Scenario != "" {
 		st := s.step
 		snap.Step = &st

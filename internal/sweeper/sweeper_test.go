@@ -516,3 +516,67 @@ func TestDisabledRefusesOnDemand(t *testing.T) {
 	}
 	s.Wait()
 }
+
+// nextDue must agree with due: scanning minute by minute, the first minute due says yes is the time
+// nextDue gave; and when due says yes now, nextDue is not in the future.
+func TestNextScheduledAgreesWithDue(t *testing.T) {
+	f := newFixture(t)
+	at := func(d, h, m int) time.Time { return time.Date(2025, 6, d, h, m, 0, 0, time.UTC) }
+	s, err := New(Options{Config: f.cfg, Runner: f.runner, Plans: f.targets, Now: func() time.Time { return at(2, 0, 0) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	cases := []struct {
+		window   string
+		interval time.Duration
+		last     time.Time
+	}{
+		{"", 6 * time.Hour, time.Time{}},
+		{"", 6 * time.Hour, at(1, 22, 0)},
+		{"", 6 * time.Hour, at(1, 10, 0)}, // overdue
+		{"", 0, time.Time{}},              // on demand only
+		{"02:00-05:00", 0, time.Time{}},
+		{"02:00-05:00", 0, at(1, 2, 0)},
+		{"02:00-05:00", 0, at(2, 2, 0)},
+		{"02:00-05:00", 30 * time.Minute, at(2, 2, 0)},
+		{"02:00-05:00", 12 * time.Hour, at(1, 2, 0)}, // due at 14:00 outside the window: the window's opening
+		{"02:00-05:00", 24 * time.Hour, at(1, 2, 30)},
+		{"22:00-04:00", 0, at(1, 23, 0)},
+		{"22:00-04:00", 2 * time.Hour, at(1, 23, 0)},
+	}
+	for _, c := range cases {
+		f.cfg.Schedule.Window, f.cfg.Schedule.Interval = c.window, model.Duration(c.interval)
+		if err := s.SetConfig(f.cfg); err != nil {
+			t.Fatal(err)
+		}
+		s.mu.Lock()
+		s.st.LastScheduled = c.last
+		s.mu.Unlock()
+		for _, now := range []time.Time{at(2, 0, 0), at(2, 1, 59), at(2, 2, 10), at(2, 3, 0), at(2, 4, 30), at(2, 13, 0), at(2, 23, 30)} {
+			if now.Before(c.last) {
+				continue // the last scheduled sweep is never in the future
+			}
+			s.mu.Lock()
+			next := s.nextDue(now)
+			s.mu.Unlock()
+			name := fmt.Sprintf("window %q interval %s last %s, at %s", c.window, c.interval, c.last.Format("02 15:04"), now.Format("02 15:04"))
+			if due, _ := s.due(now); due {
+				if next.IsZero() || next.After(now) {
+					t.Errorf("%s: due now, but next scheduled %v", name, next)
+				}
+				continue
+			}
+			var first time.Time
+			for m := now; m.Before(now.Add(72 * time.Hour)); m = m.Add(time.Minute) {
+				if due, _ := s.due(m); due {
+					first = m
+					break
+				}
+			}
+			if !next.Equal(first) {
+				t.Errorf("%s: next scheduled %v; due first says yes at %v", name, next, first)
+			}
+		}
+	}
+}

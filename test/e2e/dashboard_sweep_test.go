@@ -23,6 +23,7 @@ import (
 var noData = map[string]string{
 	// Not GPU: states the test does not provoke.
 	`slaprobe-capacity.json: panel "Paused" query A`:                          "only while a sweep waits for a busy engine; the test's engine is never busy enough",
+	`slaprobe-capacity.json: panel "Next scheduled sweep" query A`:            "the test's sweeper has no sweep.schedule: it sweeps on demand (POST /-/sweep)",
 	`slaprobe-live.json: panel "Live max safe queue depth over time" query A`: "only once probe TTFT crosses its threshold under production load (query B, the estimate, has data)",
 	// Warm-context scenarios are opt-in (a 32K conversation every 5 min is 1.6 M prompt tokens an
 	// hour); the demo probes none. Their metrics are checked against vllmsim and llm-d in collector

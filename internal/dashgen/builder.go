@@ -18,7 +18,7 @@ const (
 	colorAcceptable = "#fdae61"
 	colorPoor       = "#d73027"
 
-	colorThreshold  = "#c0392b" // configured SLA thresholds and the 3.0 s TTFT line
+	colorThreshold  = "#c0392b" // reference lines ("SLA …", "line: …") unless a chart colours one itself
 	colorITLInstant = "#1b7f3b"
 	colorITLCeiling = "#b03a2e"
 	colorNeutral    = "#0072B2"

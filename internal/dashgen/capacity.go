@@ -109,7 +109,9 @@ const (
 // contextCurve draws a closed-loop sweep gauge against the scenario's prompt length
 // (slaprobe_sweep_scenario_info's input_tokens), one line per N.
 func contextCurve(title, description, unit, metric string, extra ...string) *Panel {
-	info := fmt.Sprintf("max by (target, model, scenario, input_tokens) (%s)", sweepSel("slaprobe_sweep_scenario_info"))
+	// One prompt length per (target, model, scenario), even when two slaprobes disagree (a config
+	// rollout): group_left would fail on two.
+	info := fmt.Sprintf("topk by (target, model, scenario) (1, max by (target, model, scenario, input_tokens) (%s))", sweepSel("slaprobe_sweep_scenario_info"))
 	q := fmt.Sprintf("label_replace(\nmax by (input_tokens, concurrency) (\n%s\n* on (target, model, scenario) group_left (input_tokens)\n%s\n),\n\"N\", \"N=$1\", \"concurrency\", \"(.*)\")",
 		sweepSel(metric, append([]string{closedLoop}, extra...)...), info)
 	return curve(title, description, unit, "input_tokens", "context (prompt tokens)", "N", "concurrency", tableQ(q))
@@ -134,11 +136,12 @@ func capacity() *Dashboard {
 	}
 	b.add(3, 4, stat("Sweeps", "sweep.enabled: sweeps on or off. Off, none runs, scheduled or on demand (POST /-/sweep answers 403).",
 		"", nil, instantQ("max(slaprobe_sweep_enabled)", "enabled")).mapValues(yesNo("off", "on", colorNeutral, colorNeutral)))
-	next := stat("Next scheduled sweep", "When sweep.schedule starts the next sweep "+
-		"(slaprobe_sweep_next_scheduled_timestamp_seconds); in the past while a due sweep has not started, "+
-		"which SlaprobeSweepOverdue pages on after an hour.",
-		"dateTimeFromNow", nil, instantQ("min(slaprobe_sweep_next_scheduled_timestamp_seconds) * 1000", "next"))
-	next.FieldConfig.Defaults.NoValue = "on demand only"
+	next := stat("Next scheduled sweep", "When sweep.schedule starts the next sweep on the slaprobe that "+
+		"sweeps this target (slaprobe_sweep_next_scheduled_timestamp_seconds); in the past while a due sweep "+
+		"has not started. SlaprobeSweepOverdue warns once it is an hour late, for 15 minutes.",
+		"dateTimeFromNow", nil, instantQ("min(\nslaprobe_sweep_next_scheduled_timestamp_seconds\nand on (job, instance)\n"+
+			sel("slaprobe_sweep_paused", mTarget)+"\n) * 1000", "next"))
+	next.FieldConfig.Defaults.NoValue = "none (sweeps off, or on demand only)"
 	b.add(4, 4, next)
 	b.add(3, 4, stat("Sweep running", "Whether a sweep runs now, on any target.",
 		"", nil, instantQ("max(slaprobe_sweep_running)", "running")).mapValues(yesNo("idle", "running", colorNeutral, colorAcceptable)))
@@ -225,8 +228,10 @@ func capacity() *Dashboard {
 			"default), interpolated between measured N and rounded down. See the capacity table for ~ and \"at least\".",
 		"none", nil, instantQ(perCapacity(burst), "{{scenario}}"))).mirrors(report.ChartMaxSafeQueue)
 	// The TTFT statistic the max safe queue depth was judged on (sweep.capacity.statistic), and its limit.
-	ttftJudged := fmt.Sprintf("max by (scenario, concurrency) (\n%s\nand on (target, model, stat)\n%s\n)",
-		sweepSel("slaprobe_sweep_ttft_seconds", burst), sel("slaprobe_capacity_max_safe_ttft_seconds", mTarget, mModel))
+	// The mean where a sweep judged no max safe queue depth (no limit exported).
+	limit := sel("slaprobe_capacity_max_safe_ttft_seconds", mTarget, mModel)
+	ttftJudged := fmt.Sprintf("max by (scenario, concurrency) (\n%s\nand on (target, model, stat)\n%s\nor\n%s\nunless on (target, model)\n%s\n)",
+		sweepSel("slaprobe_sweep_ttft_seconds", burst), limit, sweepSel("slaprobe_sweep_ttft_seconds", burst, statMean), limit)
 	maxSafe := "max(" + sel("slaprobe_capacity_max_safe_ttft_seconds", mTarget, mModel) + ")"
 	b.add(8, 9, stepCurve("TTFT vs queue depth",
 		"TTFT of a burst of N requests, one line per scenario, in the statistic the max safe queue depth is "+

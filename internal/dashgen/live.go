@@ -17,7 +17,8 @@ func live() *Dashboard {
 	depthMin := func(expr string) string {
 		return fmt.Sprintf(`label_replace(%s, "depth_min", "$1", "queue_depth", "([0-9]+).*")`, expr)
 	}
-	p95 := depthMin(fmt.Sprintf("histogram_quantile(0.95, sum by (scenario, queue_depth, le) (rate(%s[$__range])))",
+	// >= 0 drops the NaN of depth buckets without a probe in the range: no point, not an x with none.
+	p95 := depthMin(fmt.Sprintf("histogram_quantile(0.95, sum by (scenario, queue_depth, le) (rate(%s[$__range]))) >= 0",
 		probeSel("slaprobe_ttft_by_queue_depth_seconds_bucket")))
 	// Each scenario's TTFT threshold, at every depth the scenario was probed at.
 	sla := fmt.Sprintf(`label_replace(

@@ -94,6 +94,9 @@ type Sweeper struct {
 	step    prober.StepInfo   // step in progress
 	paused  map[string]string // target -> pause reason
 	stopRun context.CancelFunc
+	// missed is the earliest time the schedule was due that no sweep has started for yet: a start
+	// that failed, a window that closed while an earlier sweep still ran. Zero when none.
+	missed time.Time
 }
 
 // New loads the state file and returns a Sweeper. A state file that cannot
@@ -158,11 +161,7 @@ func (s *Sweeper) Run(ctx context.Context) {
 	tick := time.NewTicker(s.opts.Tick)
 	defer tick.Stop()
 	for {
-		if due, deadline := s.due(s.now()); due {
-			if err := s.start(TriggerSchedule, nil, deadline); err != nil && !errors.Is(err, ErrBusy) {
-				s.logger.Warn("scheduled sweep not started", "err", err)
-			}
-		}
+		s.tick(s.now())
 		select {
 		case <-ctx.Done():
 			s.Close()
@@ -170,6 +169,36 @@ func (s *Sweeper) Run(ctx context.Context) {
 		case <-tick.C:
 		}
 	}
+}
+
+// tick is one look at the schedule: it notes a due time no sweep has started for, and starts the
+// scheduled sweep when one is due.
+func (s *Sweeper) tick(now time.Time) {
+	s.mu.Lock()
+	switch next := s.nextDue(now); {
+	case next.IsZero():
+		s.missed = time.Time{} // sweeps off, or on demand only
+	case !next.After(now) && s.missed.IsZero():
+		s.missed = next
+	}
+	s.mu.Unlock()
+	if due, deadline := s.due(now); due {
+		if err := s.start(TriggerSchedule, nil, deadline); err != nil && !errors.Is(err, ErrBusy) {
+			s.logger.Warn("scheduled sweep not started", "err", err)
+		}
+	}
+}
+
+// nextScheduled is what slaprobe_sweep_next_scheduled_timestamp_seconds exports: the earliest due
+// time no sweep has started for, when there is one (it stays in the past until a sweep starts, so an
+// overdue schedule is seen even after its window closed), else when the schedule starts the next
+// sweep. s.mu must be held.
+func (s *Sweeper) nextScheduled(now time.Time) time.Time {
+	next := s.nextDue(now)
+	if !next.IsZero() && !s.missed.IsZero() && s.missed.Before(next) {
+		return s.missed
+	}
+	return next
 }
 
 // Close stops a sweep in progress and waits until its results are saved.
@@ -212,9 +241,10 @@ func (s *Sweeper) due(now time.Time) (bool, time.Time) {
 	return last.Before(s.window.OpenedAt(now)), deadline
 }
 
-// nextDue is when the schedule starts its next sweep, as due decides: now when one is due (or
-// overdue: last+interval, in the past, while an earlier sweep still runs), zero when sweeps are off
-// or run only on demand. s.mu must be held.
+// nextDue is the first time the schedule's rule (the one due applies) says a sweep is due: in the
+// future, or in the past when one is due now (the time it became due: last+interval, or the window's
+// opening; now when no scheduled sweep ever ran). Zero when sweeps are off or run only on demand.
+// It does not know whether an earlier due time was missed; nextScheduled does. s.mu must be held.
 func (s *Sweeper) nextDue(now time.Time) time.Time {
 	if !s.cfg.Enabled {
 		return time.Time{}
@@ -298,6 +328,9 @@ func (s *Sweeper) start(trigger string, names []string, deadline time.Time) erro
 		cancel(nil)
 		return err
 	}
+	s.mu.Lock()
+	s.missed = time.Time{} // a sweep starts: the capacity is being refreshed
+	s.mu.Unlock()
 	go func() {
 		defer cancel(nil)
 		defer s.finish()
@@ -535,7 +568,7 @@ func (s *Sweeper) Snapshot() Snapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	snap := Snapshot{Enabled: s.cfg.Enabled, Running: s.running, Current: s.current, Holding: s.holding,
-		NextScheduled: s.nextDue(s.now())}
+		NextScheduled: s.nextScheduled(s.now())}
 	if s.running && s.step.Scenario != "" {
 		st := s.step
 		snap.Step = &st

@@ -545,6 +545,34 @@ func TestNextScheduledAgreesWithDue(t *testing.T) {
 		{"22:00-04:00", 0, at(1, 23, 0)},
 		{"22:00-04:00", 2 * time.Hour, at(1, 23, 0)},
 	}
+	// The time an overdue schedule became due, exactly: the alert measures lateness from it.
+	overdue := []struct {
+		window    string
+		interval  time.Duration
+		last, now time.Time
+		want      time.Time
+	}{
+		{"", 6 * time.Hour, at(1, 10, 0), at(2, 0, 0), at(1, 16, 0)},
+		{"", 6 * time.Hour, time.Time{}, at(2, 0, 0), at(2, 0, 0)},                // never ran: due now
+		{"02:00-05:00", 0, at(1, 2, 0), at(2, 3, 0), at(2, 2, 0)},                 // the window's opening
+		{"02:00-05:00", 12 * time.Hour, at(1, 2, 0), at(2, 2, 10), at(2, 2, 0)},   // interval ran out outside the window
+		{"02:00-05:00", 30 * time.Minute, at(2, 2, 0), at(2, 3, 0), at(2, 2, 30)}, // inside the window
+		{"22:00-04:00", 2 * time.Hour, at(1, 23, 0), at(2, 3, 0), at(2, 1, 0)},    // across midnight
+	}
+	for _, c := range overdue {
+		f.cfg.Schedule.Window, f.cfg.Schedule.Interval = c.window, model.Duration(c.interval)
+		if err := s.SetConfig(f.cfg); err != nil {
+			t.Fatal(err)
+		}
+		s.mu.Lock()
+		s.st.LastScheduled = c.last
+		got := s.nextDue(c.now)
+		s.mu.Unlock()
+		if !got.Equal(c.want) {
+			t.Errorf("window %q interval %s last %s, at %s: next scheduled %v; want %v",
+				c.window, c.interval, c.last.Format("02 15:04"), c.now.Format("02 15:04"), got, c.want)
+		}
+	}
 	for _, c := range cases {
 		f.cfg.Schedule.Window, f.cfg.Schedule.Interval = c.window, model.Duration(c.interval)
 		if err := s.SetConfig(f.cfg); err != nil {
@@ -578,5 +606,68 @@ func TestNextScheduledAgreesWithDue(t *testing.T) {
 				t.Errorf("%s: next scheduled %v; due first says yes at %v", name, next, first)
 			}
 		}
+	}
+}
+
+// A due time that no sweep started for stays exported until one starts: after a start that failed
+// (the scheduler moved on to the next interval) and after a window that closed while an earlier sweep
+// still ran. Otherwise SlaprobeSweepOverdue could not see either.
+func TestNextScheduledRemembersMissed(t *testing.T) {
+	at := func(d, h, m int) time.Time { return time.Date(2025, 6, d, h, m, 0, 0, time.UTC) }
+	f := newFixture(t)
+	f.cfg.Schedule.Interval = model.Duration(time.Hour)
+	failing := func(context.Context, config.SweepConfig) ([]*Plan, error) {
+		return nil, errors.New("target a: /v1/models: connection refused")
+	}
+	s, err := New(Options{Config: f.cfg, Runner: f.runner, Plans: failing})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	next := func(now time.Time) time.Time {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.nextScheduled(now)
+	}
+	s.tick(at(2, 0, 0)) // due (never ran); the start fails
+	if got := next(at(2, 0, 30)); !got.Equal(at(2, 0, 0)) {
+		t.Errorf("after a failed start: next scheduled %v; want the missed %v", got, at(2, 0, 0))
+	}
+	s.tick(at(2, 1, 0)) // due again; fails again: still late since 00:00
+	if got := next(at(2, 1, 30)); !got.Equal(at(2, 0, 0)) {
+		t.Errorf("after two failed starts: next scheduled %v; want %v", got, at(2, 0, 0))
+	}
+
+	// A window that opens and closes while an earlier sweep runs.
+	f2 := newFixture(t)
+	f2.cfg.Schedule.Window = "02:00-03:00"
+	clock := at(2, 2, 5)
+	s2, err := New(Options{Config: f2.cfg, Runner: f2.runner, Plans: f2.targets, Now: func() time.Time { return clock }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	s2.mu.Lock()
+	s2.st.LastScheduled = at(1, 2, 0)
+	s2.running = true
+	s2.mu.Unlock()
+	next2 := func(now time.Time) time.Time {
+		s2.mu.Lock()
+		defer s2.mu.Unlock()
+		return s2.nextScheduled(now)
+	}
+	s2.tick(at(2, 2, 5))
+	s2.tick(at(2, 3, 30)) // the window has closed
+	if got := next2(at(2, 3, 30)); !got.Equal(at(2, 2, 0)) {
+		t.Errorf("after a missed window: next scheduled %v; want its opening %v", got, at(2, 2, 0))
+	}
+	s2.mu.Lock()
+	s2.running = false
+	s2.mu.Unlock()
+	clock = at(3, 2, 0)
+	s2.tick(clock) // the next window: the sweep starts
+	s2.Wait()
+	if got := next2(at(3, 2, 1)); !got.Equal(at(4, 2, 0)) {
+		t.Errorf("after a sweep started: next scheduled %v; want the next window %v", got, at(4, 2, 0))
 	}
 }

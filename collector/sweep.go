@@ -94,7 +94,7 @@ func NewSweepCollector(src SweepSource) *SweepCollector {
 		probesHeld: d("slaprobe_sweep_probes_held",
 			"Whether the target's scheduled probes are held (1) because a sweep is loading it; the probe metrics get no new samples until its sweep ends.", []string{"target"}),
 		nextScheduled: d("slaprobe_sweep_next_scheduled_timestamp_seconds",
-			"Unix time the schedule (sweep.schedule) starts its next sweep; in the past while a due sweep has not started (an earlier one still runs). Absent when sweeps are off or run only on demand.", nil),
+			"Unix time the schedule (sweep.schedule) starts its next sweep. In the past while a due sweep has not started: an earlier one still runs, a start failed, or a window closed unused; it stays at the missed time until a sweep starts. Absent when sweeps are off or run only on demand.", nil),
 		enabled: d("slaprobe_sweep_enabled",
 			"Whether sweeps are enabled (sweep.enabled); while 0 none runs, scheduled or on demand (POST /-/sweep answers 403).", nil),
 	}

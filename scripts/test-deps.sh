@@ -109,6 +109,11 @@ grafana_dep() {
 		warn "npm missing: the Grafana transformation check will skip (apt-get install nodejs npm)"
 		return 0
 	fi
+	local major
+	major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
+	if [ "$major" -lt 20 ]; then
+		warn "node $(node --version 2>/dev/null): test/grafana/transforms is tested on Node.js 20 or later (package.json engines)"
+	fi
 	want=$(sha256sum "$dir/package-lock.json" | cut -c1-16)
 	if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
 		say "@grafana/data already installed in test/grafana/transforms"

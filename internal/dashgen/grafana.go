@@ -106,7 +106,7 @@ type GridPos struct {
 	Y int `json:"y"`
 }
 
-// Panel is any panel: row, timeseries, stat, table, bargauge or barchart. Options holds the
+// Panel is any panel: row, timeseries, trend, stat, table, bargauge or barchart. Options holds the
 // type's own options struct.
 type Panel struct {
 	Type            string           `json:"type"`

@@ -274,7 +274,7 @@ func (l *Live) AfterProbe(res *prober.Result) {
 		ser := liveSeries{res.Target, res.Model, res.Scenario}
 		d := l.decode[ser]
 		if d == nil {
-			d = &liveDecode{win: engine.DecodeWindow{Max: l.opts.DepthSamples, MaxAge: l.opts.DepthMaxAge}}
+			d = &liveDecode{win: engine.DecodeWindow{Window: engine.Window[engine.DecodeSample]{Max: l.opts.DepthSamples, MaxAge: l.opts.DepthMaxAge}}}
 			l.decode[ser] = d
 		}
 		d.inputTokens = p.scenario.InputTokens
@@ -369,7 +369,7 @@ func (l *Live) record(res *prober.Result, now time.Time) (livePending, bool) {
 		if ok {
 			d := l.depth[ser]
 			if d == nil {
-				d = &liveDepth{win: engine.DepthWindow{Max: l.opts.DepthSamples, MaxAge: l.opts.DepthMaxAge}}
+				d = &liveDepth{win: engine.DepthWindow{Window: engine.Window[engine.DepthSample]{Max: l.opts.DepthSamples, MaxAge: l.opts.DepthMaxAge}}}
 				l.depth[ser] = d
 			}
 			d.threshold = thr

@@ -223,27 +223,8 @@ type DepthSample struct {
 	TTFT  float64 // seconds; for a probe that timed out before its first token, the timeout
 }
 
-// DepthWindow is a sliding window of DepthSamples: at most Max samples, none
-// older than MaxAge.
-type DepthWindow struct {
-	Max     int
-	MaxAge  time.Duration
-	samples []DepthSample
-}
-
-// Add appends s and drops what falls out of the window.
-func (w *DepthWindow) Add(s DepthSample) {
-	w.samples = append(w.samples, s)
-	w.Prune(s.Time)
-}
-
-// Prune drops samples older than MaxAge before now, and the oldest beyond Max.
-func (w *DepthWindow) Prune(now time.Time) {
-	w.samples = prune(w.samples, now, w.MaxAge, w.Max)
-}
-
-// Len is the number of samples in the window.
-func (w *DepthWindow) Len() int { return len(w.samples) }
+// DepthWindow is a sliding window of DepthSamples (see Window).
+type DepthWindow struct{ Window[DepthSample] }
 
 // Fit is the isotonic fit of TTFT against depth over the window.
 func (w *DepthWindow) Fit() []FitPoint {
@@ -265,29 +246,48 @@ func (w *DepthWindow) MaxSafeDepth(threshold float64) (depth float64, lowerBound
 	return d, lb, len(w.samples)
 }
 
-// timed is a sample of a sliding window.
-type timed interface{ at() time.Time }
+// Timed is a sample of a sliding window: it knows when it was taken.
+type Timed interface{ At() time.Time }
 
-func (s DepthSample) at() time.Time  { return s.Time }
-func (s DecodeSample) at() time.Time { return s.Time }
+// At is when the probe was sent.
+func (s DepthSample) At() time.Time { return s.Time }
 
-// prune drops the samples older than maxAge before now, and the oldest
-// beyond max (0: no limit), keeping the slice's storage.
-func prune[S timed](samples []S, now time.Time, maxAge time.Duration, max int) []S {
+// At is when the probe's decode was measured.
+func (s DecodeSample) At() time.Time { return s.Time }
+
+// Window is a sliding window of samples: at most Max (0: no limit), none
+// older than MaxAge (0: no limit) before the newest.
+type Window[S Timed] struct {
+	Max     int
+	MaxAge  time.Duration
+	samples []S
+}
+
+// Add appends s and drops what falls out of the window.
+func (w *Window[S]) Add(s S) {
+	w.samples = append(w.samples, s)
+	w.Prune(s.At())
+}
+
+// Prune drops the samples older than MaxAge before now, and the oldest
+// beyond Max, keeping the slice's storage.
+func (w *Window[S]) Prune(now time.Time) {
 	cut := 0
-	if maxAge > 0 {
-		for cut < len(samples) && now.Sub(samples[cut].at()) > maxAge {
+	if w.MaxAge > 0 {
+		for cut < len(w.samples) && now.Sub(w.samples[cut].At()) > w.MaxAge {
 			cut++
 		}
 	}
-	if max > 0 && len(samples)-cut > max {
-		cut = len(samples) - max
+	if w.Max > 0 && len(w.samples)-cut > w.Max {
+		cut = len(w.samples) - w.Max
 	}
 	if cut > 0 {
-		samples = append(samples[:0], samples[cut:]...)
+		w.samples = append(w.samples[:0], w.samples[cut:]...)
 	}
-	return samples
 }
+
+// Len is the number of samples in the window.
+func (w *Window[S]) Len() int { return len(w.samples) }
 
 // DecodeSample is one probe's decode at the engine's batch size: its mean
 // inter-token latency and the requests running during its decode (itself
@@ -298,27 +298,8 @@ type DecodeSample struct {
 	ITL     float64 // seconds per token: 1 / per-user decode speed
 }
 
-// DecodeWindow is a sliding window of DecodeSamples: at most Max samples,
-// none older than MaxAge.
-type DecodeWindow struct {
-	Max     int
-	MaxAge  time.Duration
-	samples []DecodeSample
-}
-
-// Add appends s and drops what falls out of the window.
-func (w *DecodeWindow) Add(s DecodeSample) {
-	w.samples = append(w.samples, s)
-	w.Prune(s.Time)
-}
-
-// Prune drops samples older than MaxAge before now, and the oldest beyond Max.
-func (w *DecodeWindow) Prune(now time.Time) {
-	w.samples = prune(w.samples, now, w.MaxAge, w.Max)
-}
-
-// Len is the number of samples in the window.
-func (w *DecodeWindow) Len() int { return len(w.samples) }
+// DecodeWindow is a sliding window of DecodeSamples (see Window).
+type DecodeWindow struct{ Window[DecodeSample] }
 
 // SingleStreamFit is the per-user decode speed at one running request,
 // read off a fit of decode against batch size.

@@ -94,7 +94,7 @@ func TestThresholdCrossing(t *testing.T) {
 // lands near the true one although single samples cross back and forth.
 func TestDepthWindowMaxSafeDepth(t *testing.T) {
 	t0 := time.Unix(1_700_000_000, 0)
-	w := DepthWindow{Max: 100, MaxAge: time.Hour}
+	w := DepthWindow{Window: Window[DepthSample]{Max: 100, MaxAge: time.Hour}}
 	// True TTFT = 0.2 + 0.25*depth: crosses 3 s at depth 11.2.
 	noise := []float64{0.4, -0.3, 0.2, -0.4, 0.1, 0.3, -0.2, -0.1}
 	for i := 0; i < 80; i++ {
@@ -228,7 +228,7 @@ func TestDecodeWindowSingleStream(t *testing.T) {
 			}
 		})
 	}
-	w := DecodeWindow{Max: 3, MaxAge: time.Minute}
+	w := DecodeWindow{Window: Window[DecodeSample]{Max: 3, MaxAge: time.Minute}}
 	for _, s := range line(1, 2, 3, 4, 5) {
 		w.Add(s)
 	}

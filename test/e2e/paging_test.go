@@ -280,25 +280,6 @@ receivers:
 	}
 }
 
-func waitReady(ctx context.Context, url string, proc *process) error {
-	hc := &http.Client{Timeout: 2 * time.Second}
-	for {
-		if resp, err := hc.Get(url); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-proc.exited:
-			return fmt.Errorf("exited: %v", proc.err)
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
 // amAlert is one alert of Alertmanager's webhook payload.
 type amAlert struct {
 	Status      string            `json:"status"`

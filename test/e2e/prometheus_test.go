@@ -268,7 +268,7 @@ func startPrometheusWith(t *testing.T, ctx context.Context, bin, dir string, con
 		}, flags...)
 		proc := startProcess(t, "prometheus", bin, args...)
 		p := &prometheus{base: "http://" + addr, logs: proc.stderr, hc: &http.Client{Timeout: 5 * time.Second}}
-		err := p.waitReady(ctx, proc)
+		err := waitReady(ctx, p.base+"/-/ready", proc)
 		if err == nil {
 			return p
 		}
@@ -315,10 +315,12 @@ func prometheusConfig(t *testing.T, demo *demoProcess, ruleFiles []string) []byt
 	return b
 }
 
-func (p *prometheus) waitReady(ctx context.Context, proc *process) error {
+// waitReady polls url (a /-/ready endpoint) until it answers 200, the process exits or ctx ends.
+func waitReady(ctx context.Context, url string, proc *process) error {
+	hc := &http.Client{Timeout: 2 * time.Second}
 	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.base+"/-/ready", nil)
-		if resp, err := p.hc.Do(req); err == nil {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if resp, err := hc.Do(req); err == nil {
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -577,12 +579,18 @@ func requireTool(t *testing.T, name string) string {
 	if pkg == "" {
 		pkg = "prometheus"
 	}
-	msg := fmt.Sprintf("%s not found: run `make test-deps` (Debian package %s)", name, pkg)
+	missingTool(t, fmt.Sprintf("%s not found: run `make test-deps` (Debian package %s)", name, pkg))
+	return ""
+}
+
+// missingTool skips the test, saying msg (how to get what is missing), or fails it under `make test`
+// (SLAPROBE_REQUIRE_DEPS=1), where nothing may be missing.
+func missingTool(t *testing.T, msg string) {
+	t.Helper()
 	if os.Getenv(envRequire) == "1" {
 		t.Fatalf("%s (%s=1)", msg, envRequire)
 	}
 	t.Skip(msg)
-	return ""
 }
 
 var versionRE = regexp.MustCompile(`version (\d+)\.(\d+)\.\d+`)

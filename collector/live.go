@@ -255,10 +255,10 @@ func (l *Live) AfterProbe(res *prober.Result) {
 	if !ok {
 		return
 	}
-	v := res.DecodeSpeed()
-	if res.Kind != prober.KindSuccess || v <= 0 {
+	if !res.DecodeMeasured() {
 		return
 	}
+	v := res.DecodeSpeed()
 	after, haveAfter := l.snapshotAfter(res)
 	if haveAfter && p.hasSpec && after.HasSpecDecode {
 		if dd := after.SpecDraftTokens - p.specDraft; dd > 0 {
@@ -354,7 +354,8 @@ func (l *Live) record(res *prober.Result, now time.Time) (livePending, bool) {
 	ser := liveSeries{res.Target, res.Model, res.Scenario}
 
 	ttft, hasTTFT := 0.0, false
-	if !res.Start.IsZero() && !res.FirstToken.IsZero() && res.TTFT() > 0 {
+	// A cut prompt's TTFT is that of a shorter prompt than the scenario's.
+	if !res.Start.IsZero() && !res.FirstToken.IsZero() && res.TTFT() > 0 && res.Reason != prober.ReasonPromptTruncated {
 		ttft, hasTTFT = res.TTFT().Seconds(), true
 		l.ttftByDepth.WithLabelValues(res.Target, res.Model, res.Scenario, LiveQueueDepthLabel(int(depth))).Observe(ttft)
 	}

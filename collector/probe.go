@@ -2,6 +2,7 @@
 package collector
 
 import (
+	"errors"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -86,7 +87,7 @@ type ProbeMetrics struct {
 	usageMismatches, firstChunk                   *prometheus.CounterVec
 
 	success, promptTokens, outputTokens, lastTimestamp, enabled *prometheus.GaugeVec
-	threshold, planned                                          *prometheus.GaugeVec
+	threshold, planned, contextNeeded                           *prometheus.GaugeVec
 
 	// Warm scenarios only (see warm.go).
 	warm warmMetrics
@@ -126,15 +127,15 @@ func NewProbeMetrics(reg prometheus.Registerer) *ProbeMetrics {
 func NewProbeMetricsWith(reg prometheus.Registerer, o ProbeMetricsOptions) *ProbeMetrics {
 	m := &ProbeMetrics{
 		ttft: newHistogram("ttft_seconds",
-			"Time from sending the request to the first chunk carrying generated output. Successful probes with a cold prompt, and the follow-up turns of warm scenarios.", o.buckets(ttftBuckets, ttftBucketsReduced)),
+			"Time from sending the request to the first chunk carrying generated output. Successful and short probes with a cold prompt, and the follow-up turns of warm scenarios.", o.buckets(ttftBuckets, ttftBucketsReduced)),
 		itl: newHistogram("itl_seconds",
-			"Mean inter-token latency of a probe: (last token - first token) / (output tokens - first chunk's tokens). Successful probes only.", o.buckets(itlBuckets, itlBucketsReduced)),
+			"Mean inter-token latency of a probe: (last token - first token) / (output tokens - first chunk's tokens). Successful probes, and short answers of at least 16 tokens.", o.buckets(itlBuckets, itlBucketsReduced)),
 		decode: newHistogram("decode_tokens_per_second",
-			"Per-user decode speed of a probe, the inverse of its ITL. Successful probes only.", o.buckets(decodeBuckets, decodeBucketsReduced)),
+			"Per-user decode speed of a probe, the inverse of its ITL. Successful probes, and short answers of at least 16 tokens.", o.buckets(decodeBuckets, decodeBucketsReduced)),
 		e2e: newHistogram("e2e_latency_seconds",
-			"Time from sending the request to the last token. Successful probes with a cold prompt, and the follow-up turns of warm scenarios.", o.buckets(e2eBuckets, e2eBucketsReduced)),
+			"Time from sending the request to the last token; for an answer the server ended early, TTFT plus its measured ITL over the tokens asked for. Successful and short probes with a cold prompt, and the follow-up turns of warm scenarios.", o.buckets(e2eBuckets, e2eBucketsReduced)),
 		prefill: newHistogram("prefill_tokens_per_second",
-			"Prompt tokens divided by TTFT (queueing included). Successful probes with a cold prompt only.", o.buckets(prefillBuckets, prefillBucketsReduced)),
+			"Prompt tokens divided by TTFT (queueing included). Successful and short probes with a cold prompt only.", o.buckets(prefillBuckets, prefillBucketsReduced)),
 		chunk: newHistogram("tokens_per_chunk",
 			"Output tokens carried by each streamed chunk, when the server reports continuous usage.", o.buckets(chunkBuckets, chunkBucketsReduced)),
 		ttfc: newHistogram("time_to_first_content_seconds",
@@ -167,6 +168,8 @@ func NewProbeMetricsWith(reg prometheus.Registerer, o ProbeMetricsOptions) *Prob
 			"Whether the scenario is probed on the target (1) or disabled (0), e.g. because it does not fit the model's max_model_len."),
 		threshold: newGauge("sla_threshold",
 			"SLA threshold of a scenario, in the metric's base unit (seconds, or tokens per second for a minimum decode speed).", "scenario", "metric"),
+		contextNeeded: newGauge("scenario_context_needed_tokens",
+			"Present while the server cuts the scenario's prompt to its context window (probes fail with reason prompt_truncated): the context length, prompt plus output tokens, the server must be given for the scenario to fit."),
 		planned: newGauge("prober_planned_tokens_per_hour",
 			"Prompt plus output tokens the prober plans to spend per hour on the target, from the enabled scenarios and their intervals.", "target"),
 	}
@@ -176,7 +179,7 @@ func NewProbeMetricsWith(reg prometheus.Registerer, o ProbeMetricsOptions) *Prob
 		m.ttft, m.itl, m.decode, m.e2e, m.prefill, m.chunk, m.ttfc,
 		m.probes, m.errors, m.cacheHits, m.tokens, m.mismatches, m.usageMismatches, m.firstChunk,
 		m.success, m.promptTokens, m.outputTokens, m.lastTimestamp, m.enabled,
-		m.threshold, m.planned,
+		m.threshold, m.planned, m.contextNeeded,
 	)
 	return m
 }
@@ -188,7 +191,11 @@ func NewProbeMetricsWith(reg prometheus.Registerer, o ProbeMetricsOptions) *Prob
 //     reasoning output) time to first content. A cache hit counts in
 //     probe_cache_hits_total instead. A warm follow-up records all of them
 //     but prefill speed, and its warm metrics.
-//   - short_output: probes_total{result="short_output"} only.
+//   - short_output (the server ended the answer early):
+//     probes_total{result="short_output"}, and the same timings as a success:
+//     TTFT and prefill speed as measured, E2E at the asked length
+//     (Result.E2EAtRequested), ITL and decode speed only from
+//     prober.MinDecodeTokens tokens on. An empty answer records no timing.
 //   - error: probes_total{result="error"} and probe_errors_total{reason}.
 //
 // Every probe updates the token counters and the last-probe gauges; every
@@ -225,23 +232,29 @@ func (m *ProbeMetrics) observe(r *prober.Result) {
 	m.probes.WithLabelValues(r.Target, r.Model, r.Scenario, string(kind)).Inc()
 
 	switch kind {
-	case prober.KindSuccess:
-		if d := r.ITL(); d > 0 {
-			m.itl.WithLabelValues(lv...).Observe(d.Seconds())
-		}
-		if v := r.DecodeSpeed(); v > 0 {
-			m.decode.WithLabelValues(lv...).Observe(v)
+	case prober.KindSuccess, prober.KindShortOutput:
+		// A short answer (the server stopped early) still measured TTFT,
+		// prefill and, at the asked length, E2E; ITL and decode speed only
+		// once enough tokens came (prober.Result.DecodeMeasured).
+		if r.DecodeMeasured() {
+			m.itl.WithLabelValues(lv...).Observe(r.ITL().Seconds())
+			m.decode.WithLabelValues(lv...).Observe(r.DecodeSpeed())
 		}
 		if r.FollowUp() {
-			m.warm.observeFollowUp(r)
+			if kind == prober.KindSuccess {
+				m.warm.observeFollowUp(r)
+			}
 		} else if r.CacheHit() {
 			m.cacheHits.WithLabelValues(lv...).Inc()
 			break
 		}
+		if !r.Timed() {
+			break // an empty answer: no token, no timing
+		}
 		if d := r.TTFT(); d > 0 {
 			m.ttft.WithLabelValues(lv...).Observe(d.Seconds())
 		}
-		if d := r.E2E(); d > 0 {
+		if d, ok := r.E2EAtRequested(); ok && d > 0 {
 			m.e2e.WithLabelValues(lv...).Observe(d.Seconds())
 		}
 		if v := r.PrefillSpeed(); v > 0 && !r.FollowUp() { // a follow-up's prompt was mostly not prefilled
@@ -277,6 +290,14 @@ func (m *ProbeMetrics) observe(r *prober.Result) {
 	}
 	if r.FirstChunkKind != "" {
 		m.firstChunk.WithLabelValues(r.Target, r.Model, r.Scenario, string(r.FirstChunkKind)).Inc()
+	}
+
+	var cut *prober.PromptCutError
+	switch {
+	case r.Reason == prober.ReasonPromptTruncated && errors.As(r.Err, &cut) && cut.Needed > 0:
+		m.contextNeeded.WithLabelValues(lv...).Set(float64(cut.Needed))
+	case r.Timed():
+		m.contextNeeded.DeleteLabelValues(lv...) // the server read the whole prompt
 	}
 
 	ok := 0.0
@@ -361,7 +382,7 @@ func (m *ProbeMetrics) vecs() []*prometheus.MetricVec {
 		m.probes.MetricVec, m.errors.MetricVec, m.cacheHits.MetricVec, m.tokens.MetricVec, m.mismatches.MetricVec,
 		m.usageMismatches.MetricVec, m.firstChunk.MetricVec,
 		m.success.MetricVec, m.promptTokens.MetricVec, m.outputTokens.MetricVec, m.lastTimestamp.MetricVec, m.enabled.MetricVec,
-		m.planned.MetricVec,
+		m.planned.MetricVec, m.contextNeeded.MetricVec,
 		m.warm.hitRatio.MetricVec, m.warm.saved.MetricVec, m.warm.savedRatio.MetricVec, m.warm.primeTTFT.MetricVec,
 		m.warm.followUps.MetricVec, m.warm.misses.MetricVec,
 	}

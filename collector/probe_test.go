@@ -202,7 +202,9 @@ func TestObserveSemantics(t *testing.T) {
 		mutate func(r *prober.Result)
 		// expected sample counts
 		ttft, itl, chunks, cacheHits, ttfc int
+		noE2E                              bool // E2E at the asked length unknown: no sample though TTFT has one
 		result                             string
+		contextNeeded                      float64 // slaprobe_scenario_context_needed_tokens; 0: absent
 	}{
 		{name: "cold success", mutate: func(*prober.Result) {}, ttft: 1, itl: 1, chunks: 4, result: "success"},
 		{name: "cache hit keeps decode, drops prefill timings", mutate: func(r *prober.Result) { r.CachedTokens = 1 },
@@ -210,8 +212,22 @@ func TestObserveSemantics(t *testing.T) {
 		{name: "reasoning adds time to first content", mutate: func(r *prober.Result) {
 			r.Reasoning, r.FirstContent = true, r.Start.Add(time.Second)
 		}, ttft: 1, itl: 1, chunks: 4, ttfc: 1, result: "success"},
-		{name: "short output records no latency", mutate: func(r *prober.Result) { r.Kind = prober.KindShortOutput },
-			chunks: 4, result: "short_output"},
+		{name: "short output of enough tokens records every timing", mutate: func(r *prober.Result) {
+			r.Kind, r.OutputTokens, r.FinishReason = prober.KindShortOutput, 100, "stop"
+			r.LastToken = r.FirstToken.Add(99 * 10 * time.Millisecond)
+		}, ttft: 1, itl: 1, chunks: 4, result: "short_output"},
+		{name: "short output under MinDecodeTokens records TTFT and prefill, no ITL", mutate: func(r *prober.Result) {
+			r.Kind, r.OutputTokens, r.FinishReason = prober.KindShortOutput, prober.MinDecodeTokens-1, "stop"
+			r.LastToken = r.FirstToken.Add(time.Duration(prober.MinDecodeTokens-2) * 10 * time.Millisecond)
+		}, ttft: 1, noE2E: true, chunks: 4, result: "short_output"},
+		{name: "empty answer records no timing", mutate: func(r *prober.Result) {
+			r.Kind, r.OutputTokens, r.FinishReason = prober.KindShortOutput, 1, "stop"
+			r.FirstToken, r.LastToken, r.ChunkTokens, r.FirstChunkKind = time.Time{}, time.Time{}, nil, ""
+		}, result: "short_output"},
+		{name: "cut prompt records no timing and the context it needs", mutate: func(r *prober.Result) {
+			r.Kind, r.Reason, r.ChunkTokens, r.PromptTokens, r.PromptLengthOK = prober.KindError, prober.ReasonPromptTruncated, nil, 8192, false
+			r.Err = &prober.PromptCutError{Read: 8192, Want: 12000, Needed: 12256, Calibrated: true}
+		}, result: "error", contextNeeded: 12256},
 		{name: "error records no latency", mutate: func(r *prober.Result) {
 			r.Kind, r.Reason, r.ChunkTokens = prober.KindError, prober.ReasonStall, nil
 		}, result: "error"},
@@ -227,8 +243,19 @@ func TestObserveSemantics(t *testing.T) {
 			if got := count(m.ttft); got != tc.ttft {
 				t.Errorf("ttft samples = %d, want %d", got, tc.ttft)
 			}
-			if got := count(m.e2e); got != tc.ttft {
-				t.Errorf("e2e samples = %d, want %d", got, tc.ttft)
+			wantE2E := tc.ttft
+			if tc.noE2E {
+				wantE2E = 0
+			}
+			if got := count(m.e2e); got != wantE2E {
+				t.Errorf("e2e samples = %d, want %d", got, wantE2E)
+			}
+			if tc.contextNeeded > 0 {
+				if got := testutil.ToFloat64(m.contextNeeded); got != tc.contextNeeded {
+					t.Errorf("scenario_context_needed_tokens = %v, want %v", got, tc.contextNeeded)
+				}
+			} else if n := testutil.CollectAndCount(m.contextNeeded); n != 0 {
+				t.Errorf("scenario_context_needed_tokens has %d series, want none", n)
 			}
 			if got := count(m.prefill); got != tc.ttft {
 				t.Errorf("prefill samples = %d, want %d", got, tc.ttft)

@@ -10,6 +10,7 @@ import (
 	"math"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // Calibration methods, as reported in Prepared.Method.
@@ -77,6 +78,17 @@ type prepKey struct {
 	s      Scenario
 }
 
+// cutRecheck is how long a calibration that found the prompt cut is
+// remembered before the server is asked again (it may have been restarted
+// with a longer context; a model change forgets it at once).
+const cutRecheck = 10 * time.Minute
+
+// cutEntry remembers a calibration that found the server cutting the prompt.
+type cutEntry struct {
+	err error
+	at  time.Time
+}
+
 // calCall is a calibration in flight; concurrent Prepares for the same key
 // wait on it instead of calibrating again.
 type calCall struct {
@@ -103,6 +115,11 @@ func (p *Prober) Invalidate(t Target, model string) {
 			delete(p.calls, k) // the calibration in flight will not be cached
 		}
 	}
+	for k := range p.cuts {
+		if k.base == base && (model == "" || k.model == model) {
+			delete(p.cuts, k)
+		}
+	}
 	delete(p.noTokenize, base)
 	if m, ok := p.detected[base]; ok && (model == "" || model == m) {
 		delete(p.detected, base)
@@ -127,6 +144,15 @@ func (p *Prober) calibration(ctx context.Context, t Target, key calKey) (*calEnt
 		p.mu.Unlock()
 		return e, nil
 	}
+	// A prompt the server cut is not sent again for a while: each try
+	// costs the server a full prefill of its longest prompt.
+	if c, ok := p.cuts[key]; ok {
+		if p.clock.Now().Sub(c.at) < cutRecheck {
+			p.mu.Unlock()
+			return nil, c.err
+		}
+		delete(p.cuts, key)
+	}
 	if c := p.calls[key]; c != nil {
 		p.mu.Unlock()
 		select {
@@ -144,8 +170,12 @@ func (p *Prober) calibration(ctx context.Context, t Target, key calKey) (*calEnt
 		p.mu.Lock()
 		if p.calls[key] == c {
 			delete(p.calls, key)
-			if c.err == nil {
+			var cut *PromptCutError
+			switch {
+			case c.err == nil:
 				p.cal[key] = c.entry
+			case errors.As(c.err, &cut):
+				p.cuts[key] = cutEntry{err: c.err, at: p.clock.Now()}
 			}
 		}
 		p.mu.Unlock()
@@ -220,6 +250,22 @@ func searchWords(target, c0 int, count func(words int) (int, error)) (words, got
 		return 0, 0, 0, fmt.Errorf("the fixed part of the prompt alone is %d tokens, more than %d±%d", c0, target, tol)
 	}
 	type point struct{ n, c int }
+	seen := []point{{0, c0}}
+	// cutAt reports a count that stopped growing with the prompt: every word
+	// is at least one token, so a prompt 8 or more words longer that counts
+	// less than half a token per added word more was cut by the server.
+	cutAt := func(pt point) (int, bool) {
+		for _, q := range seen {
+			lo, hi := q, pt
+			if lo.n > hi.n {
+				lo, hi = hi, lo
+			}
+			if dn := hi.n - lo.n; dn >= 8 && hi.c-lo.c < dn/2 {
+				return max(lo.c, hi.c), true
+			}
+		}
+		return 0, false
+	}
 	lo := point{0, c0}
 	var hi *point
 	best := lo
@@ -236,6 +282,10 @@ func searchWords(target, c0 int, count func(words int) (int, error)) (words, got
 		}
 		rounds++
 		pt := point{n, c}
+		if limit, cut := cutAt(pt); cut {
+			return 0, 0, rounds, &PromptCutError{Read: limit, Want: target}
+		}
+		seen = append(seen, pt)
 		if closer(pt, best) {
 			best = pt
 		}

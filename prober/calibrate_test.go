@@ -54,6 +54,9 @@ type fakeVLLM struct {
 	maxModelLen  int
 	delay        time.Duration // per /tokenize call
 	promptSkew   atomic.Int32  // added to prompt_tokens in streams
+	// cutAt, when positive, makes the completions endpoints cut longer
+	// prompts to this many tokens and answer 200, as Ollama does.
+	cutAt atomic.Int32
 
 	tokenizeCalls, usageCalls, streamCalls atomic.Int32
 	mu                                     sync.Mutex
@@ -103,6 +106,10 @@ func (f *fakeVLLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.t.Errorf("prompt does not start with the nonce: %.40q", text)
 	}
 	n := f.count(text, api)
+	read := n // what the completions endpoints read
+	if c := int(f.cutAt.Load()); c > 0 && read > c {
+		read = c
+	}
 	switch r.URL.Path {
 	case "/tokenize":
 		f.tokenizeCalls.Add(1)
@@ -134,13 +141,13 @@ func (f *fakeVLLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			f.mu.Lock()
 			f.salts = append(f.salts, salt)
 			f.mu.Unlock()
-			fmt.Fprintf(w, `{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"A"},"finish_reason":"length"}],"usage":{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":1}}`, n, n+1)
+			fmt.Fprintf(w, `{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"A"},"finish_reason":"length"}],"usage":{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":1}}`, read, read+1)
 			return
 		}
 		f.streamCalls.Add(1)
 		out := int(body["max_tokens"].(float64))
 		w.Header().Set("Content-Type", "text/event-stream")
-		for _, s := range sseTokenStream(n+int(f.promptSkew.Load()), out, 1, 0, 0) {
+		for _, s := range sseTokenStream(read+int(f.promptSkew.Load()), out, 1, 0, 0) {
 			_, _ = io.WriteString(w, s.data)
 		}
 	default:
@@ -370,6 +377,73 @@ func TestRecalibrateOnPromptMismatch(t *testing.T) {
 	}
 }
 
+// A server that cuts prompts to its context window and answers 200 (Ollama)
+// is found out in calibration: the count stops growing with the prompt. The
+// probe fails as prompt_truncated, says the context length to set, and is
+// not calibrated again at every probe.
+func TestCalibrationFindsPromptCut(t *testing.T) {
+	f, target := newFakeVLLM(t, &fakeVLLM{noTokenize: true})
+	f.cutAt.Store(8192)
+	p := New(nil, nil)
+	s := calScenario("big", 12000, 256)
+	r := p.Probe(context.Background(), target, "m", s)
+	var cut *PromptCutError
+	if r.Kind != KindError || r.Reason != ReasonPromptTruncated || !errors.As(r.Err, &cut) {
+		t.Fatalf("%s/%s %v", r.Kind, r.Reason, r.Err)
+	}
+	if cut.Read != 8192 || cut.Want != 12000 || cut.Needed != 12256 || r.PromptTokens != 8192 {
+		t.Fatalf("cut = %+v, prompt tokens %d", *cut, r.PromptTokens)
+	}
+	for _, want := range []string{"8192 tokens", "12000-token prompt", "at least 12256 tokens", "OLLAMA_CONTEXT_LENGTH", "--max-model-len"} {
+		if !strings.Contains(r.Err.Error(), want) {
+			t.Errorf("error %q does not say %q", r.Err, want)
+		}
+	}
+	if n := f.usageCalls.Load(); n > 4 {
+		t.Errorf("%d calibration requests to find the cut, want a few", n)
+	}
+	calls := f.usageCalls.Load()
+	if r := p.Probe(context.Background(), target, "m", s); r.Reason != ReasonPromptTruncated || f.usageCalls.Load() != calls {
+		t.Fatalf("second probe: %s, %d more calibration requests; want the remembered cut and none", r.Reason, f.usageCalls.Load()-calls)
+	}
+	// A scenario that fits is calibrated and probed as usual.
+	if r := p.Probe(context.Background(), target, "m", calScenario("small", 4096, 8)); r.Kind != KindSuccess {
+		t.Fatalf("fitting scenario: %s/%s %v", r.Kind, r.Reason, r.Err)
+	}
+	// Invalidate (a restart, a new model) forgets the cut.
+	f.cutAt.Store(0)
+	p.Invalidate(target, "")
+	if r := p.Probe(context.Background(), target, "m", s); r.Kind != KindSuccess {
+		t.Fatalf("after a restart with a longer context: %s/%s %v", r.Kind, r.Reason, r.Err)
+	}
+}
+
+// A prompt calibrated earlier that the server now reads only in part (it
+// was restarted with a shorter context) fails the probe: its TTFT is that
+// of a shorter prompt.
+func TestProbeOfACutPromptFails(t *testing.T) {
+	f, target := newFakeVLLM(t, &fakeVLLM{noTokenize: true})
+	p := New(nil, nil)
+	s := calScenario("rag", 4096, 8)
+	prep, err := p.Prepare(context.Background(), target, "m", s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.cutAt.Store(2048)
+	r := p.Run(context.Background(), target, prep)
+	var cut *PromptCutError
+	if r.Kind != KindError || r.Reason != ReasonPromptTruncated || !errors.As(r.Err, &cut) || !cut.Calibrated || r.PromptTokens != 2048 {
+		t.Fatalf("%s/%s %v prompt=%d", r.Kind, r.Reason, r.Err, r.PromptTokens)
+	}
+	if !strings.Contains(r.Err.Error(), "at least 4104 tokens") {
+		t.Errorf("error %q does not name the context length to set", r.Err)
+	}
+	// The next probe recalibrates and finds the cut.
+	if r := p.Probe(context.Background(), target, "m", s); r.Reason != ReasonPromptTruncated || !errors.As(r.Err, &cut) || cut.Calibrated {
+		t.Fatalf("next probe: %s/%s %v", r.Kind, r.Reason, r.Err)
+	}
+}
+
 func TestPrepareDoesNotFit(t *testing.T) {
 	_, target := newFakeVLLM(t, &fakeVLLM{maxModelLen: 1200})
 	p := New(nil, nil)
@@ -508,6 +582,16 @@ func TestSearchWords(t *testing.T) {
 	}
 	if _, _, _, err := searchWords(1000, 10, func(int) (int, error) { return 10, nil }); err == nil {
 		t.Fatal("a count that does not grow must fail")
+	}
+	// A count that stops growing past the server's context window: cut.
+	var cut *PromptCutError
+	_, _, rounds, err := searchWords(12000, 10, func(n int) (int, error) { return min(10+n*4/3, 8192), nil })
+	if !errors.As(err, &cut) || cut.Read != 8192 || cut.Want != 12000 || rounds > 3 {
+		t.Fatalf("cut: err=%v rounds=%d", err, rounds)
+	}
+	// Word-to-word noise near the target is not a cut.
+	if _, got, _, err := searchWords(4096, 10, func(n int) (int, error) { return 10 + n*4/3 + n%3, nil }); err != nil || !PromptLengthWithin(got, 4096) {
+		t.Fatalf("noisy counts: got=%d err=%v", got, err)
 	}
 }
 

@@ -76,6 +76,10 @@ func ClassifyError(err error) Reason {
 	if err == nil {
 		return ReasonNone
 	}
+	var pc *PromptCutError
+	if errors.As(err, &pc) {
+		return ReasonPromptTruncated
+	}
 	var re *ReasonError
 	if errors.As(err, &re) {
 		return re.Reason
@@ -222,4 +226,34 @@ func shortenMsg(s string) string {
 		return s[:max] + "…"
 	}
 	return s
+}
+
+// PromptCutError means the server read fewer prompt tokens than it was
+// sent: it cuts a prompt that is longer than its context window and answers
+// anyway (Ollama's OpenAI endpoint, llama.cpp's server with context shift),
+// instead of rejecting it with a 400 as vLLM does. A probe of such a prompt
+// would measure the prefill of a shorter prompt.
+type PromptCutError struct {
+	// Read is the server's usage.prompt_tokens for the cut prompt: about its
+	// context window.
+	Read int
+	// Want is the prompt length the scenario needs, and Needed the context
+	// length (prompt plus output) it takes; 0 when not known here.
+	Want, Needed int
+	// Calibrated is set when the probe's prompt had been calibrated to Want
+	// earlier and the server now reads less: cut, or a tokenizer that changed.
+	Calibrated bool
+}
+
+func (e *PromptCutError) Error() string {
+	var b strings.Builder
+	if e.Calibrated {
+		fmt.Fprintf(&b, "the server read %d prompt tokens of a prompt calibrated to %d: it cut the prompt to its context window (or its tokenizer changed; recalibrating on the next probe)", e.Read, e.Want)
+	} else {
+		fmt.Fprintf(&b, "the server cuts prompts to about %d tokens (a longer prompt still counts %d): it cannot read this scenario's %d-token prompt", e.Read, e.Read, e.Want)
+	}
+	if e.Needed > 0 {
+		fmt.Fprintf(&b, "; set the server's context length to at least %d tokens (prompt + output; Ollama: OLLAMA_CONTEXT_LENGTH or num_ctx, llama.cpp: --ctx-size, vLLM: --max-model-len), or leave the scenario out on this target", e.Needed)
+	}
+	return b.String()
 }

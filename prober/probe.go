@@ -31,8 +31,9 @@ type Prober struct {
 	mu         sync.Mutex
 	cal        map[calKey]*calEntry
 	calls      map[calKey]*calCall
-	noTokenize map[string]bool   // base URLs without a usable /tokenize
-	detected   map[string]string // base URL → model found on /v1/models
+	cuts       map[calKey]cutEntry // calibrations that found the prompt cut
+	noTokenize map[string]bool     // base URLs without a usable /tokenize
+	detected   map[string]string   // base URL → model found on /v1/models
 }
 
 // New returns a Prober. A nil logger discards; a nil clock is SystemClock.
@@ -48,6 +49,7 @@ func New(logger *slog.Logger, clock Clock) *Prober {
 		clock:      clock,
 		cal:        map[calKey]*calEntry{},
 		calls:      map[calKey]*calCall{},
+		cuts:       map[calKey]cutEntry{},
 		noTokenize: map[string]bool{},
 		detected:   map[string]string{},
 	}
@@ -118,6 +120,12 @@ func (p *Prober) Prepare(ctx context.Context, t Target, model string, s Scenario
 	key := calKey{base: baseURLOf(t.BaseURL), model: model, input: s.InputTokens, api: normAPI(t.API)}
 	entry, err := p.calibration(ctx, t, key)
 	if err != nil {
+		var cut *PromptCutError
+		if errors.As(err, &cut) { // shared with concurrent callers: copy before adding to it
+			c := *cut
+			c.Needed = s.MaxInputTokens() + s.OutputTokens
+			err = &c
+		}
 		return nil, fmt.Errorf("calibrate %s: %w", s.Name, err)
 	}
 	if entry.maxModelLen > 0 && !Fits(s, entry.maxModelLen) {
@@ -311,6 +319,12 @@ func (p *Prober) runTurn(ctx context.Context, t Target, prep *Prepared, turn int
 				"target", t.Name, "model", prep.Model, "scenario", s.Name, "turn", turn,
 				"prompt_tokens", res.PromptTokens, "want", want)
 			p.dropCalibration(key, entry)
+			// The server read less than it was sent: whatever it measured
+			// was a shorter prompt's prefill. Never report it as this one's.
+			if res.PromptTokens < want && res.Kind != KindError {
+				failResult(&res, ReasonPromptTruncated, &PromptCutError{Read: res.PromptTokens, Want: want,
+					Needed: s.MaxInputTokens() + s.OutputTokens, Calibrated: true})
+			}
 		}
 	}
 	if res.Kind != KindSuccess {
@@ -433,7 +447,11 @@ func (p *Prober) Probe(ctx context.Context, t Target, model string, s Scenario) 
 		var retryAfter time.Duration
 		var re *ReasonError
 		var he *HTTPError
+		var cut *PromptCutError
+		read := 0
 		switch {
+		case errors.As(err, &cut):
+			reason, read = ReasonPromptTruncated, cut.Read
 		case errors.As(err, &re):
 			reason = re.Reason
 		case errors.As(err, &he):
@@ -442,7 +460,7 @@ func (p *Prober) Probe(ctx context.Context, t Target, model string, s Scenario) 
 		p.logger.Debug("probe failed in calibration", "target", t.Name, "model", model, "scenario", s.Name,
 			"reason", reason, "err", err)
 		return Result{Target: t.Name, Model: model, Scenario: s.Name, RequestedTokens: s.OutputTokens,
-			Start: p.clock.Now(), Kind: KindError, Reason: reason, Err: err, RetryAfter: retryAfter}
+			Start: p.clock.Now(), Kind: KindError, Reason: reason, Err: err, RetryAfter: retryAfter, PromptTokens: read}
 	}
 	return p.Run(ctx, t, prep)
 }

@@ -12,6 +12,11 @@ const (
 	KindShortOutput Kind = "short_output" // the stream finished with fewer tokens than asked
 )
 
+// MinDecodeTokens is the fewest output tokens a short answer needs for its
+// ITL and decode speed to count: a mean over fewer token gaps is mostly the
+// jitter of one or two of them. A full-length answer always counts.
+const MinDecodeTokens = 16
+
 // Reason says why a probe failed. The set is small and fixed: it is the
 // `reason` label of slaprobe_probe_errors_total.
 type Reason string
@@ -33,6 +38,10 @@ const (
 	ReasonMissingUsage      Reason = "missing_usage"   // no usage reported, so tokens cannot be counted
 	ReasonCalibration       Reason = "calibration"     // the prompt could not be sized to the scenario
 	ReasonTooManyTokens     Reason = "too_many_tokens" // the server generated more tokens than max_tokens asked for
+	// ReasonPromptTruncated: the server read fewer prompt tokens than were
+	// sent, because it cuts prompts to its context window and answers anyway.
+	// Its TTFT is that of a shorter prompt, so it is not recorded.
+	ReasonPromptTruncated Reason = "prompt_truncated"
 )
 
 // Reasons lists every Reason except ReasonNone, so counters can be initialised.
@@ -40,7 +49,7 @@ var Reasons = []Reason{
 	ReasonConnectionRefused, ReasonConnection, ReasonDNS, ReasonTLS, ReasonTimeout, ReasonStall,
 	ReasonHTTP4xx, ReasonHTTP5xx, ReasonStreamError, ReasonStreamCut,
 	ReasonMalformedChunk, ReasonOversizedLine, ReasonMissingUsage, ReasonCalibration,
-	ReasonTooManyTokens,
+	ReasonTooManyTokens, ReasonPromptTruncated,
 }
 
 // TargetDown reports whether r means the target could not be reached at
@@ -154,6 +163,29 @@ var ChunkKinds = []ChunkKind{ChunkContent, ChunkReasoning, ChunkToolCall}
 // what a warm follow-up wants).
 func (r *Result) CacheHit() bool { return r.CachedTokens > 0 }
 
+// Timed reports whether r's TTFT, E2E and prefill speed are measurements:
+// the request completed and at least one chunk carried output. That holds
+// for a short answer too (the server, not the prober, chose to stop early),
+// but not for a failed probe or an empty answer.
+func (r *Result) Timed() bool {
+	return (r.Kind == KindSuccess || r.Kind == KindShortOutput) && !r.FirstToken.IsZero() &&
+		!r.LastToken.Before(r.FirstToken)
+}
+
+// DecodeMeasured reports whether r's ITL and decode speed are measurements:
+// Timed, with at least one token gap after the first chunk, and either the
+// full answer or at least MinDecodeTokens tokens of a short one.
+func (r *Result) DecodeMeasured() bool {
+	if !r.Timed() || r.decodeIntervals() < 1 || r.DecodeTime() <= 0 {
+		return false
+	}
+	return r.Kind == KindSuccess || r.OutputTokens >= MinDecodeTokens
+}
+
+// Short reports whether the server ended the answer before the tokens asked
+// for (it ignored ignore_eos, or has no such option).
+func (r *Result) Short() bool { return r.Kind == KindShortOutput }
+
 // TTFT is the time to the first generated token.
 func (r *Result) TTFT() time.Duration { return r.FirstToken.Sub(r.Start) }
 
@@ -167,6 +199,29 @@ func (r *Result) TTFC() time.Duration {
 
 // E2E is the time from t0 to the last token.
 func (r *Result) E2E() time.Duration { return r.LastToken.Sub(r.Start) }
+
+// E2EAtRequested is the end-to-end latency judged against the scenario's
+// E2E threshold: the answer's E2E had it been as long as asked, TTFT plus
+// ITL for every token gap the asked-for answer has (RequestedTokens - the
+// first chunk's tokens). For a full answer that is E2E exactly; for a
+// short one it extends the measured decode pace to the asked length, so a
+// server that stops early is held to the same threshold as one that does
+// not. ok is false when the pace is not known (DecodeMeasured is false) on
+// a short answer.
+func (r *Result) E2EAtRequested() (d time.Duration, ok bool) {
+	if !r.Timed() {
+		return 0, false
+	}
+	if r.Kind == KindSuccess || r.RequestedTokens <= r.OutputTokens {
+		return r.E2E(), true
+	}
+	if !r.DecodeMeasured() {
+		return 0, false
+	}
+	k := max(r.FirstChunkTokens, 1)
+	pace := float64(r.DecodeTime()) / float64(r.decodeIntervals())
+	return r.TTFT() + time.Duration(pace*float64(r.RequestedTokens-k)), true
+}
 
 // DecodeTime is the time from the first to the last token.
 func (r *Result) DecodeTime() time.Duration { return r.LastToken.Sub(r.FirstToken) }

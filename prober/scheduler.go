@@ -574,12 +574,15 @@ func (s *Scheduler) logResult(ts *schedTarget, r *Result) {
 				"prompt_tokens", r.PromptTokens, "output_tokens", r.OutputTokens, "id", r.ResponseID)
 		}
 	case KindShortOutput:
-		log.Warn("probe returned fewer tokens than asked", "output_tokens", r.OutputTokens,
-			"requested_tokens", r.RequestedTokens, "finish_reason", r.FinishReason, "id", r.ResponseID)
+		// Debug, not Warn: a server without ignore_eos ends most answers
+		// early, and its TTFT and E2E are still recorded.
+		log.Debug("the server ended the answer before the tokens asked for", "output_tokens", r.OutputTokens,
+			"requested_tokens", r.RequestedTokens, "finish_reason", r.FinishReason, "decode_measured", r.DecodeMeasured(),
+			"ttft", r.TTFT(), "id", r.ResponseID)
 	default:
 		log.Warn("probe failed", "reason", r.Reason, "err", r.Err, "id", r.ResponseID)
 	}
-	if r.PromptTokens > 0 && !r.PromptLengthOK {
+	if r.PromptTokens > 0 && !r.PromptLengthOK && r.Reason != ReasonPromptTruncated { // that error says it all
 		log.Warn("prompt length outside tolerance", "prompt_tokens", r.PromptTokens)
 	}
 }

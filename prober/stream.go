@@ -532,6 +532,12 @@ func (d *streamDecoder) settle(end streamEnd, ctxCause error) {
 		failResult(r, ReasonMissingUsage, errors.New("no usage in the stream; the server ignored stream_options.include_usage"))
 	case r.RequestedTokens > 0 && r.OutputTokens > r.RequestedTokens:
 		failResult(r, ReasonTooManyTokens, tooManyTokens(r.OutputTokens, r.RequestedTokens))
+	case r.FirstToken.IsZero() && r.OutputTokens <= 1 && r.FinishReason == "stop" && r.RequestedTokens > r.OutputTokens:
+		// The model's first token was its end of answer: an empty answer is a
+		// legal one, but with no token it has no TTFT.
+		r.Kind, r.Reason = KindShortOutput, ReasonNone
+		r.Err = fmt.Errorf("the answer was empty (%d output tokens, finish_reason %q), asked for %d",
+			r.OutputTokens, r.FinishReason, r.RequestedTokens)
 	case r.FirstToken.IsZero() && r.OutputTokens > 0:
 		failResult(r, ReasonMalformedChunk, fmt.Errorf("usage reports %d output tokens but no chunk carried output", r.OutputTokens))
 	case r.OutputTokens != r.RequestedTokens:

@@ -284,6 +284,12 @@ func TestDecoderOutcomes(t *testing.T) {
 			kind:  KindShortOutput, errHas: "2 output tokens, asked for 3",
 		},
 		{
+			// The model's first token was its end of answer (Ollama counts it).
+			name:  "empty answer",
+			steps: []netStep{{0, sseChatLine(sseRoleDelta, "", sseUsageJSON(1, 0))}, {0, sseChatLine(`{"content":""}`, "stop", sseUsageJSON(1, 1))}, {0, sseUsageLine(1, 1)}, {0, sseDoneLine}},
+			kind:  KindShortOutput, errHas: "the answer was empty",
+		},
+		{
 			name:  "usage counts tokens no chunk showed",
 			steps: []netStep{{0, sseChatLine(sseRoleDelta, "", sseUsageJSON(1, 0))}, {0, sseUsageLine(1, 3)}, {0, sseDoneLine}},
 			kind:  KindError, reason: ReasonMalformedChunk, errHas: "no chunk carried output",

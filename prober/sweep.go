@@ -250,6 +250,10 @@ type StepResult struct {
 	Errors       map[Reason]int `json:"errors,omitempty"`
 	SuccessRatio float64        `json:"success_ratio"`
 	CacheHits    int            `json:"cache_hits,omitempty"` // successes served partly from the prefix cache
+	// ShortOutputs counts the requests the server ended before the tokens
+	// asked for (it ignores ignore_eos). They count as succeeded and in the
+	// distributions below as Result.Timed and DecodeMeasured allow.
+	ShortOutputs int `json:"short_outputs,omitempty"`
 
 	// Per-request distributions over successful requests.
 	Decode  Summary `json:"decode_tokens_per_second"`
@@ -727,7 +731,7 @@ func summarizeStep(info StepInfo, out loadOutcome) StepResult {
 				last = r.Start
 			}
 		}
-		if r.Kind != KindSuccess {
+		if r.Kind != KindSuccess && !r.Timed() {
 			if st.Errors == nil {
 				st.Errors = map[Reason]int{}
 			}
@@ -739,11 +743,16 @@ func summarizeStep(info StepInfo, out loadOutcome) StepResult {
 			continue
 		}
 		st.Succeeded++
+		if r.Short() {
+			st.ShortOutputs++
+		}
 		prompt += float64(r.PromptTokens)
 		ttft = append(ttft, r.TTFT().Seconds())
-		e2e = append(e2e, r.E2E().Seconds())
-		if v := r.DecodeSpeed(); v > 0 {
-			decode = append(decode, v)
+		if d, ok := r.E2EAtRequested(); ok {
+			e2e = append(e2e, d.Seconds())
+		}
+		if r.DecodeMeasured() {
+			decode = append(decode, r.DecodeSpeed())
 			itl = append(itl, r.ITL().Seconds())
 		}
 		if r.CacheHit() {

@@ -77,9 +77,9 @@ func (s *Server) serveProbes(w http.ResponseWriter, r *http.Request) {
 		if p.Done {
 			pv.Tokens = fmt.Sprintf("%d in, %d of %d out", p.PromptTokens, p.OutputTokens, p.RequestedTokens)
 		}
-		if p.OK() {
-			pv.TTFT, pv.ITL = formatValue(p.TTFT.Seconds(), "s"), formatValue(p.ITL.Seconds(), "s")
-			pv.Decode, pv.E2E = formatValue(p.Decode, "tok/s"), formatValue(p.E2E.Seconds(), "s")
+		if p.Timed() {
+			pv.TTFT, pv.ITL = measured(p.TTFT.Seconds(), "s"), measured(p.ITL.Seconds(), "s")
+			pv.Decode, pv.E2E = measured(p.Decode, "tok/s"), measured(p.E2E.Seconds(), "s")
 		}
 		for _, l := range p.Logs {
 			pv.Logs = append(pv.Logs, logView{Time: l.Time.Local().Format("15:04:05.000"), Level: l.Level, Text: l.Text})
@@ -90,4 +90,13 @@ func (s *Server) serveProbes(w http.ResponseWriter, r *http.Request) {
 		d.TargetLogs = append(d.TargetLogs, logView{Time: l.Time.Local().Format("2006-01-02 15:04:05.000"), Level: l.Level, Text: l.Text})
 	}
 	s.render(w, http.StatusOK, probesTmpl, d)
+}
+
+// measured formats a timing of a probe, or "–" when it was not measured
+// (zero: an empty answer, or too few tokens for ITL).
+func measured(v float64, unit string) string {
+	if v <= 0 {
+		return "–"
+	}
+	return formatValue(v, unit)
 }

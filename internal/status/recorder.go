@@ -56,6 +56,14 @@ type Probe struct {
 // OK reports whether the probe succeeded.
 func (p *Probe) OK() bool { return p.Done && p.Kind == prober.KindSuccess }
 
+// Timed reports whether the probe's timings may be read: it succeeded, or
+// the server ended the answer early (short_output), whose TTFT, E2E at the
+// asked length and, from prober.MinDecodeTokens tokens on, ITL and decode
+// speed are measurements too. A timing that was not measured is zero.
+func (p *Probe) Timed() bool {
+	return p.Done && (p.Kind == prober.KindSuccess || p.Kind == prober.KindShortOutput)
+}
+
 // LogLine is one log record that concerned a probe or its target.
 type LogLine struct {
 	Time  time.Time
@@ -181,10 +189,16 @@ func fill(p *Probe, res *prober.Result, now time.Time) {
 	}
 	// A warm follow-up is meant to hit the cache: its TTFT and E2E are the measurement.
 	p.FinishReason, p.ResponseID, p.CacheHit = res.FinishReason, res.ResponseID, res.CacheHit() && !res.FollowUp()
-	if res.Kind != prober.KindSuccess || res.FirstToken.IsZero() {
+	if !res.Timed() {
 		return
 	}
-	p.TTFT, p.ITL, p.E2E, p.Decode = res.TTFT(), res.ITL(), res.E2E(), res.DecodeSpeed()
+	p.TTFT = res.TTFT()
+	if d, ok := res.E2EAtRequested(); ok {
+		p.E2E = d
+	}
+	if res.DecodeMeasured() {
+		p.ITL, p.Decode = res.ITL(), res.DecodeSpeed()
+	}
 }
 
 // addLog files a log line: with the probe of target and scenario in flight

@@ -25,16 +25,16 @@ type metric struct {
 
 var metrics = []metric{
 	{Name: "TTFT", Unit: "s", Lower: true, tail: 0.95,
-		value: func(p *Probe) (float64, bool) { return p.TTFT.Seconds(), p.OK() && !p.CacheHit && p.TTFT > 0 },
+		value: func(p *Probe) (float64, bool) { return p.TTFT.Seconds(), p.Timed() && !p.CacheHit && p.TTFT > 0 },
 		limit: func(t prober.Thresholds) float64 { return t.TTFT.Seconds() }},
 	{Name: "ITL", Unit: "s", Lower: true, tail: 0.95,
-		value: func(p *Probe) (float64, bool) { return p.ITL.Seconds(), p.OK() && p.ITL > 0 },
+		value: func(p *Probe) (float64, bool) { return p.ITL.Seconds(), p.Timed() && p.ITL > 0 },
 		limit: func(t prober.Thresholds) float64 { return t.ITL.Seconds() }},
 	{Name: "Decode", Unit: "tok/s", Lower: false, tail: 0.10,
-		value: func(p *Probe) (float64, bool) { return p.Decode, p.OK() && p.Decode > 0 },
+		value: func(p *Probe) (float64, bool) { return p.Decode, p.Timed() && p.Decode > 0 },
 		limit: func(t prober.Thresholds) float64 { return t.MinDecode }},
 	{Name: "E2E", Unit: "s", Lower: true, tail: 0.95,
-		value: func(p *Probe) (float64, bool) { return p.E2E.Seconds(), p.OK() && !p.CacheHit && p.E2E > 0 },
+		value: func(p *Probe) (float64, bool) { return p.E2E.Seconds(), p.Timed() && !p.CacheHit && p.E2E > 0 },
 		limit: func(t prober.Thresholds) float64 { return t.E2E.Seconds() }},
 }
 

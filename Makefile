@@ -36,7 +36,7 @@ help:
 	@echo '  build       build $(BIN) (cgo on, for NVML)'
 	@echo '  test        install what tests need if missing, then: go test -race ./..., test-deploy, checkrules, test-e2e'
 	@echo '  test-deps   apt: prometheus (promtool), prometheus-alertmanager (amtool), chromium;'
-	@echo '              build llm-d-inference-sim into .tools/bin (only when missing or re-pinned)'
+	@echo '              build llm-d-inference-sim, ollama and tinymodel into .tools/bin (only when missing or re-pinned)'
 	@echo '  test-short  go test ./... with nothing installed (tests needing a missing tool skip)'
 	@echo '  test-deploy go test in test/deploy (its own module): Dockerfile, compose, Helm, manifests, systemd'
 	@echo '  manifests   regenerate deploy/kubernetes/*.yaml from the Helm chart (test-deploy fails when they differ)'

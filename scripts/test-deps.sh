@@ -3,9 +3,12 @@
 #   - promtool (Debian package prometheus), amtool (prometheus-alertmanager), chromium, curl,
 #     systemd-analyze (systemd), node and npm (nodejs, npm);
 #   - llm-d-inference-sim, built from the version pinned in test/tools/go.mod into .tools/bin/;
+#   - Ollama (a real engine: llama.cpp's ggml on CPU) and tinymodel, the generator of the tiny model
+#     it serves, built from the versions pinned in test/tools/ollama/go.mod into .tools/bin/; the
+#     build needs g++ and the headers of nlohmann-json3-dev and libstb-dev;
 #   - Grafana's transformation code (@grafana/data, pinned in test/grafana/transforms/package-lock.json),
 #     installed with npm ci into test/grafana/transforms/node_modules.
-# Usage: scripts/test-deps.sh [apt|llmd|grafana|all]   (default: all)
+# Usage: scripts/test-deps.sh [apt|llmd|ollama|grafana|all]   (default: all)
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -26,8 +29,11 @@ apt_deps() {
 	command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd) # test/deploy: the unit file
 	command -v node >/dev/null 2>&1 || missing+=(nodejs)             # test/grafana/transforms
 	command -v npm >/dev/null 2>&1 || missing+=(npm)
+	command -v g++ >/dev/null 2>&1 || missing+=(g++)                              # Ollama's cgo build
+	[ -f /usr/include/nlohmann/json.hpp ] || missing+=(nlohmann-json3-dev)       # llama.cpp's vendor/
+	[ -f /usr/include/stb/stb_image.h ] || missing+=(libstb-dev)                 # headers, left out
 	if [ ${#missing[@]} -eq 0 ]; then
-		say "apt: promtool, amtool, chromium, curl, systemd-analyze, node and npm already installed"
+		say "apt: promtool, amtool, chromium, curl, systemd-analyze, node, npm, g++ and Ollama's headers already installed"
 		return 0
 	fi
 
@@ -100,6 +106,54 @@ llmd_dep() {
 }
 
 # ---------------------------------------------------------------------------------------------
+# Ollama, a real inference engine, and tinymodel, which writes the tiny model it serves. One module,
+# test/tools/ollama, pins both (and gen2brain/malgo, whose module ships the miniaudio.h that Ollama's
+# module zip leaves out). -O3 -march=native matters: without it ggml is built for plain x86-64 and
+# runs about ten times slower. The stamp holds the pins, the flags and the CPU's features, since a
+# -march=native binary is only good on the CPU it was built for.
+ollama_dep() {
+	local tools=$root/test/tools/ollama bin=$root/.tools/bin inc=$root/.tools/include
+	local stamp=$bin/ollama.stamp version sum cpu want
+	version=$(awk '$1 == "github.com/ollama/ollama" { print $2; exit }' "$tools/go.mod")
+	if [ -z "$version" ]; then
+		echo "test/tools/ollama/go.mod does not require github.com/ollama/ollama" >&2
+		return 1
+	fi
+	local flags="-O3 -march=native"
+	cpu=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | sha256sum | cut -c1-12)
+	sum=$(cat "$tools/go.mod" "$tools/go.sum" "$tools"/cmd/tinymodel/*.go | sha256sum | cut -c1-16)
+	want="ollama $version $sum cpu=$cpu flags=$flags"
+	if [ -x "$bin/ollama" ] && [ -x "$bin/tinymodel" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+		say "ollama $version and tinymodel already built: $bin/ollama"
+		return 0
+	fi
+	local h
+	for h in /usr/include/nlohmann/json.hpp /usr/include/stb/stb_image.h; do
+		if [ ! -f "$h" ]; then
+			echo "building Ollama needs $h: apt-get install nlohmann-json3-dev libstb-dev (scripts/test-deps.sh apt)" >&2
+			return 1
+		fi
+	done
+	say "building ollama $version and tinymodel into .tools/bin (first build takes several minutes)"
+	mkdir -p "$bin" "$inc/miniaudio"
+	local start=$SECONDS malgo
+	export GOFLAGS="-mod=readonly -buildvcs=false" GOWORK=off CGO_ENABLED=1
+	malgo=$(cd "$tools" && go mod download -json github.com/gen2brain/malgo | awk -F'"' '$2 == "Dir" { print $4 }')
+	if [ ! -f "$malgo/miniaudio.h" ]; then
+		echo "miniaudio.h not found in the gen2brain/malgo module ($malgo)" >&2
+		return 1
+	fi
+	cp -f "$malgo/miniaudio.h" "$inc/miniaudio/miniaudio.h"
+	(cd "$tools" && CGO_CPPFLAGS="-I$inc" CGO_CFLAGS="$flags" CGO_CXXFLAGS="$flags" \
+		go build -ldflags "-X github.com/ollama/ollama/version.Version=${version#v}" -o "$bin/ollama.tmp" github.com/ollama/ollama)
+	(cd "$tools" && go build -o "$bin/tinymodel.tmp" ./cmd/tinymodel)
+	mv -f "$bin/ollama.tmp" "$bin/ollama"
+	mv -f "$bin/tinymodel.tmp" "$bin/tinymodel"
+	printf '%s\n' "$want" >"$stamp"
+	say "built ollama $version and tinymodel in $((SECONDS - start))s: $bin/ollama"
+}
+
+# ---------------------------------------------------------------------------------------------
 # @grafana/data for test/grafana/transforms/check.mjs: npm ci from the lock file, again only when the
 # lock changed (the stamp holds its hash).
 grafana_dep() {
@@ -129,14 +183,16 @@ grafana_dep() {
 case $what in
 apt) apt_deps ;;
 llmd) llmd_dep ;;
+ollama) ollama_dep ;;
 grafana) grafana_dep ;;
 all)
 	apt_deps
 	llmd_dep
+	ollama_dep
 	grafana_dep
 	;;
 *)
-	echo "usage: $0 [apt|llmd|grafana|all]" >&2
+	echo "usage: $0 [apt|llmd|ollama|grafana|all]" >&2
 	exit 2
 	;;
 esac

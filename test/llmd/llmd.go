@@ -13,16 +13,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/slaprobe/slaprobe/test/testproc"
 )
 
 const (
@@ -33,12 +33,11 @@ const (
 	// EnvBinary names an explicit path to the simulator; it wins over every other place.
 	EnvBinary = "SLAPROBE_LLMD_SIM"
 	// EnvRequire, when "1", turns a missing simulator into a test failure instead of a skip.
-	EnvRequire = "SLAPROBE_REQUIRE_DEPS"
+	EnvRequire = testproc.EnvRequire
 	// DefaultModel is the served model name. It is not a Hugging Face model, and the simulator
 	// also runs with --force-dummy-tokenizer, so it never looks for a tokenizer on the network.
 	DefaultModel = "llmd-sim-model"
 
-	mainModule   = "github.com/slaprobe/slaprobe"
 	startTimeout = 30 * time.Second
 	startTries   = 3
 )
@@ -81,7 +80,7 @@ type Server struct {
 	cmd      *exec.Cmd
 	done     chan struct{}
 	stopOnce sync.Once
-	logs     *tailBuffer
+	logs     *testproc.TailBuffer
 }
 
 // Logs returns the tail of the simulator's output (klog lines on stderr).
@@ -89,40 +88,13 @@ func (s *Server) Logs() string { return s.logs.String() }
 
 // Binary finds the simulator: $SLAPROBE_LLMD_SIM, then <repo>/.tools/bin/llm-d-inference-sim, then PATH.
 // When $SLAPROBE_LLMD_SIM is set but is not an executable file, it returns that path and false.
-func Binary() (string, bool) {
-	if p := os.Getenv(EnvBinary); p != "" {
-		return p, isExecutable(p)
-	}
-	if root, ok := repoRoot(); ok {
-		p := filepath.Join(root, ".tools", "bin", BinaryName)
-		if isExecutable(p) {
-			return p, true
-		}
-	}
-	if p, err := exec.LookPath(BinaryName); err == nil {
-		return p, true
-	}
-	return "", false
-}
+func Binary() (string, bool) { return testproc.Binary(BinaryName, EnvBinary) }
 
 // SkipIfMissing skips the test when the simulator cannot be found, saying how to get it, and returns
 // its path otherwise. With SLAPROBE_REQUIRE_DEPS=1 a missing simulator fails the test instead.
 func SkipIfMissing(t testing.TB) string {
 	t.Helper()
-	p, ok := Binary()
-	if ok {
-		return p
-	}
-	msg := fmt.Sprintf("llm-d-inference-sim %s not found: run `make test-deps` (builds .tools/bin/%s), or set %s to its path",
-		Version, BinaryName, EnvBinary)
-	if p != "" {
-		msg = fmt.Sprintf("%s=%q is not an executable file; unset it or run `make test-deps`", EnvBinary, p)
-	}
-	if os.Getenv(EnvRequire) == "1" {
-		t.Fatalf("%s (%s=1)", msg, EnvRequire)
-	}
-	t.Skip(msg)
-	return ""
+	return testproc.SkipIfMissing(t, BinaryName, EnvBinary, "llm-d-inference-sim "+Version)
 }
 
 // Start runs the simulator on a free loopback port and waits until it serves /v1/models.
@@ -136,7 +108,7 @@ func Start(t testing.TB, opts Options) *Server {
 	for try := 0; try < startTries; try++ {
 		port, err := opts.Port, error(nil)
 		if port == 0 {
-			port, err = freePort()
+			port, err = testproc.FreePort()
 		}
 		if err != nil {
 			t.Fatalf("llmd: pick a free port: %v", err)
@@ -228,7 +200,7 @@ func start(bin string, port int, opts Options) (*Server, error) {
 		Port:  port,
 		Args:  opts.args(port),
 		done:  make(chan struct{}),
-		logs:  &tailBuffer{max: 64 << 10},
+		logs:  &testproc.TailBuffer{Max: 64 << 10},
 	}
 	s.cmd = exec.Command(bin, s.Args...)
 	s.cmd.Stdout = s.logs
@@ -286,69 +258,4 @@ func (s *Server) stop() {
 		}
 		<-s.done
 	})
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func isExecutable(p string) bool {
-	fi, err := os.Stat(p)
-	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
-}
-
-// repoRoot walks up from the working directory (a package directory under `go test`) to the
-// main module's go.mod.
-func repoRoot() (string, bool) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", false
-	}
-	for {
-		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && modulePath(b) == mainModule {
-			return dir, true
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", false
-		}
-		dir = parent
-	}
-}
-
-func modulePath(gomod []byte) string {
-	for _, line := range strings.Split(string(gomod), "\n") {
-		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "module"); ok {
-			return strings.Trim(strings.TrimSpace(rest), `"`)
-		}
-	}
-	return ""
-}
-
-// tailBuffer keeps the last max bytes written to it; the simulator logs every request.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	buf []byte
-}
-
-func (b *tailBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf = append(b.buf, p...)
-	if over := len(b.buf) - b.max; over > 0 {
-		b.buf = append(b.buf[:0], b.buf[over:]...)
-	}
-	return len(p), nil
-}
-
-func (b *tailBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return string(b.buf)
 }

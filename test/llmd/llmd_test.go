@@ -30,16 +30,6 @@ func TestBinaryHonoursEnv(t *testing.T) {
 	}
 }
 
-func TestRepoRootFindsMainModule(t *testing.T) {
-	root, ok := repoRoot()
-	if !ok {
-		t.Fatal("repoRoot: main module not found above the package directory")
-	}
-	if _, err := os.Stat(filepath.Join(root, "test", "llmd", "llmd.go")); err != nil {
-		t.Errorf("repoRoot() = %q, which does not hold test/llmd: %v", root, err)
-	}
-}
-
 func TestArgsAreOffline(t *testing.T) {
 	args := strings.Join(Options{KVCache: true}.withDefaults().args(1234), " ")
 	for _, want := range []string{"--port=1234", "--force-dummy-tokenizer", "--model=" + DefaultModel,
@@ -47,15 +37,6 @@ func TestArgsAreOffline(t *testing.T) {
 		if !strings.Contains(args, want) {
 			t.Errorf("args %q lack %q", args, want)
 		}
-	}
-}
-
-func TestTailBufferKeepsTail(t *testing.T) {
-	b := &tailBuffer{max: 8}
-	_, _ = b.Write([]byte("0123456789"))
-	_, _ = b.Write([]byte("ab"))
-	if got := b.String(); got != "456789ab" {
-		t.Errorf("tail = %q, want %q", got, "456789ab")
 	}
 }
 

@@ -1,0 +1,414 @@
+package prober_test
+
+// The accuracy checks against a real engine: Ollama v0.17.4 (llama.cpp's
+// ggml on CPU) serving a tiny random-weight llama model (package
+// test/ollama; what it lacks is in docs/testing.md). Nothing in it is ours:
+// its tokenizer, its scheduler and its streaming code are the ones users run,
+// and it lacks /tokenize, /metrics and ignore_eos.
+//
+// Two truths that are not slaprobe's code, on the very same requests (a real
+// engine's timings vary from request to request, a lot on a shared CPU, so
+// comparing different requests would test the machine, not the prober):
+//   - an independent client written here (net/http, bufio and
+//     encoding/json, no prober code), a proxy that sends each of slaprobe's
+//     requests on to the engine and stamps TTFT and ITL itself as the bytes
+//     come from the engine (indepClient);
+//   - Ollama's own eval_count and eval_duration of the request, which its
+//     native /api/chat reports: in native mode the proxy sends the request
+//     there and writes the answer back as OpenAI chunks, as Ollama's OpenAI
+//     endpoint does inside.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/slaprobe/slaprobe/prober"
+	"github.com/slaprobe/slaprobe/test/ollama"
+)
+
+// ollamaTarget starts the engine and returns a target on it whose client
+// goes through rec (nil: a plain client).
+func ollamaTarget(t *testing.T, opts ollama.Options, rec *accTransport) (*ollama.Server, prober.Target) {
+	t.Helper()
+	srv := ollama.Start(t, opts)
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.Proxy = nil
+	t.Cleanup(tr.CloseIdleConnections)
+	var rt http.RoundTripper = tr
+	if rec != nil {
+		rec.base = tr
+		rt = rec
+	}
+	// No model given: slaprobe finds it on /v1/models, as `slaprobe run` does.
+	return srv, prober.Target{Name: "ollama", BaseURL: srv.URL, Client: &http.Client{Transport: rt}}
+}
+
+// indepTiming is what the independent client measured of one request.
+type indepTiming struct {
+	ttft, itl    time.Duration
+	outputTokens int
+	// Ollama's own figures, from the native API's last line: its
+	// generation of the answer, without the HTTP around it.
+	evalCount    int
+	evalDuration time.Duration
+}
+
+// indepClient is the independent client: a proxy between slaprobe and the
+// engine, written with net/http, bufio and encoding/json and nothing of the
+// prober. It sends every request slaprobe sends on to the engine itself and
+// times the answer as the bytes come from the engine: t0 just before it sends
+// the request, then the arrival of every line, a token being a line with
+// non-empty content. So slaprobe and the client measure the very same
+// requests, and the engine's variance from request to request (large on a
+// shared CPU) cannot hide or fake a disagreement.
+//
+// In native mode it sends the request to Ollama's native /api/chat
+// (streamed) instead and writes the answer back as OpenAI chunks, which is
+// what Ollama's own OpenAI endpoint does inside; the native API's last line
+// carries Ollama's eval_count and eval_duration for the request.
+type indepClient struct {
+	upstream string
+	native   bool
+	client   *http.Client
+
+	mu      sync.Mutex
+	timings []indepTiming
+}
+
+func (c *indepClient) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/v1/chat/completions" || r.Method != http.MethodPost {
+		// /v1/models and the calibration's /tokenize go through untouched.
+		req, _ := http.NewRequestWithContext(r.Context(), r.Method, c.upstream+r.URL.Path, r.Body)
+		req.Header = r.Header.Clone()
+		resp, err := c.client.Do(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+		w.WriteHeader(resp.StatusCode)
+		_, _ = io.Copy(w, resp.Body)
+		return
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	var in struct {
+		Model     string            `json:"model"`
+		Messages  []json.RawMessage `json:"messages"`
+		MaxTokens int               `json:"max_tokens"`
+		Stream    bool              `json:"stream"`
+	}
+	if err := json.Unmarshal(body, &in); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	url := c.upstream + "/v1/chat/completions"
+	if c.native && in.Stream {
+		url = c.upstream + "/api/chat"
+		body, _ = json.Marshal(map[string]any{"model": in.Model, "messages": in.Messages, "stream": true,
+			"options": map[string]any{"num_predict": in.MaxTokens}})
+	}
+	req, _ := http.NewRequestWithContext(r.Context(), http.MethodPost, url, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	t0 := time.Now()
+	resp, err := c.client.Do(req)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	if !in.Stream || resp.StatusCode != http.StatusOK {
+		w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+		w.WriteHeader(resp.StatusCode)
+		_, _ = io.Copy(w, resp.Body) // the calibration's max_tokens=1 requests
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	flush := func() { w.(http.Flusher).Flush() }
+	var tm indepTiming
+	var first, last time.Time
+	token := func(at time.Time) {
+		if first.IsZero() {
+			first = at
+		}
+		last = at
+	}
+	br := bufio.NewReader(resp.Body)
+	for {
+		line, rerr := br.ReadBytes('\n')
+		at := time.Now()
+		if c.native {
+			var n struct {
+				Message struct {
+					Content string `json:"content"`
+				} `json:"message"`
+				Done            bool          `json:"done"`
+				DoneReason      string        `json:"done_reason"`
+				PromptEvalCount int           `json:"prompt_eval_count"`
+				EvalCount       int           `json:"eval_count"`
+				EvalDuration    time.Duration `json:"eval_duration"`
+			}
+			if len(bytes.TrimSpace(line)) > 0 && json.Unmarshal(line, &n) == nil {
+				if n.Message.Content != "" {
+					token(at)
+					fmt.Fprintf(w, "data: {\"id\":\"n\",\"choices\":[{\"index\":0,\"delta\":{\"content\":%q}}]}\n\n", n.Message.Content)
+					flush()
+				}
+				if n.Done {
+					tm.evalCount, tm.evalDuration, tm.outputTokens = n.EvalCount, n.EvalDuration, n.EvalCount
+					reason := "stop"
+					if n.DoneReason == "length" {
+						reason = "length"
+					}
+					fmt.Fprintf(w, "data: {\"id\":\"n\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":%q}]}\n\n", reason)
+					fmt.Fprintf(w, "data: {\"id\":\"n\",\"choices\":[],\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"total_tokens\":%d}}\n\ndata: [DONE]\n\n",
+						n.PromptEvalCount, n.EvalCount, n.PromptEvalCount+n.EvalCount)
+					flush()
+				}
+			}
+		} else {
+			_, _ = w.Write(line)
+			flush()
+			if data, ok := bytes.CutPrefix(bytes.TrimSpace(line), []byte("data: ")); ok && string(data) != "[DONE]" {
+				var ch struct {
+					Choices []struct {
+						Delta struct {
+							Content string `json:"content"`
+						} `json:"delta"`
+					} `json:"choices"`
+					Usage *struct {
+						CompletionTokens int `json:"completion_tokens"`
+					} `json:"usage"`
+				}
+				if json.Unmarshal(data, &ch) == nil {
+					if len(ch.Choices) > 0 && ch.Choices[0].Delta.Content != "" {
+						token(at)
+					}
+					if ch.Usage != nil {
+						tm.outputTokens = ch.Usage.CompletionTokens
+					}
+				}
+			}
+		}
+		if rerr != nil {
+			break
+		}
+	}
+	if first.IsZero() || tm.outputTokens < 2 {
+		return
+	}
+	tm.ttft, tm.itl = first.Sub(t0), last.Sub(first)/time.Duration(tm.outputTokens-1)
+	c.mu.Lock()
+	c.timings = append(c.timings, tm)
+	c.mu.Unlock()
+}
+
+// timing returns the independent client's timing of the i-th stream it
+// passed. slaprobe may be done with a stream (it has the usage chunk) a
+// moment before the proxy's handler returns, so it waits a little.
+func (c *indepClient) timing(t *testing.T, i int) indepTiming {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		c.mu.Lock()
+		n := len(c.timings)
+		if n > i {
+			defer c.mu.Unlock()
+			return c.timings[i]
+		}
+		c.mu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatalf("the independent client timed %d streams, want %d", n, i+1)
+		}
+	}
+}
+
+// TestOllamaAccuracy: on the real engine, slaprobe sizes a 1K prompt
+// without /tokenize; on every request its TTFT and ITL agree with the
+// independent client's within 3 % or 2 ms (the larger), and its decode
+// speed with Ollama's own eval_count / eval_duration within 5 %.
+func TestOllamaAccuracy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real-time probes against a real engine")
+	}
+	const (
+		in, out = 1024, 128
+		rounds  = 5
+	)
+	// Four layers and a 768-wide embedding: a token costs milliseconds of
+	// compute, so the engine's timings are a transformer's, not its HTTP's.
+	srv := ollama.Start(t, ollama.Options{Layers: 4, Embedding: 768})
+	for _, native := range []bool{false, true} {
+		name := "openai"
+		if native {
+			name = "native"
+		}
+		t.Run(name, func(t *testing.T) {
+			tr := &http.Transport{Proxy: nil}
+			t.Cleanup(tr.CloseIdleConnections)
+			ic := &indepClient{upstream: srv.URL, native: native, client: &http.Client{Transport: tr}}
+			proxy := httptest.NewServer(ic)
+			t.Cleanup(proxy.Close)
+			target := prober.Target{Name: "ollama", BaseURL: proxy.URL, Client: proxy.Client()}
+			p := prober.New(nil, prober.SystemClock{})
+			prep := accPrepare(t, p, target, accScenario(in, out))
+			if prep.Method != prober.CalibrationUsage || prep.Model != srv.Model {
+				t.Fatalf("calibrated %s with %q; want %s with %q (no /tokenize)", prep.Model, prep.Method, srv.Model, prober.CalibrationUsage)
+			}
+			// A warm-up probe first: the engine's first request on a fresh
+			// slot costs extra, which both sides see but is not the point.
+			if res := p.Run(context.Background(), target, prep); res.Kind != prober.KindSuccess {
+				t.Fatalf("warm-up probe: %s/%s: %v\n%s", res.Kind, res.Reason, res.Err, srv.Logs())
+			}
+			ic.timing(t, 0)
+			var probeTTFT, probeITL, clientTTFT, clientITL []time.Duration
+			var probeDecode, ownDecode []float64
+			for i := 0; i < rounds; i++ {
+				res := p.Run(context.Background(), target, prep)
+				if res.Kind != prober.KindSuccess {
+					t.Fatalf("probe %d: %s/%s: %v\n%s", i, res.Kind, res.Reason, res.Err, srv.Logs())
+				}
+				if res.OutputTokens != out || !res.PromptLengthOK || res.FirstChunkTokens != 1 {
+					t.Fatalf("probe %d: %d prompt tokens (ok %v), %d output tokens, first chunk %d",
+						i, res.PromptTokens, res.PromptLengthOK, res.OutputTokens, res.FirstChunkTokens)
+				}
+				ic := ic.timing(t, i+1)
+				if ic.outputTokens != out {
+					t.Fatalf("round %d: the independent client counted %d output tokens, want %d", i, ic.outputTokens, out)
+				}
+				probeTTFT, probeITL = append(probeTTFT, res.TTFT()), append(probeITL, res.ITL())
+				clientTTFT, clientITL = append(clientTTFT, ic.ttft), append(clientITL, ic.itl)
+				line := fmt.Sprintf("round %d: TTFT slaprobe %v client %v | ITL slaprobe %v client %v",
+					i, res.TTFT().Round(10*time.Microsecond), ic.ttft.Round(10*time.Microsecond),
+					res.ITL().Round(time.Microsecond), ic.itl.Round(time.Microsecond))
+				if native {
+					own := float64(ic.evalCount) / ic.evalDuration.Seconds()
+					probeDecode, ownDecode = append(probeDecode, res.DecodeSpeed()), append(ownDecode, own)
+					line += fmt.Sprintf(" | decode slaprobe %.1f Ollama's own %.1f tok/s (%+.2f%%)", res.DecodeSpeed(), own, 100*(res.DecodeSpeed()-own)/own)
+				}
+				t.Log(line)
+			}
+			// The medians over the rounds: one request that the shared
+			// CPU delayed on one side only must not decide.
+			agree := func(what string, got, want time.Duration) {
+				tol := max(time.Duration(0.03*float64(want)), 2*time.Millisecond)
+				d := got - want
+				if d > tol || -d > tol {
+					t.Errorf("median %s: slaprobe %v, independent client %v: off by %v, tolerance %v", what, got, want, d, tol)
+				}
+				t.Logf("median %s: slaprobe %v, independent client %v: %+.2f%% (%v; tolerance %v)", what,
+					got.Round(10*time.Microsecond), want.Round(10*time.Microsecond), 100*relErr(got, want), d.Round(time.Microsecond), tol)
+			}
+			agree("TTFT", medianDur(probeTTFT), medianDur(clientTTFT))
+			agree("ITL", medianDur(probeITL), medianDur(clientITL))
+			if native {
+				got, own := medianF(probeDecode), medianF(ownDecode)
+				rel := (got - own) / own
+				if math.Abs(rel) > 0.05 {
+					t.Errorf("median decode speed: slaprobe %.1f tok/s, Ollama's eval_count/eval_duration %.1f tok/s: %+.1f%%, tolerance 5%%", got, own, 100*rel)
+				}
+				t.Logf("median decode speed: slaprobe %.1f tok/s, Ollama's eval_count/eval_duration %.1f tok/s: %+.2f%% (tolerance 5%%)", got, own, 100*rel)
+			}
+		})
+	}
+}
+
+// TestOllamaShortAnswers: a model that ends its answers (EOS is sampled;
+// Ollama ignores ignore_eos) gives short_output probes that still carry
+// TTFT, E2E at the asked length and, from MinDecodeTokens tokens on, ITL.
+func TestOllamaShortAnswers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real-time probes against a real engine")
+	}
+	ollama.SkipIfMissing(t)
+	srv, target := ollamaTarget(t, ollama.Options{EOSLogit: "1"}, nil)
+	p := prober.New(nil, prober.SystemClock{})
+	s := accScenario(512, 256)
+	prep := accPrepare(t, p, target, s)
+	short, decoded := 0, 0
+	for i := 0; i < 12; i++ {
+		res := p.Run(context.Background(), target, prep)
+		switch res.Kind {
+		case prober.KindSuccess:
+			continue
+		case prober.KindShortOutput:
+		default:
+			t.Fatalf("probe %d: %s/%s: %v\n%s", i, res.Kind, res.Reason, res.Err, srv.Logs())
+		}
+		short++
+		if res.FinishReason != "stop" || res.OutputTokens >= s.OutputTokens {
+			t.Errorf("probe %d: finish %q with %d tokens", i, res.FinishReason, res.OutputTokens)
+		}
+		if res.OutputTokens >= 1 && !res.FirstToken.IsZero() != res.Timed() {
+			t.Errorf("probe %d: %d tokens, first token %v, Timed %v", i, res.OutputTokens, res.FirstToken, res.Timed())
+		}
+		if !res.Timed() {
+			continue // an empty answer
+		}
+		e2e, ok := res.E2EAtRequested()
+		if res.DecodeMeasured() {
+			decoded++
+			if !ok || e2e <= res.E2E() {
+				t.Errorf("probe %d: E2E at the asked length %v (known %v), measured E2E %v: it must be longer", i, e2e, ok, res.E2E())
+			}
+		} else if res.OutputTokens >= prober.MinDecodeTokens {
+			t.Errorf("probe %d: %d tokens but ITL not measured", i, res.OutputTokens)
+		}
+		t.Logf("probe %d: %d of %d tokens, TTFT %v, decode measured %v, E2E %v, at the asked length %v",
+			i, res.OutputTokens, s.OutputTokens, res.TTFT().Round(time.Microsecond), res.DecodeMeasured(),
+			res.E2E().Round(time.Microsecond), e2e.Round(time.Microsecond))
+	}
+	if short < 10 || decoded < 3 {
+		t.Errorf("%d short answers of 12 (%d long enough for ITL): the model should end most answers early", short, decoded)
+	}
+}
+
+// TestOllamaCutPrompt: a scenario longer than the engine's context window is
+// found out in calibration, fails as prompt_truncated with the context
+// length to set, and a scenario that fits still probes.
+func TestOllamaCutPrompt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real-time probes against a real engine")
+	}
+	ollama.SkipIfMissing(t)
+	_, target := ollamaTarget(t, ollama.Options{ContextLength: 2048}, nil)
+	p := prober.New(nil, prober.SystemClock{})
+	res := p.Probe(context.Background(), target, "", accScenario(3000, 8))
+	if res.Kind != prober.KindError || res.Reason != prober.ReasonPromptTruncated {
+		t.Fatalf("3000-token scenario on a 2048 context: %s/%s: %v", res.Kind, res.Reason, res.Err)
+	}
+	if !strings.Contains(res.Err.Error(), "at least 3008 tokens") || res.PromptTokens > 2048 || res.PromptTokens < 1024 {
+		t.Errorf("err %q, prompt tokens %d: want the context to set (3008) and the cut length", res.Err, res.PromptTokens)
+	}
+	t.Logf("%v", res.Err)
+	if res := p.Probe(context.Background(), target, "", accScenario(1024, 8)); res.Kind != prober.KindSuccess {
+		t.Fatalf("1024-token scenario: %s/%s: %v", res.Kind, res.Reason, res.Err)
+	}
+}
+
+func medianDur(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func medianF(vs []float64) float64 {
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}

@@ -1,0 +1,128 @@
+// Package testproc holds what the test packages that run a third-party program (test/llmd,
+// test/ollama) share: finding the program that `make test-deps` built into .tools/bin, skipping or
+// failing when it is missing, a free loopback port, and a bounded tail of its output.
+package testproc
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// EnvRequire, when "1" (set by `make test`), turns a missing program into a test failure instead of
+// a skip.
+const EnvRequire = "SLAPROBE_REQUIRE_DEPS"
+
+const mainModule = "github.com/slaprobe/slaprobe"
+
+// Binary finds a program: $env when set (it wins over every other place), then
+// <repo>/.tools/bin/<name>, then PATH. When $env is set but is not an executable file, it returns
+// that path and false.
+func Binary(name, env string) (string, bool) {
+	if p := os.Getenv(env); p != "" {
+		return p, IsExecutable(p)
+	}
+	if root, ok := RepoRoot(); ok {
+		p := filepath.Join(root, ".tools", "bin", name)
+		if IsExecutable(p) {
+			return p, true
+		}
+	}
+	if p, err := exec.LookPath(name); err == nil {
+		return p, true
+	}
+	return "", false
+}
+
+// SkipIfMissing skips the test when the program cannot be found, saying how to get it (what: the
+// program and its version, for the message), and returns its path otherwise. With
+// SLAPROBE_REQUIRE_DEPS=1 a missing program fails the test instead.
+func SkipIfMissing(t testing.TB, name, env, what string) string {
+	t.Helper()
+	p, ok := Binary(name, env)
+	if ok {
+		return p
+	}
+	msg := fmt.Sprintf("%s not found: run `make test-deps` (builds .tools/bin/%s), or set %s to its path", what, name, env)
+	if p != "" {
+		msg = fmt.Sprintf("%s=%q is not an executable file; unset it or run `make test-deps`", env, p)
+	}
+	if os.Getenv(EnvRequire) == "1" {
+		t.Fatalf("%s (%s=1)", msg, EnvRequire)
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// FreePort returns a loopback TCP port that was free a moment ago.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// IsExecutable reports whether p is a regular file with an execute bit.
+func IsExecutable(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
+}
+
+// RepoRoot walks up from the working directory (a package directory under `go test`) to the main
+// module's go.mod.
+func RepoRoot() (string, bool) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", false
+	}
+	for {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && modulePath(b) == mainModule {
+			return dir, true
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", false
+		}
+		dir = parent
+	}
+}
+
+func modulePath(gomod []byte) string {
+	for _, line := range strings.Split(string(gomod), "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "module"); ok {
+			return strings.Trim(strings.TrimSpace(rest), `"`)
+		}
+	}
+	return ""
+}
+
+// TailBuffer keeps the last Max bytes written to it: a program's log, for a failed test.
+type TailBuffer struct {
+	Max int
+
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (b *TailBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	if over := len(b.buf) - b.Max; over > 0 {
+		b.buf = append(b.buf[:0], b.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (b *TailBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf)
+}

@@ -16,8 +16,11 @@ package prober_test
 // the simulator's own, prompt-dependent time, measured) and 2 % (ITL).
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -253,4 +256,83 @@ func TestLLMDAccuracyHTTPErrors(t *testing.T) {
 			t.Errorf("X-Return-Error %s: %s/%q (%v), want error/%q", c.status, res.Kind, res.Reason, res.Err, c.want)
 		}
 	}
+}
+
+// noIgnoreEOS is a transport that drops ignore_eos and min_tokens from
+// generation requests before they reach the simulator: the simulator then
+// behaves like a server without them (Ollama, TGI) and picks the answer's
+// length itself.
+type noIgnoreEOS struct{ base http.RoundTripper }
+
+func (n noIgnoreEOS) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodPost || !strings.HasSuffix(req.URL.Path, "completions") || req.Body == nil {
+		return n.base.RoundTrip(req)
+	}
+	b, err := io.ReadAll(req.Body)
+	req.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	var body map[string]any
+	if err := json.Unmarshal(b, &body); err != nil {
+		return nil, err
+	}
+	delete(body, "ignore_eos")
+	delete(body, "min_tokens")
+	b, _ = json.Marshal(body)
+	out := req.Clone(req.Context())
+	out.Body, out.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
+	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+	return n.base.RoundTrip(out)
+}
+
+// TestLLMDShortAnswers: without ignore_eos the third-party simulator chooses
+// each answer's length. Short probes keep their TTFT, and their ITL from
+// MinDecodeTokens tokens on, within the timing checks of a full answer.
+func TestLLMDShortAnswers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real-time probes against llm-d-inference-sim")
+	}
+	llmd.SkipIfMissing(t)
+	const (
+		ttft = 50 * time.Millisecond
+		itl  = 40 * time.Millisecond // the simulator adds 0.25–0.35 ms a token: under 1 % here
+	)
+	s := accScenario(512, 64)
+	base := llmdBaseTTFT(t, prober.APIChat, s)
+	srv, target := llmdTarget(t, llmd.Options{TTFT: ttft, ITL: itl}, nil)
+	target.Client = &http.Client{Transport: noIgnoreEOS{base: target.Client.Transport}}
+	p := prober.New(nil, prober.SystemClock{})
+	prep := accPrepare(t, p, target, s)
+	accAttempts(t, func(errorf func(string, ...any)) {
+		short, decoded := 0, 0
+		for i := 0; i < 6; i++ {
+			res := p.Run(context.Background(), target, prep)
+			switch res.Kind {
+			case prober.KindSuccess:
+				continue
+			case prober.KindShortOutput:
+			default:
+				errorf("probe %d: %s/%s: %v\n%s", i, res.Kind, res.Reason, res.Err, srv.Logs())
+				continue
+			}
+			short++
+			if !res.Timed() || res.FinishReason != "stop" {
+				errorf("probe %d: %d tokens, finish %q, timed %v", i, res.OutputTokens, res.FinishReason, res.Timed())
+				continue
+			}
+			if d := res.TTFT() - (ttft + base); res.TTFT() < ttft || absDur(d) > ttftTol(ttft) {
+				errorf("probe %d: TTFT %v, configured %v + simulator overhead %v", i, res.TTFT(), ttft, base)
+			}
+			if res.DecodeMeasured() {
+				decoded++
+				llmdCheckTiming(&res, ttft, base, itl, errorf)
+			}
+			t.Logf("probe %d: %d of %d tokens, TTFT %v, ITL %v (measured %v)", i, res.OutputTokens, s.OutputTokens,
+				res.TTFT().Round(time.Microsecond), res.ITL().Round(time.Microsecond), res.DecodeMeasured())
+		}
+		if short < 3 || decoded < 2 {
+			errorf("%d short answers of 6, %d with ITL: the simulator should pick shorter answers without ignore_eos", short, decoded)
+		}
+	})
 }

@@ -405,6 +405,58 @@ func TestAccuracyTiming(t *testing.T) {
 	}
 }
 
+// TestAccuracyShortAnswers: an engine without ignore_eos (NoIgnoreEOS, as
+// Ollama or TGI) ends answers early. The short probes' TTFT and, from
+// MinDecodeTokens tokens on, ITL match the engine's trace and model as a full
+// answer's do, and their E2E at the asked length is the engine's TTFT plus
+// its modelled ITL over every asked token gap.
+func TestAccuracyShortAnswers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real-time probes against the simulated engine")
+	}
+	sim := accStartSim(t, func(c *vllmsim.Config) { c.EOSMeanTokens, c.NoIgnoreEOS = 48, true })
+	p := prober.New(nil, prober.SystemClock{})
+	s := accScenario(1024, 256)
+	prep := accPrepare(t, p, sim.target, s)
+	accAttempts(t, func(errorf func(string, ...any)) {
+		short, decoded := 0, 0
+		for i := 0; i < 8; i++ {
+			res := p.Run(context.Background(), sim.target, prep)
+			tr := accTrace(t, sim.e, &res)
+			if res.Kind != prober.KindShortOutput {
+				if res.Kind != prober.KindSuccess {
+					errorf("probe %d: %s/%s: %v", i, res.Kind, res.Reason, res.Err)
+				}
+				continue
+			}
+			short++
+			if !tr.IgnoreEOS || res.FinishReason != "stop" || res.OutputTokens != tr.CompletionTokens || !res.Timed() {
+				errorf("probe %d: ignore_eos %v sent, finish %q, %d tokens (engine %d), timed %v",
+					i, tr.IgnoreEOS, res.FinishReason, res.OutputTokens, tr.CompletionTokens, res.Timed())
+			}
+			if !res.DecodeMeasured() {
+				if res.OutputTokens >= prober.MinDecodeTokens {
+					errorf("probe %d: %d tokens, ITL not measured", i, res.OutputTokens)
+				}
+				continue
+			}
+			decoded++
+			m := accMeasure(sim.cfg, &res, tr, errorf)
+			e2e, _ := res.E2EAtRequested()
+			truth := tr.FirstTokenWritten.Sub(tr.Arrived) + time.Duration(s.OutputTokens-res.FirstChunkTokens)*sim.cfg.ITL(1, res.PromptTokens, res.OutputTokens)
+			if d := e2e - truth; absDur(d) > ttftTol(truth)+time.Duration(accITLRel*float64(truth)) {
+				errorf("probe %d: E2E at the asked length %v, engine's TTFT + modelled ITL × %d gaps = %v: off by %v",
+					i, e2e, s.OutputTokens-res.FirstChunkTokens, truth, d)
+			}
+			t.Logf("probe %d: %d of %d tokens, %s, E2E %v at the asked length %v (truth %v)", i, res.OutputTokens, s.OutputTokens, m,
+				res.E2E().Round(time.Microsecond), e2e.Round(time.Microsecond), truth.Round(time.Microsecond))
+		}
+		if short < 5 || decoded < 2 {
+			errorf("%d short answers of 8, %d with ITL: the engine should end most answers early", short, decoded)
+		}
+	})
+}
+
 // TestAccuracyRoleChunkIgnored: with the role-only chunk sent as soon as the
 // request is accepted (RoleChunkEarly, vLLM's early header flush), that chunk
 // reaches the client long before the first token, and TTFT is still the

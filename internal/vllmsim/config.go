@@ -56,6 +56,9 @@ type Config struct {
 	// request has neither ignore_eos nor a min_tokens that reaches max_tokens: such a request may
 	// stop early with finish_reason "stop". 0 disables early stops.
 	EOSMeanTokens int `yaml:"eos_mean_tokens"`
+	// NoIgnoreEOS makes the engine behave like servers without vLLM's ignore_eos and min_tokens
+	// (Ollama, TGI, hosted APIs): the early stops of EOSMeanTokens apply whatever the request asks.
+	NoIgnoreEOS bool `yaml:"no_ignore_eos"`
 	// ReasoningTokens is how many leading output tokens of a chat request are reasoning (sent in
 	// ReasoningField instead of content). chat_template_kwargs.enable_thinking=false turns it off
 	// per request.

@@ -401,8 +401,12 @@ func (e *Engine) handleGenerate(w http.ResponseWriter, hr *http.Request, chat bo
 		}
 	}
 	target, reason := effMax, "length"
-	if !req.IgnoreEOS && e.cfg.EOSMeanTokens > 0 {
-		if n := max(geometric(&rng, e.cfg.EOSMeanTokens), minTokens); n < target {
+	if (!req.IgnoreEOS || e.cfg.NoIgnoreEOS) && e.cfg.EOSMeanTokens > 0 {
+		floor := minTokens
+		if e.cfg.NoIgnoreEOS {
+			floor = 1 // min_tokens is as unknown as ignore_eos
+		}
+		if n := max(geometric(&rng, e.cfg.EOSMeanTokens), floor); n < target {
 			target, reason = n, "stop"
 		}
 	}

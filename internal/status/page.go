@@ -68,6 +68,7 @@ type scenarioView struct {
 type lastView struct {
 	Ago, At, Kind, Reason, Err string
 	OK                         bool
+	Short                      bool // the server ended the answer early: measured, not failed
 	PromptTokens, OutputTokens int
 	RequestedTokens            int
 	CacheHit                   bool
@@ -196,7 +197,7 @@ func (s *Server) scenarioView(target string, sc prober.Scenario, now time.Time, 
 	for i := range done {
 		if !done[i].Sent.Before(since) {
 			n++
-			if done[i].OK() {
+			if done[i].Timed() { // a short answer is an answer
 				ok++
 			}
 		}
@@ -223,7 +224,7 @@ func (s *Server) scenarioView(target string, sc prober.Scenario, now time.Time, 
 	if len(done) > 0 {
 		p := done[len(done)-1]
 		sv.Last = &lastView{Ago: ago(now, p.Sent), At: clock(p.Sent), Kind: string(p.Kind), Reason: string(p.Reason), Err: p.Err,
-			OK: p.OK(), PromptTokens: p.PromptTokens, OutputTokens: p.OutputTokens, RequestedTokens: p.RequestedTokens, CacheHit: p.CacheHit}
+			OK: p.OK(), Short: p.Timed() && !p.OK(), PromptTokens: p.PromptTokens, OutputTokens: p.OutputTokens, RequestedTokens: p.RequestedTokens, CacheHit: p.CacheHit}
 	}
 	breach := []string{}
 	for _, row := range sv.Rows {
@@ -245,7 +246,9 @@ func (s *Server) scenarioView(target string, sc prober.Scenario, now time.Time, 
 		if sv.InFlight != "" {
 			sv.StatusText = "first probe in flight"
 		}
-	case !sv.Last.OK:
+	case sv.Last.Reason == string(prober.ReasonPromptTruncated):
+		sv.Status, sv.StatusText = "failing", "does not fit the server's context window: "+sv.Last.Err
+	case !sv.Last.OK && !sv.Last.Short:
 		sv.Status, sv.StatusText = "failing", "last probe failed: "+sv.Last.Kind
 		if sv.Last.Reason != "" {
 			sv.StatusText += " (" + sv.Last.Reason + ")"
@@ -260,6 +263,9 @@ func (s *Server) scenarioView(target string, sc prober.Scenario, now time.Time, 
 		if !sc.Thresholds.Any() {
 			sv.StatusText = "probing (no thresholds set)"
 		}
+	}
+	if sv.Last != nil && sv.Last.Short && sv.Status != "disabled" {
+		sv.StatusText += fmt.Sprintf("; the server ends answers early (it ignores ignore_eos): TTFT and E2E at the asked length are recorded, ITL and decode speed from %d tokens", prober.MinDecodeTokens)
 	}
 	return sv
 }

@@ -2,13 +2,17 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/slaprobe/slaprobe/internal/report"
+	"github.com/slaprobe/slaprobe/test/browser"
 	"github.com/slaprobe/slaprobe/test/ollama"
 )
 
@@ -109,4 +113,80 @@ func TestRunAgainstOllama(t *testing.T) {
 	if strings.Contains(out, "level=ERROR") {
 		t.Errorf("errors in the log:\n%s", out)
 	}
+}
+
+// TestBenchAgainstOllama: `slaprobe bench` on a real, compute-bound CPU
+// engine (one short scenario, concurrency 1, 2, 4, bursts 1, 4, 8): each
+// user's decode speed falls as N grows, scaling efficiency comes out below
+// 1, and the report renders in Chromium with its charts.
+func TestBenchAgainstOllama(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a sweep against a real engine")
+	}
+	ollama.SkipIfMissing(t)
+	// Two layers 256 wide on one thread: decoding four streams costs the
+	// engine about four times one.
+	srv := ollama.Start(t, ollama.Options{Layers: 2, Embedding: 256})
+	bin := binary(t)
+	out := filepath.Join(t.TempDir(), "report")
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "bench", "--target.url="+srv.URL, "--scenarios=chatbot",
+		"--concurrency=1,2,4", "--burst=1,4,8", "--step.duration=4s", "--step.warmup=1s", "--cooldown=0s", "--out="+out)
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("bench: %v\n%s\n%s", err, b, srv.Logs())
+	}
+	rep, err := report.Load(filepath.Join(out, report.JSONFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Meta.Model != srv.Model || len(rep.Scenarios) != 1 {
+		t.Fatalf("model %q, %d scenarios", rep.Meta.Model, len(rep.Scenarios))
+	}
+	s := rep.Scenarios[0]
+	if len(s.ClosedLoop) != 3 || len(s.Burst) != 3 {
+		t.Fatalf("%d closed-loop and %d burst steps, want 3 and 3:\n%s", len(s.ClosedLoop), len(s.Burst), b)
+	}
+	var decode []float64
+	for _, st := range s.ClosedLoop {
+		if st.RequestsOK == 0 || st.SuccessRate < 1 {
+			t.Errorf("closed loop N=%d: %d of %d requests succeeded, errors %v", st.Concurrency, st.RequestsOK, st.RequestsSent, st.Errors)
+		}
+		decode = append(decode, st.Decode.Mean)
+		eff := "-"
+		if st.ScalingEfficiency != nil {
+			eff = fmt.Sprintf("%.2f", *st.ScalingEfficiency)
+		}
+		t.Logf("closed loop N=%d: decode %.1f tok/s per user, system %.1f tok/s, efficiency %s, TTFT %.1f ms",
+			st.Concurrency, st.Decode.Mean, st.SystemTokensPerSecond, eff, 1000*st.TTFT.Mean)
+	}
+	if !(decode[0] > decode[1] && decode[1] > decode[2]) {
+		t.Errorf("per-user decode speed %v tok/s at N=1, 2, 4: it must fall as N grows on a compute-bound engine", decode)
+	}
+	for _, st := range s.ClosedLoop[1:] {
+		if st.ScalingEfficiency == nil || *st.ScalingEfficiency >= 1 {
+			t.Errorf("closed loop N=%d: scaling efficiency %v, want below 1", st.Concurrency, st.ScalingEfficiency)
+		}
+	}
+	for _, st := range s.Burst {
+		if st.RequestsOK != st.RequestsSent {
+			t.Errorf("burst N=%d: %d of %d requests succeeded, errors %v", st.Concurrency, st.RequestsOK, st.RequestsSent, st.Errors)
+		}
+		t.Logf("burst N=%d: TTFT %.1f ms, decode %.1f tok/s per user", st.Concurrency, 1000*st.TTFT.Mean, st.Decode.Mean)
+	}
+
+	chrome := browser.Chromium(t)
+	page := "file://" + filepath.Join(out, report.HTMLFile)
+	dom := browser.DOM(t, chrome, page)
+	for _, c := range []string{report.ChartDecodeVsConcurrency, report.ChartITLVsConcurrency, report.ChartScalingEfficiency,
+		report.ChartTTFTVsQueueDepth, report.ChartSystemThroughput} {
+		if !strings.Contains(dom, `data-chart="`+c+`"`) {
+			t.Errorf("chart %q missing from the rendered report", c)
+		}
+	}
+	if !strings.Contains(dom, srv.Model) {
+		t.Errorf("the report does not name the model %s", srv.Model)
+	}
+	browser.Screenshot(t, chrome, page, "ollama-bench-report.png", 1280, 2400)
 }

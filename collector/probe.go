@@ -157,7 +157,7 @@ func NewProbeMetricsWith(reg prometheus.Registerer, o ProbeMetricsOptions) *Prob
 			"Probes by what their first output chunk carried: content, reasoning or tool_call. A reasoning model whose first chunk is content has its reasoning parser switched off.", "kind"),
 
 		success: newGauge("probe_success",
-			"Whether the last probe succeeded (1) or not (0)."),
+			"Whether the last probe got an answer (1: success, or short_output when the server ended the answer early) or failed (0)."),
 		promptTokens: newGauge("probe_prompt_tokens",
 			"Prompt tokens of the last probe, as the server counted them."),
 		outputTokens: newGauge("probe_output_tokens",
@@ -301,7 +301,7 @@ func (m *ProbeMetrics) observe(r *prober.Result) {
 	}
 
 	ok := 0.0
-	if kind == prober.KindSuccess {
+	if kind != prober.KindError { // a short answer is an answer; the result label tells them apart
 		ok = 1
 	}
 	m.success.WithLabelValues(lv...).Set(ok)

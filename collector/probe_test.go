@@ -278,9 +278,9 @@ func TestObserveSemantics(t *testing.T) {
 			if got := testutil.ToFloat64(m.probes.WithLabelValues("a", "m", r.Scenario, tc.result)); got != 1 {
 				t.Errorf("probes_total{result=%q} = %g, want 1", tc.result, got)
 			}
-			wantSuccess := 0.0
-			if tc.result == "success" {
-				wantSuccess = 1
+			wantSuccess := 1.0 // an answer, short or not
+			if tc.result == "error" {
+				wantSuccess = 0
 			}
 			if got := testutil.ToFloat64(m.success.WithLabelValues("a", "m", r.Scenario)); got != wantSuccess {
 				t.Errorf("probe_success = %g, want %g", got, wantSuccess)

@@ -27,7 +27,8 @@ histogram_quantile(0.10, sum by (job, instance, target, model, scenario) (rate(s
 
 func probeRecordingRules() []Rule {
 	return []Rule{
-		{Record: "target_scenario:slaprobe_probe_success:ratio_1h", Expr: `sum by (job, instance, target, model, scenario) (rate(slaprobe_probes_total{result="success"}[1h]))
+		// A short answer (the server ended it early) is an answer: only errors count against it.
+		{Record: "target_scenario:slaprobe_probe_success:ratio_1h", Expr: `sum by (job, instance, target, model, scenario) (rate(slaprobe_probes_total{result!="error"}[1h]))
 /
 sum by (job, instance, target, model, scenario) (rate(slaprobe_probes_total[1h]))
 `},

@@ -100,11 +100,11 @@ func overview() *Dashboard {
 
 	b.row("Probe outcomes")
 	b.add(8, 8, timeseries("Probe success ratio (1 h)",
-		"Successful probes ÷ all probes over the last hour. Under 90 % for 15 min fires SlaprobeProbeSuccessRateLow.",
+		"Answered probes (success, or a short answer the server ended early) ÷ all probes over the last hour. Under 90 % for 15 min fires SlaprobeProbeSuccessRateLow.",
 		"percentunit", nil,
 		rangeQ(orRule("target_scenario:slaprobe_probe_success:ratio_1h",
 			fmt.Sprintf("sum by (%s) (rate(%s[1h]))\n/\nsum by (%s) (rate(%s[1h]))",
-				ruleBy, probeSel("slaprobe_probes_total", `result="success"`), ruleBy, probeSel("slaprobe_probes_total"))), legendTS),
+				ruleBy, probeSel("slaprobe_probes_total", `result!="error"`), ruleBy, probeSel("slaprobe_probes_total"))), legendTS),
 	))
 	b.add(8, 8, timeseries("Failed probes by reason",
 		"Failed probes per interval, by reason (connection_refused, timeout, stall, http_5xx, …). "+

@@ -80,7 +80,13 @@ func goldenCases() []prober.Result {
 	mismatch.UsageMismatch = true
 	mismatch.FirstChunkKind = prober.ChunkToolCall
 
-	return []prober.Result{success(), cacheHit, reasoning, short, timeout, mismatch, warmConversation()}
+	// A scenario whose prompt the server cuts to its 8192-token context.
+	cut := prober.Result{
+		Target: "a", Model: "m", Scenario: "agentic", Kind: prober.KindError, Reason: prober.ReasonPromptTruncated,
+		Start: t0.Add(2 * time.Minute), RequestedTokens: 256, PromptTokens: 8192,
+		Err: &prober.PromptCutError{Read: 8192, Want: 16384, Needed: 16640},
+	}
+	return []prober.Result{success(), cacheHit, reasoning, short, timeout, mismatch, warmConversation(), cut}
 }
 
 // warmConversation is a warm probe: a cold priming turn on 32K tokens, then

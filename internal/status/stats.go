@@ -85,7 +85,7 @@ func buildRow(m metric, probes []Probe, since time.Time, th prober.Thresholds) m
 			continue
 		}
 		if i >= len(probes)-sparkMax {
-			chart = append(chart, sparkPoint{v: v, ok: ok, failed: !p.OK()})
+			chart = append(chart, sparkPoint{v: v, ok: ok, failed: !p.Timed()}) // a short answer without this metric is a gap, not a failure
 		}
 		if !ok {
 			continue

@@ -69,10 +69,14 @@ and on (job, instance, target, model, scenario)
 )
 > on (job, instance, target, model, scenario)
 3 * target_scenario:slaprobe_probe_interval_seconds:mean_1d
+unless on (job, instance, target, model, scenario)
+slaprobe_scenario_context_needed_tokens
 `,
 			`Probes of {{ $labels.scenario }} on {{ $labels.target }} keep failing.`,
 			`Every probe of scenario {{ $labels.scenario }} on target {{ $labels.target }} (model {{ $labels.model }}) for at least three probe intervals has failed. slaprobe_probe_errors_total{reason} says why.`),
 		alert("SlaprobeProbeSuccessRateLow", "warning", "15m", `target_scenario:slaprobe_probe_success:ratio_1h < 0.9
+unless on (job, instance, target, model, scenario)
+slaprobe_scenario_context_needed_tokens
 `,
 			`Under 90 % of probes of {{ $labels.scenario }} on {{ $labels.target }} succeed.`,
 			`Only {{ $value | humanizePercentage }} of the probes of scenario {{ $labels.scenario }} on target {{ $labels.target }} (model {{ $labels.model }}) succeeded over the last hour.`),
@@ -118,6 +122,12 @@ sum by (job, instance, target, model, scenario) (rate(slaprobe_probes_total[1h])
 `,
 			`Scenario {{ $labels.scenario }} is not probed on {{ $labels.target }}.`,
 			`slaprobe has disabled scenario {{ $labels.scenario }} on target {{ $labels.target }} (model {{ $labels.model }}), e.g. because its prompt does not fit the model's max_model_len. Its SLA is not being checked.`),
+		commentedAlert(`A scenario whose prompt the server cuts to its context window fails at every probe; this says
+why and what to set, instead of SlaprobeProbesFailing, which leaves such a scenario out.`,
+			"SlaprobeScenarioDoesNotFit", "warning", "15m", `slaprobe_scenario_context_needed_tokens > 0
+`,
+			`Scenario {{ $labels.scenario }} does not fit the context window of {{ $labels.target }}.`,
+			`Target {{ $labels.target }} (model {{ $labels.model }}) cuts the prompt of scenario {{ $labels.scenario }} to its context window and answers anyway, so the scenario cannot be measured: give the server a context of at least {{ $value }} tokens (prompt plus output), or leave the scenario out on this target.`),
 		alert("SlaprobeConfigReloadFailed", "warning", "10m", `slaprobe_config_last_reload_successful == 0
 `,
 			`slaprobe at {{ $labels.instance }} failed to reload its config.`,

@@ -112,7 +112,9 @@ llmd_dep() {
 # runs about ten times slower. The stamp holds the pins, the flags and the CPU's features, since a
 # -march=native binary is only good on the CPU it was built for.
 ollama_dep() {
-	local tools=$root/test/tools/ollama bin=$root/.tools/bin inc=$root/.tools/include
+	# The header goes to a directory outside the checkout: the include path is part of the cgo flags, and
+	# with the same flags in every clone the Go build cache serves a second clone's build in seconds.
+	local tools=$root/test/tools/ollama bin=$root/.tools/bin inc=${XDG_CACHE_HOME:-$HOME/.cache}/slaprobe/include
 	local stamp=$bin/ollama.stamp version sum cpu want
 	version=$(awk '$1 == "github.com/ollama/ollama" { print $2; exit }' "$tools/go.mod")
 	if [ -z "$version" ]; then

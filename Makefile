@@ -34,7 +34,7 @@ AM_CONFIGS := $(wildcard deploy/alertmanager*.yml deploy/alertmanager*.yaml)
 help:
 	@echo 'Targets:'
 	@echo '  build       build $(BIN) (cgo on, for NVML)'
-	@echo '  test        install what tests need if missing, then: go test -race ./..., test-deploy, checkrules, test-e2e'
+	@echo '  test        scripts/test.sh: install what tests need if missing, then every test, in timed stages'
 	@echo '  test-deps   apt: prometheus (promtool), prometheus-alertmanager (amtool), chromium;'
 	@echo '              build llm-d-inference-sim, ollama and tinymodel into .tools/bin (only when missing or re-pinned)'
 	@echo '  test-short  go test ./... with nothing installed (tests needing a missing tool skip)'
@@ -57,18 +57,12 @@ build:
 	@echo '==> build $(BIN) $(VERSION)'
 	CGO_ENABLED=1 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/slaprobe
 
+# scripts/test.sh runs the stages: the tool builds, test compilation and the checks that do not measure
+# time at once, then go test -race ./... and the end-to-end check alone, on quiet cores; it prints how
+# long each stage took. TEST_SERIAL=1 runs them one after the other.
 .PHONY: test
-test: export SLAPROBE_REQUIRE_DEPS := 1
-test: test-deps
-	@echo '==> go test -race ./...'
-	CGO_ENABLED=1 $(GO) test -race -timeout 20m ./...
-	@$(MAKE) --no-print-directory fuzz-short
-	@$(MAKE) --no-print-directory test-deploy
-	@echo '==> dashboards against Grafana schema types (test-only module test/grafana)'
-	cd test/grafana && $(GO) test ./...
-	@$(MAKE) --no-print-directory checkrules
-	@$(MAKE) --no-print-directory test-e2e
-	@echo '==> make test: all passed'
+test:
+	@scripts/test.sh
 
 # test/deploy is a module of its own (Helm, Kubernetes, compose-go, BuildKit stay out of go.mod):
 # `go test ./...` at the root does not descend into it.
@@ -131,8 +125,11 @@ else
 	promtool check rules $(RULE_FILES)
 endif
 ifneq ($(strip $(RULE_TESTS)),)
-	@echo '==> promtool test rules $(RULE_TESTS)'
-	promtool test rules $(RULE_TESTS)
+	@echo '==> promtool test rules $(RULE_TESTS) (one process a file, at once)'
+	@tmp=$$(mktemp -d); pids=; \
+	for f in $(RULE_TESTS); do promtool test rules $$f >$$tmp/$$(basename $$f).log 2>&1 & pids="$$pids $$!"; done; \
+	rc=0; for p in $$pids; do wait $$p || rc=1; done; \
+	cat $$tmp/*.log; rm -rf $$tmp; exit $$rc
 endif
 ifneq ($(strip $(AM_CONFIGS)),)
 	@echo '==> amtool check-config $(AM_CONFIGS)'

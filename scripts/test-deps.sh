@@ -75,6 +75,32 @@ apt_deps() {
 }
 
 # ---------------------------------------------------------------------------------------------
+# Built tools are also kept by version outside the checkout, in $SLAPROBE_TOOLS_CACHE (default
+# ~/.cache/slaprobe/tools/<hash of the stamp>/), so that a fresh clone on a machine that built them once
+# copies them instead of building again. A stamp names the pins (and flags), so a new pin misses.
+tools_cache=${SLAPROBE_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/slaprobe/tools}
+
+# from_cache STAMP_CONTENT BIN_DIR NAME...: copies the cached binaries into BIN_DIR; fails on a miss.
+from_cache() {
+	local want=$1 bin=$2 dir n
+	shift 2
+	dir=$tools_cache/$(printf '%s' "$want" | sha256sum | cut -c1-16)
+	for n in "$@"; do [ -x "$dir/$n" ] || return 1; done
+	mkdir -p "$bin"
+	for n in "$@"; do cp -f "$dir/$n" "$bin/$n.tmp" && mv -f "$bin/$n.tmp" "$bin/$n" || return 1; done
+	say "copied $* from the tool cache $dir"
+}
+
+# to_cache STAMP_CONTENT BIN_DIR NAME...: keeps the built binaries (best effort).
+to_cache() {
+	local want=$1 bin=$2 dir n
+	shift 2
+	dir=$tools_cache/$(printf '%s' "$want" | sha256sum | cut -c1-16)
+	mkdir -p "$dir" 2>/dev/null || return 0
+	for n in "$@"; do cp -f "$bin/$n" "$dir/$n.tmp" 2>/dev/null && mv -f "$dir/$n.tmp" "$dir/$n" || return 0; done
+}
+
+# ---------------------------------------------------------------------------------------------
 # llm-d-inference-sim. `go install pkg@version` does not work for it here, so test/tools is a module
 # of its own that requires it (tools.go, build tag `tools`) and pins every dependency in go.sum.
 llmd_dep() {
@@ -94,6 +120,10 @@ llmd_dep() {
 		return 0
 	fi
 
+	if from_cache "$want" "$bin" llm-d-inference-sim; then
+		printf '%s\n' "$want" >"$stamp"
+		return 0
+	fi
 	say "building llm-d-inference-sim $version into .tools/bin (first build takes a few minutes)"
 	mkdir -p "$bin"
 	local start=$SECONDS
@@ -102,6 +132,7 @@ llmd_dep() {
 		go build -o "$exe.tmp" github.com/llm-d/llm-d-inference-sim/cmd/llm-d-inference-sim)
 	mv -f "$exe.tmp" "$exe"
 	printf '%s\n' "$want" >"$stamp"
+	to_cache "$want" "$bin" llm-d-inference-sim
 	say "built llm-d-inference-sim $version in $((SECONDS - start))s: $exe"
 }
 
@@ -129,6 +160,10 @@ ollama_dep() {
 		say "ollama $version and tinymodel already built: $bin/ollama"
 		return 0
 	fi
+	if from_cache "$want" "$bin" ollama tinymodel; then
+		printf '%s\n' "$want" >"$stamp"
+		return 0
+	fi
 	local h
 	for h in /usr/include/nlohmann/json.hpp /usr/include/stb/stb_image.h; do
 		if [ ! -f "$h" ]; then
@@ -152,6 +187,7 @@ ollama_dep() {
 	mv -f "$bin/ollama.tmp" "$bin/ollama"
 	mv -f "$bin/tinymodel.tmp" "$bin/tinymodel"
 	printf '%s\n' "$want" >"$stamp"
+	to_cache "$want" "$bin" ollama tinymodel
 	say "built ollama $version and tinymodel in $((SECONDS - start))s: $bin/ollama"
 }
 

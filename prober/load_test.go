@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/slaprobe/slaprobe/test/testproc"
 )
 
 // swFakeEngine is a Runner that behaves like a tiny continuous-batching
@@ -135,6 +137,7 @@ func swScenario() Scenario {
 }
 
 func TestClosedLoopHoldsN(t *testing.T) {
+	testproc.Quiet(t) // counts tokens in a timed window
 	for _, n := range []int{1, 4, 16} {
 		f := newSwFakeEngine()
 		f.prefill = 0

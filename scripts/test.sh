@@ -1,23 +1,23 @@
 #!/usr/bin/env bash
 # `make test`: every test, in stages, with the time each took.
 #
-# The stages that do not need each other run at once; the stages whose tests measure time run alone,
-# on quiet cores:
+# The stages that do not need each other run at once; tests that measure time get quiet cores:
 #
 #   1. apt                       Debian packages (only what is missing).
 #   2. at once, each in its own log:
 #        llmd, ollama            the pinned tool builds (cached by version, scripts/test-deps.sh)
 #        grafana-npm             npm ci of @grafana/data (only when its lock changed)
-#        go-build                compiles every test binary of ./... with -race, so that stage 4 only runs
+#        go-build                compiles every test binary, so that the later stages only run tests
 #   3. at once, none of them timing-sensitive:
-#        fuzz-short, test-deploy, test-grafana, checkrules
-#   4. go-test-race              go test -race ./...: its accuracy and end-to-end tests compare timings
-#                                with tolerances of a few milliseconds, so nothing else runs beside it
-#   5. e2e                       scripts/e2e.sh, the demo scraped by promtool (also alone)
+#        fuzz-short, test-deploy, test-grafana
+#   4. go-test-race              go test -race ./..., and beside it
+#      checkrules                promtool, one process per test file, which keeps a core busy for minutes.
+#                                A test whose tolerances are a few milliseconds, or that keeps a core busy
+#                                itself (a real engine), calls testproc.Quiet: it takes an exclusive lock
+#                                that checkrules holds shared (flock -s), so such tests wait until
+#                                promtool is done, while the rest of go test runs beside it.
+#   5. e2e                       scripts/e2e.sh, the demo scraped by promtool (alone)
 #
-# At the end it prints a table of the stages and their times, and exits non-zero naming the stage that
-# failed. TEST_SERIAL=1 runs every stage one after the other (for a machine where that is faster, or to
-# compare). The log of a stage that ran beside others is printed when it ends, whole, so lines do not mix.
 set -uo pipefail
 
 cd "$(dirname "$0")/.."
@@ -123,10 +123,19 @@ group \
 group \
 	"fuzz-short:make --no-print-directory fuzz-short" \
 	"test-deploy:make --no-print-directory test-deploy" \
-	"test-grafana:cd test/grafana && $GO test ./..." \
-	"checkrules:make --no-print-directory checkrules" ||
+	"test-grafana:cd test/grafana && $GO test ./..." ||
 	finish
 
-run go-test-race env CGO_ENABLED=1 $GO test -race -timeout 20m ./... || finish
+# The lock file testproc.Quiet takes (test/testproc): checkrules holds it shared while it runs.
+quiet_lock=${TMPDIR:-/tmp}/slaprobe-quiet-cores.lock
+if [ "${TEST_SERIAL:-0}" = 1 ] || ! command -v flock >/dev/null 2>&1; then
+	run checkrules make --no-print-directory checkrules || finish
+	run go-test-race env CGO_ENABLED=1 $GO test -race -timeout 20m ./... || finish
+else
+	group \
+		"checkrules:flock -s '$quiet_lock' make --no-print-directory checkrules" \
+		"go-test-race:sleep 1; CGO_ENABLED=1 $GO test -race -timeout 20m ./..." ||
+		finish
+fi
 run e2e scripts/e2e.sh || finish
 finish

@@ -126,3 +126,41 @@ func (b *TailBuffer) String() string {
 	defer b.mu.Unlock()
 	return string(b.buf)
 }
+
+// quiet is this process's share of the cross-process "quiet cores" lock.
+var quiet struct {
+	mu   sync.Mutex
+	held int
+	f    *os.File
+}
+
+// Quiet gives the test the machine's cores to itself, as far as the other tests that call Quiet go:
+// it takes an exclusive lock shared by every test process (`go test ./...` runs packages at once) and
+// holds it until the test ends. Tests that compare timings with tight tolerances call it, and so do
+// tests that keep the CPU busy on purpose (a real engine computing), so that the two never overlap.
+// Within one process the lock is shared, not waited for.
+func Quiet(t testing.TB) {
+	t.Helper()
+	quiet.mu.Lock()
+	defer quiet.mu.Unlock()
+	if quiet.held == 0 {
+		f, err := os.OpenFile(filepath.Join(os.TempDir(), "slaprobe-quiet-cores.lock"), os.O_CREATE|os.O_RDWR, 0o666)
+		if err != nil {
+			t.Fatalf("quiet-cores lock: %v", err)
+		}
+		if err := flock(f); err != nil {
+			f.Close()
+			t.Fatalf("quiet-cores lock: %v", err)
+		}
+		quiet.f = f
+	}
+	quiet.held++
+	t.Cleanup(func() {
+		quiet.mu.Lock()
+		defer quiet.mu.Unlock()
+		if quiet.held--; quiet.held == 0 {
+			quiet.f.Close() // closing the file releases the lock
+			quiet.f = nil
+		}
+	})
+}

@@ -2,8 +2,10 @@ package testproc
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 func TestRepoRootFindsMainModule(t *testing.T) {
@@ -30,5 +32,44 @@ func TestBinaryFromEnv(t *testing.T) {
 	t.Setenv("SLAPROBE_TESTPROC_BIN", missing)
 	if p, ok := Binary("nothing", "SLAPROBE_TESTPROC_BIN"); ok || p != missing {
 		t.Errorf("Binary() = %q, %v; want %q, false", p, ok, missing)
+	}
+}
+
+// Two processes never hold the lock at once: a child process that asks for it waits until this one
+// lets go.
+func TestQuietExcludesOtherProcesses(t *testing.T) {
+	if os.Getenv("SLAPROBE_TESTPROC_CHILD") == "1" {
+		Quiet(t)
+		return
+	}
+	var released time.Time
+	done := make(chan error, 1)
+	var finished time.Time
+	t.Run("holder", func(t *testing.T) {
+		Quiet(t)
+		Quiet(t) // shared within the process, not waited for
+		cmd := exec.Command(os.Args[0], "-test.run", "^TestQuietExcludesOtherProcesses$")
+		cmd.Env = append(os.Environ(), "SLAPROBE_TESTPROC_CHILD=1")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() { err := cmd.Wait(); finished = time.Now(); done <- err }()
+		select {
+		case err := <-done:
+			t.Fatalf("the child got the lock while this process held it (exit %v)", err)
+		case <-time.After(300 * time.Millisecond):
+		}
+		released = time.Now() // the subtest's cleanups let go of the lock right after this
+	})
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("child: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the child did not get the lock after this process let go")
+	}
+	if !finished.After(released) {
+		t.Errorf("the child finished at %v, before this process let go at %v", finished, released)
 	}
 }

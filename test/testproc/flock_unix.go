@@ -7,10 +7,14 @@ import (
 	"syscall"
 )
 
-// flock waits for an exclusive lock on f.
-func flock(f *os.File) error {
+// flock waits for a lock on f: exclusive, or shared.
+func flock(f *os.File, exclusive bool) error {
+	how := syscall.LOCK_SH
+	if exclusive {
+		how = syscall.LOCK_EX
+	}
 	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+		err := syscall.Flock(int(f.Fd()), how)
 		if err != syscall.EINTR {
 			return err
 		}

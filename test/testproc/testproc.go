@@ -127,11 +127,71 @@ func (b *TailBuffer) String() string {
 	return string(b.buf)
 }
 
-// quiet is this process's share of the cross-process "quiet cores" lock.
+// quiet is this process's share of the cross-process "quiet cores" lock: held exclusive (held > 0,
+// Quiet) or shared (shared > 0, Busy).
 var quiet struct {
-	mu   sync.Mutex
-	held int
-	f    *os.File
+	mu     sync.Mutex
+	held   int
+	f      *os.File
+	shared int
+	sf     *os.File
+}
+
+// LockPath is the lock file of Quiet and Busy; `make test` holds it shared around promtool
+// (scripts/test.sh).
+func LockPath() string { return filepath.Join(os.TempDir(), "slaprobe-quiet-cores.lock") }
+
+func lockFile(exclusive bool) (*os.File, error) {
+	f, err := os.OpenFile(LockPath(), os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		return nil, err
+	}
+	if err := flock(f, exclusive); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// Busy marks a test that keeps the machine's cores busy (a browser, a Prometheus, a fleet of
+// processes) without measuring time itself: it takes the Quiet lock shared, so that it runs beside
+// other busy tests but never beside a test that asked for quiet cores. It returns a function that
+// lets go early; otherwise the lock is held until the test ends.
+func Busy(t testing.TB) {
+	t.Helper()
+	release, err := HoldShared()
+	if err != nil {
+		t.Fatalf("quiet-cores lock: %v", err)
+	}
+	t.Cleanup(release)
+}
+
+// HoldShared is Busy for a whole test binary (TestMain): it returns the function that lets go.
+func HoldShared() (release func(), err error) {
+	quiet.mu.Lock()
+	defer quiet.mu.Unlock()
+	if quiet.held > 0 {
+		return func() {}, nil // the exclusive lock of this process covers it
+	}
+	if quiet.shared == 0 {
+		f, err := lockFile(false)
+		if err != nil {
+			return nil, err
+		}
+		quiet.sf = f
+	}
+	quiet.shared++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			quiet.mu.Lock()
+			defer quiet.mu.Unlock()
+			if quiet.shared--; quiet.shared == 0 {
+				quiet.sf.Close()
+				quiet.sf = nil
+			}
+		})
+	}, nil
 }
 
 // Quiet gives the test the machine's cores to itself, as far as the other tests that call Quiet go:
@@ -143,13 +203,14 @@ func Quiet(t testing.TB) {
 	t.Helper()
 	quiet.mu.Lock()
 	defer quiet.mu.Unlock()
+	if quiet.held == 0 && quiet.shared > 0 {
+		// This process holds the lock shared (Busy): asking for it exclusive would wait for itself.
+		t.Log("quiet cores: this test process holds the lock shared; going on without it")
+		return
+	}
 	if quiet.held == 0 {
-		f, err := os.OpenFile(filepath.Join(os.TempDir(), "slaprobe-quiet-cores.lock"), os.O_CREATE|os.O_RDWR, 0o666)
+		f, err := lockFile(true)
 		if err != nil {
-			t.Fatalf("quiet-cores lock: %v", err)
-		}
-		if err := flock(f); err != nil {
-			f.Close()
 			t.Fatalf("quiet-cores lock: %v", err)
 		}
 		quiet.f = f

@@ -15,6 +15,7 @@ import (
 	"github.com/slaprobe/slaprobe/internal/engine"
 	"github.com/slaprobe/slaprobe/internal/vllmsim"
 	"github.com/slaprobe/slaprobe/prober"
+	"github.com/slaprobe/slaprobe/test/testproc"
 )
 
 // TestLiveSignalsUnderLoadRamp runs the simulated engine under a ramp of
@@ -29,6 +30,7 @@ func TestLiveSignalsUnderLoadRamp(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the load ramp takes about 30 s")
 	}
+	testproc.Quiet(t) // tells idle probes and load apart by timing
 	cfg, sim, srv, target, pool := decodeBoundSim(t, 50*time.Millisecond)
 	live := NewLive(pool, LiveOptions{EfficiencyWindow: 2 * time.Second, EfficiencySmoothing: 300 * time.Millisecond})
 	p := prober.New(nil, prober.SystemClock{})
@@ -187,6 +189,7 @@ func TestLiveEfficiencyWithoutIdle(t *testing.T) {
 	if testing.Short() {
 		t.Skip("about 25 s of steady load")
 	}
+	testproc.Quiet(t) // measures decode rates against a timed window
 	cfg, sim, srv, target, pool := decodeBoundSim(t, 20*time.Millisecond)
 	live := NewLive(pool, LiveOptions{EfficiencyWindow: 2 * time.Second, EfficiencySmoothing: 2 * time.Second})
 	p := prober.New(nil, prober.SystemClock{})

@@ -29,6 +29,7 @@ import (
 
 	"github.com/slaprobe/slaprobe/prober"
 	"github.com/slaprobe/slaprobe/test/llmd"
+	"github.com/slaprobe/slaprobe/test/testproc"
 )
 
 // llmdTarget starts the simulator and returns a target on it whose client
@@ -146,6 +147,7 @@ func TestLLMDAccuracyTiming(t *testing.T) {
 		t.Skip("real-time probes against llm-d-inference-sim")
 	}
 	llmd.SkipIfMissing(t)
+	testproc.Quiet(t) // the simulator's own overhead is measured first, and must be measured quiet too
 	const (
 		ttft = 200 * time.Millisecond
 		itl  = 40 * time.Millisecond
@@ -294,6 +296,7 @@ func TestLLMDShortAnswers(t *testing.T) {
 		t.Skip("real-time probes against llm-d-inference-sim")
 	}
 	llmd.SkipIfMissing(t)
+	testproc.Quiet(t) // the simulator's own overhead is measured first, and must be measured quiet too
 	const (
 		ttft = 50 * time.Millisecond
 		itl  = 40 * time.Millisecond // the simulator adds 0.25–0.35 ms a token: under 1 % here

@@ -366,8 +366,9 @@ func TestOllamaShortAnswers(t *testing.T) {
 			if !ok || e2e <= res.E2E() {
 				t.Errorf("probe %d: E2E at the asked length %v (known %v), measured E2E %v: it must be longer", i, e2e, ok, res.E2E())
 			}
-		} else if res.OutputTokens >= prober.MinDecodeTokens {
-			t.Errorf("probe %d: %d tokens but ITL not measured", i, res.OutputTokens)
+		} else if res.OutputTokens >= prober.MinDecodeTokens && res.LastToken.After(res.FirstToken) {
+			// (A loaded engine may send a short answer in one chunk: no gap to measure.)
+			t.Errorf("probe %d: %d tokens over %v but ITL not measured", i, res.OutputTokens, res.DecodeTime())
 		}
 		t.Logf("probe %d: %d of %d tokens, TTFT %v, decode measured %v, E2E %v, at the asked length %v",
 			i, res.OutputTokens, s.OutputTokens, res.TTFT().Round(time.Microsecond), res.DecodeMeasured(),

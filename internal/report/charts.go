@@ -465,6 +465,9 @@ func figITLVsN(r *Report, idx []int, ns []float64, th ReferenceLines) figure {
 		if th.ITLInstantSeconds > 0 {
 			under, total := 0, 0
 			for _, s := range ss {
+				if s.Faint {
+					continue // a comparison's baseline
+				}
 				for _, p := range s.Points {
 					total++
 					if p.Y <= th.ITLInstantSeconds*1000 {
@@ -508,6 +511,9 @@ func figScaling(r *Report, idx []int, ns []float64) figure {
 		}
 		var row []at
 		for _, s := range ss {
+			if s.Faint {
+				continue // a comparison's baseline
+			}
 			for _, p := range s.Points {
 				if p.X == maxN {
 					row = append(row, at{s.Name, p.Y})

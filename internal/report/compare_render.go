@@ -293,14 +293,14 @@ func stepChangeColumns(r *Report, s *Scenario, mode prober.Mode) []column {
 			return changeCell(sc.Metric(metric))
 		}
 	}
-	const g = "change vs base (median)"
+	const g = "median per request, change vs base"
 	return []column{
-		{0, g, "Δ", "TTFT", cell(MetricTTFT)},
-		{0, g, "Δ", "ITL", cell(MetricITL)},
-		{0, g, "Δ", "decode", cell(MetricDecode)},
-		{0, g, "Δ", "E2E", cell(MetricE2E)},
-		{1, "change vs base", "Δ", "prefill (median)", cell(MetricPrefill)},
-		{1, "change vs base", "Δ", "system tok/s", cell(MetricSystemThroughput)},
+		{2, g, "Δ", "TTFT", cell(MetricTTFT)},
+		{2, g, "Δ", "ITL", cell(MetricITL)},
+		{2, g, "Δ", "decode", cell(MetricDecode)},
+		{2, g, "Δ", "E2E", cell(MetricE2E)},
+		{2, g, "Δ", "prefill", cell(MetricPrefill)},
+		{2, "step, change vs base", "Δ", "system tok/s", cell(MetricSystemThroughput)},
 	}
 }
 

@@ -11,7 +11,7 @@ import (
 // column is one column of a step table; the HTML groups columns under a
 // shared header, Markdown prefixes the group to the name.
 type column struct {
-	part    int    // 0: latency table, 1: throughput table; N is in both
+	part    int    // 0: latency table, 1: throughput table, 2: change vs base; N is in all
 	group   string // HTML group header
 	mdGroup string // Markdown prefix
 	name    string
@@ -147,7 +147,11 @@ func stepTables(r *Report, s *Scenario, mode prober.Mode) []table {
 	all := stepColumns(steps, mode)
 	all = append(all, stepChangeColumns(r, s, mode)...)
 	var out []table
-	for part, caption := range []string{modeTitle(mode) + " · latency", modeTitle(mode) + " · throughput"} {
+	captions := []string{modeTitle(mode) + " · latency", modeTitle(mode) + " · throughput"}
+	if r.Comparison != nil {
+		captions = append(captions, modeTitle(mode)+" · change vs base ("+r.Comparison.BaseLabel+")")
+	}
+	for part, caption := range captions {
 		var cols []column
 		for _, c := range all {
 			if c.part == -1 || c.part == part {

@@ -245,7 +245,7 @@ func headlineTiles(r *Report) []tile {
 	}
 	if s := h.BestTTFT; s != nil {
 		out = append(out, compared(tile{Label: "Best time to first token", Value: fmtSeconds(s.Value), Sub: where(s), Extra: extra(s, "")},
-			bh.BestTTFT, s, "", false))
+			bh.BestTTFT, s, MetricTTFT, false))
 	}
 	if len(h.MaxSafeQueue) > 0 {
 		first := h.MaxSafeQueue[0]

@@ -249,6 +249,14 @@ func (k comparer) metrics(scenario string, mode prober.Mode, b, n *report.Step) 
 		switch {
 		case busy:
 			mc.Note = "a step started on a busy engine"
+		case mode == prober.ModeBurst && queued(m.name):
+			// The i-th request of a burst waits for the i−1 prefills
+			// before it: the spread of TTFT within a burst is the queue,
+			// not noise, and how a rerun splits the queue into prefill
+			// batches moves the median by more than the bootstrap of
+			// those requests would say. Compared as a number; the max
+			// safe queue depth judges bursts at the ladder's resolution.
+			mc.Note = "a burst's requests share one queue, so their TTFT is their place in it rather than an independent sample: compared as a number"
 		case mc.BaseSamples == 0:
 			mc.Note = "no raw samples: compared on summaries, no confidence available"
 		case mc.BaseSamples < k.o.MinSamples || mc.NewSamples < k.o.MinSamples:
@@ -272,6 +280,12 @@ func (k comparer) metrics(scenario string, mode prober.Mode, b, n *report.Step) 
 		out = append(out, mc)
 	}
 	return out
+}
+
+// queued reports whether a metric includes the time a request waited for
+// the prefills ahead of it.
+func queued(metric string) bool {
+	return metric == report.MetricTTFT || metric == report.MetricE2E || metric == report.MetricPrefill
 }
 
 // verdict: significant when the interval excludes zero and the change is

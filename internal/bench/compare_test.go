@@ -13,6 +13,7 @@ import (
 	"github.com/slaprobe/slaprobe/internal/compare"
 	"github.com/slaprobe/slaprobe/internal/report"
 	"github.com/slaprobe/slaprobe/internal/vllmsim"
+	"github.com/slaprobe/slaprobe/test/browser"
 )
 
 // startScaledSim serves the simulated engine with every modelled duration
@@ -176,6 +177,32 @@ func TestCompareAgainstSim(t *testing.T) {
 		}
 		if tested < 10 || float64(worse) < 0.75*float64(tested) {
 			t.Errorf("%d of %d latency and speed figures flagged worse; want at least 75%%", worse, tested)
+		}
+	})
+	// The comparison pages as a reader opens them: every chart, the
+	// summary at the top, the baseline in the legends, nothing on the
+	// console (the page runs no script), and a screenshot with content
+	// ($SLAPROBE_SHOT_DIR keeps compare-itself.png and compare-slower.png).
+	t.Run("in Chromium", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("opens headless Chromium")
+		}
+		bin := browser.Chromium(t)
+		for _, name := range []string{"itself", "slower"} {
+			page := filepath.Join(dir, name, report.HTMLFile)
+			dom := browser.DOM(t, bin, "file://"+page)
+			for _, c := range append([]string{"comparison"}, report.Charts...) {
+				if !strings.Contains(dom, `data-chart="`+c+`"`) {
+					t.Errorf("%s: chart %q missing from the rendered DOM", name, c)
+				}
+			}
+			if n := strings.Count(dom, "short_chat (base)"); n < 5 {
+				t.Errorf("%s: the baseline is named in %d legends; want one per chart", name, n)
+			}
+			if name == "slower" && !strings.Contains(dom, "Significant regressions</h3>\n<ul") {
+				t.Errorf("%s: no list of regressions at the top", name)
+			}
+			browser.Screenshot(t, bin, "file://"+page, "compare-"+name+".png", 1400, 2600)
 		}
 	})
 }

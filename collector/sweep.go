@@ -30,6 +30,7 @@ type SweepCollector struct {
 	scenarioInfo, nextScheduled                                           *prometheus.Desc
 	lastTimestamp, lastDuration, lastAttempt, lastAttemptOK               *prometheus.Desc
 	running, paused, enabled, probesHeld                                  *prometheus.Desc
+	change, changeSignificant                                             *prometheus.Desc
 }
 
 // NewSweepCollector returns the collector for src.
@@ -91,6 +92,10 @@ func NewSweepCollector(src SweepSource) *SweepCollector {
 			"Whether a sweep is running now.", nil),
 		paused: d("slaprobe_sweep_paused",
 			"Whether the running sweep is paused for this target and reason (requests_waiting, kv_cache_usage, engine_metrics_unavailable).", []string{"target", "reason"}),
+		change: d("slaprobe_sweep_change_ratio",
+			"Relative change (new − previous) / previous of the last sweep against the previous complete sweep of the target, per scenario and metric: for ttft, itl, e2e, decode and prefill the median per request of the scenario's most adverse step (a significant regression first), for max_safe_queue and use_case_capacity the capacity. Signed: a positive ttft, itl or e2e and a negative decode, prefill or capacity are worse. Absent before a second sweep.", []string{"target", "model", "scenario", "metric"}),
+		changeSignificant: d("slaprobe_sweep_change_significant",
+			"1 when slaprobe_sweep_change_ratio is a significant change: its 95% bootstrap interval excludes zero and it is at least 5% (a capacity: it moved past a measured N and by at least 5%); 0 otherwise.", []string{"target", "model", "scenario", "metric"}),
 		probesHeld: d("slaprobe_sweep_probes_held",
 			"Whether the target's scheduled probes are held (1) because a sweep is loading it; the probe metrics get no new samples until its sweep ends.", []string{"target"}),
 		nextScheduled: d("slaprobe_sweep_next_scheduled_timestamp_seconds",
@@ -105,6 +110,7 @@ func (c *SweepCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.decode, c.ttft, c.itl, c.e2e, c.prefill, c.system, c.success, c.requests, c.queueWait,
 		c.powerWatts, c.energyPerToken, c.startedBusy, c.drainWait, c.efficiency, c.capacity, c.capacityApprox, c.capacityMaxTested, c.maxSafeTTFT,
+		c.change, c.changeSignificant,
 		c.lastTimestamp, c.lastDuration, c.lastAttempt, c.lastAttemptOK, c.running, c.paused, c.enabled,
 		c.probesHeld, c.scenarioInfo, c.nextScheduled,
 	} {
@@ -136,6 +142,7 @@ func (c *SweepCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(c.lastTimestamp, sweepUnix(r.Meta.FinishedAt), ts.Target)
 			gauge(c.lastDuration, r.Meta.FinishedAt.Sub(r.Meta.StartedAt).Seconds(), ts.Target)
 			c.result(gauge, ts.Target, r)
+			c.changes(gauge, ts.Target, r)
 		}
 	}
 	// A target being swept for the first time has no entry yet.
@@ -246,4 +253,77 @@ func sweepBool(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// Change metric names of slaprobe_sweep_change_ratio beyond the step
+// metrics (report.MetricTTFT …).
+const (
+	changeMaxSafeQueue = "max_safe_queue"
+	changeUseCase      = "use_case_capacity"
+)
+
+// changes exports the last sweep's change against the previous one: per
+// scenario and step metric the most adverse change, a significant
+// regression before any other, and each capacity.
+func (c *SweepCollector) changes(gauge func(*prometheus.Desc, float64, ...string), target string, r *report.Report) {
+	cmp := r.Comparison
+	if cmp == nil {
+		return
+	}
+	model := r.Meta.Model
+	export := func(scenario, metric string, change float64, significant bool) {
+		gauge(c.change, change, target, model, scenario, metric)
+		gauge(c.changeSignificant, sweepBool(significant), target, model, scenario, metric)
+	}
+	for _, sc := range r.Scenarios {
+		for _, metric := range []string{report.MetricTTFT, report.MetricITL, report.MetricE2E, report.MetricDecode, report.MetricPrefill} {
+			if m := worstChange(cmp, sc.Name, metric); m != nil {
+				export(sc.Name, metric, m.Change, m.Significant())
+			}
+		}
+	}
+	for _, cc := range cmp.Capacity {
+		if cc.Presence != report.InBoth {
+			continue
+		}
+		name := changeMaxSafeQueue
+		if cc.Kind == report.CapacityUseCase {
+			name = changeUseCase
+		}
+		export(cc.Scenario, name, cc.Change, cc.Significant())
+	}
+}
+
+// worstChange is the scenario's most adverse change of metric among the
+// steps compared with an interval: the largest significant regression
+// when there is one, else the largest move in the worse direction.
+func worstChange(cmp *report.Comparison, scenario, metric string) *report.MetricChange {
+	adverse := func(m *report.MetricChange) float64 {
+		if report.HigherIsBetter(metric) {
+			return -m.Change
+		}
+		return m.Change
+	}
+	var best *report.MetricChange
+	for i := range cmp.Steps {
+		s := &cmp.Steps[i]
+		if s.Scenario != scenario {
+			continue
+		}
+		m := s.Metric(metric)
+		if m == nil || m.Low == nil {
+			continue
+		}
+		switch {
+		case best == nil:
+			best = m
+		case (m.Verdict == report.VerdictWorse) != (best.Verdict == report.VerdictWorse):
+			if m.Verdict == report.VerdictWorse {
+				best = m
+			}
+		case adverse(m) > adverse(best):
+			best = m
+		}
+	}
+	return best
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/slaprobe/slaprobe/internal/compare"
 	"github.com/slaprobe/slaprobe/internal/report"
 	"github.com/slaprobe/slaprobe/internal/sweeper"
 	"github.com/slaprobe/slaprobe/prober"
@@ -57,8 +58,41 @@ func sweepFixture() staticSweeps {
 		Targets: []sweeper.TargetSnapshot{{
 			Target: "gpu-a", Result: report.FromSweep(res, report.Meta{Model: res.Model}, 0, false),
 			LastAttempt: sweeper.Attempt{Started: t0, Finished: t0.Add(7 * time.Minute), Trigger: sweeper.TriggerSchedule, Complete: true},
+		}, {
+			Target: "gpu-c", Result: changedFixture(t0),
+			LastAttempt: sweeper.Attempt{Started: t0, Finished: t0.Add(7 * time.Minute), Trigger: sweeper.TriggerSchedule, Complete: true},
 		}},
 	}
+}
+
+// changedFixture is a sweep 20 % slower than the previous one, compared
+// with it as the daemon does.
+func changedFixture(t0 time.Time) *report.Report {
+	sweep := func(scale float64, safe int) *report.Report {
+		var cl []prober.StepResult
+		for _, n := range []int{1, 4} {
+			st := sweepStep(prober.ModeClosedLoop, n, 0.1*scale, 0.006*scale, 160/scale)
+			for i := range 20 {
+				f := scale * (1 + 0.01*float64(i%5))
+				st.Samples.TTFT = append(st.Samples.TTFT, 0.1*f)
+				st.Samples.ITL = append(st.Samples.ITL, 0.006*f)
+				st.Samples.Decode = append(st.Samples.Decode, 1/(0.006*f))
+				st.Samples.E2E = append(st.Samples.E2E, 0.1*f+255*0.006*f)
+			}
+			cl = append(cl, st)
+		}
+		res := &prober.SweepResult{
+			Target: "gpu-c", Model: "qwen", Started: t0, Finished: t0.Add(7 * time.Minute),
+			Settings: prober.SweepSettings{MaxSafeTTFTSeconds: 3, CapacityStat: prober.StatMean, Burst: []int{1, 4, 16}},
+			Scenarios: []prober.ScenarioResult{{
+				Name: "chatbot", Family: prober.FamilyReport, InputTokens: 1024, OutputTokens: 256, ClosedLoop: cl,
+				Burst:        []prober.StepResult{sweepStep(prober.ModeBurst, 1, 0.1, 0.006, 150), sweepStep(prober.ModeBurst, 4, 0.4, 0.007, 520), sweepStep(prober.ModeBurst, 16, 2, 0.008, 900)},
+				MaxSafeQueue: &prober.Capacity{N: safe, Approximate: true, Bound: prober.BoundWithin, MinTested: 1, MaxTested: 16},
+			}},
+		}
+		return report.FromSweep(res, report.Meta{Model: res.Model}, 0, false)
+	}
+	return compare.Compare(sweep(1, 20), sweep(1.2, 12), compare.Options{BaseLabel: "the previous sweep"})
 }
 
 func TestSweepCollectorGolden(t *testing.T) {

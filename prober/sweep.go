@@ -234,6 +234,13 @@ func quantile(v []float64, q float64) float64 {
 	return v[i] + (pos-float64(i))*(v[i+1]-v[i])
 }
 
+// Samples are a step's per-request values over its successful requests,
+// in base units: Decode and ITL of the requests that decoded more than one
+// chunk, Prefill of those not served from the prefix cache.
+type Samples struct {
+	TTFT, ITL, Decode, E2E, Prefill []float64
+}
+
 // StepResult is what one (scenario, mode, N) step measured.
 type StepResult struct {
 	Scenario    string    `json:"scenario"`
@@ -261,6 +268,10 @@ type StepResult struct {
 	TTFT    Summary `json:"ttft_seconds"`
 	E2E     Summary `json:"e2e_seconds"`
 	Prefill Summary `json:"prefill_tokens_per_second"` // prompt tokens / TTFT; cache hits left out
+	// Samples are the per-request values the summaries above describe, in
+	// the order the requests were sent: what a report keeps so that two
+	// runs can be compared with a confidence interval.
+	Samples Samples `json:"-"`
 	// PrefillExclQueue is mean prompt tokens / (mean TTFT − mean queue
 	// wait): the per-user prefill speed with the engine's queueing taken
 	// out, as the reports define it. 0 when queue wait is unknown.
@@ -769,6 +780,7 @@ func summarizeStep(info StepInfo, out loadOutcome) StepResult {
 	}
 	st.StartSpreadSeconds = last.Sub(first).Seconds()
 	st.Decode, st.ITL, st.TTFT, st.E2E, st.Prefill = Summarize(decode), Summarize(itl), Summarize(ttft), Summarize(e2e), Summarize(prefill)
+	st.Samples = Samples{TTFT: ttft, ITL: itl, Decode: decode, E2E: e2e, Prefill: prefill}
 	if w := out.SpanEnd.Sub(out.SpanStart).Seconds(); w > 0 {
 		st.WindowSeconds = w
 		st.SystemThroughput = out.Tokens / w

@@ -74,6 +74,8 @@ func addBench(c *cli) {
 	}
 	out := cmd.Flag("out", "Directory the report is written to (created if needed).").Default("slaprobe-report").String()
 	title := cmd.Flag("title", "Report title (default: \"<model> benchmark\").").String()
+	baseline := cmd.Flag("baseline", "A report.json (or the directory holding one) to compare this run with, as slaprobe compare does: "+
+		"the report draws it beside the run and says what got better or worse. Read before the sweep starts.").PlaceHolder("PATH").String()
 
 	c.command(cmd, func(ctx context.Context) int {
 		// --scenarios is the sweep's list here, not global.scenarios.
@@ -94,7 +96,7 @@ func addBench(c *cli) {
 			scenarios = bench.SplitList(v)
 		}
 		return bench.Run(ctx, bench.Options{
-			Config: cfg, Sweep: sc, Target: *target, Scenarios: scenarios, Out: *out, Title: *title,
+			Config: cfg, Sweep: sc, Target: *target, Scenarios: scenarios, Out: *out, Title: *title, Baseline: *baseline,
 			NVML:   func() nvml.Interface { return nvml.New() },
 			Logger: c.logger(), Stdout: c.stdout, Stderr: c.stderr,
 		})

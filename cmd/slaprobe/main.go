@@ -51,6 +51,7 @@ func newCLI(stdout, stderr io.Writer) *cli {
 	addRun(c)
 	addDemo(c)
 	addBench(c)
+	addCompare(c)
 	addSim(c)
 	addCheckConfig(c)
 	addHealthcheck(c)

@@ -136,9 +136,30 @@ why and what to set, instead of SlaprobeProbesFailing, which leaves such a scena
 Capacity: the server still meets the SLA, but with less headroom.`,
 			"SlaprobeSweepCapacityDropped", "warning", "5m", `slaprobe_capacity_max_safe_concurrency
 < 0.75 * max_over_time(slaprobe_capacity_max_safe_concurrency[7d])
+and on (job, instance, target, model, scenario, mode)
+(
+    label_replace(
+      slaprobe_sweep_change_ratio{metric="max_safe_queue"} < 0
+      and on (job, instance, target, model, scenario, metric) slaprobe_sweep_change_significant == 1,
+      "mode", "burst", "", "")
+  or
+    label_replace(
+      slaprobe_sweep_change_ratio{metric="use_case_capacity"} < 0
+      and on (job, instance, target, model, scenario, metric) slaprobe_sweep_change_significant == 1,
+      "mode", "closed_loop", "", "")
+)
 `,
 			`Swept capacity of {{ $labels.target }} ({{ $labels.scenario }}, {{ $labels.mode }}) dropped.`,
-			`The last {{ $labels.mode }} sweep of scenario {{ $labels.scenario }} on target {{ $labels.target }} (model {{ $labels.model }}) found a max safe concurrency of {{ $value }}, less than three quarters of the best in the last 7 days.`),
+			`The last {{ $labels.mode }} sweep of scenario {{ $labels.scenario }} on target {{ $labels.target }} (model {{ $labels.model }}) found a max safe concurrency of {{ $value }}, less than three quarters of the best in the last 7 days, and a significant drop from the sweep before it (past a measured N).`),
+		alert("SlaprobeSweepRegression", "warning", "5m", `(
+    slaprobe_sweep_change_ratio{metric=~"ttft|itl|e2e"} > 0
+  or
+    slaprobe_sweep_change_ratio{metric=~"decode|prefill"} < 0
+)
+and on (job, instance, target, model, scenario, metric) slaprobe_sweep_change_significant == 1
+`,
+			`The last sweep of {{ $labels.target }} ({{ $labels.scenario }}) got significantly worse in {{ $labels.metric }}.`,
+			`Against the previous sweep of target {{ $labels.target }} (model {{ $labels.model }}), the median {{ $labels.metric }} of scenario {{ $labels.scenario }} changed by {{ $value | humanizePercentage }} at its worst step: the 95% bootstrap interval of the change excludes zero and the change is at least 5%. The daemon's /sweep/{{ $labels.target }}/report.html shows every change.`),
 		alert("SlaprobeLiveMaxSafeQueueDepthDropped", "warning", "30m", `target_scenario:slaprobe_live_max_safe_queue_depth:measured
 < 0.75 * quantile_over_time(0.5, target_scenario:slaprobe_live_max_safe_queue_depth:measured[1d])
 `,

@@ -17,6 +17,7 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
+	"github.com/slaprobe/slaprobe/internal/compare"
 	"github.com/slaprobe/slaprobe/internal/config"
 	"github.com/slaprobe/slaprobe/internal/gpu"
 	"github.com/slaprobe/slaprobe/internal/report"
@@ -45,6 +46,10 @@ type Options struct {
 	Scenarios []string
 	// Out is the report directory; Title the report's title (optional).
 	Out, Title string
+	// Baseline is a report.json (or the directory holding one) to compare
+	// the run with: the report then draws it beside the run, with a change
+	// column in every table and a verdict per step and metric. Empty: none.
+	Baseline string
 	// NVML opens the NVML library when power.nvml is on (nvml.New in the
 	// binary, a mock in tests); nil means no power readings.
 	NVML           func() nvml.Interface
@@ -80,6 +85,14 @@ func Run(ctx context.Context, o Options) int {
 	if err != nil {
 		fmt.Fprintf(o.Stderr, "bench: %v\n", err)
 		return ExitFailure
+	}
+	// Read the baseline first: a typo should not cost a whole sweep.
+	var baseline *report.Report
+	if o.Baseline != "" {
+		if baseline, err = compare.LoadReport(o.Baseline); err != nil {
+			fmt.Fprintf(o.Stderr, "bench: --baseline: %v\n", err)
+			return ExitFailure
+		}
 	}
 	names := o.Scenarios
 	if len(names) == 0 {
@@ -130,6 +143,9 @@ func Run(ctx context.Context, o Options) int {
 	if sweepErr != nil {
 		fmt.Fprintf(o.Stderr, "sweep stopped (%v): writing the steps measured so far\n", sweepErr)
 	}
+	if baseline != nil {
+		rep = compare.Compare(baseline, rep, compare.Options{BaseLabel: o.Baseline})
+	}
 	paths, err := report.Write(o.Out, rep)
 	if err != nil {
 		fmt.Fprintf(o.Stderr, "bench: write report: %v\n", err)
@@ -138,6 +154,9 @@ func Run(ctx context.Context, o Options) int {
 	fmt.Fprintf(o.Stdout, "report written to %s\n", o.Out)
 	for _, p := range paths {
 		fmt.Fprintf(o.Stdout, "  %s\n", p)
+	}
+	if rep.Comparison != nil {
+		compare.Summarize(o.Stdout, rep.Comparison)
 	}
 	if sweepErr != nil {
 		return ExitInterrupted

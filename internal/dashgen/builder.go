@@ -2,6 +2,7 @@ package dashgen
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/slaprobe/slaprobe/internal/report"
@@ -174,6 +175,46 @@ func singleLabelVar(name, label, selector, description string) *Variable {
 	v := labelVar(name, label, selector, description)
 	v.IncludeAll, v.AllValue, v.Multi = false, "", false
 	return v
+}
+
+// compareVar is the "compare with" variable of the overview and capacity dashboards: the panels that
+// read it add the same series that long ago, dashed, so a live change shows without waiting for a sweep.
+// "off" is an offset of 100 years: the earlier series are then empty and Grafana draws nothing for them.
+func compareVar() *Variable {
+	return &Variable{
+		Name: "compare_offset", Label: "Compare with", Type: "custom",
+		Query: "off : 100y, a day earlier : 1d, a week earlier : 1w", Options: []struct{}{},
+		Description: "Adds the same series this long ago to the main panels, dashed and named \"earlier …\" (a week " +
+			"before an upgrade, say). Off by default.",
+	}
+}
+
+// compareVarName is the PromQL offset the compare_offset variable gives.
+const compareVarName = "$compare_offset"
+
+// selectorEnd finds the end of a selector: its closing brace and, for a range selector, the range.
+var selectorEnd = regexp.MustCompile(`\}(\[[^\]]+\])?`)
+
+// earlier moves every selector of expr back by the compare_offset variable: the series that long ago.
+// The expressions built here write every selector with matchers (sel), so each ends in a brace.
+func earlier(expr string) string {
+	return selectorEnd.ReplaceAllString(expr, "}${1} offset "+strings.ReplaceAll(compareVarName, "$", "$$"))
+}
+
+// earlierLegend names an earlier series; dashedEarlier draws them.
+const earlierLegend = "earlier "
+
+// dashedEarlier draws the compare_offset series dashed and light, in the same colour as their twin
+// where Grafana keeps colours by name order.
+func (p *Panel) dashedEarlier() *Panel {
+	p.FieldConfig.Overrides = append(p.FieldConfig.Overrides, Override{
+		Matcher: Matcher{ID: "byRegexp", Options: "^" + earlierLegend + ".*"},
+		Properties: []Property{
+			{ID: "custom.lineStyle", Value: map[string]any{"fill": "dash", "dash": []int{6, 4}}},
+			{ID: "custom.lineWidth", Value: 1},
+		},
+	})
+	return p
 }
 
 // ---------------------------------------------------------------------------------------------------

@@ -128,6 +128,7 @@ func capacity() *Dashboard {
 		singleLabelVar("target", "Target", "slaprobe_sweep_paused", "The swept target; one at a time, as in a report."),
 		labelVar("model", "Model", `slaprobe_sweep_requests{target=~"$target"}`, "Model of the swept target."),
 		labelVar("scenario", "Scenario", `slaprobe_sweep_requests{target=~"$target", model=~"$model"}`, "Swept scenarios."),
+		compareVar(),
 	)
 
 	b.row("Sweep job")
@@ -164,12 +165,17 @@ func capacity() *Dashboard {
 		mapValues(yesNo("stopped", "complete", colorAcceptable, colorExcellent)))
 
 	b.row("Headline")
-	b.add(5, 4, stat("Peak decode speed", "Highest mean per-user decode speed of any step.",
-		unitTokS, bandsDecode, instantQ("max("+sweepSel("slaprobe_sweep_decode_tokens_per_second", statMean)+")", "peak"))).mirrors(report.ChartHeadline)
-	b.add(5, 4, stat("Max system throughput", "Highest output tokens/s summed over all streams, either mode.",
-		unitTokS, nil, instantQ("max("+sweepSel("slaprobe_sweep_system_throughput_tokens_per_second")+")", "max")))
-	b.add(5, 4, stat("Best TTFT", "Lowest mean time to first token of any step.",
-		"s", bandsTTFT, instantQ("min("+sweepSel("slaprobe_sweep_ttft_seconds", statMean)+")", "best")))
+	// Each headline tile adds the same figure compare_offset earlier (none while it is off).
+	headline := func(title, desc, unit string, th *Thresholds, expr, legend string) *Panel {
+		return stat(title, desc+` With "Compare with" set, the same figure that long ago (the sweep shown then) beside it.`,
+			unit, th, instantQ(expr, legend), instantQ(earlier(expr), earlierLegend+legend))
+	}
+	b.add(5, 4, headline("Peak decode speed", "Highest mean per-user decode speed of any step.",
+		unitTokS, bandsDecode, "max("+sweepSel("slaprobe_sweep_decode_tokens_per_second", statMean)+")", "peak")).mirrors(report.ChartHeadline)
+	b.add(5, 4, headline("Max system throughput", "Highest output tokens/s summed over all streams, either mode.",
+		unitTokS, nil, "max("+sweepSel("slaprobe_sweep_system_throughput_tokens_per_second")+")", "max"))
+	b.add(5, 4, headline("Best TTFT", "Lowest mean time to first token of any step.",
+		"s", bandsTTFT, "min("+sweepSel("slaprobe_sweep_ttft_seconds", statMean)+")", "best"))
 	b.add(5, 4, stat("Success rate", "Successful requests ÷ requests sent, over every step.",
 		"percentunit", steps(colorPoor, 0.95, colorAcceptable, 0.99, colorExcellent),
 		instantQ(fmt.Sprintf("sum(%s * %s)\n/\nsum(%s)", sweepSel("slaprobe_sweep_success_ratio"),

@@ -113,9 +113,43 @@ func TestVariables(t *testing.T) {
 				t.Errorf("%s: variable %s: %+v", d.file, v.Name, v)
 			}
 		}
-		if want := []string{"datasource", "target", "model", "scenario"}; !slices.Equal(names, want) {
+		want := []string{"datasource", "target", "model", "scenario"}
+		if d.file != "slaprobe-live.json" { // the overview and capacity dashboards compare with an earlier time
+			want = append(want, "compare_offset")
+		}
+		if !slices.Equal(names, want) {
 			t.Errorf("%s: variables %v, want %v", d.file, names, want)
 		}
+	}
+}
+
+// An "earlier" query moves every selector back by $compare_offset, and only those queries read it.
+func TestCompareOffset(t *testing.T) {
+	got := earlier(`max by (s) (rate(a{x="1"}[15m])) or b{y=~"$target"} / c{z="2"}[1h:]`)
+	want := `max by (s) (rate(a{x="1"}[15m] offset $compare_offset)) or b{y=~"$target"} offset $compare_offset / c{z="2"}[1h:] offset $compare_offset`
+	if got != want {
+		t.Errorf("earlier:\n got %s\nwant %s", got, want)
+	}
+	n := 0
+	for _, d := range Dashboards() {
+		for _, p := range d.Panels {
+			for _, q := range p.Targets {
+				uses := strings.Contains(q.Expr, compareVarName)
+				if uses != strings.HasPrefix(q.LegendFormat, earlierLegend) {
+					t.Errorf("%s: panel %q: legend %q, expr %s", d.file, p.Title, q.LegendFormat, q.Expr)
+				}
+				if !uses {
+					continue
+				}
+				n++
+				if strings.Count(q.Expr, "}") != strings.Count(q.Expr, " offset "+compareVarName) {
+					t.Errorf("%s: panel %q: a selector without the offset: %s", d.file, p.Title, q.Expr)
+				}
+			}
+		}
+	}
+	if n < 7 {
+		t.Errorf("%d earlier queries; want the overview's four latency panels and the capacity headline", n)
 	}
 }
 

@@ -25,8 +25,9 @@ func overview() *Dashboard {
 	b := newBoard("slaprobe-overview.json", "slaprobe-overview", "slaprobe / SLA overview",
 		"What a user of each LLM server feels, from slaprobe's synthetic probes: TTFT, inter-token latency, "+
 			"decode speed and end-to-end latency per scenario against the SLA thresholds slaprobe exports "+
-			"(slaprobe_sla_threshold), probe outcomes and measurement quality. Quantiles over 15 min, as in the alerts.",
-		probeVars()...)
+			"(slaprobe_sla_threshold), probe outcomes and measurement quality. Quantiles over 15 min, as in the alerts. "+
+			"\"Compare with\" adds the main lines a day or a week earlier, dashed.",
+		append(probeVars(), compareVar())...)
 	// Gaps in the probe panels during a sweep are on purpose: say so where they show.
 	b.annotate("Sweeps", "rgba(255, 152, 48, 1)", "max by (target) ("+sel("slaprobe_sweep_probes_held", mTarget)+") == 1",
 		"sweep", "{{target}}: scheduled probes held while a sweep loads the target (no probe data meanwhile)")
@@ -58,7 +59,8 @@ func overview() *Dashboard {
 		rangeQ(histQuantile("0.5", "slaprobe_ttft_seconds", ruleBy, probeWindow), "p50 "+legendTS),
 		rangeQ(orRule("target_scenario:slaprobe_ttft_seconds:p95_15m", histQuantile("0.95", "slaprobe_ttft_seconds", ruleBy, probeWindow)), "p95 "+legendTS),
 		rangeQ(threshold("ttft_seconds"), "SLA {{scenario}}"),
-	).thresholdLines())
+		rangeQ(earlier(orRule("target_scenario:slaprobe_ttft_seconds:p95_15m", histQuantile("0.95", "slaprobe_ttft_seconds", ruleBy, probeWindow))), earlierLegend+"p95 "+legendTS),
+	).thresholdLines().dashedEarlier())
 	b.add(12, 9, itlLines(timeseries("Inter-token latency: p50, p95, 20 ms and 70 ms",
 		"p50 and p95 of each probe's mean inter-token latency over 15 min. Dashed red: the configured threshold. "+
 			itlLinesText,
@@ -68,7 +70,8 @@ func overview() *Dashboard {
 		rangeQ(threshold("itl_seconds"), "SLA {{scenario}}"),
 		rangeQ(lineITLInstant, "line: instant"),
 		rangeQ(lineITLCeiling, "line: MoE ceiling"),
-	).thresholdLines()))
+		rangeQ(earlier(orRule("target_scenario:slaprobe_itl_seconds:p95_15m", histQuantile("0.95", "slaprobe_itl_seconds", ruleBy, probeWindow))), earlierLegend+"p95 "+legendTS),
+	).thresholdLines().dashedEarlier()))
 	b.add(12, 9, timeseries("Per-user decode speed: p10, p50 and SLA minimum",
 		"Decode speed of a probe: (output tokens − first chunk's tokens) ÷ (last token − first token). "+
 			"p10 is the slow tail (higher is better). Dashed: the scenario's minimum, where one is configured.",
@@ -76,7 +79,8 @@ func overview() *Dashboard {
 		rangeQ(orRule("target_scenario:slaprobe_decode_tokens_per_second:p10_15m", histQuantile("0.10", "slaprobe_decode_tokens_per_second", ruleBy, probeWindow)), "p10 "+legendTS),
 		rangeQ(histQuantile("0.5", "slaprobe_decode_tokens_per_second", ruleBy, probeWindow), "p50 "+legendTS),
 		rangeQ(threshold("decode_tokens_per_second"), "SLA {{scenario}}"),
-	).thresholdLines())
+		rangeQ(earlier(orRule("target_scenario:slaprobe_decode_tokens_per_second:p10_15m", histQuantile("0.10", "slaprobe_decode_tokens_per_second", ruleBy, probeWindow))), earlierLegend+"p10 "+legendTS),
+	).thresholdLines().dashedEarlier())
 	b.add(12, 9, timeseries("End-to-end latency: p50, p95 and SLA",
 		"Request written to last token, successful probes with a cold prompt, over 15 min. Dashed: the "+
 			"configured E2E threshold, where a scenario has one (code_completion by default).",
@@ -84,7 +88,8 @@ func overview() *Dashboard {
 		rangeQ(histQuantile("0.5", "slaprobe_e2e_latency_seconds", ruleBy, probeWindow), "p50 "+legendTS),
 		rangeQ(orRule("target_scenario:slaprobe_e2e_latency_seconds:p95_15m", histQuantile("0.95", "slaprobe_e2e_latency_seconds", ruleBy, probeWindow)), "p95 "+legendTS),
 		rangeQ(threshold("e2e_latency_seconds"), "SLA {{scenario}}"),
-	).thresholdLines())
+		rangeQ(earlier(orRule("target_scenario:slaprobe_e2e_latency_seconds:p95_15m", histQuantile("0.95", "slaprobe_e2e_latency_seconds", ruleBy, probeWindow))), earlierLegend+"p95 "+legendTS),
+	).thresholdLines().dashedEarlier())
 	b.add(12, 8, timeseries("Prefill speed: p10 and p50",
 		"Prompt tokens ÷ TTFT (queueing included) of probes with a cold prompt, over 15 min.",
 		unitTokS, nil,

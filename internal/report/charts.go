@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"html/template"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -109,6 +110,9 @@ type figure struct {
 }
 
 type tile struct {
+	// Change is the tile's change against a comparison's baseline;
+	// ChangeClass "worse" or "better" when it is significant.
+	Change, ChangeClass            string
 	Label, Value, Unit, Sub, Extra string
 	Level                          string // experience level class, optional
 }
@@ -216,13 +220,20 @@ func nAxis(label string, ns []float64) axis {
 func ladderOf(r *Report, idx []int, m prober.Mode) []float64 {
 	seen := map[int]bool{}
 	var out []float64
-	for _, i := range idx {
-		for _, st := range r.Scenarios[i].Steps(m) {
+	add := func(s *Scenario) {
+		if s == nil {
+			return
+		}
+		for _, st := range s.Steps(m) {
 			if !seen[st.Concurrency] {
 				seen[st.Concurrency] = true
 				out = append(out, float64(st.Concurrency))
 			}
 		}
+	}
+	for _, i := range idx {
+		add(&r.Scenarios[i])
+		add(r.baseScenario(&r.Scenarios[i]))
 	}
 	sort.Float64s(out)
 	return out
@@ -281,6 +292,22 @@ func metricSeries(r *Report, idx []int, m prober.Mode, get func(Step) (float64, 
 		if len(s.Points) > 0 {
 			out = append(out, s)
 		}
+		// A comparison draws the baseline of the same scenario beside it.
+		if b := r.baseScenario(&r.Scenarios[i]); b != nil {
+			bs := baseOf(scenarioSeries(r, i))
+			for _, st := range okSteps(b.Steps(m)) {
+				v, ok := get(st)
+				if !ok || !finite(v) {
+					continue
+				}
+				vals = append(vals, v)
+				bs.Points = append(bs.Points, point{X: float64(st.Concurrency), Y: v, Suspect: st.StartedBusy(),
+					Tip: fmt.Sprintf("base · %s · %s N=%d · %s%s", b.Name, modeLabel(m), st.Concurrency, tip(v), suspectTip(st))})
+			}
+			if len(bs.Points) > 0 {
+				out = append(out, bs)
+			}
+		}
 	}
 	return out, vals
 }
@@ -299,6 +326,9 @@ type located struct {
 func extreme(ss []series, max bool) located {
 	var best located
 	for _, s := range ss {
+		if s.Faint {
+			continue // a comparison's baseline
+		}
 		for _, p := range s.Points {
 			if p.Suspect {
 				continue
@@ -435,6 +465,9 @@ func figITLVsN(r *Report, idx []int, ns []float64, th ReferenceLines) figure {
 		if th.ITLInstantSeconds > 0 {
 			under, total := 0, 0
 			for _, s := range ss {
+				if s.Faint {
+					continue // a comparison's baseline
+				}
 				for _, p := range s.Points {
 					total++
 					if p.Y <= th.ITLInstantSeconds*1000 {
@@ -478,6 +511,9 @@ func figScaling(r *Report, idx []int, ns []float64) figure {
 		}
 		var row []at
 		for _, s := range ss {
+			if s.Faint {
+				continue // a comparison's baseline
+			}
 			for _, p := range s.Points {
 				if p.X == maxN {
 					row = append(row, at{s.Name, p.Y})
@@ -532,9 +568,11 @@ func rangeBand(r *Report, idx []int, get func(Step) float64, unit func(float64) 
 func figDecodeRange(r *Report, idx []int, ns []float64) figure {
 	f := newFigure(ChartDecodeRange, "Per-user throughput range",
 		"The shaded band runs from the best scenario (usually the shortest context) to the worst at each N. A narrow band means context length hardly changes what a user gets; a wide one means long prompts pay a large decode penalty.")
-	a, notes := rangeBand(r, idx, func(s Step) float64 { return s.Decode.Mean }, func(v float64) string { return fmtRate(v) + " tok/s" })
+	get := func(s Step) float64 { return s.Decode.Mean }
+	unit := func(v float64) string { return fmtRate(v) + " tok/s" }
+	a, notes := rangeBand(r, idx, get, unit)
 	c := chart{ID: f.DOMID, Title: f.Title, X: nAxis("concurrent requests (N)", ns),
-		Y: axis{Label: "decode speed per user (tok/s)", FromZero: true, Fmt: axisRate}, Bands: bandsDecode}
+		Y: axis{Label: "decode speed per user (tok/s)", FromZero: true, Fmt: axisRate}, Bands: bandsDecode, Series: baseBand(r, idx, get, unit)}
 	if len(a.Hi) > 0 {
 		c.Areas = []area{a}
 	}
@@ -584,7 +622,9 @@ func closedQueueText(q queueWait) string {
 func figTTFTRange(r *Report, idx []int, ns []float64) figure {
 	f := newFigure(ChartTTFTRange, "Time to first token range",
 		"The band runs from the quickest scenario to the slowest at each N. TTFT is prefill plus any time the engine kept the request in its queue, so the top edge is usually the longest context. Under 0.5 s feels instant; 0.5–2 s responsive.")
-	a, notes := rangeBand(r, idx, func(s Step) float64 { return s.TTFT.Mean }, fmtSeconds)
+	get := func(s Step) float64 { return s.TTFT.Mean }
+	a, notes := rangeBand(r, idx, get, fmtSeconds)
+	bb := baseBand(r, idx, get, fmtSeconds)
 	switch q := closedQueueWait(r, idx); {
 	case q.measured && q.v > 0:
 		notes = append(notes, fmt.Sprintf("Measured engine queue wait, part of these TTFTs: up to %s (%s, N=%d).", fmtSeconds(q.v), q.scenario, q.n))
@@ -595,8 +635,13 @@ func figTTFTRange(r *Report, idx []int, ns []float64) figure {
 	for _, p := range append(append([]point(nil), a.Hi...), a.Lo...) {
 		vals = append(vals, p.Y)
 	}
+	for _, s := range bb {
+		for _, p := range s.Points {
+			vals = append(vals, p.Y)
+		}
+	}
 	c := chart{ID: f.DOMID, Title: f.Title, X: nAxis("concurrent requests (N)", ns),
-		Y: axis{Label: "time to first token", Log: autoLog(vals), FromZero: true, Fmt: axisSeconds}, Bands: bandsTTFT}
+		Y: axis{Label: "time to first token", Log: autoLog(vals), FromZero: true, Fmt: axisSeconds}, Bands: bandsTTFT, Series: bb}
 	if len(a.Hi) > 0 {
 		c.Areas = []area{a}
 	}
@@ -688,7 +733,20 @@ func figMaxSafeQueue(r *Report, th ReferenceLines) figure {
 		if q.Approximate {
 			t.Extra += "; interpolated"
 		}
+		if c := r.Comparison.CapacityOf(CapacityMaxSafeQueue, q.Scenario); c != nil {
+			t.Change = capacityChangeText(c)
+			if c.Significant() {
+				t.ChangeClass = c.Verdict
+			}
+		}
 		f.Tiles = append(f.Tiles, t)
+	}
+	if c := r.Comparison; c != nil {
+		for _, cc := range c.Capacity {
+			if cc.Kind == CapacityMaxSafeQueue && cc.Presence == OnlyInBase {
+				f.Tiles = append(f.Tiles, tile{Label: cc.Scenario, Value: "–", Sub: "not measured in this run", Change: capacityChangeText(&cc)})
+			}
+		}
 	}
 	if len(f.Tiles) == 0 {
 		f.Placeholder = "No burst sweep was run, so the max safe queue depth was not measured."
@@ -705,7 +763,11 @@ func figSystem(r *Report, idx []int, closedN, burstN []float64) figure {
 	bs, _ := metricSeries(r, idx, prober.ModeBurst, get, tip)
 	for i := range bs {
 		bs[i].Dashed = true
-		bs[i].Name += " (burst)"
+		if bs[i].Faint {
+			bs[i].Name = strings.TrimSuffix(bs[i].Name, baseSuffix) + " (burst)" + baseSuffix
+		} else {
+			bs[i].Name += " (burst)"
+		}
 	}
 	all := append(ss, bs...)
 	ns := append(append([]float64(nil), closedN...), burstN...)
@@ -805,9 +867,40 @@ func tokensPerHourTable(r *Report, idx []int) table {
 			at = fmt.Sprintf("burst N=%d, not sustained", best.Concurrency)
 		}
 		row = append(row, fmtBig(best.TokensPerHour), at)
+		if r.Comparison != nil {
+			row = append(row, peakChange(r, s, best.TokensPerHour))
+		}
 		t.Rows = append(t.Rows, row)
 	}
+	if r.Comparison != nil {
+		t.Head = append(t.Head, "peak vs base")
+		t.Numeric = append(t.Numeric, true)
+	}
 	return t
+}
+
+// peakChange compares a scenario's peak tokens per hour with the
+// baseline's, as a number (one figure per step has no interval).
+func peakChange(r *Report, s *Scenario, peak float64) string {
+	b := r.baseScenario(s)
+	if b == nil {
+		return "not in base"
+	}
+	var best float64
+	for _, m := range modes(b) {
+		if best > 0 {
+			break
+		}
+		for _, st := range okSteps(m.steps) {
+			if !st.StartedBusy() && st.TokensPerHour > best {
+				best = st.TokensPerHour
+			}
+		}
+	}
+	if best <= 0 {
+		return "–"
+	}
+	return fmtChange((peak - best) / best)
 }
 
 func figUseCaseTable(r *Report) figure {
@@ -838,7 +931,35 @@ func useCaseTable(r *Report) table {
 		}
 		t.Rows = append(t.Rows, []string{u.Scenario, ctx, thr, fmtBound(u.Bound), lim, fmt.Sprintf("N=%d (%s)", u.MaxTested, modeLabel(u.Mode))})
 	}
+	if c := r.Comparison; c != nil {
+		t.Head = append(t.Head, "change vs base")
+		t.Numeric = append(t.Numeric, false)
+		for i, u := range r.Capacity.UseCases {
+			t.Rows[i] = append(t.Rows[i], orDash(capacityChangeText(c.CapacityOf(CapacityUseCase, u.Scenario))))
+		}
+		for _, cc := range c.Capacity {
+			if cc.Kind == CapacityUseCase && cc.Presence == OnlyInBase {
+				row := make([]string, len(t.Head))
+				for j := range row {
+					row[j] = "–"
+				}
+				row[0], row[3], row[len(row)-1] = cc.Scenario, fmtBound(*cc.Base), "only in the base run"
+				t.Rows = append(t.Rows, row)
+				for len(t.RowClass) < len(t.Rows)-1 {
+					t.RowClass = append(t.RowClass, "")
+				}
+				t.RowClass = append(t.RowClass, "base-only")
+			}
+		}
+	}
 	return t
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "–"
+	}
+	return s
 }
 
 func figCapacities(r *Report) []figure {
@@ -862,7 +983,7 @@ func figCapacities(r *Report) []figure {
 		if s.Description != "" || s.InputTokens > 0 {
 			f.How = fmt.Sprintf("%s in / %s out%s. ", fmtTokens(float64(s.InputTokens)), grouped(float64(s.OutputTokens), 0), descSuffix(s.Description)) + f.How
 		}
-		f.SVG, f.Legend = capacityChart(f.DOMID, s, u)
+		f.SVG, f.Legend = capacityChart(f.DOMID, s, u, r.baseScenario(s))
 		f.Findings = append(f.Findings, capacitySentence(s, u))
 		out = append(out, f)
 	}
@@ -897,7 +1018,9 @@ func limitStat(u UseCaseCapacity, kind string) prober.Stat {
 	return prober.StatMean
 }
 
-func capacityChart(id string, s *Scenario, u UseCaseCapacity) (template.HTML, template.HTML) {
+// base, when not nil, is a comparison's baseline of the same use case: its
+// curves are drawn faint and dashed beside NEW's.
+func capacityChart(id string, s *Scenario, u UseCaseCapacity, base *Scenario) (template.HTML, template.HTML) {
 	steps := okSteps(s.Steps(u.Mode))
 	var ns []float64
 	itl := series{Name: "ITL mean (left axis)", Color: colorCapITL, Marker: 0}
@@ -931,6 +1054,35 @@ func capacityChart(id string, s *Scenario, u UseCaseCapacity) (template.HTML, te
 	}
 	if useE2E {
 		c.Series = append(c.Series, e2e)
+	}
+	if base != nil {
+		bi, bt, be := baseOf(itl), baseOf(ttft), baseOf(e2e)
+		for _, st := range okSteps(base.Steps(u.Mode)) {
+			n := float64(st.Concurrency)
+			if !slices.Contains(ns, n) {
+				ns = append(ns, n)
+			}
+			if st.ITL.Mean > 0 {
+				bi.Points = append(bi.Points, point{X: n, Y: st.ITL.Mean * 1000, Suspect: st.StartedBusy(), Tip: fmt.Sprintf("base · N=%d · ITL %s", st.Concurrency, fmtMS(st.ITL.Mean))})
+			}
+			if v := st.TTFT.Stat(ttftStat); v > 0 {
+				bt.Points = append(bt.Points, point{X: n, Y: v, Suspect: st.StartedBusy(), Tip: fmt.Sprintf("base · N=%d · TTFT %s %s", st.Concurrency, ttftStat, fmtSeconds(v))})
+			}
+			if v := st.E2E.Stat(e2eStat); v > 0 {
+				be.Points = append(be.Points, point{X: n, Y: v, Suspect: st.StartedBusy(), Tip: fmt.Sprintf("base · N=%d · E2E %s %s", st.Concurrency, e2eStat, fmtSeconds(v))})
+			}
+		}
+		sort.Float64s(ns)
+		c.X.Ticks = ns
+		if len(bi.Points) > 0 {
+			c.Series = append(c.Series, bi)
+		}
+		if useTTFT && len(bt.Points) > 0 {
+			c.Series = append(c.Series, bt)
+		}
+		if useE2E && len(be.Points) > 0 {
+			c.Series = append(c.Series, be)
+		}
 	}
 	// One rule for every capacity chart, so two of them read the same way
 	// side by side: ITL on a linear left axis from zero, as on every ITL
@@ -1071,6 +1223,37 @@ func contextSeries(rows []*Scenario, get func(Step) (float64, bool), unit func(f
 	return out, ctxs
 }
 
+// withBaseContext adds a comparison's baseline lines to a context chart:
+// for each N the same colour as NEW's line of that N, faint and dashed.
+func withBaseContext(r *Report, idx []int, ss []series, ctxs []float64, get func(Step) (float64, bool), unit func(float64) string) ([]series, []float64) {
+	b := r.baseReport()
+	if b == nil {
+		return ss, ctxs
+	}
+	var brows []*Scenario
+	for _, row := range contextRows(r, idx) {
+		if bs := r.baseScenario(row); bs != nil {
+			brows = append(brows, bs)
+		}
+	}
+	bss, _ := contextSeries(brows, get, unit)
+	for _, bs := range bss {
+		twin := bs
+		for _, s := range ss {
+			if s.Name == bs.Name {
+				twin.Color, twin.Marker = s.Color, s.Marker
+			}
+		}
+		twin = baseOf(twin)
+		for _, p := range bs.Points {
+			p.Tip = "base · " + p.Tip
+			twin.Points = append(twin.Points, p)
+		}
+		ss = append(ss, twin)
+	}
+	return ss, ctxs
+}
+
 func ctxAxis(ctxs []float64) axis {
 	return axis{Label: "context length (input tokens)", Log: true, Ticks: ctxs, Fmt: fmtTokens}
 }
@@ -1079,12 +1262,16 @@ func figQueueWait(r *Report, idx []int) figure {
 	f := newFigure(ChartQueueWait, "Queue wait vs context and concurrency",
 		"Time a request waited inside the engine before its prefill began, from the engine’s own queue-time histogram. Near zero means the GPU took every request at once; growth means requests wait for a batch slot or KV cache.")
 	rows := contextRows(r, idx)
-	ss, ctxs := contextSeries(rows, func(s Step) (float64, bool) {
+	qget := func(s Step) (float64, bool) {
 		if s.QueueWaitSeconds == nil {
 			return 0, false
 		}
 		return *s.QueueWaitSeconds, true
-	}, fmtSeconds)
+	}
+	ss, ctxs := contextSeries(rows, qget, fmtSeconds)
+	if len(ss) > 0 {
+		ss, ctxs = withBaseContext(r, idx, ss, ctxs, qget, fmtSeconds)
+	}
 	if len(ss) == 0 {
 		f.Placeholder = "Queue wait was not measured: the engine exposes no vllm:request_queue_time_seconds histogram, or no closed-loop sweep ran."
 		return f
@@ -1101,16 +1288,21 @@ func figPrefill(r *Report, idx []int) figure {
 	f := newFigure(ChartPrefillVsContext, "Per-user prefill speed vs context",
 		"Prompt tokens processed per second for one request, TTFT minus queue wait. It usually rises with context while the GPU fills up, peaks, then falls as attention cost grows or chunked prefill caps each step.")
 	rows := contextRows(r, idx)
-	ss, ctxs := contextSeries(rows, func(s Step) (float64, bool) { return s.PrefillTokensPerSecond, s.PrefillTokensPerSecond > 0 },
-		func(v float64) string { return fmtRate(v) + " tok/s" })
+	pget := func(s Step) (float64, bool) { return s.PrefillTokensPerSecond, s.PrefillTokensPerSecond > 0 }
+	punit := func(v float64) string { return fmtRate(v) + " tok/s" }
+	ss, ctxs := contextSeries(rows, pget, punit)
 	if len(ss) == 0 {
 		f.Placeholder = "Prefill speed was not measured."
 		return f
 	}
+	ss, ctxs = withBaseContext(r, idx, ss, ctxs, pget, punit)
 	c := chart{ID: f.DOMID, Title: f.Title, X: ctxAxis(ctxs), Y: axis{Label: "prefill speed per user (tok/s)", FromZero: true, Fmt: axisRate}, Series: ss}
 	c.build(&f)
 	t := table{Head: []string{"concurrency", "peaks at", "peak prefill speed"}, Numeric: []bool{false, false, true}}
 	for _, s := range ss {
+		if s.Faint {
+			continue
+		}
 		var best point
 		for _, p := range s.Points {
 			if p.Y > best.Y {
@@ -1127,12 +1319,16 @@ func figPower(r *Report, idx []int) figure {
 	f := newFigure(ChartPower, "GPU power vs context and concurrency",
 		"Average GPU draw during each closed-loop step, summed over the target’s GPUs. Budget cooling and power for the peak, and cost for the average.")
 	rows := contextRows(r, idx)
-	ss, ctxs := contextSeries(rows, func(s Step) (float64, bool) {
+	wget := func(s Step) (float64, bool) {
 		if s.Power == nil {
 			return 0, false
 		}
 		return s.Power.AvgWatts, true
-	}, fmtWatts)
+	}
+	ss, ctxs := contextSeries(rows, wget, fmtWatts)
+	if len(ss) > 0 {
+		ss, ctxs = withBaseContext(r, idx, ss, ctxs, wget, fmtWatts)
+	}
 	// Tiles use every step of every scenario, both modes.
 	var peak, bestJ *Step
 	var peakName, bestJName string

@@ -108,6 +108,7 @@ func fromStep(st prober.StepResult, pricePerKWh float64) Step {
 		SystemTokensPerSecond:  st.SystemThroughput, TokensPerHour: st.TokensPerHour,
 		QueueWaitSeconds: st.QueueWaitSeconds,
 		Drain:            st.Drain,
+		Samples:          NewSamples(st.Samples),
 	}
 	if st.PrefillExclQueue > 0 {
 		out.PrefillTokensPerSecond = st.PrefillExclQueue

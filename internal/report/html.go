@@ -27,6 +27,8 @@ type page struct {
 	ToolVersion   string
 	Generated     string
 	Methodology   []kv
+	Kicker        string
+	Compare       *compareView
 }
 
 type kv struct{ K, V string }
@@ -75,6 +77,11 @@ func buildPage(r *Report) page {
 		SchemaVersion: SchemaVersion,
 		ToolVersion:   m.ToolVersion,
 		Notes:         r.Notes,
+		Kicker:        "slaprobe benchmark report",
+		Compare:       buildCompareView(r),
+	}
+	if r.Comparison != nil {
+		p.Kicker = "slaprobe comparison report"
 	}
 	var sub []string
 	if m.Model != "" && !strings.Contains(p.Title, m.Model) {
@@ -121,11 +128,21 @@ func buildPage(r *Report) page {
 	if !r.Config.PromptCaching {
 		p.Methodology = append(p.Methodology, kv{"Prompt caching", "off: every request carries a fresh context, so TTFT is the worst case. With a warm prefix cache a long conversation answers about as fast as its newest turn."})
 	}
+	if r.Comparison != nil {
+		p.Methodology = append(p.Methodology, compareMethod(r.Comparison))
+	}
 	p.Generated = m.FinishedAt.UTC().Format(time.RFC3339)
 	return p
 }
 
 func reportTitle(r *Report) string {
+	if c := r.Comparison; c != nil {
+		return baseTitle(r) + " compared with " + c.BaseLabel
+	}
+	return baseTitle(r)
+}
+
+func baseTitle(r *Report) string {
 	if r.Meta.Title != "" {
 		return r.Meta.Title
 	}
@@ -205,15 +222,30 @@ func headlineTiles(r *Report) []tile {
 		}
 		return more
 	}
+	var bh Headline
+	if b := r.baseReport(); b != nil {
+		bh = b.Headline
+		if bh.empty() {
+			bh = ComputeHeadline(b)
+		}
+	}
+	compared := func(t tile, base, cur *Figure, metric string, boundish bool) tile {
+		if r.Comparison != nil {
+			t.Change, t.ChangeClass = headlineChange(base, cur, r, metric, boundish)
+		}
+		return t
+	}
 	if s := h.PeakDecode; s != nil {
-		out = append(out, tile{Label: "Peak decode speed", Value: fmtRate(s.Value), Unit: "tok/s", Sub: where(s), Extra: extra(s, "")})
+		out = append(out, compared(tile{Label: "Peak decode speed", Value: fmtRate(s.Value), Unit: "tok/s", Sub: where(s), Extra: extra(s, "")},
+			bh.PeakDecode, s, MetricDecode, false))
 	}
 	if s := h.MaxSystemThroughput; s != nil {
-		out = append(out, tile{Label: "Max system throughput", Value: fmtRate(s.Value), Unit: "tok/s", Sub: where(s),
-			Extra: extra(s, "≈ "+fmtBig(s.Value*3600)+" tokens per hour")})
+		out = append(out, compared(tile{Label: "Max system throughput", Value: fmtRate(s.Value), Unit: "tok/s", Sub: where(s),
+			Extra: extra(s, "≈ "+fmtBig(s.Value*3600)+" tokens per hour")}, bh.MaxSystemThroughput, s, MetricSystemThroughput, false))
 	}
 	if s := h.BestTTFT; s != nil {
-		out = append(out, tile{Label: "Best time to first token", Value: fmtSeconds(s.Value), Sub: where(s), Extra: extra(s, "")})
+		out = append(out, compared(tile{Label: "Best time to first token", Value: fmtSeconds(s.Value), Sub: where(s), Extra: extra(s, "")},
+			bh.BestTTFT, s, MetricTTFT, false))
 	}
 	if len(h.MaxSafeQueue) > 0 {
 		first := h.MaxSafeQueue[0]
@@ -227,6 +259,12 @@ func headlineTiles(r *Report) []tile {
 			rest = append(rest, s.Scenario+" "+fmtBound(statBound(&s)))
 		}
 		t.Extra = strings.Join(rest, " · ")
+		if c := r.Comparison.CapacityOf(CapacityMaxSafeQueue, first.Scenario); c != nil {
+			t.Change = capacityChangeText(c)
+			if c.Significant() {
+				t.ChangeClass = c.Verdict
+			}
+		}
 		out = append(out, t)
 	}
 	if h.RequestsSent > 0 {
@@ -235,12 +273,21 @@ func headlineTiles(r *Report) []tile {
 		if h.SuccessRate < 0.99 {
 			t.Level = "poor"
 		}
+		if r.Comparison != nil && bh.RequestsSent > 0 {
+			t.Change = "base " + fmtPct(bh.SuccessRate)
+		}
 		out = append(out, t)
 	}
 	if s := h.UsersAt32K; s != nil {
 		t := tile{Label: "Concurrent users at 32K context", Value: fmtBound(statBound(s)), Unit: "requests", Sub: s.Scenario}
 		if sc := r.scenario(s.Scenario); sc != nil {
 			t.Extra = strings.Join(thresholdTexts(sc.Thresholds), ", ")
+		}
+		if c := r.Comparison.CapacityOf(CapacityUseCase, s.Scenario); c != nil {
+			t.Change = capacityChangeText(c)
+			if c.Significant() {
+				t.ChangeClass = c.Verdict
+			}
 		}
 		out = append(out, t)
 	}
@@ -261,7 +308,7 @@ func appendix(r *Report) []appendixEntry {
 		}
 		for _, m := range modes(&s) {
 			if len(m.steps) > 0 {
-				e.Tables = append(e.Tables, stepTables(&s, m.mode)...)
+				e.Tables = append(e.Tables, stepTables(r, &s, m.mode)...)
 			}
 		}
 		for _, st := range s.StoppedEarly {
@@ -276,7 +323,35 @@ func appendix(r *Report) []appendixEntry {
 		}
 		out = append(out, e)
 	}
+	// A comparison lists the scenarios only the baseline measured too.
+	if b := r.baseReport(); b != nil {
+		for _, s := range b.Scenarios {
+			s := s
+			if r.scenarioMatching(&s) != nil {
+				continue
+			}
+			e := appendixEntry{ID: "base-scenario-" + slugify(s.Name), Name: s.Name + " (only in the base run)",
+				Info: fmt.Sprintf("%s · %s in / %s out · measured in the base run only; its values are the base’s", s.Family, grouped(float64(s.InputTokens), 0), grouped(float64(s.OutputTokens), 0))}
+			for _, m := range modes(&s) {
+				if len(m.steps) > 0 {
+					e.Tables = append(e.Tables, stepTables(&Report{}, &s, m.mode)...)
+				}
+			}
+			out = append(out, e)
+		}
+	}
 	return out
+}
+
+// scenarioMatching returns r's scenario with s's name and lengths, or nil.
+func (r *Report) scenarioMatching(s *Scenario) *Scenario {
+	for i := range r.Scenarios {
+		o := &r.Scenarios[i]
+		if o.Name == s.Name && o.InputTokens == s.InputTokens && o.OutputTokens == s.OutputTokens {
+			return o
+		}
+	}
+	return nil
 }
 
 func earlyStopText(e EarlyStop) string {
@@ -336,6 +411,17 @@ h2{font-size:22px;margin:44px 0 4px;padding-top:8px;border-top:1px solid var(--l
 .tile .sub{font-size:13px;color:var(--ink);overflow-wrap:anywhere}
 .tile .extra{font-size:12.5px;color:var(--faint);margin-top:2px;overflow-wrap:anywhere}
 .headline .tile .value{font-size:30px}
+.tile .change{font-size:12.5px;margin-top:4px;color:var(--muted);font-weight:600}
+.tile .change.worse{color:#b2182b}
+.tile .change.better{color:#1a7f45}
+section.comparison{border:1px solid var(--line);border-radius:10px;padding:4px 18px 12px;margin:16px 0}
+section.comparison h2{border-top:none;margin-top:10px}
+.verdicts h3{font-size:15px;margin:12px 0 2px}
+.verdicts h3.worse{color:#b2182b}
+.verdicts h3.better{color:#1a7f45}
+.verdicts ul{margin:2px 0 6px;padding-left:22px;font-size:13.5px}
+.verdicts .counts{color:var(--muted);font-size:13px}
+tbody tr.base-only{color:var(--faint);font-style:italic}
 .tile .unit{font-size:15px;font-weight:600;color:var(--muted)}
 .tiles.compact{grid-template-columns:repeat(auto-fill,minmax(170px,1fr));gap:10px;margin:6px 0 10px}
 .tiles.compact .tile{padding:8px 12px}
@@ -371,6 +457,9 @@ svg.plot text{font-family:inherit}
 .line{fill:none;stroke-width:2.2;stroke-linejoin:round;stroke-linecap:round}
 .line.dashed{stroke-dasharray:7 4;stroke-width:1.8}
 .line.edge{stroke-width:1.4}
+.series.faint{opacity:.5}
+.series.faint .line{stroke-width:1.6}
+ul.legend li.faint svg{opacity:.5}
 .mk{stroke-width:1.6}
 .pt:hover .mk{stroke-width:3.5}
 .area{fill-opacity:.2;stroke:none}
@@ -423,16 +512,30 @@ footer{margin-top:48px;padding-top:12px;border-top:1px solid var(--line);color:v
 <body>
 <main>
 <header class="top">
-<p class="kicker">slaprobe benchmark report</p>
+<p class="kicker">{{.Kicker}}</p>
 <h1>{{.Title}}</h1>
 {{if .Subtitle}}<p class="subtitle">{{.Subtitle}}</p>{{end}}
 <dl class="meta">{{range .Meta}}<div><dt>{{.K}}</dt><dd>{{.V}}</dd></div>{{end}}</dl>
-<nav class="toc" aria-label="Contents"><a href="#chart-headline">Headline</a>{{range .Sections}}<a href="#{{.ID}}">{{.Title}}</a>{{end}}<a href="#data">All measurements</a><a href="#method">Method</a></nav>
+<nav class="toc" aria-label="Contents">{{if .Compare}}<a href="#chart-comparison">What changed</a>{{end}}<a href="#chart-headline">Headline</a>{{range .Sections}}<a href="#{{.ID}}">{{.Title}}</a>{{end}}<a href="#data">All measurements</a><a href="#method">Method</a></nav>
 </header>
 {{if .Notes}}<div class="notes" role="note">{{range .Notes}}<p>{{.}}</p>{{end}}</div>{{end}}
+{{with .Compare}}
+<section id="chart-comparison" class="comparison" data-chart="comparison" aria-label="What changed">
+<h2>What changed since {{.BaseLabel}}?</h2>
+<dl class="meta">{{range .Base}}<div><dt>{{.K}}</dt><dd>{{.V}}</dd></div>{{end}}</dl>
+{{if .Differences}}<div class="notes" role="note"><p><strong>The two runs differ:</strong></p>{{range .Differences}}<p>{{.}}</p>{{end}}</div>{{end}}
+<div class="verdicts">
+<h3 class="worse">Significant regressions</h3>
+{{if .Regressions}}<ul class="worse">{{range .Regressions}}<li>{{.}}</li>{{end}}</ul>{{else}}<p>None: nothing got significantly worse.</p>{{end}}
+<h3 class="better">Significant improvements</h3>
+{{if .Improvements}}<ul class="better">{{range .Improvements}}<li>{{.}}</li>{{end}}</ul>{{else}}<p>None.</p>{{end}}
+<p class="counts">{{.Counts}} The base run is drawn in every chart in the same colour, dashed and faint, named “(base)”; every table has its change columns. The method section says what “significant” means here.</p>
+</div>
+</section>
+{{end}}
 
 <section id="chart-headline" class="headline" data-chart="headline" aria-label="Headline figures">
-<div class="tiles">{{range .Headline}}<div class="tile{{if .Level}} {{.Level}}{{end}}"><div class="label">{{.Label}}</div><div class="value">{{.Value}}{{if .Unit}} <span class="unit">{{.Unit}}</span>{{end}}</div>{{if .Sub}}<div class="sub">{{.Sub}}</div>{{end}}{{if .Extra}}<div class="extra">{{.Extra}}</div>{{end}}</div>{{else}}<p>No step completed a request.</p>{{end}}</div>
+<div class="tiles">{{range .Headline}}<div class="tile{{if .Level}} {{.Level}}{{end}}"><div class="label">{{.Label}}</div><div class="value">{{.Value}}{{if .Unit}} <span class="unit">{{.Unit}}</span>{{end}}</div>{{if .Sub}}<div class="sub">{{.Sub}}</div>{{end}}{{if .Extra}}<div class="extra">{{.Extra}}</div>{{end}}{{if .Change}}<div class="change{{if .ChangeClass}} {{.ChangeClass}}{{end}}">{{.Change}}</div>{{end}}</div>{{else}}<p>No step completed a request.</p>{{end}}</div>
 </section>
 
 <section id="how-to-read" aria-label="Experience bands">
@@ -479,7 +582,7 @@ footer{margin-top:48px;padding-top:12px;border-top:1px solid var(--line);color:v
 <div class="textcol">
 <h3>{{.Title}}</h3>
 <p class="how"><b>How to read:</b> {{.How}}</p>
-{{if .Tiles}}<div class="tiles {{.TileClass}}">{{range .Tiles}}<div class="tile{{if .Level}} {{.Level}}{{end}}"><div class="label">{{.Label}}</div><div class="value">{{.Value}}{{if .Unit}} <span class="unit">{{.Unit}}</span>{{end}}</div>{{if .Sub}}<div class="sub">{{.Sub}}</div>{{end}}{{if .Extra}}<div class="extra">{{.Extra}}</div>{{end}}</div>{{end}}</div>{{end}}
+{{if .Tiles}}<div class="tiles {{.TileClass}}">{{range .Tiles}}<div class="tile{{if .Level}} {{.Level}}{{end}}"><div class="label">{{.Label}}</div><div class="value">{{.Value}}{{if .Unit}} <span class="unit">{{.Unit}}</span>{{end}}</div>{{if .Sub}}<div class="sub">{{.Sub}}</div>{{end}}{{if .Extra}}<div class="extra">{{.Extra}}</div>{{end}}{{if .Change}}<div class="change{{if .ChangeClass}} {{.ChangeClass}}{{end}}">{{.Change}}</div>{{end}}</div>{{end}}</div>{{end}}
 {{if .Split}}{{template "findings" .}}{{end}}
 </div>
 <div class="plotcol">

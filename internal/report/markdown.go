@@ -36,16 +36,52 @@ func RenderMarkdown(w io.Writer, r *Report) error {
 		p("> %s\n\n", mdEscape(n))
 	}
 
+	if v := buildCompareView(r); v != nil {
+		p("## What changed since %s?\n\n", mdEscape(v.BaseLabel))
+		for _, m := range v.Base {
+			p("- **%s:** %s\n", m.K, mdEscape(m.V))
+		}
+		p("\n")
+		for _, d := range v.Differences {
+			p("> %s\n\n", mdEscape(d))
+		}
+		p("### Significant regressions\n\n")
+		list := func(items []string, none string) {
+			if len(items) == 0 {
+				p("%s\n\n", none)
+				return
+			}
+			for _, it := range items {
+				p("- %s\n", mdEscape(it))
+			}
+			p("\n")
+		}
+		list(v.Regressions, "None: nothing got significantly worse.")
+		p("### Significant improvements\n\n")
+		list(v.Improvements, "None.")
+		p("%s\n\n", mdEscape(v.Counts))
+		p("%s\n\n", mdEscape(sentence(compareMethod(r.Comparison).V)))
+	}
+
 	p("## Headline\n\n")
 	var rows [][]string
+	compared := r.Comparison != nil
 	for _, t := range headlineTiles(r) {
 		detail := t.Sub
 		if t.Extra != "" {
 			detail = strings.TrimSpace(detail + "; " + t.Extra)
 		}
-		rows = append(rows, []string{t.Label, strings.TrimSpace(t.Value + " " + t.Unit), detail})
+		row := []string{t.Label, strings.TrimSpace(t.Value + " " + t.Unit), detail}
+		if compared {
+			row = append(row, orDash(t.Change))
+		}
+		rows = append(rows, row)
 	}
-	mdTable(bw, []string{"metric", "value", "where"}, []bool{false, true, false}, rows)
+	if compared {
+		mdTable(bw, []string{"metric", "value", "where", "change vs base"}, []bool{false, true, false, false}, rows)
+	} else {
+		mdTable(bw, []string{"metric", "value", "where"}, []bool{false, true, false}, rows)
+	}
 
 	if len(r.Capacity.UseCases) > 0 {
 		p("## Use-case capacity\n\n")
@@ -67,10 +103,19 @@ func RenderMarkdown(w io.Writer, r *Report) error {
 	if len(r.Capacity.MaxSafeQueue) > 0 {
 		p("## Max safe queue depth\n\n")
 		var rows [][]string
-		for _, q := range r.Capacity.MaxSafeQueue {
-			rows = append(rows, []string{q.Scenario, fmtBound(q.Bound), fmt.Sprintf("TTFT %s ≤ %s", q.Stat, fmtSecondsShort(q.ThresholdSeconds)), fmt.Sprintf("N=%d", q.MaxTested)})
+		head := []string{"scenario", "max safe queue", "threshold", "burst tested up to"}
+		numeric := []bool{false, true, false, true}
+		if compared {
+			head, numeric = append(head, "change vs base"), append(numeric, false)
 		}
-		mdTable(bw, []string{"scenario", "max safe queue", "threshold", "burst tested up to"}, []bool{false, true, false, true}, rows)
+		for _, q := range r.Capacity.MaxSafeQueue {
+			row := []string{q.Scenario, fmtBound(q.Bound), fmt.Sprintf("TTFT %s ≤ %s", q.Stat, fmtSecondsShort(q.ThresholdSeconds)), fmt.Sprintf("N=%d", q.MaxTested)}
+			if compared {
+				row = append(row, orDash(capacityChangeText(r.Comparison.CapacityOf(CapacityMaxSafeQueue, q.Scenario))))
+			}
+			rows = append(rows, row)
+		}
+		mdTable(bw, head, numeric, rows)
 	}
 
 	idx := chartScenarios(r)

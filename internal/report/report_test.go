@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -593,4 +594,44 @@ func figureSection(t *testing.T, html, marker string) string {
 		t.Fatalf("no %s", marker)
 	}
 	return html[i : i+strings.Index(html[i:], "</section>")]
+}
+
+// A report written before samples were kept (v1) still loads, and says it
+// has none.
+func TestLoadV1Report(t *testing.T) {
+	r, err := Load(filepath.Join("testdata", "report.v1.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.SchemaVersion != SchemaVersionV1 || r.HasSamples() || len(r.Scenarios) == 0 {
+		t.Fatalf("schema %q, samples %v, %d scenarios", r.SchemaVersion, r.HasSamples(), len(r.Scenarios))
+	}
+	var buf bytes.Buffer
+	if err := RenderHTML(&buf, r); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestNewSamples(t *testing.T) {
+	if NewSamples(prober.Samples{}) != nil {
+		t.Error("no values: want nil")
+	}
+	few := NewSamples(prober.Samples{TTFT: []float64{0.3, 0.1234567891, 0.2}})
+	if few.Subsampled || !reflect.DeepEqual(few.TTFT, []float64{0.3, 0.123457, 0.2}) {
+		t.Errorf("few = %+v; want them in request order, rounded to 6 digits", few)
+	}
+	many := make([]float64, 2*MaxSamples+7)
+	for i := range many {
+		many[i] = float64(len(many) - i) // descending
+	}
+	s := NewSamples(prober.Samples{Decode: many})
+	if !s.Subsampled || len(s.Decode) != MaxSamples {
+		t.Fatalf("%d values kept, subsampled %v; want %d", len(s.Decode), s.Subsampled, MaxSamples)
+	}
+	if s.Decode[0] != 1 || s.Decode[MaxSamples-1] != float64(len(many)) || !slices.IsSorted(s.Decode) {
+		t.Errorf("subsample must run from the smallest to the largest value, sorted: %v … %v", s.Decode[0], s.Decode[MaxSamples-1])
+	}
+	if m := s.Decode[MaxSamples/2]; math.Abs(m-float64(len(many))/2) > 3 {
+		t.Errorf("subsample median %v; want about %v", m, len(many)/2)
+	}
 }

@@ -21,7 +21,19 @@ import (
 
 // SchemaVersion names the shape of report.json. Bump it on any change that
 // is not a pure addition of an optional field.
-const SchemaVersion = "slaprobe.report/v1"
+//
+// v2 added each step's raw per-request values (Step.Samples), the
+// comparison with a baseline (Report.Comparison), and the rule that a
+// reader compares on summaries only when samples are absent.
+const SchemaVersion = "slaprobe.report/v2"
+
+// SchemaVersionV1 is the previous shape: no samples, no comparison. Load
+// still reads it; such a report compares on its summaries, without
+// confidence intervals.
+const SchemaVersionV1 = "slaprobe.report/v1"
+
+// knownSchema reports whether this slaprobe reads version v.
+func knownSchema(v string) bool { return v == SchemaVersion || v == SchemaVersionV1 }
 
 // A step's mode is prober.Mode: "closed_loop" keeps exactly N requests in
 // flight (a new one starts as soon as one finishes, so nothing queues in
@@ -56,6 +68,9 @@ type Report struct {
 	// Notes are short free-text remarks shown at the top of the report, for
 	// example "interrupted by the operator after 14 of 20 steps".
 	Notes []string `json:"notes,omitempty"`
+	// Comparison is set on a report drawn against a baseline (`slaprobe
+	// compare`, `bench --baseline`, the daemon against its previous sweep).
+	Comparison *Comparison `json:"comparison,omitempty"`
 }
 
 // Meta says what was measured, when and with what.
@@ -208,6 +223,28 @@ type Step struct {
 	// the engine still had requests running or waiting: it is shown marked
 	// and left out of capacity and the headline.
 	Drain *prober.DrainResult `json:"drain,omitempty"`
+	// Samples are the per-request values the distributions above describe
+	// (at most MaxSamples per metric); nil in v1 reports.
+	Samples *Samples `json:"samples,omitempty"`
+}
+
+// MaxSamples is the most per-request values a step keeps per metric. A
+// step with more keeps MaxSamples evenly spaced order statistics of them
+// (see NewSamples), which preserve the distribution a comparison resamples.
+const MaxSamples = 500
+
+// Samples are one step's per-request values in base units, over its
+// successful requests: what `slaprobe compare` resamples to put a
+// confidence interval on a change.
+type Samples struct {
+	TTFT    []float64 `json:"ttft_seconds,omitempty"`
+	ITL     []float64 `json:"itl_seconds,omitempty"`
+	Decode  []float64 `json:"decode_tokens_per_second,omitempty"`
+	E2E     []float64 `json:"e2e_seconds,omitempty"`
+	Prefill []float64 `json:"prefill_tokens_per_second,omitempty"`
+	// Subsampled is true when some metric had more than MaxSamples values
+	// and kept order statistics of them instead.
+	Subsampled bool `json:"subsampled,omitempty"`
 }
 
 // StartedBusy reports whether the step started on an engine that had not
@@ -349,8 +386,8 @@ func (r *Report) Validate() error {
 	if r == nil {
 		return errors.New("report: nil")
 	}
-	if r.SchemaVersion != "" && r.SchemaVersion != SchemaVersion {
-		return fmt.Errorf("report: schema_version=%q; expected %q", r.SchemaVersion, SchemaVersion)
+	if r.SchemaVersion != "" && !knownSchema(r.SchemaVersion) {
+		return fmt.Errorf("report: schema_version=%q; expected %q or %q", r.SchemaVersion, SchemaVersion, SchemaVersionV1)
 	}
 	seen := map[string]bool{}
 	for i, s := range r.Scenarios {
@@ -394,8 +431,11 @@ func Load(path string) (*Report, error) {
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, fmt.Errorf("load report %s: %w", path, err)
 	}
-	if r.SchemaVersion != SchemaVersion {
-		return nil, fmt.Errorf("load report %s: schema_version=%q; this slaprobe reads %q", path, r.SchemaVersion, SchemaVersion)
+	if !knownSchema(r.SchemaVersion) {
+		return nil, fmt.Errorf("load report %s: schema_version=%q; this slaprobe reads %q and %q", path, r.SchemaVersion, SchemaVersion, SchemaVersionV1)
 	}
-	return &r, r.Validate()
+	if err := r.Validate(); err != nil {
+		return nil, fmt.Errorf("load report %s: %w", path, err)
+	}
+	return &r, nil
 }

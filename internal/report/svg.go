@@ -46,6 +46,9 @@ type series struct {
 	Color  string
 	Marker int // 0 circle, 1 square, 2 triangle, 3 diamond
 	Dashed bool
+	// Faint draws the series light, with hollow markers: a comparison's
+	// baseline, beside NEW's series of the same colour.
+	Faint  bool
 	Right  bool // plotted against the right axis
 	Points []point
 }
@@ -598,7 +601,11 @@ func (c *chart) SVG() template.HTML {
 		if s.Dashed {
 			cls += " dashed"
 		}
-		fmt.Fprintf(&b, `<g class="series" data-series="%s"><path class="%s" d="%s" stroke="%s"/>`, esc(s.Name), cls, strings.TrimSpace(d.String()), esc(s.Color))
+		gcls := "series"
+		if s.Faint {
+			gcls += " faint"
+		}
+		fmt.Fprintf(&b, `<g class="%s" data-series="%s"><path class="%s" d="%s" stroke="%s"/>`, gcls, esc(s.Name), cls, strings.TrimSpace(d.String()), esc(s.Color))
 		for _, p := range pts {
 			fmt.Fprintf(&b, `<g class="pt"><title>%s</title>%s</g>`, esc(p.Tip), marker(s.Marker, xsc.px(p.X), sc.px(p.Y), s.Color, p.Suspect))
 		}
@@ -712,12 +719,15 @@ func (c *chart) LegendHTML() template.HTML {
 	}
 	b.WriteString(`<ul class="legend">`)
 	for _, s := range c.Series {
-		dash := ""
+		dash, faint := "", ""
 		if s.Dashed {
 			dash = ` stroke-dasharray="5 3"`
 		}
-		fmt.Fprintf(&b, `<li><svg width="30" height="12" viewBox="0 0 30 12" aria-hidden="true"><line x1="1" x2="29" y1="6" y2="6" stroke="%s" stroke-width="2"%s/>%s</svg>%s</li>`,
-			esc(s.Color), dash, marker(s.Marker, 15, 6, s.Color, false), esc(s.Name))
+		if s.Faint {
+			faint = ` class="faint"`
+		}
+		fmt.Fprintf(&b, `<li%s><svg width="30" height="12" viewBox="0 0 30 12" aria-hidden="true"><line x1="1" x2="29" y1="6" y2="6" stroke="%s" stroke-width="2"%s/>%s</svg>%s</li>`,
+			faint, esc(s.Color), dash, marker(s.Marker, 15, 6, s.Color, false), esc(s.Name))
 	}
 	for _, a := range c.Areas {
 		fmt.Fprintf(&b, `<li><svg width="30" height="12" viewBox="0 0 30 12" aria-hidden="true"><rect x="1" y="1" width="28" height="10" fill="%s" fill-opacity="0.25" stroke="%s"/></svg>%s</li>`,

@@ -227,7 +227,7 @@ func TestCapacityChartsReadTheSameWay(t *testing.T) {
 						continue
 					}
 					name := fmt.Sprintf("%s ttft=%g decode=%g itl=%g", u.Scenario, ttft, dec, itl)
-					svg, _ := capacityChart("c", &s, u)
+					svg, _ := capacityChart("c", &s, u, nil)
 					checkLabels(t, name, string(svg))
 					charts++
 					// One rule: the time axis is log on every capacity chart.

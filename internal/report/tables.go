@@ -11,7 +11,7 @@ import (
 // column is one column of a step table; the HTML groups columns under a
 // shared header, Markdown prefixes the group to the name.
 type column struct {
-	part    int    // 0: latency table, 1: throughput table; N is in both
+	part    int    // 0: latency table, 1: throughput table, 2: change vs base; N is in all
 	group   string // HTML group header
 	mdGroup string // Markdown prefix
 	name    string
@@ -128,11 +128,30 @@ func stepColumns(steps []Step, mode prober.Mode) []column {
 
 // stepTables are the per-step tables of one scenario and mode: latency
 // first, then throughput, queue and power (one table would be too wide).
-func stepTables(s *Scenario, mode prober.Mode) []table {
+//
+// In a comparison each table has change columns, and the steps only the
+// baseline measured follow as rows of their own, marked "(base)".
+func stepTables(r *Report, s *Scenario, mode prober.Mode) []table {
 	steps := sortedSteps(s.Steps(mode))
+	baseOnly := map[int]bool{}
+	if c := r.Comparison; c != nil {
+		if b := r.baseScenario(s); b != nil {
+			for _, st := range sortedSteps(b.Steps(mode)) {
+				if sc := c.Step(s.Name, mode, st.Concurrency); sc != nil && sc.Presence == OnlyInBase {
+					baseOnly[st.Concurrency] = true
+					steps = append(steps, st)
+				}
+			}
+		}
+	}
 	all := stepColumns(steps, mode)
+	all = append(all, stepChangeColumns(r, s, mode)...)
 	var out []table
-	for part, caption := range []string{modeTitle(mode) + " · latency", modeTitle(mode) + " · throughput"} {
+	captions := []string{modeTitle(mode) + " · latency", modeTitle(mode) + " · throughput"}
+	if r.Comparison != nil {
+		captions = append(captions, modeTitle(mode)+" · change vs base ("+r.Comparison.BaseLabel+")")
+	}
+	for part, caption := range captions {
 		var cols []column
 		for _, c := range all {
 			if c.part == -1 || c.part == part {
@@ -150,15 +169,22 @@ func stepTables(s *Scenario, mode prober.Mode) []table {
 				t.Groups = append(t.Groups, colGroup{Label: c.group, Span: 1})
 			}
 		}
-		for _, st := range steps {
+		for k, st := range steps {
 			cls := ""
 			if st.StartedBusy() {
 				cls = "busy"
+			}
+			only := k >= len(steps)-len(baseOnly) && baseOnly[st.Concurrency]
+			if only {
+				cls = "base-only"
 			}
 			t.RowClass = append(t.RowClass, cls)
 			row := make([]string, len(cols))
 			for i, c := range cols {
 				row[i] = c.get(st)
+			}
+			if only {
+				row[0] += " (base only)"
 			}
 			t.Rows = append(t.Rows, row)
 		}

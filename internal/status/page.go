@@ -97,12 +97,17 @@ type sweepView struct {
 }
 
 type sweepTargetView struct {
-	Target              string
-	HasReport           bool
-	HTML, JSON          string
-	Model, Finished     string
-	Interrupted         bool
-	Headline            []string
+	Target          string
+	HasReport       bool
+	HTML, JSON      string
+	Model, Finished string
+	Interrupted     bool
+	Headline        []string
+	// Compared says what the latest sweep is compared with; Worse lists
+	// its significant regressions against it, worst first.
+	Compared            string
+	Worse               []string
+	WorseCount          int
 	Attempt             string
 	AttemptErr          string
 	AttemptComplete     bool
@@ -365,6 +370,22 @@ func (s *Server) sweepView(snap sweeper.Snapshot, now time.Time) *sweepView {
 			}
 			tv.Interrupted = t.Result.Meta.Interrupted
 			tv.Headline = headline(t.Result)
+			if c := t.Result.Comparison; c != nil {
+				tv.Compared = "against " + c.BaseLabel
+				n := 0
+				for _, f := range c.Findings() {
+					if !f.Worse {
+						continue
+					}
+					if n++; n <= maxWorseShown {
+						tv.Worse = append(tv.Worse, report.FindingText(f))
+					}
+				}
+				if n > maxWorseShown {
+					tv.Worse = append(tv.Worse, fmt.Sprintf("… and %d more in report.html", n-maxWorseShown))
+				}
+				tv.WorseCount = n
+			}
 		}
 		if a := t.LastAttempt; !a.Started.IsZero() {
 			tv.Attempt = fmt.Sprintf("%s, by %s", a.Started.Local().Format("2006-01-02 15:04:05"), a.Trigger)
@@ -375,6 +396,10 @@ func (s *Server) sweepView(snap sweeper.Snapshot, now time.Time) *sweepView {
 	}
 	return v
 }
+
+// maxWorseShown is how many regressions the status page lists per target;
+// report.html has them all.
+const maxWorseShown = 5
 
 // headline is the report's headline in a few words.
 func headline(r *report.Report) []string {

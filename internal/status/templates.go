@@ -122,10 +122,11 @@ var pageTmpl = template.Must(template.New("page").Funcs(funcs).Parse(`<!DOCTYPE 
 <p>{{if .Enabled}}The daemon's sweep job is <b>on</b>{{else}}The daemon's sweep job is <b>off</b> (<code>sweep.enabled: false</code>){{end}}{{if .Running}}; <b>sweeping {{.Current}}</b>{{if .Step}} ({{.Step}}){{end}}{{end}}.
 {{if .Enabled}}<span class="mute">Start one with <code>curl -X POST http://HOST/-/sweep</code> (add <code>?target=NAME</code> for one target).</span>{{end}}</p>
 {{range .Paused}}<p class="err">paused: {{.}}</p>{{end}}
-{{if .Targets}}<table><tr><th>target</th><th>latest sweep</th><th>headline</th><th>last attempt</th></tr>
+{{if .Targets}}<table><tr><th>target</th><th>latest sweep</th><th>headline</th><th>what got worse</th><th>last attempt</th></tr>
 {{range .Targets}}<tr><td>{{.Target}}</td>
 <td>{{if .HasReport}}<a href="{{.HTML}}">report.html</a> · <a href="{{.JSON}}">report.json</a><br><span class="small mute">{{.Model}}, finished {{.Finished}}{{if .Interrupted}}, interrupted{{end}}</span>{{else}}<span class="mute">none kept</span>{{end}}</td>
 <td class="small">{{range .Headline}}{{.}}<br>{{end}}</td>
+<td class="small" data-worse="{{.WorseCount}}">{{if .Compared}}{{if .Worse}}<span class="err">{{.WorseCount}} significant regression(s) {{.Compared}}:</span><br>{{range .Worse}}{{.}}<br>{{end}}{{else}}<span class="mute">nothing significantly worse {{.Compared}}</span>{{end}}{{else}}<span class="mute">no earlier sweep to compare with</span>{{end}}</td>
 <td class="small">{{.Attempt}}{{if .AttemptUnsuccessful}}<br><span class="err">{{if .AttemptErr}}{{.AttemptErr}}{{else}}incomplete{{end}}</span>{{end}}</td></tr>
 {{end}}</table>{{else}}<p class="mute">No sweep has run yet.</p>{{end}}
 {{else}}<p class="mute">This daemon has no sweep job.</p>{{end}}

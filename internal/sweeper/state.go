@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/slaprobe/slaprobe/internal/compare"
 	"github.com/slaprobe/slaprobe/internal/report"
 )
 
@@ -32,8 +33,42 @@ type targetState struct {
 	// Result is the latest complete sweep, or the latest partial one when
 	// no sweep of this target ever completed.
 	Result *report.Report `json:"result,omitempty"`
+	// Previous is the complete sweep before Result: the daemon's report
+	// page and the change metrics compare Result with it. Absent until a
+	// second sweep completed (and in files written before it was kept).
+	Previous *report.Report `json:"previous,omitempty"`
 	// LastAttempt describes the most recent sweep, complete or not.
 	LastAttempt Attempt `json:"last_attempt"`
+
+	// compared is Result drawn against Previous, computed once per result.
+	compared *report.Report
+}
+
+// setResult makes rep the target's result. A complete sweep that replaces
+// a complete one keeps that one as Previous; a partial result never
+// becomes Previous.
+func (ts *targetState) setResult(rep *report.Report) {
+	if ts.Result != nil && !ts.Result.Meta.Interrupted && rep != ts.Result {
+		ts.Previous = ts.Result
+	}
+	ts.Result, ts.compared = rep, nil
+}
+
+// shown is the result the daemon shows and exports: Result compared with
+// Previous when there is one (package compare), else Result. The caller
+// holds the sweeper's lock.
+func (ts *targetState) shown() *report.Report {
+	if ts.Result == nil || ts.Previous == nil {
+		return ts.Result
+	}
+	if ts.compared == nil {
+		label := "the previous sweep"
+		if t := ts.Previous.Meta.StartedAt; !t.IsZero() {
+			label += " (" + t.UTC().Format("2006-01-02 15:04 MST") + ")"
+		}
+		ts.compared = compare.Compare(ts.Previous, ts.Result, compare.Options{BaseLabel: label})
+	}
+	return ts.compared
 }
 
 // Attempt is the outcome of one sweep of one target.

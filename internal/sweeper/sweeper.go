@@ -440,9 +440,9 @@ func (s *Sweeper) sweepOne(ctx context.Context, cfg config.SweepConfig, t *Plan,
 	// never hides the last complete picture.
 	switch {
 	case err == nil:
-		ts.Result = rep
+		ts.setResult(rep)
 	case hasSteps(res) && (ts.Result == nil || ts.Result.Meta.Interrupted):
-		ts.Result = rep
+		ts.setResult(rep)
 	}
 	saveErr := s.st.save(cfg.StateFile)
 	s.mu.Unlock()
@@ -558,7 +558,9 @@ type Snapshot struct {
 // TargetSnapshot is one target's latest results.
 type TargetSnapshot struct {
 	Target string `json:"target"`
-	// Result is the latest sweep in the report schema, as bench writes it.
+	// Result is the latest sweep in the report schema, as bench writes it;
+	// with Result.Comparison against the previous complete sweep when the
+	// state has one.
 	Result      *report.Report `json:"-"`
 	LastAttempt Attempt        `json:"last_attempt"`
 }
@@ -586,7 +588,7 @@ func (s *Sweeper) Snapshot() Snapshot {
 	sort.Strings(names)
 	for _, n := range names {
 		ts := s.st.Targets[n]
-		snap.Targets = append(snap.Targets, TargetSnapshot{Target: n, Result: ts.Result, LastAttempt: ts.LastAttempt})
+		snap.Targets = append(snap.Targets, TargetSnapshot{Target: n, Result: ts.shown(), LastAttempt: ts.LastAttempt})
 	}
 	return snap
 }

@@ -321,6 +321,8 @@ var grafanaVars = strings.NewReplacer(
 	"$target", ".*",
 	"$model", ".*",
 	"$scenario", ".*",
+	// The dashboards' "Compare with" variable; "off" is 100y. A minute back has data in a test of minutes.
+	"$compare_offset", "1m",
 )
 
 // leftoverVarRE finds a Grafana variable left unsubstituted ($1 in label_replace is PromQL's own).

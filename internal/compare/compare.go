@@ -1,0 +1,332 @@
+// Package compare puts two benchmark reports side by side: `slaprobe
+// compare`, `slaprobe bench --baseline` and the daemon against its previous
+// sweep. It matches scenarios, modes and N, tests each per-request metric's
+// difference of medians with a seeded bootstrap of the raw samples, compares
+// capacity as numbers at the ladders' resolution, and returns NEW's report
+// with its Comparison filled in; package report draws it.
+package compare
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/slaprobe/slaprobe/internal/report"
+	"github.com/slaprobe/slaprobe/prober"
+)
+
+// Options set how changes are judged. The zero value of a field takes its
+// default (DefaultOptions).
+type Options struct {
+	// BaseLabel names the baseline in the report ("base.json", "previous
+	// sweep").
+	BaseLabel string
+	// Resamples per figure (4000), Level of the interval (0.95), Seed of
+	// the generator (1).
+	Resamples int
+	Level     float64
+	Seed      uint64
+	// PracticalFloor is the smallest relative change called significant
+	// (0.05): below it a change is "no detectable change" even when the
+	// interval excludes zero.
+	PracticalFloor float64
+	// MinSamples is the fewest requests per run a verdict needs (5).
+	MinSamples int
+}
+
+// DefaultOptions are the settings every slaprobe comparison uses.
+func DefaultOptions() Options {
+	return Options{Resamples: 4000, Level: 0.95, Seed: 1, PracticalFloor: 0.05, MinSamples: 5}
+}
+
+func (o Options) withDefaults() Options {
+	d := DefaultOptions()
+	if o.Resamples <= 0 {
+		o.Resamples = d.Resamples
+	}
+	if o.Level <= 0 || o.Level >= 1 {
+		o.Level = d.Level
+	}
+	if o.Seed == 0 {
+		o.Seed = d.Seed
+	}
+	if o.PracticalFloor <= 0 {
+		o.PracticalFloor = d.PracticalFloor
+	}
+	if o.MinSamples <= 0 {
+		o.MinSamples = d.MinSamples
+	}
+	if o.BaseLabel == "" {
+		o.BaseLabel = "base"
+	}
+	return o
+}
+
+// Compare returns a copy of cur (NEW) with its Comparison against base
+// filled in. Neither argument is modified. The result is the same for the
+// same inputs and options.
+func Compare(base, cur *report.Report, o Options) *report.Report {
+	o = o.withDefaults()
+	out := *cur
+	c := &report.Comparison{
+		Base:      report.StripSamples(base),
+		BaseLabel: o.BaseLabel,
+		Method: report.CompareMethod{Statistic: "median", Level: o.Level, Resamples: o.Resamples, Seed: o.Seed,
+			PracticalFloor: o.PracticalFloor, MinSamples: o.MinSamples},
+		Confidence: base.HasSamples() && cur.HasSamples(),
+	}
+	c.Differences = differences(base, cur)
+	k := comparer{o: o, confidence: c.Confidence}
+	c.Steps = k.steps(base, cur, &c.Differences)
+	c.Capacity = k.capacity(base, cur)
+	out.Comparison = c
+	return &out
+}
+
+type comparer struct {
+	o          Options
+	confidence bool
+}
+
+// scenarioKey matches scenarios: the same name and the same prompt and
+// output lengths. A scenario renamed or reshaped is not the same workload.
+func sameScenario(a, b *report.Scenario) bool {
+	return a.Name == b.Name && a.InputTokens == b.InputTokens && a.OutputTokens == b.OutputTokens
+}
+
+func findScenario(r *report.Report, s *report.Scenario) *report.Scenario {
+	for i := range r.Scenarios {
+		if sameScenario(&r.Scenarios[i], s) {
+			return &r.Scenarios[i]
+		}
+	}
+	return nil
+}
+
+func hasName(r *report.Report, name string) bool {
+	for _, s := range r.Scenarios {
+		if s.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+var modes = []prober.Mode{prober.ModeClosedLoop, prober.ModeBurst}
+
+func (k comparer) steps(base, cur *report.Report, diffs *[]string) []report.StepChange {
+	var out []report.StepChange
+	only := func(s *report.Scenario, presence string) {
+		for _, m := range modes {
+			for _, st := range sortedSteps(s.Steps(m)) {
+				out = append(out, report.StepChange{Scenario: s.Name, Mode: m, Concurrency: st.Concurrency, Presence: presence})
+			}
+		}
+	}
+	for i := range cur.Scenarios {
+		s := &cur.Scenarios[i]
+		b := findScenario(base, s)
+		if b == nil {
+			if hasName(base, s.Name) {
+				*diffs = append(*diffs, fmt.Sprintf("Scenario %s has other prompt or output lengths in the two runs, so it is not compared: each run's steps are listed as its own.", s.Name))
+			} else {
+				*diffs = append(*diffs, fmt.Sprintf("Scenario %s is only in the new run.", s.Name))
+			}
+			only(s, report.OnlyInNew)
+			continue
+		}
+		if th := thresholdDiff(b.Thresholds, s.Thresholds); th != "" {
+			*diffs = append(*diffs, fmt.Sprintf("Scenario %s has other thresholds: %s.", s.Name, th))
+		}
+		for _, m := range modes {
+			ns, bs := sortedSteps(s.Steps(m)), sortedSteps(b.Steps(m))
+			var onlyNew, onlyBase []int
+			for _, st := range ns {
+				bst := stepAt(bs, st.Concurrency)
+				if bst == nil {
+					onlyNew = append(onlyNew, st.Concurrency)
+					out = append(out, report.StepChange{Scenario: s.Name, Mode: m, Concurrency: st.Concurrency, Presence: report.OnlyInNew})
+					continue
+				}
+				out = append(out, report.StepChange{Scenario: s.Name, Mode: m, Concurrency: st.Concurrency, Presence: report.InBoth,
+					Metrics: k.metrics(s.Name, m, bst, &st)})
+			}
+			for _, st := range bs {
+				if stepAt(ns, st.Concurrency) == nil {
+					onlyBase = append(onlyBase, st.Concurrency)
+					out = append(out, report.StepChange{Scenario: s.Name, Mode: m, Concurrency: st.Concurrency, Presence: report.OnlyInBase})
+				}
+			}
+			if len(onlyNew) > 0 {
+				*diffs = append(*diffs, fmt.Sprintf("Scenario %s %s: N=%s only in the new run.", s.Name, modeText(m), ints(onlyNew)))
+			}
+			if len(onlyBase) > 0 {
+				*diffs = append(*diffs, fmt.Sprintf("Scenario %s %s: N=%s only in the base run.", s.Name, modeText(m), ints(onlyBase)))
+			}
+		}
+	}
+	for i := range base.Scenarios {
+		b := &base.Scenarios[i]
+		if findScenario(cur, b) == nil {
+			if !hasName(cur, b.Name) {
+				*diffs = append(*diffs, fmt.Sprintf("Scenario %s is only in the base run.", b.Name))
+			}
+			only(b, report.OnlyInBase)
+		}
+	}
+	return out
+}
+
+func modeText(m prober.Mode) string {
+	if m == prober.ModeBurst {
+		return "burst"
+	}
+	return "closed loop"
+}
+
+func ints(v []int) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = fmt.Sprint(n)
+	}
+	return strings.Join(s, ", ")
+}
+
+func sortedSteps(steps []report.Step) []report.Step {
+	out := slices.Clone(steps)
+	slices.SortStableFunc(out, func(a, b report.Step) int { return a.Concurrency - b.Concurrency })
+	return out
+}
+
+func stepAt(steps []report.Step, n int) *report.Step {
+	for i := range steps {
+		if steps[i].Concurrency == n {
+			return &steps[i]
+		}
+	}
+	return nil
+}
+
+// metric is one compared per-request metric: its samples and the summary
+// used when there are none.
+type metric struct {
+	name    string
+	samples func(*report.Samples) []float64
+	summary func(*report.Step) float64
+}
+
+var stepMetrics = []metric{
+	{report.MetricTTFT, func(s *report.Samples) []float64 { return s.TTFT }, func(s *report.Step) float64 { return s.TTFT.P50 }},
+	{report.MetricITL, func(s *report.Samples) []float64 { return s.ITL }, func(s *report.Step) float64 { return s.ITL.P50 }},
+	{report.MetricDecode, func(s *report.Samples) []float64 { return s.Decode }, func(s *report.Step) float64 { return s.Decode.P50 }},
+	{report.MetricE2E, func(s *report.Samples) []float64 { return s.E2E }, func(s *report.Step) float64 { return s.E2E.P50 }},
+	{report.MetricPrefill, func(s *report.Samples) []float64 { return s.Prefill }, func(s *report.Step) float64 { return s.PrefillTokensPerSecond }},
+}
+
+func (k comparer) metrics(scenario string, mode prober.Mode, b, n *report.Step) []report.MetricChange {
+	var out []report.MetricChange
+	busy := b.StartedBusy() || n.StartedBusy()
+	for _, m := range stepMetrics {
+		var bv, nv []float64
+		if b.Samples != nil && n.Samples != nil {
+			bv, nv = m.samples(b.Samples), m.samples(n.Samples)
+		}
+		mc := report.MetricChange{Metric: m.name, BaseSamples: len(bv), NewSamples: len(nv), Verdict: report.VerdictUnknown}
+		switch {
+		case len(bv) > 0 && len(nv) > 0:
+			mc.Base, mc.New = median(bv), median(nv)
+		default:
+			mc.Base, mc.New = m.summary(b), m.summary(n)
+			mc.BaseSamples, mc.NewSamples = 0, 0
+		}
+		if mc.Base == 0 && mc.New == 0 {
+			continue // measured in neither run
+		}
+		if mc.Base > 0 {
+			mc.Change = (mc.New - mc.Base) / mc.Base
+		}
+		switch {
+		case busy:
+			mc.Note = "a step started on a busy engine"
+		case mode == prober.ModeBurst && queued(m.name):
+			// The i-th request of a burst waits for the i−1 prefills
+			// before it: the spread of TTFT within a burst is the queue,
+			// not noise, and how a rerun splits the queue into prefill
+			// batches moves the median by more than the bootstrap of
+			// those requests would say. Compared as a number; the max
+			// safe queue depth judges bursts at the ladder's resolution.
+			mc.Note = "a burst's requests share one queue, so their TTFT is their place in it rather than an independent sample: compared as a number"
+		case mc.BaseSamples == 0:
+			mc.Note = "no raw samples: compared on summaries, no confidence available"
+		case mc.BaseSamples < k.o.MinSamples || mc.NewSamples < k.o.MinSamples:
+			mc.Note = fmt.Sprintf("too few requests for a verdict (%d and %d; %d needed)", mc.BaseSamples, mc.NewSamples, k.o.MinSamples)
+		case mc.Base <= 0:
+			mc.Note = "the base value is zero"
+		default:
+			iv := medianDiffInterval(bv, nv, k.o.Resamples, k.o.Level, k.o.Seed, fmt.Sprintf("%s/%s/%d/%s", scenario, mode, n.Concurrency, m.name))
+			lo, hi := iv.Lo/mc.Base, iv.Hi/mc.Base
+			mc.Low, mc.High = &lo, &hi
+			mc.Verdict = verdict(m.name, mc.Change, lo, hi, k.o.PracticalFloor)
+		}
+		out = append(out, mc)
+	}
+	if b.SystemTokensPerSecond > 0 || n.SystemTokensPerSecond > 0 {
+		mc := report.MetricChange{Metric: report.MetricSystemThroughput, Base: b.SystemTokensPerSecond, New: n.SystemTokensPerSecond,
+			Verdict: report.VerdictUnknown, Note: "one number per step: compared as a number"}
+		if mc.Base > 0 {
+			mc.Change = (mc.New - mc.Base) / mc.Base
+		}
+		out = append(out, mc)
+	}
+	return out
+}
+
+// queued reports whether a metric includes the time a request waited for
+// the prefills ahead of it.
+func queued(metric string) bool {
+	return metric == report.MetricTTFT || metric == report.MetricE2E || metric == report.MetricPrefill
+}
+
+// verdict: significant when the interval excludes zero and the change is
+// at least the practical floor; its direction decides better or worse.
+func verdict(metric string, change, lo, hi, floor float64) string {
+	if (lo <= 0 && hi >= 0) || math.Abs(change) < floor {
+		return report.VerdictNoChange
+	}
+	if (change > 0) == report.HigherIsBetter(metric) {
+		return report.VerdictBetter
+	}
+	return report.VerdictWorse
+}
+
+func thresholdDiff(a, b prober.Thresholds) string {
+	at, bt := strings.Join(thresholdList(a), ", "), strings.Join(thresholdList(b), ", ")
+	if at == bt {
+		return ""
+	}
+	if at == "" {
+		at = "none"
+	}
+	if bt == "" {
+		bt = "none"
+	}
+	return "base " + at + "; new " + bt
+}
+
+func thresholdList(t prober.Thresholds) []string {
+	var out []string
+	if t.TTFT > 0 {
+		out = append(out, "TTFT ≤ "+t.TTFT.String())
+	}
+	if t.E2E > 0 {
+		out = append(out, "E2E ≤ "+t.E2E.String())
+	}
+	if t.ITL > 0 {
+		out = append(out, "ITL ≤ "+t.ITL.String())
+	}
+	if t.MinDecode > 0 {
+		out = append(out, fmt.Sprintf("decode ≥ %g tok/s", t.MinDecode))
+	}
+	return out
+}

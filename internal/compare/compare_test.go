@@ -1,0 +1,280 @@
+package compare
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slaprobe/slaprobe/internal/report"
+	"github.com/slaprobe/slaprobe/prober"
+)
+
+// synthetic builds a report of one scenario whose per-request latencies are
+// scale × a base level with seeded noise of the given relative spread.
+func synthetic(seed uint64, scale, noise float64, closed, burst []int) *report.Report {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	r := &report.Report{
+		SchemaVersion: report.SchemaVersion,
+		Meta:          report.Meta{Model: "m", Engine: "vllm", StartedAt: time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)},
+		Config:        report.Config{ClosedLoopLadder: closed, BurstLadder: burst, Thresholds: report.DefaultThresholds()},
+	}
+	s := report.Scenario{Name: "chat", Family: report.FamilyUseCase, InputTokens: 1024, OutputTokens: 64,
+		Thresholds: prober.Thresholds{TTFT: time.Second}}
+	step := func(n, requests int) report.Step {
+		var ps prober.Samples
+		for range requests {
+			f := scale * (1 + noise*rng.NormFloat64())
+			ttft := 0.1 * float64(n) * f
+			itl := 0.006 * (1 + 0.05*float64(n)) * f
+			ps.TTFT = append(ps.TTFT, ttft)
+			ps.ITL = append(ps.ITL, itl)
+			ps.Decode = append(ps.Decode, 1/itl)
+			ps.E2E = append(ps.E2E, ttft+63*itl)
+			ps.Prefill = append(ps.Prefill, 1024/ttft)
+		}
+		sum := func(v []float64) report.Dist {
+			q := prober.Summarize(v)
+			return report.Dist{Mean: q.Mean, P1: q.P1, P10: q.P10, P50: q.P50, P90: q.P90, P95: q.P95, P99: q.P99}
+		}
+		return report.Step{Concurrency: n, RequestsSent: requests, RequestsOK: requests, SuccessRate: 1,
+			TTFT: sum(ps.TTFT), ITL: sum(ps.ITL), Decode: sum(ps.Decode), E2E: sum(ps.E2E),
+			PrefillTokensPerSecond: 1024 / (0.1 * float64(n) * scale), SystemTokensPerSecond: float64(n) / (0.006 * scale),
+			Samples: report.NewSamples(ps)}
+	}
+	for _, n := range closed {
+		s.ClosedLoop = append(s.ClosedLoop, step(n, 40))
+	}
+	for _, n := range burst {
+		s.Burst = append(s.Burst, step(n, n))
+	}
+	r.Scenarios = []report.Scenario{s}
+	r.Capacity.MaxSafeQueue = []report.QueueCapacity{{Scenario: "chat", Bound: report.Bound{Value: int(30 / scale), Approximate: true},
+		ThresholdSeconds: 3, Stat: prober.StatMean, MaxTested: burst[len(burst)-1]}}
+	return r
+}
+
+func TestVerdicts(t *testing.T) {
+	closed, burst := []int{1, 4, 8}, []int{8, 16, 32, 64}
+	base := synthetic(1, 1, 0.05, closed, burst)
+	for _, tc := range []struct {
+		name         string
+		cur          *report.Report
+		worse, other int // significant findings expected
+	}{
+		{"itself", base, 0, 0},
+		{"rerun with other noise", synthetic(2, 1, 0.05, closed, burst), 0, 0},
+		{"2% slower: real but below the floor", synthetic(3, 1.02, 0.01, closed, burst), 0, 0},
+		{"20% slower", synthetic(4, 1.2, 0.05, closed, burst), 7 * 5, 1},
+		{"20% faster", synthetic(5, 1/1.2, 0.05, closed, burst), 0, 7*5 + 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Compare(base, tc.cur, Options{}).Comparison
+			worse, other := 0, 0
+			for _, f := range c.Findings() {
+				if f.Worse {
+					worse++
+				} else {
+					other++
+				}
+			}
+			if tc.name == "20% slower" || tc.name == "20% faster" {
+				if worse+other < 3*5+4*2 {
+					t.Errorf("%d findings; want every figure of every step", worse+other)
+				}
+			} else if worse+other != 0 {
+				for _, f := range c.Findings() {
+					t.Errorf("significant: %s", report.FindingText(f))
+				}
+			}
+			if tc.name == "20% slower" && other != 0 {
+				t.Errorf("%d improvements on a slower engine", other)
+			}
+			if tc.name == "20% faster" && worse != 0 {
+				t.Errorf("%d regressions on a faster engine", worse)
+			}
+		})
+	}
+}
+
+func TestCapacityAtTheLaddersResolution(t *testing.T) {
+	ladder := []int{1, 2, 4, 8, 16, 32, 64, 128, 256}
+	for _, tc := range []struct {
+		base, cur report.Bound
+		want      string
+	}{
+		{report.Bound{Value: 131, Approximate: true}, report.Bound{Value: 129, Approximate: true}, report.VerdictNoChange},
+		{report.Bound{Value: 131, Approximate: true}, report.Bound{Value: 100, Approximate: true}, report.VerdictWorse},
+		{report.Bound{Value: 100, Approximate: true}, report.Bound{Value: 131, Approximate: true}, report.VerdictBetter},
+		{report.Bound{Value: 256, AtLeast: true}, report.Bound{Value: 256, AtLeast: true}, report.VerdictNoChange},
+		{report.Bound{Value: 8}, report.Bound{Value: 0}, report.VerdictWorse},
+		{report.Bound{Value: 129, Approximate: true}, report.Bound{Value: 127, Approximate: true}, report.VerdictNoChange}, // crosses 128 by less than 5%
+	} {
+		mk := func(b report.Bound) *report.Report {
+			r := &report.Report{Scenarios: []report.Scenario{{Name: "s"}}}
+			for _, n := range ladder {
+				r.Scenarios[0].Burst = append(r.Scenarios[0].Burst, report.Step{Concurrency: n, RequestsOK: 1, RequestsSent: 1, SuccessRate: 1})
+			}
+			r.Capacity.MaxSafeQueue = []report.QueueCapacity{{Scenario: "s", Bound: b, ThresholdSeconds: 3, Stat: prober.StatMean}}
+			return r
+		}
+		c := Compare(mk(tc.base), mk(tc.cur), Options{}).Comparison.CapacityOf(report.CapacityMaxSafeQueue, "s")
+		if c == nil || c.Verdict != tc.want {
+			t.Errorf("%+v → %+v: %+v; want %s", tc.base, tc.cur, c, tc.want)
+		}
+	}
+}
+
+// Scenarios, N and capacity figures in one run only are listed as such and
+// matched to nothing; a scenario whose lengths changed is not the same one.
+func TestPresence(t *testing.T) {
+	base := synthetic(1, 1, 0.05, []int{1, 4}, []int{8, 16})
+	cur := synthetic(2, 1, 0.05, []int{1, 8}, []int{8, 16})
+	extra := base.Scenarios[0]
+	extra.Name = "old_only"
+	base.Scenarios = append(base.Scenarios, extra)
+	reshaped := cur.Scenarios[0]
+	reshaped.Name, reshaped.InputTokens = "old_only", 2048
+	cur.Scenarios = append(cur.Scenarios, reshaped)
+	c := Compare(base, cur, Options{}).Comparison
+	want := map[string]string{
+		"chat/closed_loop/1": report.InBoth, "chat/closed_loop/4": report.OnlyInBase, "chat/closed_loop/8": report.OnlyInNew,
+	}
+	for _, s := range c.Steps {
+		key := s.Scenario + "/" + string(s.Mode) + "/" + itoa(s.Concurrency)
+		if w, ok := want[key]; ok && s.Presence != w {
+			t.Errorf("%s: %s; want %s", key, s.Presence, w)
+		}
+		if s.Scenario == "old_only" && s.Presence == report.InBoth {
+			t.Errorf("%s: a reshaped scenario was matched", key)
+		}
+		if s.Presence != report.InBoth && len(s.Metrics) > 0 {
+			t.Errorf("%s in one run only has metrics", key)
+		}
+	}
+	text := strings.Join(c.Differences, "\n")
+	for _, w := range []string{"N=4 only in the base run", "N=8 only in the new run", "old_only has other prompt or output lengths"} {
+		if !strings.Contains(text, w) {
+			t.Errorf("differences do not say %q:\n%s", w, text)
+		}
+	}
+}
+
+// A v1 report (no samples) compares on its summaries and says that no
+// confidence is available.
+func TestV1ReportComparesOnSummaries(t *testing.T) {
+	v1, err := LoadReport(filepath.Join("..", "report", "testdata", "report.v1.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := Compare(v1, v1, Options{BaseLabel: "v1"})
+	c := rep.Comparison
+	if c.Confidence {
+		t.Error("confidence claimed without samples")
+	}
+	n := 0
+	for _, s := range c.Steps {
+		for _, m := range s.Metrics {
+			n++
+			if m.Verdict != report.VerdictUnknown || m.Low != nil {
+				t.Errorf("%s N=%d %s: %s; want %s without an interval", s.Scenario, s.Concurrency, m.Metric, m.Verdict, report.VerdictUnknown)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("nothing compared")
+	}
+	if !strings.Contains(strings.Join(c.Differences, " "), "no confidence is available") {
+		t.Errorf("differences do not say so: %q", c.Differences)
+	}
+	var html, md bytes.Buffer
+	if err := report.RenderHTML(&html, rep); err != nil {
+		t.Fatal(err)
+	}
+	if err := report.RenderMarkdown(&md, rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, out := range []string{html.String(), md.String()} {
+		if !strings.Contains(out, "no confidence is available") {
+			t.Error("the rendered comparison does not say that no confidence is available")
+		}
+	}
+}
+
+func TestReproducible(t *testing.T) {
+	base := synthetic(1, 1, 0.1, []int{1, 4}, []int{8})
+	cur := synthetic(9, 1.1, 0.1, []int{1, 4}, []int{8})
+	var a, b bytes.Buffer
+	if err := report.RenderJSON(&a, Compare(base, cur, Options{})); err != nil {
+		t.Fatal(err)
+	}
+	if err := report.RenderJSON(&b, Compare(base, cur, Options{})); err != nil {
+		t.Fatal(err)
+	}
+	if a.String() != b.String() {
+		t.Error("two comparisons of the same reports differ")
+	}
+}
+
+// The bootstrap's interval covers the true difference of medians about as
+// often as its level says (a coarse check: 200 trials of 60 values).
+func TestIntervalCoverage(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	covered := 0
+	const trials = 200
+	for i := range trials {
+		var a, b []float64
+		for range 60 {
+			a = append(a, 1+0.2*rng.NormFloat64())
+			b = append(b, 1.1+0.2*rng.NormFloat64())
+		}
+		iv := medianDiffInterval(a, b, 1000, 0.95, 1, itoa(i))
+		if iv.Lo <= 0.1 && 0.1 <= iv.Hi {
+			covered++
+		}
+	}
+	if covered < 175 {
+		t.Errorf("covered the true difference %d of %d times; want about 95%%", covered, trials)
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+func TestLoadReportErrors(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	empty := filepath.Join(dir, "emptydir")
+	os.Mkdir(empty, 0o755)
+	for _, tc := range []struct {
+		path string
+		want []string
+	}{
+		{filepath.Join(dir, "missing.json"), []string{"missing.json", "no such file", "expected a report.json"}},
+		{empty, []string{"emptydir", "has no report.json"}},
+		{write("text.json", "hello"), []string{"text.json", "not a slaprobe report", "not JSON"}},
+		{write("other.json", `{"kind":"x"}`), []string{"other.json", "no schema_version field"}},
+		{write("v9.json", `{"schema_version":"slaprobe.report/v9"}`), []string{"v9.json", `schema_version="slaprobe.report/v9"`, "not supported", report.SchemaVersion}},
+		{write("bad.json", `{"schema_version":"slaprobe.report/v2","scenarios":[{"name":"a","closed_loop":[{"concurrency":0}]}]}`), []string{"bad.json", "concurrency=0"}},
+	} {
+		_, err := LoadReport(tc.path)
+		if err == nil {
+			t.Errorf("%s: loaded; want an error", tc.path)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: %v; want it to say %q", filepath.Base(tc.path), err, w)
+			}
+		}
+	}
+}

@@ -1,0 +1,337 @@
+package report
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/slaprobe/slaprobe/prober"
+)
+
+// baseSuffix names a comparison's baseline series in a legend.
+const baseSuffix = " (base)"
+
+// baseOf turns a series into its baseline twin: the same colour and
+// marker, dashed and faint, named "(base)".
+func baseOf(s series) series {
+	s.Name += baseSuffix
+	s.Dashed, s.Faint = true, true
+	s.Points = nil
+	return s
+}
+
+// baseReport is the baseline of a comparison, or nil.
+func (r *Report) baseReport() *Report {
+	if r == nil || r.Comparison == nil {
+		return nil
+	}
+	return r.Comparison.Base
+}
+
+// baseScenario returns the baseline's scenario matching s: the same name
+// and the same prompt and output lengths (package compare's rule), or nil.
+func (r *Report) baseScenario(s *Scenario) *Scenario {
+	b := r.baseReport()
+	if b == nil || s == nil {
+		return nil
+	}
+	for i := range b.Scenarios {
+		bs := &b.Scenarios[i]
+		if bs.Name == s.Name && bs.InputTokens == s.InputTokens && bs.OutputTokens == s.OutputTokens {
+			return bs
+		}
+	}
+	return nil
+}
+
+// fmtChange writes a relative change as a signed percentage.
+func fmtChange(v float64) string {
+	if !finite(v) {
+		return "–"
+	}
+	p := v * 100
+	s := strconv.FormatFloat(math.Abs(p), 'f', 1, 64)
+	if math.Abs(p) >= 100 {
+		s = strconv.FormatFloat(math.Abs(p), 'f', 0, 64)
+	}
+	switch {
+	case s == "0.0":
+		return "±0.0 %"
+	case p < 0:
+		return "−" + s + " %"
+	}
+	return "+" + s + " %"
+}
+
+// fmtInterval writes a relative confidence interval.
+func fmtInterval(lo, hi float64) string {
+	return fmtChange(lo) + " … " + fmtChange(hi)
+}
+
+// changeCell is a table cell for one metric's change.
+func changeCell(m *MetricChange) string {
+	if m == nil {
+		return "–"
+	}
+	c := fmtChange(m.Change)
+	switch m.Verdict {
+	case VerdictWorse:
+		return c + " worse"
+	case VerdictBetter:
+		return c + " better"
+	case VerdictUnknown:
+		return c + " (no CI)"
+	}
+	return c
+}
+
+// metricLabel names a compared metric for people.
+func metricLabel(metric string) string {
+	switch metric {
+	case MetricTTFT:
+		return "TTFT"
+	case MetricITL:
+		return "ITL"
+	case MetricDecode:
+		return "decode speed"
+	case MetricE2E:
+		return "E2E latency"
+	case MetricPrefill:
+		return "prefill speed"
+	case MetricSystemThroughput:
+		return "system throughput"
+	case CapacityMaxSafeQueue:
+		return "max safe queue depth"
+	case CapacityUseCase:
+		return "use-case capacity"
+	}
+	return metric
+}
+
+// metricValue formats a compared metric's value in its unit.
+func metricValue(metric string, v float64) string {
+	switch metric {
+	case MetricTTFT, MetricE2E:
+		return fmtSeconds(v)
+	case MetricITL:
+		return fmtMS(v)
+	}
+	return fmtRate(v) + " tok/s"
+}
+
+// FindingText is one line of the summary at the top (and of the
+// terminal summary of `slaprobe compare`).
+func FindingText(f Finding) string {
+	if c := f.Capacity; c != nil {
+		return fmt.Sprintf("%s · %s: %s → %s (%s); %s.", f.Scenario, metricLabel(c.Kind), fmtBound(*c.Base), fmtBound(*c.New), fmtChange(c.Change), c.Resolution)
+	}
+	m := f.Step
+	s := fmt.Sprintf("%s · %s N=%d · %s median %s → %s: %s", f.Scenario, modeLabel(f.Mode), f.Concurrency, metricLabel(m.Metric),
+		metricValue(m.Metric, m.Base), metricValue(m.Metric, m.New), fmtChange(m.Change))
+	if m.Low != nil && m.High != nil {
+		s += " (95 % CI " + fmtInterval(*m.Low, *m.High) + ")"
+	}
+	return s + "."
+}
+
+// compareView is the "What changed?" block at the top of a comparison.
+type compareView struct {
+	BaseLabel    string
+	Base         []kv
+	Differences  []string
+	Regressions  []string
+	Improvements []string
+	Counts       string
+}
+
+func buildCompareView(r *Report) *compareView {
+	c := r.Comparison
+	if c == nil {
+		return nil
+	}
+	v := &compareView{BaseLabel: c.BaseLabel, Differences: c.Differences}
+	if b := c.Base; b != nil {
+		v.Base = append(v.Base, kv{"Base", c.BaseLabel})
+		if !b.Meta.StartedAt.IsZero() {
+			v.Base = append(v.Base, kv{"Base run", b.Meta.StartedAt.UTC().Format("2006-01-02 15:04 MST")})
+		}
+		if b.Meta.Model != "" {
+			v.Base = append(v.Base, kv{"Base model", strings.TrimSpace(b.Meta.Model + " · " + strings.TrimSpace(b.Meta.Engine+" "+b.Meta.EngineVersion))})
+		}
+	}
+	for _, f := range c.Findings() {
+		if f.Worse {
+			v.Regressions = append(v.Regressions, FindingText(f))
+		} else {
+			v.Improvements = append(v.Improvements, FindingText(f))
+		}
+	}
+	var worse, better, same, unknown int
+	for _, s := range c.Steps {
+		for _, m := range s.Metrics {
+			switch m.Verdict {
+			case VerdictWorse:
+				worse++
+			case VerdictBetter:
+				better++
+			case VerdictNoChange:
+				same++
+			default:
+				unknown++
+			}
+		}
+	}
+	v.Counts = fmt.Sprintf("%d step figures compared: %d worse, %d better, %d with no detectable change, %d without a confidence interval (system throughput, too few requests, or no raw samples).",
+		worse+better+same+unknown, worse, better, same, unknown)
+	if !c.Confidence {
+		v.Counts += " No confidence is available: at least one report has no raw samples, so every step figure is compared on its summaries."
+	}
+	return v
+}
+
+// compareMethod explains the comparison in the method section.
+func compareMethod(c *Comparison) kv {
+	m := c.Method
+	return kv{"Comparison", fmt.Sprintf("each step’s per-request values (TTFT, ITL, decode speed, E2E, prefill speed) are compared on their median. "+
+		"The %s confidence interval of median(new) − median(base) is the percentile interval of %d bootstrap resamples of both runs’ raw samples "+
+		"(PCG generator, seed %d, so the report is reproducible). A change is significant, and called better or worse, when the interval excludes zero "+
+		"and the change is at least %s of the base value; smaller real drifts are reported as no detectable change. A verdict needs at least %d requests per run. "+
+		"System throughput is one number per step and capacity a point on the tested ladder: both are compared as numbers, and a capacity changes only when it moves past a measured N.",
+		fmtPct(m.Level), m.Resamples, m.Seed, fmtPct(m.PracticalFloor), m.MinSamples)}
+}
+
+// headlineChange is the change line of a headline tile.
+func headlineChange(base, cur *Figure, r *Report, metric string, boundish bool) (string, string) {
+	if base == nil || cur == nil {
+		if base != nil {
+			return "base: " + figureText(base, boundish) + "; not measured in this run", ""
+		}
+		if cur != nil && r.Comparison != nil {
+			return "not measured in the base run", ""
+		}
+		return "", ""
+	}
+	var ch float64
+	if base.Value != 0 {
+		ch = (cur.Value - base.Value) / base.Value
+	}
+	text := "base " + figureText(base, boundish) + " → " + fmtChange(ch)
+	cls := ""
+	// The verdict of the step the figure comes from, when both runs have
+	// it at the same place.
+	if metric != "" && base.Scenario == cur.Scenario && base.Mode == cur.Mode && base.Concurrency == cur.Concurrency {
+		if m := r.Comparison.Step(cur.Scenario, cur.Mode, cur.Concurrency).Metric(metric); m != nil {
+			switch m.Verdict {
+			case VerdictWorse, VerdictBetter:
+				text += ", " + m.Verdict
+				cls = m.Verdict
+			case VerdictNoChange:
+				text += ", no detectable change"
+			}
+		}
+	} else if metric != "" {
+		text += " (measured at another step)"
+	}
+	return text, cls
+}
+
+func figureText(f *Figure, boundish bool) string {
+	if boundish {
+		return fmtBound(statBound(f))
+	}
+	switch f.Unit {
+	case "s":
+		return fmtSeconds(f.Value)
+	case "tok/s":
+		return fmtRate(f.Value) + " tok/s"
+	}
+	return strconv.FormatFloat(f.Value, 'g', 4, 64)
+}
+
+// capacityChangeText is a capacity's change for a tile or table.
+func capacityChangeText(c *CapacityChange) string {
+	if c == nil {
+		return ""
+	}
+	switch c.Presence {
+	case OnlyInBase:
+		return "only in the base run: " + fmtBound(*c.Base)
+	case OnlyInNew:
+		return "not in the base run"
+	}
+	s := "base " + fmtBound(*c.Base) + " → " + fmtChange(c.Change)
+	switch c.Verdict {
+	case VerdictWorse, VerdictBetter:
+		s += ", " + c.Verdict
+	case VerdictNoChange:
+		s += ", no change at the ladder’s resolution"
+	default:
+		if c.Note != "" {
+			s += "; " + c.Note
+		}
+	}
+	return s
+}
+
+// stepChangeColumns are the "vs base" columns of a step table.
+func stepChangeColumns(r *Report, s *Scenario, mode prober.Mode) []column {
+	if r.Comparison == nil {
+		return nil
+	}
+	cell := func(metric string) func(Step) string {
+		return func(st Step) string {
+			sc := r.Comparison.Step(s.Name, mode, st.Concurrency)
+			switch {
+			case sc == nil:
+				return "–"
+			case sc.Presence == OnlyInNew:
+				return "not in base"
+			case sc.Presence == OnlyInBase:
+				return "only in base"
+			}
+			return changeCell(sc.Metric(metric))
+		}
+	}
+	const g = "median per request, change vs base"
+	return []column{
+		{2, g, "Δ", "TTFT", cell(MetricTTFT)},
+		{2, g, "Δ", "ITL", cell(MetricITL)},
+		{2, g, "Δ", "decode", cell(MetricDecode)},
+		{2, g, "Δ", "E2E", cell(MetricE2E)},
+		{2, g, "Δ", "prefill", cell(MetricPrefill)},
+		{2, "step, change vs base", "Δ", "system tok/s", cell(MetricSystemThroughput)},
+	}
+}
+
+// baseBand draws a comparison's baseline range as its two edges, faint
+// and dashed, over NEW's shaded band.
+func baseBand(r *Report, idx []int, get func(Step) float64, unit func(float64) string) []series {
+	b := r.baseReport()
+	if b == nil {
+		return nil
+	}
+	var bidx []int
+	for _, i := range idx {
+		for j := range b.Scenarios {
+			if r.baseScenario(&r.Scenarios[i]) == &b.Scenarios[j] {
+				bidx = append(bidx, j)
+			}
+		}
+	}
+	a, _ := rangeBand(b, bidx, get, unit)
+	if len(a.Hi) == 0 {
+		return nil
+	}
+	hi := series{Name: "highest scenario" + baseSuffix, Color: colorRange, Marker: 2, Dashed: true, Faint: true}
+	lo := series{Name: "lowest scenario" + baseSuffix, Color: colorRange, Marker: 3, Dashed: true, Faint: true}
+	for _, p := range a.Hi {
+		p.Tip = "base · " + p.Tip
+		hi.Points = append(hi.Points, p)
+	}
+	for _, p := range a.Lo {
+		p.Tip = "base · " + p.Tip
+		lo.Points = append(lo.Points, p)
+	}
+	return []series{hi, lo}
+}

@@ -1,0 +1,296 @@
+package report
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/slaprobe/slaprobe/prober"
+)
+
+// Verdicts of one compared figure.
+const (
+	// VerdictBetter and VerdictWorse are significant changes: the
+	// confidence interval of the difference excludes zero and the change
+	// is at least the practical floor (CompareMethod).
+	VerdictBetter = "better"
+	VerdictWorse  = "worse"
+	// VerdictNoChange: no detectable change.
+	VerdictNoChange = "no_change"
+	// VerdictUnknown: no confidence is available (summaries only, too few
+	// requests, or a step that started on a busy engine); the change is
+	// shown as a number.
+	VerdictUnknown = "no_confidence"
+)
+
+// Presence of a scenario, step or capacity figure in the two runs.
+const (
+	InBoth     = "both"
+	OnlyInBase = "base_only"
+	OnlyInNew  = "new_only"
+)
+
+// Compared step metrics: the per-request metrics tested with samples, and
+// system throughput, one number per step, compared as a number.
+const (
+	MetricTTFT             = "ttft"
+	MetricITL              = "itl"
+	MetricDecode           = "decode"
+	MetricE2E              = "e2e"
+	MetricPrefill          = "prefill"
+	MetricSystemThroughput = "system_throughput"
+)
+
+// Capacity figures compared.
+const (
+	CapacityMaxSafeQueue = "max_safe_queue"
+	CapacityUseCase      = "use_case"
+)
+
+// HigherIsBetter says which way a compared metric improves.
+func HigherIsBetter(metric string) bool {
+	switch metric {
+	case MetricDecode, MetricPrefill, MetricSystemThroughput, CapacityMaxSafeQueue, CapacityUseCase:
+		return true
+	}
+	return false
+}
+
+// Comparison is a report drawn against a baseline: every matching step's
+// change with a verdict, capacity compared as numbers at the ladder's
+// resolution, and what differs between the two runs.
+type Comparison struct {
+	// Base is the baseline report without its samples: its summaries draw
+	// the base series and the change columns.
+	Base *Report `json:"base"`
+	// BaseLabel names the baseline in the page: a path, "previous sweep".
+	BaseLabel string        `json:"base_label"`
+	Method    CompareMethod `json:"method"`
+	// Differences say how the two runs differ in what they measured:
+	// model, engine, GPU, thresholds, ladders, and scenarios or steps
+	// present in one run only. Shown at the top of the report.
+	Differences []string `json:"differences,omitempty"`
+	// Steps has one entry per (scenario, mode, N) of either run, in NEW's
+	// order, then the base-only ones.
+	Steps    []StepChange     `json:"steps,omitempty"`
+	Capacity []CapacityChange `json:"capacity,omitempty"`
+	// Confidence is false when either report has no samples (a v1 report):
+	// every step metric is then VerdictUnknown.
+	Confidence bool `json:"confidence"`
+}
+
+// CompareMethod is how changes were judged.
+type CompareMethod struct {
+	Statistic string  `json:"statistic"`        // "median" of the per-request values
+	Level     float64 `json:"confidence_level"` // 0.95
+	Resamples int     `json:"resamples"`        // bootstrap resamples per figure
+	Seed      uint64  `json:"seed"`             // of the PCG generator, mixed with each figure's name
+	// PracticalFloor is the smallest relative change called significant,
+	// even when the interval excludes zero.
+	PracticalFloor float64 `json:"practical_floor_ratio"`
+	// MinSamples is the fewest requests per run a verdict needs.
+	MinSamples int `json:"min_samples"`
+}
+
+// StepChange is one (scenario, mode, N) in either run.
+type StepChange struct {
+	Scenario    string         `json:"scenario"`
+	Mode        prober.Mode    `json:"mode"`
+	Concurrency int            `json:"concurrency"`
+	Presence    string         `json:"presence"`
+	Metrics     []MetricChange `json:"metrics,omitempty"` // when in both
+}
+
+// MetricChange is one metric of one step compared.
+type MetricChange struct {
+	Metric string `json:"metric"`
+	// Base and New are the medians of the per-request values; without
+	// samples the summaries' p50 (the mean for prefill speed, the step's
+	// number for system throughput).
+	Base float64 `json:"base"`
+	New  float64 `json:"new"`
+	// Change is (New − Base) / Base.
+	Change float64 `json:"change_ratio"`
+	// Low and High bound the confidence interval of the difference of
+	// medians, relative to Base; absent when no confidence is available.
+	Low  *float64 `json:"low_ratio,omitempty"`
+	High *float64 `json:"high_ratio,omitempty"`
+	// BaseSamples and NewSamples count the values compared.
+	BaseSamples int    `json:"base_samples,omitempty"`
+	NewSamples  int    `json:"new_samples,omitempty"`
+	Verdict     string `json:"verdict"`
+	Note        string `json:"note,omitempty"` // why no confidence is available
+}
+
+// Significant reports a better or worse verdict.
+func (m MetricChange) Significant() bool {
+	return m.Verdict == VerdictBetter || m.Verdict == VerdictWorse
+}
+
+// CapacityChange compares one capacity figure.
+type CapacityChange struct {
+	Kind     string `json:"kind"` // CapacityMaxSafeQueue or CapacityUseCase
+	Scenario string `json:"scenario"`
+	Presence string `json:"presence"`
+	Base     *Bound `json:"base,omitempty"`
+	New      *Bound `json:"new,omitempty"`
+	// Change is (New − Base) / Base; 0 when Base is 0.
+	Change  float64 `json:"change_ratio"`
+	Verdict string  `json:"verdict"`
+	// Resolution says how finely the ladders can place a capacity: it is a
+	// change only when it crosses a measured N.
+	Resolution string `json:"resolution,omitempty"`
+	Note       string `json:"note,omitempty"`
+}
+
+// Significant reports a better or worse verdict.
+func (c CapacityChange) Significant() bool {
+	return c.Verdict == VerdictBetter || c.Verdict == VerdictWorse
+}
+
+// Finding is one significant change, for the summary at the top.
+type Finding struct {
+	Scenario    string
+	Mode        prober.Mode // empty for capacity
+	Concurrency int         // 0 for capacity
+	Metric      string      // a Metric* or Capacity* name
+	Worse       bool
+	Step        *MetricChange   // a step metric, or
+	Capacity    *CapacityChange // a capacity figure
+}
+
+// magnitude is how large the finding's relative change is.
+func (f Finding) magnitude() float64 {
+	if f.Step != nil {
+		return abs(f.Step.Change)
+	}
+	return abs(f.Capacity.Change)
+}
+
+func abs(v float64) float64 {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
+
+// Findings lists the significant changes: regressions first, capacity
+// before steps, then the largest change first.
+func (c *Comparison) Findings() []Finding {
+	if c == nil {
+		return nil
+	}
+	var out []Finding
+	for i := range c.Capacity {
+		cc := &c.Capacity[i]
+		if cc.Significant() {
+			out = append(out, Finding{Scenario: cc.Scenario, Metric: cc.Kind, Worse: cc.Verdict == VerdictWorse, Capacity: cc})
+		}
+	}
+	for i := range c.Steps {
+		s := &c.Steps[i]
+		for j := range s.Metrics {
+			m := &s.Metrics[j]
+			if m.Significant() {
+				out = append(out, Finding{Scenario: s.Scenario, Mode: s.Mode, Concurrency: s.Concurrency, Metric: m.Metric,
+					Worse: m.Verdict == VerdictWorse, Step: m})
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Finding) int {
+		if a.Worse != b.Worse {
+			if a.Worse {
+				return -1
+			}
+			return 1
+		}
+		if (a.Capacity != nil) != (b.Capacity != nil) {
+			if a.Capacity != nil {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(b.magnitude(), a.magnitude())
+	})
+	return out
+}
+
+// Step returns the change of one step, or nil.
+func (c *Comparison) Step(scenario string, mode prober.Mode, n int) *StepChange {
+	if c == nil {
+		return nil
+	}
+	for i := range c.Steps {
+		s := &c.Steps[i]
+		if s.Scenario == scenario && s.Mode == mode && s.Concurrency == n {
+			return s
+		}
+	}
+	return nil
+}
+
+// Metric returns the change of one metric of the step, or nil.
+func (s *StepChange) Metric(metric string) *MetricChange {
+	if s == nil {
+		return nil
+	}
+	for i := range s.Metrics {
+		if s.Metrics[i].Metric == metric {
+			return &s.Metrics[i]
+		}
+	}
+	return nil
+}
+
+// CapacityOf returns the change of one capacity figure, or nil.
+func (c *Comparison) CapacityOf(kind, scenario string) *CapacityChange {
+	if c == nil {
+		return nil
+	}
+	for i := range c.Capacity {
+		if c.Capacity[i].Kind == kind && c.Capacity[i].Scenario == scenario {
+			return &c.Capacity[i]
+		}
+	}
+	return nil
+}
+
+// StripSamples returns a copy of r without step samples or comparison:
+// what a comparison keeps of its baseline.
+func StripSamples(r *Report) *Report {
+	if r == nil {
+		return nil
+	}
+	rr := *r
+	rr.Comparison = nil
+	rr.Scenarios = make([]Scenario, len(r.Scenarios))
+	for i, s := range r.Scenarios {
+		s.ClosedLoop = stripSteps(s.ClosedLoop)
+		s.Burst = stripSteps(s.Burst)
+		rr.Scenarios[i] = s
+	}
+	return &rr
+}
+
+func stripSteps(steps []Step) []Step {
+	if steps == nil {
+		return nil
+	}
+	out := make([]Step, len(steps))
+	for i, st := range steps {
+		st.Samples = nil
+		out[i] = st
+	}
+	return out
+}
+
+// HasSamples reports whether any step of r kept its per-request values.
+func (r *Report) HasSamples() bool {
+	for _, s := range r.Scenarios {
+		for _, st := range append(append([]Step(nil), s.ClosedLoop...), s.Burst...) {
+			if st.Samples != nil {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/slaprobe/slaprobe/internal/report"
 	"github.com/slaprobe/slaprobe/internal/vllmsim"
 	"github.com/slaprobe/slaprobe/test/browser"
+	"github.com/slaprobe/slaprobe/test/testproc"
 )
 
 // startScaledSim serves the simulated engine with every modelled duration
@@ -87,6 +88,7 @@ func TestCompareAgainstSim(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs three small sweeps against the simulated engine")
 	}
+	testproc.Quiet(t) // a rerun must match the base: not beside a browser, a real engine or promtool
 	dir := t.TempDir()
 	if d := os.Getenv("SLAPROBE_COMPARE_DIR"); d != "" {
 		dir = d // keep the reports to look at

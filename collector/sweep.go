@@ -93,7 +93,7 @@ func NewSweepCollector(src SweepSource) *SweepCollector {
 		paused: d("slaprobe_sweep_paused",
 			"Whether the running sweep is paused for this target and reason (requests_waiting, kv_cache_usage, engine_metrics_unavailable).", []string{"target", "reason"}),
 		change: d("slaprobe_sweep_change_ratio",
-			"Relative change (new − previous) / previous of the last sweep against the previous complete sweep of the target, per scenario and metric: for ttft, itl, e2e, decode and prefill the median per request of the scenario's most adverse step (a significant regression first), for max_safe_queue and use_case_capacity the capacity. Signed: a positive ttft, itl or e2e and a negative decode, prefill or capacity are worse. Absent before a second sweep.", []string{"target", "model", "scenario", "metric"}),
+			"Relative change (new − previous) / previous of the last sweep against the previous complete sweep of the target, per scenario and metric: for ttft, itl, e2e, decode and prefill the median per request of the scenario's most adverse closed-loop step (a significant regression first; bursts compare as numbers), for max_safe_queue and use_case_capacity the capacity. Signed: a positive ttft, itl or e2e and a negative decode, prefill or capacity are worse. Absent before a second sweep.", []string{"target", "model", "scenario", "metric"}),
 		changeSignificant: d("slaprobe_sweep_change_significant",
 			"1 when slaprobe_sweep_change_ratio is a significant change: its 95% bootstrap interval excludes zero and it is at least 5% (a capacity: it moved past a measured N and by at least 5%); 0 otherwise.", []string{"target", "model", "scenario", "metric"}),
 		probesHeld: d("slaprobe_sweep_probes_held",

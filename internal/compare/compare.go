@@ -249,14 +249,16 @@ func (k comparer) metrics(scenario string, mode prober.Mode, b, n *report.Step) 
 		switch {
 		case busy:
 			mc.Note = "a step started on a busy engine"
-		case mode == prober.ModeBurst && queued(m.name):
-			// The i-th request of a burst waits for the i−1 prefills
-			// before it: the spread of TTFT within a burst is the queue,
-			// not noise, and how a rerun splits the queue into prefill
-			// batches moves the median by more than the bootstrap of
-			// those requests would say. Compared as a number; the max
-			// safe queue depth judges bursts at the ladder's resolution.
-			mc.Note = "a burst's requests share one queue, so their TTFT is their place in it rather than an independent sample: compared as a number"
+		case mode == prober.ModeBurst:
+			// A burst is one experiment: its N requests share one queue
+			// and one set of prefill batches, and how a run happens to
+			// split them moves TTFT (the i-th waits for the prefills
+			// ahead of it) and the decode of the early ones (stalled by
+			// the later prefills) for all of them at once. Resampling its
+			// requests would call a rerun's shift certain. Compared as a
+			// number; the max safe queue depth judges bursts at the
+			// ladder's resolution.
+			mc.Note = "a burst's requests share one queue and its prefill batches, so they are not independent samples: compared as a number"
 		case mc.BaseSamples == 0:
 			mc.Note = "no raw samples: compared on summaries, no confidence available"
 		case mc.BaseSamples < k.o.MinSamples || mc.NewSamples < k.o.MinSamples:
@@ -280,12 +282,6 @@ func (k comparer) metrics(scenario string, mode prober.Mode, b, n *report.Step) 
 		out = append(out, mc)
 	}
 	return out
-}
-
-// queued reports whether a metric includes the time a request waited for
-// the prefills ahead of it.
-func queued(metric string) bool {
-	return metric == report.MetricTTFT || metric == report.MetricE2E || metric == report.MetricPrefill
 }
 
 // verdict: significant when the interval excludes zero and the change is

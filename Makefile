@@ -74,7 +74,7 @@ test:
 .PHONY: test-deploy
 test-deploy:
 	@echo '==> test/deploy: Dockerfile, compose, Helm chart and manifests, systemd unit'
-	cd test/deploy && CGO_ENABLED=1 $(GO) test -timeout 15m ./...
+	cd test/deploy && CGO_ENABLED=1 $(GO) test -count=1 -timeout 15m ./...
 
 # deploy/kubernetes/*.yaml are rendered from the Helm chart; test-deploy fails when they drift.
 .PHONY: manifests

@@ -211,10 +211,20 @@ grafana_dep() {
 		say "@grafana/data already installed in test/grafana/transforms"
 		return 0
 	fi
-	say "npm ci in test/grafana/transforms (@grafana/data, pinned)"
+	# A fresh clone on a machine that installed this lock before unpacks the tree kept in the tool
+	# cache (a second) instead of running npm ci again (20 s or more).
+	local cached=$tools_cache/npm-$want-node$major.tar
 	local start=$SECONDS
+	if [ -f "$cached" ] && rm -rf "$dir/node_modules" && tar -C "$dir" -xf "$cached" 2>/dev/null; then
+		printf '%s\n' "$want" >"$stamp"
+		say "@grafana/data copied from the tool cache ($cached) in $((SECONDS - start))s"
+		return 0
+	fi
+	say "npm ci in test/grafana/transforms (@grafana/data, pinned)"
 	(cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
 	printf '%s\n' "$want" >"$stamp"
+	mkdir -p "$tools_cache" && tar -C "$dir" -cf "$cached.tmp$$" node_modules && mv "$cached.tmp$$" "$cached" ||
+		warn "could not keep node_modules in the tool cache $tools_cache"
 	say "installed @grafana/data in $((SECONDS - start))s"
 }
 

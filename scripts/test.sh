@@ -6,18 +6,20 @@
 #   1. apt                       Debian packages (only what is missing).
 #   2. at once, each in its own log:
 #        llmd, ollama            the pinned tool builds (cached by version, scripts/test-deps.sh)
-#        grafana-npm             npm ci of @grafana/data (only when its lock changed)
-#        go-build                compiles every test binary, so that the later stages only run tests
-#   3. at once, none of them timing-sensitive:
+#        grafana-npm             npm ci of @grafana/data (cached by its lock's hash)
+#        go-build                compiles every package and test package, without linking
+#   3. at once:
+#        go-test-race            go test -race of every package but test/e2e, four at a time
+#        test-e2e-go             go test -race ./test/e2e (Prometheus, Alertmanager, demos, a browser)
+#        checkrules              promtool, one process per test file
 #        fuzz-short, test-deploy, test-grafana
-#   4. go-test-race              go test -race ./..., and beside it
-#      checkrules                promtool, one process per test file, which keeps a core busy for minutes.
-#                                A test whose tolerances are a few milliseconds, or that keeps a core busy
-#                                itself (a real engine), calls testproc.Quiet: it takes an exclusive lock
-#                                that checkrules holds shared (flock -s), so such tests wait until
-#                                promtool is done, while the rest of go test runs beside it.
-#   5. e2e                       scripts/e2e.sh, the demo scraped by promtool (alone)
+#      A test whose tolerances are a few milliseconds, or that keeps a core busy itself (a real
+#      engine), calls testproc.Quiet: an exclusive lock. Everything in this stage that keeps the cores
+#      busy without measuring time holds that lock shared (flock -s, or test/e2e's TestMain), so the
+#      timing checks wait until those are done while the rest of go test runs beside them.
+#   4. e2e                       scripts/e2e.sh, the demo scraped by promtool (alone)
 #
+# Every go test runs with -count=1: a rerun tests again instead of printing cached results.
 set -uo pipefail
 
 cd "$(dirname "$0")/.."
@@ -113,29 +115,33 @@ finish() {
 
 run apt scripts/test-deps.sh apt || finish
 
+# go-build compiles every package and test package (go list -export) without linking: go test links
+# each test binary anyway, so linking here too would only do it twice.
 group \
 	"llmd:scripts/test-deps.sh llmd" \
 	"ollama:scripts/test-deps.sh ollama" \
 	"grafana-npm:scripts/test-deps.sh grafana" \
-	"go-build:CGO_ENABLED=1 $GO test -race -count=1 -run '^\$' ./... >/dev/null && cd test/deploy && CGO_ENABLED=1 $GO test -count=1 -run '^\$' ./... >/dev/null && cd ../grafana && $GO test -count=1 -run '^\$' ./... >/dev/null && echo 'test binaries compiled'" ||
+	"go-build:set -e; CGO_ENABLED=1 $GO list -race -test -export -deps -f '' ./...; cd test/deploy; CGO_ENABLED=1 $GO list -test -export -deps -f '' ./...; cd ../grafana; $GO list -test -export -deps -f '' ./...; echo 'every package and test package compiled'" ||
 	finish
 
-group \
-	"fuzz-short:make --no-print-directory fuzz-short" \
-	"test-deploy:make --no-print-directory test-deploy" \
-	"test-grafana:cd test/grafana && $GO test ./..." ||
-	finish
-
-# The lock file testproc.Quiet takes (test/testproc): checkrules holds it shared while it runs.
+# The lock file testproc.Quiet takes (test/testproc). The stages that keep cores busy without measuring
+# time hold it shared (flock -s; test/e2e's TestMain does the same), so the timing checks of
+# go-test-race wait for them, while the rest of go-test-race runs beside them. go-test-race runs four
+# packages at once (-p 4): a package waiting for quiet cores holds no core.
 quiet_lock=${TMPDIR:-/tmp}/slaprobe-quiet-cores.lock
+others=$($GO list ./... | grep -v '/test/e2e$' | tr '\n' ' ')
 if [ "${TEST_SERIAL:-0}" = 1 ] || ! command -v flock >/dev/null 2>&1; then
-	run checkrules make --no-print-directory checkrules || finish
-	run go-test-race env CGO_ENABLED=1 $GO test -race -timeout 20m ./... || finish
+	busy=
 else
-	group \
-		"checkrules:flock -s '$quiet_lock' make --no-print-directory checkrules" \
-		"go-test-race:sleep 1; CGO_ENABLED=1 $GO test -race -timeout 20m ./..." ||
-		finish
+	busy="flock -s '$quiet_lock'"
 fi
+group \
+	"checkrules:$busy make --no-print-directory checkrules" \
+	"test-e2e-go:CGO_ENABLED=1 $GO test -race -count=1 -timeout 20m ./test/e2e" \
+	"fuzz-short:$busy make --no-print-directory fuzz-short" \
+	"test-deploy:$busy make --no-print-directory test-deploy" \
+	"test-grafana:cd test/grafana && $busy $GO test -count=1 ./..." \
+	"go-test-race:CGO_ENABLED=1 $GO test -race -count=1 -p 4 -timeout 20m $others" ||
+	finish
 run e2e scripts/e2e.sh || finish
 finish

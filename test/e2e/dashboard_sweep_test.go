@@ -79,6 +79,7 @@ func TestDashboardQueriesAfterSweep(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs slaprobe demo, a short sweep and Prometheus for a few minutes")
 	}
+	t.Parallel() // mostly waiting on Prometheus and the probes: the package runs its long tests at once
 	promBin := requireTool(t, "prometheus")
 	root := repoRoot(t)
 	files := ruleFiles(t, root)

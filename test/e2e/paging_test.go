@@ -69,6 +69,7 @@ func TestPaging(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs llm-d-inference-sim, slaprobe, Prometheus and Alertmanager for up to 4 minutes")
 	}
+	t.Parallel() // mostly waiting on Prometheus and the probes: the package runs its long tests at once
 	promBin := requireTool(t, "prometheus")
 	// Debian installs Alertmanager as prometheus-alertmanager; upstream builds call it alertmanager.
 	amBin, err := exec.LookPath("prometheus-alertmanager")

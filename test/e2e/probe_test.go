@@ -35,6 +35,7 @@ func TestProbeFleet(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs two simulated engines, slaprobe and Prometheus for up to 90 s")
 	}
+	t.Parallel() // mostly waiting on Prometheus and the probes: the package runs its long tests at once
 	promBin := requireTool(t, "prometheus")
 	root := repoRoot(t)
 	bin := buildSlaprobe(t, root)

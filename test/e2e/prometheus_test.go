@@ -71,6 +71,7 @@ func TestPrometheus(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs slaprobe demo and Prometheus for up to 90 s")
 	}
+	t.Parallel() // mostly waiting on Prometheus and the probes: the package runs its long tests at once
 	promBin := requireTool(t, "prometheus")
 	major, minor := prometheusVersion(t, promBin)
 	root := repoRoot(t)

@@ -103,6 +103,14 @@ func TestLLMDAccuracyPromptLength(t *testing.T) {
 //     the last was, by at most a fraction of a millisecond over n−1 intervals:
 //     0.5 % below is allowed for that. Above, the 2 %, which covers the
 //     simulator's 0.25–0.35 ms per token (0.6–0.9 % at 40 ms).
+// llmdITLOvershoot bounds how far above its configured inter-token latency llm-d-inference-sim
+// v0.10.2 may stream: it sleeps at least the configured gap and then writes, so it is always a little
+// late, and later when the cores are shared (+1.8 % to +2.1 % with other test packages running beside
+// it on 2 cores). That lateness is the simulator's, which is why slaprobe's own ITL accuracy is held to
+// accITLRel against a client reading the same bytes (TestAccuracyTiming, TestOllamaAccuracy); here the
+// configured value is only an upper bound's anchor.
+const llmdITLOvershoot = 0.03
+
 func llmdCheckTiming(res *prober.Result, ttft, base, itl time.Duration, errorf func(string, ...any)) {
 	got, truth := res.TTFT(), ttft+base
 	if got < ttft {
@@ -111,7 +119,7 @@ func llmdCheckTiming(res *prober.Result, ttft, base, itl time.Duration, errorf f
 	if d := got - truth; absDur(d) > ttftTol(ttft) {
 		errorf("TTFT %v vs configured %v + simulator overhead %v: off by %v, tolerance %v", got, ttft, base, d, ttftTol(ttft))
 	}
-	lo, hi := time.Duration(float64(itl)*(1-0.005)), time.Duration(float64(itl)*(1+accITLRel))
+	lo, hi := time.Duration(float64(itl)*(1-0.005)), time.Duration(float64(itl)*(1+llmdITLOvershoot))
 	if got := res.ITL(); got < lo || got > hi {
 		errorf("ITL %v, want within [%v, %v] (configured %v)", got, lo, hi, itl)
 	}

@@ -321,8 +321,9 @@ var grafanaVars = strings.NewReplacer(
 	"$target", ".*",
 	"$model", ".*",
 	"$scenario", ".*",
-	// The dashboards' "Compare with" variable; "off" is 100y. A minute back has data in a test of minutes.
-	"$compare_offset", "1m",
+	// The dashboards' "Compare with" variable; "off" is 100y. 20 s back (ten scrapes) has data in a
+	// test of minutes: the sweep's figures, exported when it ends, are there 20 s later.
+	"$compare_offset", "20s",
 )
 
 // leftoverVarRE finds a Grafana variable left unsubstituted ($1 in label_replace is PromQL's own).

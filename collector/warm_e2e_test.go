@@ -10,12 +10,14 @@ import (
 
 	"github.com/slaprobe/slaprobe/internal/vllmsim"
 	"github.com/slaprobe/slaprobe/prober"
+	"github.com/slaprobe/slaprobe/test/testproc"
 )
 
 // Warm probes against the simulated engine, through the probe metrics: with
 // prefix caching the follow-ups hit and save most of the cold TTFT; without
 // it every follow-up is a counted miss, not an error, and saves nothing.
 func TestWarmMetricsAgainstSim(t *testing.T) {
+	testproc.Quiet(t) // the share of TTFT saved is a ratio of two short timings
 	for _, tc := range []struct {
 		name  string
 		cache bool

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/slaprobe/slaprobe/internal/vllmsim"
+	"github.com/slaprobe/slaprobe/test/testproc"
 )
 
 // Warm-context probes against the simulated engine, whose prefix cache and
@@ -42,6 +43,7 @@ func warmSim(t *testing.T, mutate func(*vllmsim.Config)) (*vllmsim.Engine, Targe
 }
 
 func TestWarmFollowUpHitsCache(t *testing.T) {
+	testproc.Quiet(t) // compares a warm TTFT with a cold one, both a few milliseconds
 	e, target := warmSim(t, nil)
 	cfg := e.Config()
 	p := New(nil, nil)
@@ -95,6 +97,7 @@ func TestWarmFollowUpHitsCache(t *testing.T) {
 // A follow-up misses when the server has no prefix cache, or when the
 // conversation breaks (a fresh salt): both read as a zero share, not an error.
 func TestWarmMissIsZeroShare(t *testing.T) {
+	testproc.Quiet(t) // compares a warm TTFT with a cold one, both a few milliseconds
 	for _, tc := range []struct {
 		name      string
 		noCache   bool
@@ -196,6 +199,7 @@ func TestWarmScenarioValidate(t *testing.T) {
 //
 //	SLAPROBE_WARM_SCALE=1 go test ./prober/ -run TestWarmTTFTFigures -v
 func TestWarmTTFTFigures(t *testing.T) {
+	testproc.Quiet(t) // compares a warm TTFT with a cold one, both a few milliseconds
 	scale := 0.1
 	if v := os.Getenv("SLAPROBE_WARM_SCALE"); v != "" {
 		f, err := strconv.ParseFloat(v, 64)

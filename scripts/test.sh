@@ -8,11 +8,12 @@
 #        llmd, ollama            the pinned tool builds (cached by version, scripts/test-deps.sh)
 #        grafana-npm             npm ci of @grafana/data (cached by its lock's hash)
 #        go-build                compiles every package and test package, without linking
+#        fuzz-short              both fuzz targets, a fixed count of runs each (both cores, briefly)
 #   3. at once:
 #        go-test-race            go test -race of every package but test/e2e, four at a time
 #        test-e2e-go             go test -race ./test/e2e (Prometheus, Alertmanager, demos, a browser)
 #        checkrules              promtool, one process per test file
-#        fuzz-short, test-deploy, test-grafana
+#        test-deploy, test-grafana
 #        e2e                     scripts/e2e.sh, the demo scraped by promtool
 #      A test whose tolerances are a few milliseconds, or that keeps a core busy itself (a real
 #      engine), calls testproc.Quiet: an exclusive lock. Everything in this stage that keeps the cores
@@ -122,6 +123,7 @@ group \
 	"llmd:scripts/test-deps.sh llmd" \
 	"ollama:scripts/test-deps.sh ollama" \
 	"grafana-npm:scripts/test-deps.sh grafana" \
+	"fuzz-short:make --no-print-directory fuzz-short" \
 	"go-build:set -e; CGO_ENABLED=1 $GO list -race -test -export -deps -f '' ./...; cd test/deploy; CGO_ENABLED=1 $GO list -test -export -deps -f '' ./...; cd ../grafana; $GO list -test -export -deps -f '' ./...; echo 'every package and test package compiled'" ||
 	finish
 
@@ -141,7 +143,6 @@ fi
 group \
 	"checkrules:$busy make --no-print-directory checkrules" \
 	"test-e2e-go:CGO_ENABLED=1 $GO test -race -count=1 -timeout 20m ./test/e2e" \
-	"fuzz-short:$busy make --no-print-directory fuzz-short" \
 	"test-deploy:$busy make --no-print-directory test-deploy" \
 	"test-grafana:cd test/grafana && $busy $GO test -count=1 ./..." \
 	"e2e:$busy scripts/e2e.sh" \

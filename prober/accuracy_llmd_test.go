@@ -103,6 +103,7 @@ func TestLLMDAccuracyPromptLength(t *testing.T) {
 //     the last was, by at most a fraction of a millisecond over n−1 intervals:
 //     0.5 % below is allowed for that. Above, the 2 %, which covers the
 //     simulator's 0.25–0.35 ms per token (0.6–0.9 % at 40 ms).
+//
 // llmdITLOvershoot bounds how far above its configured inter-token latency llm-d-inference-sim
 // v0.10.2 may stream: it sleeps at least the configured gap and then writes, so it is always a little
 // late, and later when the cores are shared (+1.8 % to +2.1 % with other test packages running beside

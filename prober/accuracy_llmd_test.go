@@ -84,6 +84,14 @@ func TestLLMDAccuracyPromptLength(t *testing.T) {
 	}
 }
 
+// llmdITLOvershoot bounds how far above its configured inter-token latency llm-d-inference-sim
+// v0.10.2 may stream: it sleeps at least the configured gap and then writes, so it is always a little
+// late, and later when the cores are shared (+1.8 % to +2.1 % with other test packages running beside
+// it on 2 cores). That lateness is the simulator's, which is why slaprobe's own ITL accuracy is held to
+// accITLRel against a client reading the same bytes (TestAccuracyTiming, TestOllamaAccuracy); here the
+// configured value is only an upper bound's anchor.
+const llmdITLOvershoot = 0.03
+
 // llmdCheckTiming checks one probe against the simulator's configured TTFT
 // and ITL.
 //
@@ -101,17 +109,9 @@ func TestLLMDAccuracyPromptLength(t *testing.T) {
 //     so the server-side span is at least (n−1)×ITL. The client's span can be
 //     shorter only if the first token was stamped later after its write than
 //     the last was, by at most a fraction of a millisecond over n−1 intervals:
-//     0.5 % below is allowed for that. Above, the 2 %, which covers the
-//     simulator's 0.25–0.35 ms per token (0.6–0.9 % at 40 ms).
-//
-// llmdITLOvershoot bounds how far above its configured inter-token latency llm-d-inference-sim
-// v0.10.2 may stream: it sleeps at least the configured gap and then writes, so it is always a little
-// late, and later when the cores are shared (+1.8 % to +2.1 % with other test packages running beside
-// it on 2 cores). That lateness is the simulator's, which is why slaprobe's own ITL accuracy is held to
-// accITLRel against a client reading the same bytes (TestAccuracyTiming, TestOllamaAccuracy); here the
-// configured value is only an upper bound's anchor.
-const llmdITLOvershoot = 0.03
-
+//     0.5 % below is allowed for that. Above, llmdITLOvershoot (3 %): the
+//     simulator's 0.25–0.35 ms per token (0.6–0.9 % at 40 ms) on idle cores,
+//     more on shared ones.
 func llmdCheckTiming(res *prober.Result, ttft, base, itl time.Duration, errorf func(string, ...any)) {
 	got, truth := res.TTFT(), ttft+base
 	if got < ttft {

@@ -6,9 +6,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/slaprobe/slaprobe/test/testproc"
 )
 
 func TestFaultHeader(t *testing.T) {
+	testproc.Quiet(t) // times stalls of 150 ms against gaps of a few
 	cfg := fastConfig()
 	ts := start(t, cfg)
 	tests := []struct {

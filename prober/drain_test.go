@@ -110,3 +110,38 @@ func TestBurstRoundsDrain(t *testing.T) {
 		t.Errorf("merged = %+v", d)
 	}
 }
+
+// A burst of several rounds keeps each round's median of every metric:
+// the independent samples a comparison of bursts resamples. One round
+// keeps none.
+func TestBurstRoundMedians(t *testing.T) {
+	for _, repeat := range []int{1, 3} {
+		e := newSwFakeEngine()
+		opts := swFastOptions(swScenario())
+		opts.ClosedLoop, opts.Burst, opts.BurstRepeat = nil, []int{4}, repeat
+		res, err := Sweep(context.Background(), e, Target{Name: "t"}, "m", opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := res.Scenarios[0].Burst[0]
+		rm := st.Samples.RoundMedians
+		if repeat == 1 {
+			if rm != nil {
+				t.Errorf("one round kept round medians %+v", rm)
+			}
+			continue
+		}
+		if rm == nil || len(rm.TTFT) != repeat || len(rm.E2E) != repeat {
+			t.Fatalf("round medians %+v; want %d per metric", rm, repeat)
+		}
+		if len(st.Samples.TTFT) != 4*repeat {
+			t.Fatalf("%d TTFT samples; want %d", len(st.Samples.TTFT), 4*repeat)
+		}
+		for i := range repeat {
+			want := Summarize(st.Samples.TTFT[4*i : 4*(i+1)]).P50
+			if rm.TTFT[i] != want {
+				t.Errorf("round %d TTFT median %v; want %v, the median of its own requests", i, rm.TTFT[i], want)
+			}
+		}
+	}
+}

@@ -32,7 +32,10 @@ type closedLoopPlan struct {
 
 // loadOutcome is what one step of load produced, before it is summarised.
 type loadOutcome struct {
-	Sampled     []Result  // requests that make up the per-request statistics
+	Sampled []Result // requests that make up the per-request statistics
+	// RoundEnds holds, for a burst step of several rounds, the end index in
+	// Sampled of each round; nil for one round and for the closed loop.
+	RoundEnds   []int
 	Tokens      float64   // output tokens attributed to the measured span
 	SpanStart   time.Time // steady window (closed loop) or release (burst)
 	SpanEnd     time.Time // window end (closed loop) or last token (burst)

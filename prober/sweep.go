@@ -239,6 +239,12 @@ func quantile(v []float64, q float64) float64 {
 // chunk, Prefill of those not served from the prefix cache.
 type Samples struct {
 	TTFT, ITL, Decode, E2E, Prefill []float64
+	// RoundMedians holds, for a burst step of two or more rounds
+	// (BurstRepeat), each round's median of every metric, one value per
+	// round that measured it. A burst's requests share one queue, so they
+	// are not independent samples; its rounds are, and a comparison
+	// resamples those. Nil otherwise.
+	RoundMedians *Samples
 }
 
 // StepResult is what one (scenario, mode, N) step measured.
@@ -632,6 +638,9 @@ func (sw *sweepRun) burst(ctx context.Context, prep *Prepared, n int, startPower
 			merged.Started, merged.SpanStart = out.Started, out.SpanStart
 		}
 		merged.Sampled = append(merged.Sampled, out.Sampled...)
+		if sw.opts.BurstRepeat > 1 {
+			merged.RoundEnds = append(merged.RoundEnds, len(merged.Sampled))
+		}
 		merged.Tokens += out.Tokens
 		merged.MaxInFlight = max(merged.MaxInFlight, out.MaxInFlight)
 		merged.Finished = out.Finished
@@ -729,7 +738,6 @@ func summarizeStep(info StepInfo, out loadOutcome) StepResult {
 		Started: out.Started, Finished: out.Finished,
 		Requests: len(out.Sampled), MaxInFlight: out.MaxInFlight, OutputTokens: out.Tokens,
 	}
-	var decode, itl, ttft, e2e, prefill []float64
 	var prompt float64
 	var first, last time.Time
 	for i := range out.Sampled {
@@ -758,20 +766,12 @@ func summarizeStep(info StepInfo, out loadOutcome) StepResult {
 			st.ShortOutputs++
 		}
 		prompt += float64(r.PromptTokens)
-		ttft = append(ttft, r.TTFT().Seconds())
-		if d, ok := r.E2EAtRequested(); ok {
-			e2e = append(e2e, d.Seconds())
-		}
-		if r.DecodeMeasured() {
-			decode = append(decode, r.DecodeSpeed())
-			itl = append(itl, r.ITL().Seconds())
-		}
 		if r.CacheHit() {
 			st.CacheHits++
-		} else if v := r.PrefillSpeed(); v > 0 {
-			prefill = append(prefill, v)
 		}
 	}
+	samples := sampleValues(out.Sampled)
+	decode, itl, ttft, e2e, prefill := samples.Decode, samples.ITL, samples.TTFT, samples.E2E, samples.Prefill
 	if st.Requests > 0 {
 		st.SuccessRatio = float64(st.Succeeded) / float64(st.Requests)
 	}
@@ -780,13 +780,60 @@ func summarizeStep(info StepInfo, out loadOutcome) StepResult {
 	}
 	st.StartSpreadSeconds = last.Sub(first).Seconds()
 	st.Decode, st.ITL, st.TTFT, st.E2E, st.Prefill = Summarize(decode), Summarize(itl), Summarize(ttft), Summarize(e2e), Summarize(prefill)
-	st.Samples = Samples{TTFT: ttft, ITL: itl, Decode: decode, E2E: e2e, Prefill: prefill}
+	st.Samples = samples
+	if len(out.RoundEnds) > 1 {
+		rm := &Samples{}
+		start := 0
+		for _, end := range out.RoundEnds {
+			r := sampleValues(out.Sampled[start:end])
+			start = end
+			for _, m := range []struct {
+				dst *[]float64
+				v   []float64
+			}{
+				{&rm.TTFT, r.TTFT}, {&rm.ITL, r.ITL}, {&rm.Decode, r.Decode}, {&rm.E2E, r.E2E}, {&rm.Prefill, r.Prefill},
+			} {
+				if len(m.v) > 0 {
+					*m.dst = append(*m.dst, Summarize(m.v).P50)
+				}
+			}
+		}
+		st.Samples.RoundMedians = rm
+	}
 	if w := out.SpanEnd.Sub(out.SpanStart).Seconds(); w > 0 {
 		st.WindowSeconds = w
 		st.SystemThroughput = out.Tokens / w
 		st.TokensPerHour = st.SystemThroughput * 3600
 	}
 	return st
+}
+
+// sampleValues returns the per-request values of the successful (or timed)
+// results among rs, in order: TTFT and E2E of each, ITL and decode speed of
+// those that decoded enough tokens, prefill speed of those not served from
+// the prefix cache.
+func sampleValues(rs []Result) Samples {
+	var s Samples
+	for i := range rs {
+		r := &rs[i]
+		if r.Kind != KindSuccess && !r.Timed() {
+			continue
+		}
+		s.TTFT = append(s.TTFT, r.TTFT().Seconds())
+		if d, ok := r.E2EAtRequested(); ok {
+			s.E2E = append(s.E2E, d.Seconds())
+		}
+		if r.DecodeMeasured() {
+			s.Decode = append(s.Decode, r.DecodeSpeed())
+			s.ITL = append(s.ITL, r.ITL().Seconds())
+		}
+		if !r.CacheHit() {
+			if v := r.PrefillSpeed(); v > 0 {
+				s.Prefill = append(s.Prefill, v)
+			}
+		}
+	}
+	return s
 }
 
 // earlyStop returns why a ladder should stop after step, or "".

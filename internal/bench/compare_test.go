@@ -60,12 +60,14 @@ sweep:
 // benchSim runs a short bench against a simulated engine at the given time
 // scale, compared with baseline when it is not empty, and returns the
 // report it wrote. Closed-loop steps of 4 s give a few dozen requests at
-// N=4, enough for the median's interval to be narrow.
+// N=4, enough for the median's interval to be narrow; each burst step runs
+// three rounds, so that bursts get a verdict too.
 func benchSim(t *testing.T, scale float64, out, baseline string) *report.Report {
 	t.Helper()
 	o := benchOptions(t, writeCompareConfig(t, startScaledSim(t, scale)), []int{1, 4}, []int{8, 16},
 		4*time.Second, 300*time.Millisecond, 3*time.Second, out)
 	o.Baseline = baseline
+	o.Sweep.Burst.Repeat = 3 // three rounds per burst step: what a burst's verdict needs
 	var stdout, stderr bytes.Buffer
 	o.Stdout, o.Stderr = &stdout, &stderr
 	if code := Run(context.Background(), o); code != 0 {
@@ -159,8 +161,20 @@ func TestCompareAgainstSim(t *testing.T) {
 				t.Errorf("%s N=%d is in one run only", s.Mode, s.Concurrency)
 				continue
 			}
-			if s.Mode != prober.ModeClosedLoop {
-				continue // bursts compare as numbers
+			if s.Mode == prober.ModeBurst {
+				// Judged on three rounds each: the slower engine's rounds
+				// are all slower in TTFT and E2E.
+				for _, metric := range []string{report.MetricTTFT, report.MetricE2E} {
+					m := s.Metric(metric)
+					switch {
+					case m == nil || m.Low == nil:
+						t.Errorf("burst N=%d %s: no interval (%+v)", s.Concurrency, metric, m)
+					case m.Verdict != report.VerdictWorse:
+						t.Errorf("burst N=%d %s: %s, change %+.1f%% [%+.1f%%, %+.1f%%] over %d and %d rounds; want worse", s.Concurrency, metric,
+							m.Verdict, 100*m.Change, 100**m.Low, 100**m.High, m.BaseSamples, m.NewSamples)
+					}
+				}
+				continue
 			}
 			worse := 0
 			for _, metric := range []string{report.MetricTTFT, report.MetricITL, report.MetricE2E, report.MetricDecode} {

@@ -33,11 +33,15 @@ type Options struct {
 	PracticalFloor float64
 	// MinSamples is the fewest requests per run a verdict needs (5).
 	MinSamples int
+	// MinRounds is the fewest burst rounds per run a burst's verdict
+	// needs (3): a burst step is judged on its rounds' medians, and only
+	// when both runs repeated it (burst.repeat).
+	MinRounds int
 }
 
 // DefaultOptions are the settings every slaprobe comparison uses.
 func DefaultOptions() Options {
-	return Options{Resamples: 4000, Level: 0.95, Seed: 1, PracticalFloor: 0.05, MinSamples: 5}
+	return Options{Resamples: 4000, Level: 0.95, Seed: 1, PracticalFloor: 0.05, MinSamples: 5, MinRounds: 3}
 }
 
 func (o Options) withDefaults() Options {
@@ -57,6 +61,9 @@ func (o Options) withDefaults() Options {
 	if o.MinSamples <= 0 {
 		o.MinSamples = d.MinSamples
 	}
+	if o.MinRounds <= 0 {
+		o.MinRounds = d.MinRounds
+	}
 	if o.BaseLabel == "" {
 		o.BaseLabel = "base"
 	}
@@ -73,7 +80,7 @@ func Compare(base, cur *report.Report, o Options) *report.Report {
 		Base:      report.StripSamples(base),
 		BaseLabel: o.BaseLabel,
 		Method: report.CompareMethod{Statistic: "median", Level: o.Level, Resamples: o.Resamples, Seed: o.Seed,
-			PracticalFloor: o.PracticalFloor, MinSamples: o.MinSamples},
+			PracticalFloor: o.PracticalFloor, MinSamples: o.MinSamples, MinRounds: o.MinRounds},
 		Confidence: base.HasSamples() && cur.HasSamples(),
 	}
 	c.Differences = differences(base, cur)
@@ -232,8 +239,19 @@ func (k comparer) metrics(scenario string, mode prober.Mode, b, n *report.Step) 
 		if b.Samples != nil && n.Samples != nil {
 			bv, nv = m.samples(b.Samples), m.samples(n.Samples)
 		}
+		// A burst repeated in both runs is judged on its rounds: each
+		// round's median is one sample, and the figure is the median of
+		// those (see the burst case below).
+		var br, nr []float64
+		if mode == prober.ModeBurst && b.Samples != nil && n.Samples != nil && b.Samples.RoundMedians != nil && n.Samples.RoundMedians != nil {
+			br, nr = m.samples(b.Samples.RoundMedians), m.samples(n.Samples.RoundMedians)
+		}
+		rounds := len(br) >= k.o.MinRounds && len(nr) >= k.o.MinRounds
 		mc := report.MetricChange{Metric: m.name, BaseSamples: len(bv), NewSamples: len(nv), Verdict: report.VerdictUnknown}
 		switch {
+		case rounds:
+			mc.Base, mc.New = median(br), median(nr)
+			mc.BaseSamples, mc.NewSamples = len(br), len(nr)
 		case len(bv) > 0 && len(nv) > 0:
 			mc.Base, mc.New = median(bv), median(nv)
 		default:
@@ -246,19 +264,29 @@ func (k comparer) metrics(scenario string, mode prober.Mode, b, n *report.Step) 
 		if mc.Base > 0 {
 			mc.Change = (mc.New - mc.Base) / mc.Base
 		}
+		key := fmt.Sprintf("%s/%s/%d/%s", scenario, mode, n.Concurrency, m.name)
 		switch {
 		case busy:
 			mc.Note = "a step started on a busy engine"
-		case mode == prober.ModeBurst:
+		case mode == prober.ModeBurst && rounds && mc.Base > 0:
 			// A burst is one experiment: its N requests share one queue
 			// and one set of prefill batches, and how a run happens to
 			// split them moves TTFT (the i-th waits for the prefills
 			// ahead of it) and the decode of the early ones (stalled by
-			// the later prefills) for all of them at once. Resampling its
-			// requests would call a rerun's shift certain. Compared as a
-			// number; the max safe queue depth judges bursts at the
-			// ladder's resolution.
-			mc.Note = "a burst's requests share one queue and its prefill batches, so they are not independent samples: compared as a number"
+			// the later prefills) for all of them at once. Its rounds are
+			// the independent samples: the interval resamples the rounds'
+			// medians.
+			iv := medianDiffInterval(br, nr, k.o.Resamples, k.o.Level, k.o.Seed, key)
+			lo, hi := iv.Lo/mc.Base, iv.Hi/mc.Base
+			mc.Low, mc.High = &lo, &hi
+			mc.Verdict = verdict(m.name, mc.Change, lo, hi, k.o.PracticalFloor)
+			mc.Note = fmt.Sprintf("judged on the medians of %d and %d burst rounds", len(br), len(nr))
+		case mode == prober.ModeBurst:
+			// One round (or too few): resampling the requests of one burst
+			// would call a rerun's shift certain. Compared as a number;
+			// the max safe queue depth judges bursts at the ladder's
+			// resolution.
+			mc.Note = fmt.Sprintf("a burst's requests share one queue, so they are not independent samples: compared as a number (repeat the burst, burst.repeat ≥ %d in both runs, for a verdict)", k.o.MinRounds)
 		case mc.BaseSamples == 0:
 			mc.Note = "no raw samples: compared on summaries, no confidence available"
 		case mc.BaseSamples < k.o.MinSamples || mc.NewSamples < k.o.MinSamples:
@@ -266,7 +294,7 @@ func (k comparer) metrics(scenario string, mode prober.Mode, b, n *report.Step) 
 		case mc.Base <= 0:
 			mc.Note = "the base value is zero"
 		default:
-			iv := medianDiffInterval(bv, nv, k.o.Resamples, k.o.Level, k.o.Seed, fmt.Sprintf("%s/%s/%d/%s", scenario, mode, n.Concurrency, m.name))
+			iv := medianDiffInterval(bv, nv, k.o.Resamples, k.o.Level, k.o.Seed, key)
 			lo, hi := iv.Lo/mc.Base, iv.Hi/mc.Base
 			mc.Low, mc.High = &lo, &hi
 			mc.Verdict = verdict(m.name, mc.Change, lo, hi, k.o.PracticalFloor)

@@ -278,3 +278,62 @@ func TestLoadReportErrors(t *testing.T) {
 		}
 	}
 }
+
+// A burst is judged on its rounds' medians when both runs repeated it at
+// least MinRounds times, and compared as a number otherwise: the requests
+// of one burst share a queue, so a rerun that shifts a whole burst must not
+// be called significant from its requests alone.
+func TestBurstRounds(t *testing.T) {
+	burstStep := func(rounds ...float64) report.Step {
+		var ps prober.Samples
+		for _, m := range rounds {
+			for i := range 8 { // 8 requests per round, tightly around the round's level
+				ps.TTFT = append(ps.TTFT, m*(1+0.001*float64(i-4)))
+			}
+		}
+		if len(rounds) > 1 {
+			ps.RoundMedians = &prober.Samples{TTFT: rounds}
+		}
+		q := prober.Summarize(ps.TTFT)
+		return report.Step{Concurrency: 8, RequestsSent: len(ps.TTFT), RequestsOK: len(ps.TTFT), SuccessRate: 1,
+			TTFT: report.Dist{Mean: q.Mean, P50: q.P50, P90: q.P90, P95: q.P95, P99: q.P99}, Samples: report.NewSamples(ps)}
+	}
+	run := func(st report.Step) *report.Report {
+		return &report.Report{SchemaVersion: report.SchemaVersion, Meta: report.Meta{Model: "m", Engine: "vllm"},
+			Config:    report.Config{BurstLadder: []int{8}, Thresholds: report.DefaultThresholds()},
+			Scenarios: []report.Scenario{{Name: "chat", InputTokens: 1024, OutputTokens: 64, Burst: []report.Step{st}}}}
+	}
+	for _, tc := range []struct {
+		name        string
+		base, cur   report.Step
+		verdict     string
+		rounds      int // values compared per run, 0 for none
+		noteContain string
+	}{
+		{"one round shifted 10%: a number, not a verdict", burstStep(1.0), burstStep(1.1), report.VerdictUnknown, 0, "burst.repeat ≥ 3"},
+		{"two rounds: too few", burstStep(1.0, 1.02), burstStep(1.2, 1.22), report.VerdictUnknown, 0, "burst.repeat ≥ 3"},
+		{"rerun: rounds overlap", burstStep(1.0, 1.1, 0.92), burstStep(1.08, 0.95, 1.12), report.VerdictNoChange, 3, "3 and 3 burst rounds"},
+		{"every round 20% slower", burstStep(1.0, 1.05, 0.97), burstStep(1.2, 1.26, 1.16), report.VerdictWorse, 3, "3 and 3 burst rounds"},
+		{"five rounds 20% faster", burstStep(1.0, 1.05, 0.97, 1.02, 0.99), burstStep(0.83, 0.86, 0.8, 0.84, 0.82), report.VerdictBetter, 5, "5 and 5 burst rounds"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Compare(run(tc.base), run(tc.cur), Options{}).Comparison
+			m := c.Step("chat", prober.ModeBurst, 8).Metric(report.MetricTTFT)
+			if m == nil {
+				t.Fatal("no TTFT change for the burst step")
+			}
+			if m.Verdict != tc.verdict {
+				t.Errorf("verdict %q (change %+.3f, interval %v … %v); want %q", m.Verdict, m.Change, m.Low, m.High, tc.verdict)
+			}
+			if got := m.BaseSamples; tc.rounds > 0 && got != tc.rounds {
+				t.Errorf("%d values compared; want the %d rounds", got, tc.rounds)
+			}
+			if (m.Low != nil) != (tc.rounds > 0) {
+				t.Errorf("interval %v … %v; want one only when judged on rounds", m.Low, m.High)
+			}
+			if !strings.Contains(m.Note, tc.noteContain) {
+				t.Errorf("note %q; want it to say %q", m.Note, tc.noteContain)
+			}
+		})
+	}
+}

@@ -197,8 +197,19 @@ func compareMethod(c *Comparison) kv {
 		"The %s confidence interval of median(new) − median(base) is the percentile interval of %d bootstrap resamples of both runs’ raw samples "+
 		"(PCG generator, seed %d, so the report is reproducible). A change is significant, and called better or worse, when the interval excludes zero "+
 		"and the change is at least %s of the base value; smaller real drifts are reported as no detectable change. A verdict needs at least %d requests per run. "+
+		"A burst’s requests share one queue, so they are not independent samples: a burst step gets a verdict only when both runs repeated it at least %d times (burst.repeat), "+
+		"and then its figure is the median of the rounds’ medians and the interval resamples the rounds; otherwise it is compared as a number. "+
 		"System throughput is one number per step and capacity a point on the tested ladder: both are compared as numbers, and a capacity changes only when it moves past a measured N.",
-		fmtPct(m.Level), m.Resamples, m.Seed, fmtPct(m.PracticalFloor), m.MinSamples)}
+		fmtPct(m.Level), m.Resamples, m.Seed, fmtPct(m.PracticalFloor), m.MinSamples, minRounds(m))}
+}
+
+// minRounds is the fewest burst rounds a burst's verdict needed; reports
+// written before bursts were judged on rounds have none recorded.
+func minRounds(m CompareMethod) int {
+	if m.MinRounds > 0 {
+		return m.MinRounds
+	}
+	return 3
 }
 
 // headlineChange is the change line of a headline tile.
@@ -293,7 +304,10 @@ func stepChangeColumns(r *Report, s *Scenario, mode prober.Mode) []column {
 			return changeCell(sc.Metric(metric))
 		}
 	}
-	const g = "median per request, change vs base"
+	g := "median per request, change vs base"
+	if mode == prober.ModeBurst {
+		g = "median per request (repeated bursts: of the rounds’ medians), change vs base"
+	}
 	return []column{
 		{2, g, "Δ", "TTFT", cell(MetricTTFT)},
 		{2, g, "Δ", "ITL", cell(MetricITL)},

@@ -89,6 +89,8 @@ type CompareMethod struct {
 	PracticalFloor float64 `json:"practical_floor_ratio"`
 	// MinSamples is the fewest requests per run a verdict needs.
 	MinSamples int `json:"min_samples"`
+	// MinRounds is the fewest burst rounds per run a burst's verdict needs.
+	MinRounds int `json:"min_burst_rounds,omitempty"`
 }
 
 // StepChange is one (scenario, mode, N) in either run.
@@ -114,11 +116,12 @@ type MetricChange struct {
 	// medians, relative to Base; absent when no confidence is available.
 	Low  *float64 `json:"low_ratio,omitempty"`
 	High *float64 `json:"high_ratio,omitempty"`
-	// BaseSamples and NewSamples count the values compared.
+	// BaseSamples and NewSamples count the values compared: requests, or
+	// rounds for a burst judged on its rounds.
 	BaseSamples int    `json:"base_samples,omitempty"`
 	NewSamples  int    `json:"new_samples,omitempty"`
 	Verdict     string `json:"verdict"`
-	Note        string `json:"note,omitempty"` // why no confidence is available
+	Note        string `json:"note,omitempty"` // why no confidence is available, or how it was judged
 }
 
 // Significant reports a better or worse verdict.

@@ -37,6 +37,9 @@ func NewSamples(s prober.Samples) *Samples {
 	if out.TTFT == nil && out.ITL == nil && out.Decode == nil && out.E2E == nil && out.Prefill == nil {
 		return nil
 	}
+	if s.RoundMedians != nil {
+		out.RoundMedians = NewSamples(*s.RoundMedians)
+	}
 	return out
 }
 

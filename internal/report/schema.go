@@ -245,6 +245,11 @@ type Samples struct {
 	// Subsampled is true when some metric had more than MaxSamples values
 	// and kept order statistics of them instead.
 	Subsampled bool `json:"subsampled,omitempty"`
+	// RoundMedians holds, for a burst step of two or more rounds, each
+	// round's median of every metric (one value per round): the
+	// independent samples a comparison of bursts resamples. Absent
+	// otherwise.
+	RoundMedians *Samples `json:"round_medians,omitempty"`
 }
 
 // StartedBusy reports whether the step started on an engine that had not

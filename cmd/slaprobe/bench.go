@@ -60,7 +60,7 @@ func addBench(c *cli) {
 			Default(dur(def.Capacity.MaxSafeTTFT)), (*kingpin.FlagClause).Duration),
 		stat: overrideFlag(cmd.Flag("capacity.stat", "Statistic of each step judged against limits: mean (as the reports), p50, p90, p95 or p99.").
 			Default(def.Capacity.Statistic), (*kingpin.FlagClause).String),
-		repeat: overrideFlag(cmd.Flag("burst.repeat", "Bursts of N per burst step, one after another.").
+		repeat: overrideFlag(cmd.Flag("burst.repeat", "Bursts of N per burst step, one after another; a comparison (--baseline, slaprobe compare) judges bursts only with 3 or more in both runs.").
 			Default(strconv.Itoa(def.Burst.Repeat)), (*kingpin.FlagClause).Int),
 		ceiling: overrideFlag(cmd.Flag("max-concurrency", "Ceiling on N for both ladders (0: none).").
 			Default(strconv.Itoa(def.MaxConcurrency)), (*kingpin.FlagClause).Int),

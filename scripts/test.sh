@@ -31,6 +31,9 @@ export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
 
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
+# testproc.Quiet logs each timing check's wait and hold here; table prints them.
+export SLAPROBE_QUIET_LOG=$logs/quiet.tsv
+t_epoch=$(date +%s)
 declare -a names=() secs=() results=()
 failed=()
 t_all=$SECONDS
@@ -102,6 +105,13 @@ table() {
 		printf '    %-16s %8s  %s\n' "${names[$i]}" "${secs[$i]}" "${results[$i]}"
 	done
 	printf '    %-16s %8s\n' total $((SECONDS - t_all))
+	if [ -s "$SLAPROBE_QUIET_LOG" ]; then
+		echo
+		echo "==> timing checks on quiet cores (seconds since make test started; they run one at a time)"
+		printf '    %-58s %7s %7s %7s\n' test asked got held
+		sort -t$'\t' -k3,3n "$SLAPROBE_QUIET_LOG" |
+			awk -F'\t' -v t0="$t_epoch" '{ printf "    %-58s %7.0f %7.0f %7.1f\n", substr($1, 1, 58), $2 - t0, $3 - t0, $4 - $3 }'
+	fi
 }
 
 finish() {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // EnvRequire, when "1" (set by `make test`), turns a missing program into a test failure instead of
@@ -208,12 +209,15 @@ func Quiet(t testing.TB) {
 		t.Log("quiet cores: this test process holds the lock shared; going on without it")
 		return
 	}
+	var asked, got time.Time
 	if quiet.held == 0 {
+		asked = time.Now()
 		f, err := lockFile(true)
 		if err != nil {
 			t.Fatalf("quiet-cores lock: %v", err)
 		}
 		quiet.f = f
+		got = time.Now()
 	}
 	quiet.held++
 	t.Cleanup(func() {
@@ -222,6 +226,27 @@ func Quiet(t testing.TB) {
 		if quiet.held--; quiet.held == 0 {
 			quiet.f.Close() // closing the file releases the lock
 			quiet.f = nil
+			logQuiet(t.Name(), asked, got, time.Now())
 		}
 	})
+}
+
+// EnvQuietLog names a file that Quiet appends one line to for each test that held the quiet cores:
+// package.Test, when it asked, when it got them and when it let go (Unix seconds), tab-separated.
+// `make test` sets it and prints the chain of timing checks, so a slow one shows.
+const EnvQuietLog = "SLAPROBE_QUIET_LOG"
+
+func logQuiet(name string, asked, got, done time.Time) {
+	path := os.Getenv(EnvQuietLog)
+	if path == "" || asked.IsZero() {
+		return
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o666)
+	if err != nil {
+		return // a diagnostic only
+	}
+	defer f.Close()
+	unix := func(t time.Time) string { return fmt.Sprintf("%.3f", float64(t.UnixNano())/1e9) }
+	pkg := strings.TrimSuffix(filepath.Base(os.Args[0]), ".test")
+	fmt.Fprintf(f, "%s.%s\t%s\t%s\t%s\n", pkg, name, unix(asked), unix(got), unix(done))
 }

@@ -1,26 +1,33 @@
 #!/usr/bin/env bash
 # `make test`: every test, in stages, with the time each took.
 #
-# The stages that do not need each other run at once; tests that measure time get quiet cores:
+# Each stage starts as soon as the stages it needs have passed, beside whatever else is running;
+# its output is printed whole when it ends. The stages and what they wait for:
 #
-#   1. apt                       Debian packages (only what is missing).
-#   2. at once, each in its own log:
-#        llmd, ollama            the pinned tool builds (cached by version, scripts/test-deps.sh)
-#        grafana-npm             npm ci of @grafana/data (cached by its lock's hash)
-#        go-build                compiles every package and test package, without linking
-#        fuzz-short              both fuzz targets, a fixed count of runs each (both cores, briefly)
-#   3. at once:
-#        go-test-race            go test -race of every package but test/e2e, three at a time
-#        test-e2e-go             go test -race ./test/e2e (Prometheus, Alertmanager, demos, a browser)
-#        checkrules              promtool, one process per test file
-#        test-deploy, test-grafana
-#        e2e                     scripts/e2e.sh, the demo scraped by promtool
-#      A test whose tolerances are a few milliseconds, or that keeps a core busy itself (a real
-#      engine), calls testproc.Quiet: an exclusive lock. Everything in this stage that keeps the cores
-#      busy without measuring time holds that lock shared (flock -s, or test/e2e's TestMain), so the
-#      timing checks wait until those are done while the rest of go test runs beside them.
+#   apt            Debian packages (only what is missing)
+#   llmd           llm-d-inference-sim, pinned, cached by version (scripts/test-deps.sh)
+#   go-build       compiles every package and test package of the three modules, without linking
+#   fuzz-short     both fuzz targets, a fixed count of runs each
+#   ollama         Ollama and tinymodel, pinned, cached by version        needs apt (g++, headers)
+#   grafana-npm    npm ci of @grafana/data, cached by its lock's hash     needs apt (node, npm)
+#   checkrules     promtool and amtool, one process per rule test file    needs apt
+#   e2e            scripts/e2e.sh: the demo scraped by promtool           needs apt
+#   test-deploy    the test/deploy module                                 needs apt, go-build
+#   test-grafana   the test/grafana module                                needs grafana-npm, go-build
+#   test-e2e-go    go test -race ./test/e2e (Prometheus, Alertmanager)    needs apt, llmd, go-build
+#   go-test        go test -race of the packages that need no built tool  needs apt, go-build
+#   go-test-tools  go test -race of those that run llm-d or Ollama        needs the above and llmd, ollama
+#   go-test-quiet  the timing checks the two go-test stages deferred      needs go-test, go-test-tools
+#
+# Timing checks: a test whose tolerances are a few milliseconds, or that keeps a core busy itself (a
+# real engine), calls testproc.Quiet. In go-test and go-test-tools, Quiet skips the test and lists it
+# (SLAPROBE_QUIET_DEFER); go-test-quiet then runs the listed tests, one package at a time, and there
+# Quiet takes the "quiet cores" lock exclusive. Every other stage holds that lock shared (flock -s,
+# or test/e2e's TestMain) while it runs, so the timing checks wait until the busy stages are done, and
+# a test waiting for quiet cores never holds one of go test's package slots.
 #
 # Every go test runs with -count=1: a rerun tests again instead of printing cached results.
+# TEST_SERIAL=1 runs the stages one after the other, in the order above.
 set -uo pipefail
 
 cd "$(dirname "$0")/.."
@@ -29,69 +36,128 @@ GO=${GO:-go}
 export SLAPROBE_REQUIRE_DEPS=1
 export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
 
+say() { printf '==> %s\n' "$*"; }
+
+# quiet_pass LIST: runs the tests go-test and go-test-tools deferred (lines "<package dir>\t<test>").
+# A deferred subtest runs with its whole top-level test.
+quiet_pass() {
+	local list=$1 pkgs names
+	if [ ! -s "$list" ]; then
+		say "no timing check was deferred to this pass"
+		return 0
+	fi
+	pkgs=$(cut -f1 "$list" | sort -u | while read -r d; do
+		case $d in "$root") echo . ;; "$root"/*) echo "./${d#"$root"/}" ;; *) echo "$d" ;; esac
+	done | tr '\n' ' ')
+	names=$(cut -f2 "$list" | cut -d/ -f1 | sort -u | paste -sd'|')
+	say "$(wc -l <"$list") timing checks in $(echo "$pkgs" | wc -w) packages, one package at a time: $pkgs"
+	CGO_ENABLED=1 $GO test -race -count=1 -p 1 -timeout 20m -run "^($names)\$" $pkgs
+}
+
+# partition DIR: writes DIR/pkgs-tools, the packages whose tests run a built tool (they import
+# test/llmd or test/ollama), and DIR/pkgs-other, the rest; test/e2e, a stage of its own, in neither.
+partition() {
+	local tools p
+	tools=$($GO list -test -f '{{if .ForTest}}{{.ForTest}} {{join .Deps " "}}{{end}}' ./... |
+		awk '/slaprobe\/test\/(llmd|ollama)( |$)/ { print $1 }' | sort -u) || return 1
+	$GO list ./... | grep -v '/test/e2e$' | while read -r p; do
+		if grep -qxF "$p" <<<"$tools"; then echo "$p" >&3; else echo "$p"; fi
+	done >"$1/pkgs-other" 3>"$1/pkgs-tools"
+}
+
+case ${1:-} in
+--quiet-pass)
+	quiet_pass "$2"
+	exit
+	;;
+--partition)
+	partition "$2"
+	exit
+	;;
+esac
+
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 # testproc.Quiet logs each timing check's wait and hold here; table prints them.
 export SLAPROBE_QUIET_LOG=$logs/quiet.tsv
+deferred=$logs/deferred.tsv
 t_epoch=$(date +%s)
-declare -a names=() secs=() results=()
-failed=()
 t_all=$SECONDS
 
-say() { printf '==> %s\n' "$*"; }
-
-record() { # name seconds rc
+declare -a names=() secs=() results=() failed=()
+record() { # name seconds result
 	names+=("$1")
 	secs+=("$2")
-	if [ "$3" -eq 0 ]; then results+=("ok"); else results+=("FAIL ($3)"); failed+=("$1"); fi
+	results+=("$3")
+	[ "$3" = ok ] || failed+=("$1")
 }
 
-# run NAME CMD...: a stage in the foreground, its output straight through.
-run() {
-	local name=$1 start=$SECONDS rc=0
-	shift
-	say "stage $name: start"
-	"$@" || rc=$?
-	say "stage $name: $((SECONDS - start))s$([ $rc -ne 0 ] && echo ", FAILED (exit $rc)")"
-	record "$name" $((SECONDS - start)) $rc
-	return $rc
+# stage NAME NEEDS CMD: NEEDS is a comma-separated list of stages that must have passed first.
+declare -a s_name=() s_needs=() s_cmd=()
+stage() {
+	s_name+=("$1")
+	s_needs+=("$2")
+	s_cmd+=("$3")
 }
 
-# group NAME:CMD ...: stages at once (or one by one with TEST_SERIAL=1); each stage's output is
-# printed whole when it ends. Returns non-zero when any failed.
-group() {
-	local -a gnames=() pids=() starts=()
-	local spec name cmd i rc any=0
-	if [ "${TEST_SERIAL:-0}" = 1 ]; then
-		for spec in "$@"; do
-			run "${spec%%:*}" bash -c "${spec#*:}" || any=1
+# run_stages: starts each stage once its needs have passed (all at once, or one by one with
+# TEST_SERIAL=1); a stage whose need failed is not run. Returns non-zero when any failed.
+run_stages() {
+	local -A state=() rc=() pid=() start=()
+	local i n d ready blocked r pending any=0
+	while :; do
+		pending=0
+		for i in "${!s_name[@]}"; do
+			n=${s_name[$i]}
+			case ${state[$n]:-pending} in
+			pending)
+				pending=1
+				ready=1 blocked=
+				for d in ${s_needs[$i]//,/ }; do
+					case ${state[$d]:-pending} in
+					done) [ "${rc[$d]}" = 0 ] || blocked=$d ;;
+					*) ready=0 ;;
+					esac
+				done
+				if [ -n "$blocked" ]; then
+					state[$n]=done rc[$n]=1
+					say "stage $n: not run, $blocked failed"
+					record "$n" 0 "not run ($blocked failed)"
+					any=1
+				elif [ $ready = 1 ]; then
+					start[$n]=$SECONDS
+					if [ "${TEST_SERIAL:-0}" = 1 ]; then
+						say "stage $n: start"
+						r=0
+						bash -c "${s_cmd[$i]}" || r=$?
+						state[$n]=done rc[$n]=$r
+						say "stage $n: $((SECONDS - start[$n]))s$([ $r -ne 0 ] && echo ", FAILED (exit $r)")"
+						record "$n" $((SECONDS - start[$n])) "$([ $r -eq 0 ] && echo ok || echo "FAIL ($r)")"
+						[ $r -ne 0 ] && any=1
+					else
+						say "stage $n: start (at $((SECONDS - t_all))s; its output follows when it ends)"
+						bash -c "${s_cmd[$i]}" >"$logs/$n.log" 2>&1 &
+						pid[$n]=$!
+						state[$n]=running
+					fi
+				fi
+				;;
+			running)
+				pending=1
+				if ! kill -0 "${pid[$n]}" 2>/dev/null; then
+					r=0
+					wait "${pid[$n]}" || r=$?
+					state[$n]=done rc[$n]=$r
+					cat "$logs/$n.log"
+					say "stage $n: $((SECONDS - start[$n]))s$([ $r -ne 0 ] && echo ", FAILED (exit $r)")"
+					record "$n" $((SECONDS - start[$n])) "$([ $r -eq 0 ] && echo ok || echo "FAIL ($r)")"
+					[ $r -ne 0 ] && any=1
+				fi
+				;;
+			esac
 		done
-		return $any
-	fi
-	for spec in "$@"; do
-		name=${spec%%:*} cmd=${spec#*:}
-		say "stage $name: start (beside others; its output follows when it ends)"
-		bash -c "$cmd" >"$logs/$name.log" 2>&1 &
-		pids+=($!)
-		gnames+=("$name")
-		starts+=($SECONDS)
-	done
-	# Wait in order of completion so each log is printed as soon as its stage ends.
-	local -A ended=()
-	while [ ${#ended[@]} -lt ${#pids[@]} ]; do
-		for i in "${!pids[@]}"; do
-			[ -n "${ended[$i]:-}" ] && continue
-			if ! kill -0 "${pids[$i]}" 2>/dev/null; then
-				rc=0
-				wait "${pids[$i]}" || rc=$?
-				ended[$i]=1
-				cat "$logs/${gnames[$i]}.log"
-				say "stage ${gnames[$i]}: $((SECONDS - starts[i]))s$([ $rc -ne 0 ] && echo ", FAILED (exit $rc)")"
-				record "${gnames[$i]}" $((SECONDS - starts[i])) $rc
-				[ $rc -ne 0 ] && any=1
-			fi
-		done
-		sleep 0.5
+		[ $pending = 0 ] && break
+		[ "${TEST_SERIAL:-0}" = 1 ] || sleep 0.5
 	done
 	return $any
 }
@@ -99,7 +165,7 @@ group() {
 table() {
 	local i
 	echo
-	echo "==> make test: stages"
+	echo "==> make test: stages (seconds each ran; they overlap)"
 	printf '    %-16s %8s  %s\n' stage seconds result
 	for i in "${!names[@]}"; do
 		printf '    %-16s %8s  %s\n' "${names[$i]}" "${secs[$i]}" "${results[$i]}"
@@ -114,48 +180,36 @@ table() {
 	fi
 }
 
-finish() {
-	table
-	if [ ${#failed[@]} -gt 0 ]; then
-		echo "==> make test: FAILED in stage(s): ${failed[*]}"
-		exit 1
-	fi
-	echo "==> make test: all passed"
-	exit 0
-}
-
-run apt scripts/test-deps.sh apt || finish
-
-# go-build compiles every package and test package (go list -export) without linking: go test links
-# each test binary anyway, so linking here too would only do it twice.
-group \
-	"llmd:scripts/test-deps.sh llmd" \
-	"ollama:scripts/test-deps.sh ollama" \
-	"grafana-npm:scripts/test-deps.sh grafana" \
-	"fuzz-short:make --no-print-directory fuzz-short" \
-	"go-build:set -e; CGO_ENABLED=1 $GO list -race -test -export -deps -f '' ./...; cd test/deploy; CGO_ENABLED=1 $GO list -test -export -deps -f '' ./...; cd ../grafana; $GO list -test -export -deps -f '' ./...; echo 'every package and test package compiled'" ||
-	finish
-
-# The lock file testproc.Quiet takes (test/testproc). The stages that keep cores busy without measuring
-# time hold it shared (flock -s; test/e2e's TestMain does the same), so the timing checks of
-# go-test-race wait for them, while the rest of go-test-race runs beside them. go-test-race runs three
-# packages at once (-p 3): a package waiting for quiet cores holds no core, and a timing check has at
-# most two other packages beside it (with four, llm-d's and Ollama's timings drifted past their tolerances).
+# The lock file testproc.Quiet takes. The stages that keep cores busy without measuring time hold it
+# shared, so that the timing checks of go-test-quiet wait for them.
 quiet_lock=${TMPDIR:-/tmp}/slaprobe-quiet-cores.lock
-others=$($GO list ./... | grep -v '/test/e2e$' | tr '\n' ' ')
-# go-test-race is not niced: niced, its tests that time short gaps without asking for quiet cores
-# (vllmsim's fault stalls, the warm-cache checks) starved beside the busy stages and failed.
 if [ "${TEST_SERIAL:-0}" = 1 ] || ! command -v flock >/dev/null 2>&1; then
 	busy=
 else
 	busy="flock -s '$quiet_lock'"
 fi
-group \
-	"checkrules:$busy make --no-print-directory checkrules" \
-	"test-e2e-go:CGO_ENABLED=1 $GO test -race -count=1 -timeout 20m ./test/e2e" \
-	"test-deploy:$busy make --no-print-directory test-deploy" \
-	"test-grafana:cd test/grafana && $busy $GO test -count=1 ./..." \
-	"e2e:$busy scripts/e2e.sh" \
-	"go-test-race:CGO_ENABLED=1 $GO test -race -count=1 -p 3 -timeout 20m $others" ||
-	finish
-finish
+
+# go-build compiles without linking (go list -export): go test links each test binary anyway.
+stage apt "" "scripts/test-deps.sh apt"
+stage llmd "" "$busy scripts/test-deps.sh llmd"
+stage go-build "" "set -e; CGO_ENABLED=1 $GO list -race -test -export -deps -f '' ./...; scripts/test.sh --partition '$logs'; cd test/deploy; CGO_ENABLED=1 $GO list -test -export -deps -f '' ./...; cd ../grafana; $GO list -test -export -deps -f '' ./...; echo 'every package and test package compiled'"
+stage fuzz-short "" "$busy make --no-print-directory fuzz-short"
+stage ollama apt "$busy scripts/test-deps.sh ollama"
+stage grafana-npm apt "scripts/test-deps.sh grafana"
+stage checkrules apt "$busy make --no-print-directory checkrules"
+stage e2e apt "$busy scripts/e2e.sh"
+stage test-deploy apt,go-build "$busy make --no-print-directory test-deploy"
+stage test-grafana grafana-npm,go-build "cd test/grafana && $busy $GO test -count=1 ./..."
+stage test-e2e-go apt,llmd,go-build "CGO_ENABLED=1 $GO test -race -count=1 -timeout 20m ./test/e2e"
+stage go-test apt,go-build "SLAPROBE_QUIET_DEFER='$deferred' CGO_ENABLED=1 $GO test -race -count=1 -p 3 -timeout 20m \$(cat '$logs/pkgs-other')"
+stage go-test-tools apt,llmd,ollama,go-build "SLAPROBE_QUIET_DEFER='$deferred' CGO_ENABLED=1 $GO test -race -count=1 -p 2 -timeout 20m \$(cat '$logs/pkgs-tools')"
+stage go-test-quiet go-test,go-test-tools "scripts/test.sh --quiet-pass '$deferred'"
+
+rc=0
+run_stages || rc=1
+table
+if [ $rc -ne 0 ]; then
+	echo "==> make test: FAILED in stage(s): ${failed[*]}"
+	exit 1
+fi
+echo "==> make test: all passed"

@@ -64,7 +64,7 @@ sweep:
 			t.Fatalf("steps: %d closed loop, %d burst", len(sr.ClosedLoop), len(sr.Burst))
 		}
 		b := sr.Burst[0]
-		t.Logf("drain=%v: burst N=1 TTFT %.0f ms, drain %+v", drain, b.TTFT.Mean*1000, *b.Drain)
+		t.Logf("drain=%v: burst N=1 TTFT %.0f ms, %d of %d succeeded (errors %v), drain %+v", drain, b.TTFT.Mean*1000, b.Succeeded, b.Requests, b.Errors, *b.Drain)
 		return b
 	}
 
@@ -79,6 +79,14 @@ sweep:
 	}
 
 	nb := run(false)
+	for attempt := 1; nb.Succeeded == 0 && attempt < 3; attempt++ {
+		// The burst queued behind the leftovers and failed: on a loaded
+		// machine llm-d-inference-sim sometimes drops a connection while it
+		// streams to clients that went away. Only a measured TTFT can show
+		// how long it queued.
+		t.Logf("without the drain the burst failed (%v); again", nb.Errors)
+		nb = run(false)
+	}
 	if nb.Drain.Method != prober.DrainCooldown {
 		t.Errorf("without engine counts: drain %+v; want the cooldown method", *nb.Drain)
 	}

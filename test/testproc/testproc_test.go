@@ -73,3 +73,25 @@ func TestQuietExcludesOtherProcesses(t *testing.T) {
 		t.Errorf("the child finished at %v, before this process let go at %v", finished, released)
 	}
 }
+
+// Under make test's first pass, Quiet skips the test and lists it with its package directory.
+func TestQuietDefers(t *testing.T) {
+	list := filepath.Join(t.TempDir(), "deferred.tsv")
+	t.Setenv(EnvQuietDefer, list)
+	ran := false
+	t.Run("timing check", func(t *testing.T) {
+		Quiet(t)
+		ran = true
+	})
+	if ran {
+		t.Error("the test went on past Quiet instead of being deferred")
+	}
+	b, err := os.ReadFile(list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, _ := os.Getwd()
+	if want := dir + "\tTestQuietDefers/timing_check\n"; string(b) != want {
+		t.Errorf("listed %q; want %q", b, want)
+	}
+}

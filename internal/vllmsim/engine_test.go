@@ -19,7 +19,9 @@ func TestQueueing(t *testing.T) {
 	results := make([]streamResult, 4)
 	for i := range results {
 		wg.Go(func() {
-			results[i] = ts.post(t, "/v1/chat/completions", chatBody("queue me", 60, nil), nil)
+			// 400 tokens keep the first two running for most of a second: on a
+			// loaded machine the four requests can arrive tens of ms apart.
+			results[i] = ts.post(t, "/v1/chat/completions", chatBody("queue me", 400, nil), nil)
 		})
 	}
 	waitFor(t, "2 running and 2 waiting", func() bool {

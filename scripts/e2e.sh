@@ -48,7 +48,8 @@ for c in curl promtool; do
 done
 
 say "build slaprobe"
-CGO_ENABLED=1 go build -o "$work/slaprobe" ./cmd/slaprobe
+# -trimpath as the image's build (Dockerfile): the tests that build slaprobe share one compilation.
+CGO_ENABLED=1 go build -trimpath -o "$work/slaprobe" ./cmd/slaprobe
 "$work/slaprobe" --version >/dev/null 2>&1 || fail "slaprobe --version failed"
 
 say "start slaprobe demo on 127.0.0.1:$port"

@@ -22,7 +22,8 @@ import (
 func binary(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "slaprobe")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+	// -trimpath as the image's build (Dockerfile): the tests that build slaprobe share one compilation.
+	if out, err := exec.Command("go", "build", "-trimpath", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	return bin

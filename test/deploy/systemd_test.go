@@ -20,7 +20,8 @@ func buildSlaprobe(t *testing.T) string {
 	bin := filepath.Join(t.TempDir(), "slaprobe")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "build", "-buildvcs=false", "-o", bin, "./cmd/slaprobe")
+	// -trimpath as the image's build (Dockerfile): the tests that build slaprobe share one compilation.
+	cmd := exec.CommandContext(ctx, "go", "build", "-buildvcs=false", "-trimpath", "-o", bin, "./cmd/slaprobe")
 	cmd.Dir = repoRoot(t)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/slaprobe: %v\n%s", err, out)

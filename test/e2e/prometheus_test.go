@@ -632,8 +632,9 @@ func buildSlaprobe(t *testing.T, root string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	start := time.Now()
-	// -buildvcs=false: the build must not depend on git being usable (see the Makefile).
-	cmd := exec.CommandContext(ctx, "go", "build", "-buildvcs=false", "-o", bin, "./cmd/slaprobe")
+	// -buildvcs=false: the build must not depend on git being usable (see the Makefile). -trimpath as
+	// the image's build (Dockerfile): the tests that build slaprobe share one compilation.
+	cmd := exec.CommandContext(ctx, "go", "build", "-buildvcs=false", "-trimpath", "-o", bin, "./cmd/slaprobe")
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/slaprobe: %v\n%s", err, out)

@@ -241,6 +241,38 @@ func Quiet(t testing.TB) {
 	})
 }
 
+// EnvQuietShared, when "1", lets QuietLight checks share the quiet cores with each other. `make test`
+// sets it in its quiet pass, which starts only once every busy stage has ended.
+const EnvQuietShared = "SLAPROBE_QUIET_SHARED"
+
+// QuietLight is Quiet for a timing check that drives a simulated engine inside its own process and
+// keeps no core busy, with tolerances of tens of percent (a sweep's shape, a window's rates), not
+// milliseconds. In make test's quiet pass (EnvQuietShared) it takes the lock shared, so that two such
+// checks run at once while a Quiet test still runs alone; anywhere else it is Quiet.
+func QuietLight(t testing.TB) {
+	t.Helper()
+	if os.Getenv(EnvQuietDefer) != "" || os.Getenv(EnvQuietShared) != "1" {
+		Quiet(t)
+		return
+	}
+	quiet.mu.Lock()
+	held := quiet.held > 0
+	quiet.mu.Unlock()
+	if held {
+		return // this process holds the lock exclusive
+	}
+	asked := time.Now()
+	release, err := HoldShared()
+	if err != nil {
+		t.Fatalf("quiet-cores lock: %v", err)
+	}
+	got := time.Now()
+	t.Cleanup(func() {
+		release()
+		logQuiet(t.Name()+" (shared)", asked, got, time.Now())
+	})
+}
+
 // EnvQuietDefer names a file. When set, Quiet appends the package directory and the name of the
 // test, tab-separated, to it and skips the test; `make test` sets it for its first go test pass and
 // then runs the tests listed (scripts/test.sh).

@@ -91,7 +91,9 @@ func TestSweep(t *testing.T) {
 		t.Errorf("efficiency at N=1 = %g; want 1", e)
 	}
 	want := sr.ClosedLoop[2].SystemThroughput / (sr.ClosedLoop[0].SystemThroughput * 4)
-	if e := sr.ClosedLoop[2].ScalingEfficiency; math.Abs(e-want) > 1e-12 || e <= 0.3 || e > 1.1 {
+	// The bounds catch a ratio not divided by N (about 4 here); a loaded machine
+	// that starves the short N=1 window can push a right one well above 1.
+	if e := sr.ClosedLoop[2].ScalingEfficiency; math.Abs(e-want) > 1e-12 || e <= 0.3 || e > 2 {
 		t.Errorf("efficiency at N=4 = %g; want %g, a plausible ratio", e, want)
 	}
 	if sr.MaxSafeQueue == nil || sr.Capacity == nil {

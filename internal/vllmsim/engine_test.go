@@ -267,14 +267,26 @@ func TestPrefixCache(t *testing.T) {
 	slow.PrefillOverhead = time.Millisecond
 	slow.PrefillTokensPerSecond = 20000
 	ts2 := start(t, slow)
-	long := words(2000)
+	// From the prefill step's start: tokenizing 2000 words under -race on a
+	// loaded machine takes tens of milliseconds itself. A machine busy with
+	// other tests can still delay the engine's loop by as much once, so up
+	// to three prompts are tried; each must be served from the cache the
+	// second time.
 	var ttft [2]time.Duration
-	for i := range ttft {
-		res := ts2.post(t, "/v1/chat/completions", chatBody(long, 1, nil), nil)
-		tr, _ := ts2.e.Trace(res.id())
-		// From the prefill step's start: tokenizing 2000 words under -race
-		// on a loaded machine takes tens of milliseconds itself.
-		ttft[i] = tr.FirstTokenWritten.Sub(tr.Admitted)
+	for attempt := range 3 {
+		long := fmt.Sprintf("attempt %d %s", attempt, words(2000))
+		for i := range ttft {
+			res := ts2.post(t, "/v1/chat/completions", chatBody(long, 1, nil), nil)
+			tr, _ := ts2.e.Trace(res.id())
+			if i == 1 && tr.CachedTokens == 0 {
+				t.Fatalf("the repeated prompt was not served from the cache")
+			}
+			ttft[i] = tr.FirstTokenWritten.Sub(tr.Admitted)
+		}
+		if ttft[1] <= ttft[0]/4 {
+			break
+		}
+		t.Logf("prefill to first token cold %v, warm %v: again", ttft[0], ttft[1])
 	}
 	if ttft[1] > ttft[0]/4 {
 		t.Errorf("prefill to first token cold %v, warm %v: the cache hit did not shorten prefill", ttft[0], ttft[1])

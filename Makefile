@@ -62,9 +62,9 @@ build:
 	@echo '==> build $(BIN) $(VERSION)'
 	CGO_ENABLED=1 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/slaprobe
 
-# scripts/test.sh runs the stages: the tool builds, test compilation and the checks that do not measure
-# time at once, then go test -race ./... and the end-to-end check alone, on quiet cores; it prints how
-# long each stage took. TEST_SERIAL=1 runs them one after the other.
+# scripts/test.sh runs the stages (tool builds, compilation, go test -race ./..., promtool, the test
+# modules, the end-to-end checks), each as soon as what it needs is ready, then the timing checks on
+# quiet cores; it prints how long each stage took. TEST_SERIAL=1 runs them one after the other.
 .PHONY: test
 test:
 	@scripts/test.sh

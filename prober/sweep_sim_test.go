@@ -94,7 +94,7 @@ func (s *engineSampler) Stop() (PowerReading, error) {
 // check reports problems through errorf; only the last attempt's count.
 func timingAttempts(t *testing.T, check func(errorf func(format string, args ...any))) {
 	t.Helper()
-	testproc.QuietLight(t) // not beside a real engine computing, a browser or promtool
+	testproc.Quiet(t) // not beside a real engine computing, or another timing check
 	const attempts = 3
 	for i := 1; i <= attempts; i++ {
 		var problems []string

@@ -40,15 +40,17 @@ export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
 
 say() { printf '==> %s\n' "$*"; }
 
-# quiet_pass LIST: runs the tests go-test and go-test-tools deferred (lines "<package dir>\t<test>").
-# A deferred subtest runs with its whole top-level test.
+# quiet_pass LIST: runs the tests go-test and go-test-tools deferred (lines "<package dir>\t<test>\t
+# alone|shared"). A deferred subtest runs with its whole top-level test. The packages with checks that
+# may share the cores go first, so that those run beside each other.
 quiet_pass() {
 	local list=$1 pkgs names
 	if [ ! -s "$list" ]; then
 		say "no timing check was deferred to this pass"
 		return 0
 	fi
-	pkgs=$(cut -f1 "$list" | sort -u | while read -r d; do
+	pkgs=$(awk -F'\t' '{ n[$1] += ($3 == "shared") } END { for (d in n) print n[d] "\t" d }' "$list" |
+		sort -k1,1nr -k2 | cut -f2 | while read -r d; do
 		case $d in "$root") echo . ;; "$root"/*) echo "./${d#"$root"/}" ;; *) echo "$d" ;; esac
 	done | tr '\n' ' ')
 	names=$(cut -f2 "$list" | cut -d/ -f1 | sort -u | paste -sd'|')

@@ -207,7 +207,7 @@ func HoldShared() (release func(), err error) {
 func Quiet(t testing.TB) {
 	t.Helper()
 	if path := os.Getenv(EnvQuietDefer); path != "" {
-		if err := deferQuiet(path, t.Name()); err != nil {
+		if err := deferQuiet(path, t.Name(), "alone"); err != nil {
 			t.Fatalf("quiet cores: deferring %s to %s: %v", t.Name(), path, err)
 		}
 		t.Skip("needs quiet cores: make test runs it in its quiet pass (" + EnvQuietDefer + ")")
@@ -251,7 +251,13 @@ const EnvQuietShared = "SLAPROBE_QUIET_SHARED"
 // checks run at once while a Quiet test still runs alone; anywhere else it is Quiet.
 func QuietLight(t testing.TB) {
 	t.Helper()
-	if os.Getenv(EnvQuietDefer) != "" || os.Getenv(EnvQuietShared) != "1" {
+	if path := os.Getenv(EnvQuietDefer); path != "" {
+		if err := deferQuiet(path, t.Name(), "shared"); err != nil {
+			t.Fatalf("quiet cores: deferring %s to %s: %v", t.Name(), path, err)
+		}
+		t.Skip("needs quiet cores: make test runs it in its quiet pass (" + EnvQuietDefer + ")")
+	}
+	if os.Getenv(EnvQuietShared) != "1" {
 		Quiet(t)
 		return
 	}
@@ -273,12 +279,12 @@ func QuietLight(t testing.TB) {
 	})
 }
 
-// EnvQuietDefer names a file. When set, Quiet appends the package directory and the name of the
-// test, tab-separated, to it and skips the test; `make test` sets it for its first go test pass and
+// EnvQuietDefer names a file. When set, Quiet and QuietLight append the package directory, the name
+// of the test and how it runs ("alone" or "shared"), tab-separated, to it and skip the test; `make test` sets it for its first go test pass and
 // then runs the tests listed (scripts/test.sh).
 const EnvQuietDefer = "SLAPROBE_QUIET_DEFER"
 
-func deferQuiet(path, name string) error {
+func deferQuiet(path, name, how string) error {
 	dir, err := os.Getwd() // go test runs a test binary in its package's directory
 	if err != nil {
 		return err
@@ -288,7 +294,7 @@ func deferQuiet(path, name string) error {
 		return err
 	}
 	// One write of one short line: appends from several test processes do not interleave.
-	if _, err := fmt.Fprintf(f, "%s\t%s\n", dir, name); err != nil {
+	if _, err := fmt.Fprintf(f, "%s\t%s\t%s\n", dir, name, how); err != nil {
 		f.Close()
 		return err
 	}

@@ -30,7 +30,7 @@ func TestLiveSignalsUnderLoadRamp(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the load ramp takes about 30 s")
 	}
-	testproc.QuietLight(t) // tells idle probes and load apart by timing
+	testproc.Quiet(t) // tells idle probes and load apart by timing
 	cfg, sim, srv, target, pool := decodeBoundSim(t, 50*time.Millisecond)
 	live := NewLive(pool, LiveOptions{EfficiencyWindow: 2 * time.Second, EfficiencySmoothing: 300 * time.Millisecond})
 	p := prober.New(nil, prober.SystemClock{})
@@ -189,7 +189,7 @@ func TestLiveEfficiencyWithoutIdle(t *testing.T) {
 	if testing.Short() {
 		t.Skip("about 25 s of steady load")
 	}
-	testproc.QuietLight(t) // measures decode rates against a timed window
+	testproc.Quiet(t) // measures decode rates against a timed window
 	cfg, sim, srv, target, pool := decodeBoundSim(t, 20*time.Millisecond)
 	live := NewLive(pool, LiveOptions{EfficiencyWindow: 2 * time.Second, EfficiencySmoothing: 2 * time.Second})
 	p := prober.New(nil, prober.SystemClock{})

@@ -14,19 +14,24 @@
 #   e2e            scripts/e2e.sh: the demo scraped by promtool           needs apt
 #   test-deploy    the test/deploy module                                 needs apt, go-build
 #   test-grafana   the test/grafana module                                needs grafana-npm, go-build
-#   test-e2e-go    go test -race ./test/e2e (Prometheus, Alertmanager)    needs apt, llmd, go-build
-#   go-test        go test -race of the packages that need no built tool  needs apt, go-build
-#   go-test-tools  go test -race of those that run llm-d or Ollama        needs the above and llmd, ollama
+#   test-e2e-go    go test -race ./test/e2e (Prometheus, Alertmanager)    needs apt, llmd, ollama, go-build
+#   go-test        go test -race of the packages that need no built tool  needs apt, llmd, ollama, go-build
+#   go-test-tools  go test -race of those that run llm-d or Ollama        needs apt, llmd, ollama, go-build
+#
+# The go test stages wait for the tool builds even where they do not run the tools: on a fresh machine
+# the builds then have the cores (with the Go compile and the fuzzing) instead of sharing them with
+# tests, so they end sooner, and tests with short timings do not run beside a C++ compiler. The stages
+# that only need throughput (promtool, the test modules, scripts/e2e.sh) run niced and fill the gaps.
+# On a machine where the tools are built, they take a second.
 #   go-test-quiet  the timing checks the two go-test stages deferred      needs every other stage
 #
 # Timing checks: a test whose tolerances are a few milliseconds, or that keeps a core busy itself (a
 # real engine), calls testproc.Quiet. In go-test and go-test-tools, Quiet skips the test and lists it
 # (SLAPROBE_QUIET_DEFER), so that a test waiting for quiet cores never holds one of go test's package
-# slots. go-test-quiet runs the listed tests once every other stage has ended, two packages at a time:
-# there Quiet takes the "quiet cores" lock exclusive, and testproc.QuietLight (a check against a
-# simulated engine with loose tolerances) takes it shared, so two of those may run at once but never
-# beside a Quiet test. The busy stages also hold the lock shared (flock -s, test/e2e's TestMain), which
-# keeps timing checks away from them in a plain `go test ./...` too.
+# slots. go-test-quiet runs the listed tests once every other stage has ended; there Quiet takes the
+# "quiet cores" lock exclusive, so they run one at a time. The busy stages also hold the lock shared
+# (flock -s, test/e2e's TestMain), which keeps timing checks away from them in a plain `go test ./...`
+# too.
 #
 # Every go test runs with -count=1: a rerun tests again instead of printing cached results.
 # TEST_SERIAL=1 runs the stages one after the other, in the order above.
@@ -40,24 +45,21 @@ export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
 
 say() { printf '==> %s\n' "$*"; }
 
-# quiet_pass LIST: runs the tests go-test and go-test-tools deferred (lines "<package dir>\t<test>\t
-# alone|shared"). A deferred subtest runs with its whole top-level test. The packages with checks that
-# may share the cores go first, so that those run beside each other.
+# quiet_pass LIST: runs the tests go-test and go-test-tools deferred (lines "<package dir>\t<test>").
+# A deferred subtest runs with its whole top-level test. Two packages at a time: one links and starts
+# while the other's check holds the quiet cores (the lock still runs the checks one at a time).
 quiet_pass() {
 	local list=$1 pkgs names
 	if [ ! -s "$list" ]; then
 		say "no timing check was deferred to this pass"
 		return 0
 	fi
-	pkgs=$(awk -F'\t' '{ n[$1] += ($3 == "shared") } END { for (d in n) print n[d] "\t" d }' "$list" |
-		sort -k1,1nr -k2 | cut -f2 | while read -r d; do
+	pkgs=$(cut -f1 "$list" | sort -u | while read -r d; do
 		case $d in "$root") echo . ;; "$root"/*) echo "./${d#"$root"/}" ;; *) echo "$d" ;; esac
 	done | tr '\n' ' ')
 	names=$(cut -f2 "$list" | cut -d/ -f1 | sort -u | paste -sd'|')
-	say "$(wc -l <"$list") timing checks in $(echo "$pkgs" | wc -w) packages, two packages at a time: $pkgs"
-	# Two packages at once: a Quiet check still runs alone (the lock), while two QuietLight checks
-	# (simulated engines, loose tolerances) may share the cores; no busy stage is left by now.
-	SLAPROBE_QUIET_SHARED=1 CGO_ENABLED=1 $GO test -race -count=1 -p 2 -timeout 20m -run "^($names)\$" $pkgs
+	say "$(wc -l <"$list") timing checks in $(echo "$pkgs" | wc -w) packages: $pkgs"
+	CGO_ENABLED=1 $GO test -race -count=1 -p 2 -timeout 20m -run "^($names)\$" $pkgs
 }
 
 # partition DIR: writes DIR/pkgs-tools, the packages whose tests run a built tool (they import
@@ -191,25 +193,27 @@ table() {
 quiet_lock=${TMPDIR:-/tmp}/slaprobe-quiet-cores.lock
 # They also run niced: they only need throughput, while go test's own short timings (a simulator's
 # stall, a window's rates) need the scheduler's attention beside them.
+# The fuzzing is not niced: on a fresh machine it compiles beside the tool builds, which the tests wait for.
 if [ "${TEST_SERIAL:-0}" = 1 ] || ! command -v flock >/dev/null 2>&1; then
-	busy=
+	shared= busy=
 else
-	busy="flock -s '$quiet_lock' nice -n 10"
+	shared="flock -s '$quiet_lock'"
+	busy="$shared nice -n 10"
 fi
 
 # go-build compiles without linking (go list -export): go test links each test binary anyway.
 stage apt "" "scripts/test-deps.sh apt"
 stage llmd "" "scripts/test-deps.sh llmd"
 stage go-build "" "set -e; CGO_ENABLED=1 $GO list -race -test -export -deps -f '' ./...; scripts/test.sh --partition '$logs'; cd test/deploy; CGO_ENABLED=1 $GO list -test -export -deps -f '' ./...; cd ../grafana; $GO list -test -export -deps -f '' ./...; echo 'every package and test package compiled'"
-stage fuzz-short "" "$busy make --no-print-directory fuzz-short"
+stage fuzz-short "" "$shared make --no-print-directory fuzz-short"
 stage ollama apt "scripts/test-deps.sh ollama"
 stage grafana-npm apt "scripts/test-deps.sh grafana"
 stage checkrules apt "$busy make --no-print-directory checkrules"
 stage e2e apt "$busy scripts/e2e.sh"
 stage test-deploy apt,go-build "$busy make --no-print-directory test-deploy"
 stage test-grafana grafana-npm,go-build "cd test/grafana && $busy $GO test -count=1 ./..."
-stage test-e2e-go apt,llmd,go-build "CGO_ENABLED=1 $GO test -race -count=1 -timeout 20m ./test/e2e"
-stage go-test apt,go-build "SLAPROBE_QUIET_DEFER='$deferred' CGO_ENABLED=1 $GO test -race -count=1 -p 3 -timeout 20m \$(cat '$logs/pkgs-other')"
+stage test-e2e-go apt,llmd,ollama,go-build "CGO_ENABLED=1 $GO test -race -count=1 -timeout 20m ./test/e2e"
+stage go-test apt,llmd,ollama,go-build "SLAPROBE_QUIET_DEFER='$deferred' CGO_ENABLED=1 $GO test -race -count=1 -p 3 -timeout 20m \$(cat '$logs/pkgs-other')"
 stage go-test-tools apt,llmd,ollama,go-build "SLAPROBE_QUIET_DEFER='$deferred' CGO_ENABLED=1 $GO test -race -count=1 -p 2 -timeout 20m \$(cat '$logs/pkgs-tools')"
 stage go-test-quiet go-test,go-test-tools,test-e2e-go,checkrules,e2e,test-deploy,test-grafana,fuzz-short "scripts/test.sh --quiet-pass '$deferred'"
 

@@ -83,7 +83,7 @@ func TestVerdicts(t *testing.T) {
 				}
 			}
 			if tc.name == "20% slower" || tc.name == "20% faster" {
-				if worse+other < 3*5 { // closed-loop steps only: bursts compare as numbers
+				if worse+other < 3*5 { // closed-loop steps only: bursts of one round compare as numbers
 					t.Errorf("%d findings; want every figure of every step", worse+other)
 				}
 			} else if worse+other != 0 {

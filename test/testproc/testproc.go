@@ -207,7 +207,7 @@ func HoldShared() (release func(), err error) {
 func Quiet(t testing.TB) {
 	t.Helper()
 	if path := os.Getenv(EnvQuietDefer); path != "" {
-		if err := deferQuiet(path, t.Name(), "alone"); err != nil {
+		if err := deferQuiet(path, t.Name()); err != nil {
 			t.Fatalf("quiet cores: deferring %s to %s: %v", t.Name(), path, err)
 		}
 		t.Skip("needs quiet cores: make test runs it in its quiet pass (" + EnvQuietDefer + ")")
@@ -241,50 +241,12 @@ func Quiet(t testing.TB) {
 	})
 }
 
-// EnvQuietShared, when "1", lets QuietLight checks share the quiet cores with each other. `make test`
-// sets it in its quiet pass, which starts only once every busy stage has ended.
-const EnvQuietShared = "SLAPROBE_QUIET_SHARED"
-
-// QuietLight is Quiet for a timing check that drives a simulated engine inside its own process and
-// keeps no core busy, with tolerances of tens of percent (a sweep's shape, a window's rates), not
-// milliseconds. In make test's quiet pass (EnvQuietShared) it takes the lock shared, so that two such
-// checks run at once while a Quiet test still runs alone; anywhere else it is Quiet.
-func QuietLight(t testing.TB) {
-	t.Helper()
-	if path := os.Getenv(EnvQuietDefer); path != "" {
-		if err := deferQuiet(path, t.Name(), "shared"); err != nil {
-			t.Fatalf("quiet cores: deferring %s to %s: %v", t.Name(), path, err)
-		}
-		t.Skip("needs quiet cores: make test runs it in its quiet pass (" + EnvQuietDefer + ")")
-	}
-	if os.Getenv(EnvQuietShared) != "1" {
-		Quiet(t)
-		return
-	}
-	quiet.mu.Lock()
-	held := quiet.held > 0
-	quiet.mu.Unlock()
-	if held {
-		return // this process holds the lock exclusive
-	}
-	asked := time.Now()
-	release, err := HoldShared()
-	if err != nil {
-		t.Fatalf("quiet-cores lock: %v", err)
-	}
-	got := time.Now()
-	t.Cleanup(func() {
-		release()
-		logQuiet(t.Name()+" (shared)", asked, got, time.Now())
-	})
-}
-
-// EnvQuietDefer names a file. When set, Quiet and QuietLight append the package directory, the name
-// of the test and how it runs ("alone" or "shared"), tab-separated, to it and skip the test; `make test` sets it for its first go test pass and
+// EnvQuietDefer names a file. When set, Quiet appends the package directory and the name of the
+// test, tab-separated, to it and skips the test; `make test` sets it for its first go test pass and
 // then runs the tests listed (scripts/test.sh).
 const EnvQuietDefer = "SLAPROBE_QUIET_DEFER"
 
-func deferQuiet(path, name, how string) error {
+func deferQuiet(path, name string) error {
 	dir, err := os.Getwd() // go test runs a test binary in its package's directory
 	if err != nil {
 		return err
@@ -294,7 +256,7 @@ func deferQuiet(path, name, how string) error {
 		return err
 	}
 	// One write of one short line: appends from several test processes do not interleave.
-	if _, err := fmt.Fprintf(f, "%s\t%s\t%s\n", dir, name, how); err != nil {
+	if _, err := fmt.Fprintf(f, "%s\t%s\n", dir, name); err != nil {
 		f.Close()
 		return err
 	}

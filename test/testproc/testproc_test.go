@@ -94,7 +94,7 @@ func TestQuietDefers(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir, _ := os.Getwd()
-	if want := dir + "\tTestQuietDefers/timing_check\talone\n"; string(b) != want {
+	if want := dir + "\tTestQuietDefers/timing_check\n"; string(b) != want {
 		t.Errorf("listed %q; want %q", b, want)
 	}
 }

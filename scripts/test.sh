@@ -1,29 +1,29 @@
 #!/usr/bin/env bash
 # `make test`: every test, in stages, with the time each took.
 #
-# Each stage starts as soon as the stages it needs have passed, beside whatever else is running;
-# its output is printed whole when it ends. The stages and what they wait for:
+# Each stage starts as soon as the stages it needs have passed, beside whatever else is running; its
+# output is printed whole when it ends. The builds come first, one after another: on 2 cores three Go
+# and C++ builds at once took more than twice the CPU time they take in turn (caches and memory
+# thrashed), so a fresh machine is done sooner building them in a row. apt downloads beside them.
 #
 #   apt            Debian packages (only what is missing)
 #   llmd           llm-d-inference-sim, pinned, cached by version (scripts/test-deps.sh)
-#   go-build       compiles every package and test package of the three modules, without linking
+#   go-build       compiles every package and test package of the three        needs llmd
+#                  modules without linking; lists which packages' tests run a built tool
+#   ollama         Ollama and tinymodel, pinned, cached by version              needs apt (g++, headers), go-build
+#   grafana-npm    npm ci of @grafana/data, cached by its lock's hash           needs apt (node, npm)
+# Then every test at once, when ollama (the last build) has passed:
 #   fuzz-short     both fuzz targets, a fixed count of runs each
-#   ollama         Ollama and tinymodel, pinned, cached by version        needs apt (g++, headers)
-#   grafana-npm    npm ci of @grafana/data, cached by its lock's hash     needs apt (node, npm)
-#   checkrules     promtool and amtool, one process per rule test file    needs apt
-#   e2e            scripts/e2e.sh: the demo scraped by promtool           needs apt
-#   test-deploy    the test/deploy module                                 needs apt, go-build
-#   test-grafana   the test/grafana module                                needs grafana-npm, go-build
-#   test-e2e-go    go test -race ./test/e2e (Prometheus, Alertmanager)    needs apt, llmd, ollama, go-build
-#   go-test        go test -race of the packages that need no built tool  needs apt, llmd, ollama, go-build
-#   go-test-tools  go test -race of those that run llm-d or Ollama        needs apt, llmd, ollama, go-build
-#
-# The go test stages wait for the tool builds even where they do not run the tools: on a fresh machine
-# the builds then have the cores (with the Go compile and the fuzzing) instead of sharing them with
-# tests, so they end sooner, and tests with short timings do not run beside a C++ compiler. The stages
-# that only need throughput (promtool, the test modules, scripts/e2e.sh) run niced and fill the gaps.
-# On a machine where the tools are built, they take a second.
-#   go-test-quiet  the timing checks the two go-test stages deferred      needs every other stage
+#   checkrules     promtool and amtool, one process per rule test file
+#   e2e            scripts/e2e.sh: the demo scraped by promtool
+#   test-deploy    the test/deploy module
+#   test-grafana   the test/grafana module                                      needs grafana-npm too
+#   test-e2e-go    go test -race ./test/e2e (Prometheus, Alertmanager)
+#   go-test        go test -race of the packages whose tests need no built tool
+#   go-test-tools  go test -race of those that run llm-d or Ollama
+#   go-test-quiet  the timing checks the go-test stages deferred                needs every other stage
+# The stages that only need throughput (promtool, the test modules, scripts/e2e.sh, the fuzzing) run
+# niced beside go test.
 #
 # Timing checks: a test whose tolerances are a few milliseconds, or that keeps a core busy itself (a
 # real engine), calls testproc.Quiet. In go-test and go-test-tools, Quiet skips the test and lists it
@@ -193,28 +193,26 @@ table() {
 quiet_lock=${TMPDIR:-/tmp}/slaprobe-quiet-cores.lock
 # They also run niced: they only need throughput, while go test's own short timings (a simulator's
 # stall, a window's rates) need the scheduler's attention beside them.
-# The fuzzing is not niced: on a fresh machine it compiles beside the tool builds, which the tests wait for.
 if [ "${TEST_SERIAL:-0}" = 1 ] || ! command -v flock >/dev/null 2>&1; then
-	shared= busy=
+	busy=
 else
-	shared="flock -s '$quiet_lock'"
-	busy="$shared nice -n 10"
+	busy="flock -s '$quiet_lock' nice -n 10"
 fi
 
 # go-build compiles without linking (go list -export): go test links each test binary anyway.
 stage apt "" "scripts/test-deps.sh apt"
 stage llmd "" "scripts/test-deps.sh llmd"
-stage go-build "" "set -e; CGO_ENABLED=1 $GO list -race -test -export -deps -f '' ./...; scripts/test.sh --partition '$logs'; cd test/deploy; CGO_ENABLED=1 $GO list -test -export -deps -f '' ./...; cd ../grafana; $GO list -test -export -deps -f '' ./...; echo 'every package and test package compiled'"
-stage fuzz-short "" "$shared make --no-print-directory fuzz-short"
-stage ollama apt "scripts/test-deps.sh ollama"
+stage go-build llmd "set -e; CGO_ENABLED=1 $GO list -race -test -export -deps -f '' ./...; scripts/test.sh --partition '$logs'; cd test/deploy; CGO_ENABLED=1 $GO list -test -export -deps -f '' ./...; cd ../grafana; $GO list -test -export -deps -f '' ./...; echo 'every package and test package compiled'"
+stage ollama apt,go-build "scripts/test-deps.sh ollama"
 stage grafana-npm apt "scripts/test-deps.sh grafana"
-stage checkrules apt "$busy make --no-print-directory checkrules"
-stage e2e apt "$busy scripts/e2e.sh"
-stage test-deploy apt,go-build "$busy make --no-print-directory test-deploy"
-stage test-grafana grafana-npm,go-build "cd test/grafana && $busy $GO test -count=1 ./..."
-stage test-e2e-go apt,llmd,ollama,go-build "CGO_ENABLED=1 $GO test -race -count=1 -timeout 20m ./test/e2e"
-stage go-test apt,llmd,ollama,go-build "SLAPROBE_QUIET_DEFER='$deferred' CGO_ENABLED=1 $GO test -race -count=1 -p 3 -timeout 20m \$(cat '$logs/pkgs-other')"
-stage go-test-tools apt,llmd,ollama,go-build "SLAPROBE_QUIET_DEFER='$deferred' CGO_ENABLED=1 $GO test -race -count=1 -p 2 -timeout 20m \$(cat '$logs/pkgs-tools')"
+stage fuzz-short ollama "$busy make --no-print-directory fuzz-short"
+stage checkrules ollama "$busy make --no-print-directory checkrules"
+stage e2e ollama "$busy scripts/e2e.sh"
+stage test-deploy ollama "$busy make --no-print-directory test-deploy"
+stage test-grafana ollama,grafana-npm "cd test/grafana && $busy $GO test -count=1 ./..."
+stage test-e2e-go ollama "CGO_ENABLED=1 $GO test -race -count=1 -timeout 20m ./test/e2e"
+stage go-test ollama "SLAPROBE_QUIET_DEFER='$deferred' CGO_ENABLED=1 $GO test -race -count=1 -p 3 -timeout 20m \$(cat '$logs/pkgs-other')"
+stage go-test-tools ollama "SLAPROBE_QUIET_DEFER='$deferred' CGO_ENABLED=1 $GO test -race -count=1 -p 2 -timeout 20m \$(cat '$logs/pkgs-tools')"
 stage go-test-quiet go-test,go-test-tools,test-e2e-go,checkrules,e2e,test-deploy,test-grafana,fuzz-short "scripts/test.sh --quiet-pass '$deferred'"
 
 rc=0

@@ -9,7 +9,8 @@
 #   apt            Debian packages (only what is missing)
 #   llmd           llm-d-inference-sim, pinned, cached by version (scripts/test-deps.sh)
 #   go-build       compiles every package and test package of the three        needs llmd
-#                  modules without linking; lists which packages' tests run a built tool
+#                  modules without linking, and slaprobe as the tests build it (-trimpath); lists
+#                  which packages' tests run a built tool
 #   ollama         Ollama and tinymodel, pinned, cached by version              needs apt (g++, headers), go-build
 #   grafana-npm    npm ci of @grafana/data, cached by its lock's hash           needs apt (node, npm)
 # Then every test at once, when ollama (the last build) has passed:
@@ -202,7 +203,7 @@ fi
 # go-build compiles without linking (go list -export): go test links each test binary anyway.
 stage apt "" "scripts/test-deps.sh apt"
 stage llmd "" "scripts/test-deps.sh llmd"
-stage go-build llmd "set -e; CGO_ENABLED=1 $GO list -race -test -export -deps -f '' ./...; scripts/test.sh --partition '$logs'; cd test/deploy; CGO_ENABLED=1 $GO list -test -export -deps -f '' ./...; cd ../grafana; $GO list -test -export -deps -f '' ./...; echo 'every package and test package compiled'"
+stage go-build llmd "set -e; CGO_ENABLED=1 $GO list -race -test -export -deps -f '' ./...; scripts/test.sh --partition '$logs'; CGO_ENABLED=1 $GO build -trimpath -o /dev/null ./cmd/slaprobe; cd test/deploy; CGO_ENABLED=1 $GO list -test -export -deps -f '' ./...; cd ../grafana; $GO list -test -export -deps -f '' ./...; echo 'every package and test package compiled'"
 stage ollama apt,go-build "scripts/test-deps.sh ollama"
 stage grafana-npm apt "scripts/test-deps.sh grafana"
 stage fuzz-short ollama "$busy make --no-print-directory fuzz-short"

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/slaprobe/slaprobe/test/testproc"
 )
 
 type swFakePower struct {
@@ -144,6 +146,7 @@ func TestSweep(t *testing.T) {
 }
 
 func TestSweepEarlyStop(t *testing.T) {
+	testproc.Quiet(t) // a TTFT threshold of a few prefills of 4 ms
 	f := newSwFakeEngine()
 	f.prefill = 4 * time.Millisecond
 	s := swScenario()

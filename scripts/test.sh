@@ -212,8 +212,8 @@ stage e2e ollama "$busy scripts/e2e.sh"
 stage test-deploy ollama "$busy make --no-print-directory test-deploy"
 stage test-grafana ollama,grafana-npm "cd test/grafana && $busy $GO test -count=1 ./..."
 stage test-e2e-go ollama "CGO_ENABLED=1 $GO test -race -count=1 -timeout 20m ./test/e2e"
-stage go-test ollama "SLAPROBE_QUIET_DEFER='$deferred' CGO_ENABLED=1 $GO test -race -count=1 -p 3 -timeout 20m \$(cat '$logs/pkgs-other')"
-stage go-test-tools ollama "SLAPROBE_QUIET_DEFER='$deferred' CGO_ENABLED=1 $GO test -race -count=1 -p 2 -timeout 20m \$(cat '$logs/pkgs-tools')"
+stage go-test ollama "SLAPROBE_QUIET_DEFER='$deferred' CGO_ENABLED=1 $GO test -race -count=1 -p 2 -timeout 20m \$(cat '$logs/pkgs-other')"
+stage go-test-tools ollama "SLAPROBE_QUIET_DEFER='$deferred' CGO_ENABLED=1 $GO test -race -count=1 -p 1 -timeout 20m \$(cat '$logs/pkgs-tools')"
 stage go-test-quiet go-test,go-test-tools,test-e2e-go,checkrules,e2e,test-deploy,test-grafana,fuzz-short "scripts/test.sh --quiet-pass '$deferred'"
 
 rc=0

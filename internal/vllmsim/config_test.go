@@ -159,7 +159,9 @@ func TestLargePromptTokenizesFast(t *testing.T) {
 	start := time.Now()
 	ids := tokenize(nil, text)
 	hashes := blockHashes(ids, "salt")
-	if el := time.Since(start); el > 500*time.Millisecond {
+	// A bound against a quadratic tokenizer (minutes), not a benchmark: about 0.2 s on an idle core,
+	// 0.5 s under -race beside the other tests.
+	if el := time.Since(start); el > 5*time.Second {
 		t.Errorf("tokenizing %d tokens took %v", len(ids), el)
 	}
 	if len(ids) != CountTokens(text) || len(hashes) != len(ids)/BlockSize {

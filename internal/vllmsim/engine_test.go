@@ -59,7 +59,8 @@ func TestQueueing(t *testing.T) {
 	if trs[1].LastTokenWritten.Before(firstDone) {
 		firstDone = trs[1].LastTokenWritten
 	}
-	if slack := 5 * time.Millisecond; trs[2].Admitted.Before(firstDone.Add(-slack)) {
+	// The slack covers the last token's write lagging the engine freeing the slot on a loaded machine.
+	if slack := 20 * time.Millisecond; trs[2].Admitted.Before(firstDone.Add(-slack)) {
 		t.Errorf("third request admitted %v before the first finished", firstDone.Sub(trs[2].Admitted))
 	}
 	ts.e.ResetPeaks()

@@ -193,23 +193,17 @@ func buildCompareView(r *Report) *compareView {
 // compareMethod explains the comparison in the method section.
 func compareMethod(c *Comparison) kv {
 	m := c.Method
+	bursts := ""
+	if m.MinRounds > 0 { // comparisons written before bursts were judged on their rounds have none
+		bursts = fmt.Sprintf("A burst’s requests share one queue, so they are not independent samples: a burst step gets a verdict only when both runs repeated it at least %d times (burst.repeat), "+
+			"and then its figure is the median of the rounds’ medians and the interval resamples the rounds; otherwise it is compared as a number. ", m.MinRounds)
+	}
 	return kv{"Comparison", fmt.Sprintf("each step’s per-request values (TTFT, ITL, decode speed, E2E, prefill speed) are compared on their median. "+
 		"The %s confidence interval of median(new) − median(base) is the percentile interval of %d bootstrap resamples of both runs’ raw samples "+
 		"(PCG generator, seed %d, so the report is reproducible). A change is significant, and called better or worse, when the interval excludes zero "+
 		"and the change is at least %s of the base value; smaller real drifts are reported as no detectable change. A verdict needs at least %d requests per run. "+
-		"A burst’s requests share one queue, so they are not independent samples: a burst step gets a verdict only when both runs repeated it at least %d times (burst.repeat), "+
-		"and then its figure is the median of the rounds’ medians and the interval resamples the rounds; otherwise it is compared as a number. "+
-		"System throughput is one number per step and capacity a point on the tested ladder: both are compared as numbers, and a capacity changes only when it moves past a measured N.",
-		fmtPct(m.Level), m.Resamples, m.Seed, fmtPct(m.PracticalFloor), m.MinSamples, minRounds(m))}
-}
-
-// minRounds is the fewest burst rounds a burst's verdict needed; reports
-// written before bursts were judged on rounds have none recorded.
-func minRounds(m CompareMethod) int {
-	if m.MinRounds > 0 {
-		return m.MinRounds
-	}
-	return 3
+		"%sSystem throughput is one number per step and capacity a point on the tested ladder: both are compared as numbers, and a capacity changes only when it moves past a measured N.",
+		fmtPct(m.Level), m.Resamples, m.Seed, fmtPct(m.PracticalFloor), m.MinSamples, bursts)}
 }
 
 // headlineChange is the change line of a headline tile.

@@ -202,8 +202,8 @@ func HoldShared() (release func(), err error) {
 // Within one process the lock is shared, not waited for.
 //
 // Under `make test` the go test run of every package defers these tests instead (EnvQuietDefer):
-// each is skipped there and listed, and `make test` runs the listed ones afterwards, one package at a
-// time, so that a test waiting for quiet cores never holds one of go test's package slots.
+// each is skipped there and listed, and `make test` runs the listed ones afterwards, when nothing else
+// runs, so that a test waiting for quiet cores never holds one of go test's package slots.
 func Quiet(t testing.TB) {
 	t.Helper()
 	if path := os.Getenv(EnvQuietDefer); path != "" {
@@ -251,12 +251,17 @@ func deferQuiet(path, name string) error {
 	if err != nil {
 		return err
 	}
+	return appendLine(path, dir+"\t"+name)
+}
+
+// appendLine appends line and a newline to the file at path in one write, so that lines from several
+// test processes do not interleave.
+func appendLine(path, line string) error {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o666)
 	if err != nil {
 		return err
 	}
-	// One write of one short line: appends from several test processes do not interleave.
-	if _, err := fmt.Fprintf(f, "%s\t%s\n", dir, name); err != nil {
+	if _, err := f.WriteString(line + "\n"); err != nil {
 		f.Close()
 		return err
 	}
@@ -273,12 +278,7 @@ func logQuiet(name string, asked, got, done time.Time) {
 	if path == "" || asked.IsZero() {
 		return
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o666)
-	if err != nil {
-		return // a diagnostic only
-	}
-	defer f.Close()
 	unix := func(t time.Time) string { return fmt.Sprintf("%.3f", float64(t.UnixNano())/1e9) }
 	pkg := strings.TrimSuffix(filepath.Base(os.Args[0]), ".test")
-	fmt.Fprintf(f, "%s.%s\t%s\t%s\t%s\n", pkg, name, unix(asked), unix(got), unix(done))
+	_ = appendLine(path, pkg+"."+name+"\t"+unix(asked)+"\t"+unix(got)+"\t"+unix(done)) // a diagnostic only
 }

@@ -59,8 +59,8 @@ sweep:
 
 // benchSim runs a short bench against a simulated engine at the given time
 // scale, compared with baseline when it is not empty, and returns the
-// report it wrote. Closed-loop steps of 4 s give a few dozen requests at
-// N=4, enough for the median's interval to be narrow; each burst step runs
+// report it wrote. Closed-loop steps of 4 s give about 44 requests at N=4,
+// enough for the 8 slices of 5 that step is judged on; each burst step runs
 // five rounds, so that bursts get a verdict too.
 func benchSim(t *testing.T, scale float64, out, baseline string) *report.Report {
 	t.Helper()

@@ -2,6 +2,7 @@ package compare
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -336,4 +337,82 @@ func TestBurstRounds(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A closed loop at N > 1 is judged on consecutive slices of its requests.
+// Its TTFT has modes (a request waits for 0, 1 or 2 other prefills), and
+// which mode a request lands in follows a pattern of the N users that
+// holds for seconds: on the simulated engine at N=4 a quarter of the
+// requests usually waited for no other prefill, and in one run about half
+// did. The requests' own bootstrap then called a rerun's median TTFT 14 %
+// worse. The first case is such a run: for half of the step most requests
+// were fast, so the median sits between the modes.
+func TestClosedLoopSlices(t *testing.T) {
+	// modal returns n requests in the order they ended: request i is fast
+	// (waited for no other prefill) when fast(i), else it waited for one;
+	// each with a little jitter, all times scale.
+	modal := func(n int, fast func(i int) bool, scale float64) []float64 {
+		v := make([]float64, n)
+		for i := range v {
+			base := 0.277
+			if fast(i) {
+				base = 0.104
+			}
+			v[i] = scale * base * (1 + 0.002*float64(i%5-2))
+		}
+		return v
+	}
+	quarter := func(i int) bool { return i%4 == 0 }
+	patchy := func(i int) bool { return (i < 22 && i%5 != 0) || (i >= 22 && i%4 == 0) } // 4 in 5 fast, then 1 in 4
+	step := func(conc int, ttft []float64) report.Step {
+		q := prober.Summarize(ttft)
+		return report.Step{Concurrency: conc, RequestsSent: len(ttft), RequestsOK: len(ttft), SuccessRate: 1,
+			TTFT:    report.Dist{Mean: q.Mean, P50: q.P50, P90: q.P90, P95: q.P95, P99: q.P99},
+			Samples: report.NewSamples(prober.Samples{TTFT: ttft})}
+	}
+	run := func(st report.Step) *report.Report {
+		return &report.Report{SchemaVersion: report.SchemaVersion, Meta: report.Meta{Model: "m", Engine: "vllm"},
+			Config:    report.Config{ClosedLoopLadder: []int{st.Concurrency}, Thresholds: report.DefaultThresholds()},
+			Scenarios: []report.Scenario{{Name: "chat", InputTokens: 1024, OutputTokens: 16, ClosedLoop: []report.Step{st}}}}
+	}
+	for _, tc := range []struct {
+		name        string
+		base, cur   report.Step
+		verdict     string
+		compared    int // values compared in the base run
+		noteContain string
+	}{
+		{"a fast stretch, then a rerun: the same engine", step(4, modal(44, patchy, 1)), step(4, modal(44, quarter, 1)), report.VerdictNoChange, 8, "8 and 8 slices"},
+		{"every mode 20% slower", step(4, modal(44, quarter, 1)), step(4, modal(36, quarter, 1.2)), report.VerdictWorse, 8, "8 and 7 slices"},
+		{"too few requests for three slices", step(4, modal(14, quarter, 1)), step(4, modal(14, quarter, 1.2)), report.VerdictUnknown, 14, "15 needed"},
+		{"N=1: each request is judged", step(1, modal(44, quarter, 1)), step(1, modal(44, quarter, 1.2)), report.VerdictWorse, 44, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Compare(run(tc.base), run(tc.cur), Options{}).Comparison
+			m := c.Step("chat", prober.ModeClosedLoop, tc.base.Concurrency).Metric(report.MetricTTFT)
+			if m == nil {
+				t.Fatal("no TTFT change for the step")
+			}
+			if m.Verdict != tc.verdict {
+				t.Errorf("verdict %q (change %+.3f, interval %s); want %q", m.Verdict, m.Change, intervalText(m), tc.verdict)
+			}
+			if m.BaseSamples != tc.compared {
+				t.Errorf("%d values compared; want %d", m.BaseSamples, tc.compared)
+			}
+			if !strings.Contains(m.Note, tc.noteContain) {
+				t.Errorf("note %q; want it to say %q", m.Note, tc.noteContain)
+			}
+		})
+	}
+	// Without slices, the first case is the false alarm this guards against.
+	if iv := medianDiffInterval(modal(44, patchy, 1), modal(44, quarter, 1), 4000, 0.95, 1, "x"); iv.Lo <= 0 {
+		t.Errorf("the requests' own bootstrap gives %v … %v; the case no longer shows the false alarm", iv.Lo, iv.Hi)
+	}
+}
+
+func intervalText(m *report.MetricChange) string {
+	if m.Low == nil {
+		return "none"
+	}
+	return fmt.Sprintf("%+.3f … %+.3f", *m.Low, *m.High)
 }

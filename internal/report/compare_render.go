@@ -198,6 +198,11 @@ func compareMethod(c *Comparison) kv {
 		bursts = fmt.Sprintf("A burst’s requests share one queue, so they are not independent samples: a burst step gets a verdict only when both runs repeated it at least %d times (burst.repeat), "+
 			"and then its figure is the median of the rounds’ medians and the interval resamples the rounds; otherwise it is compared as a number. ", m.MinRounds)
 	}
+	if m.Slices > 0 && m.MinRounds > 0 { // comparisons written before closed loops were sliced have none
+		bursts += fmt.Sprintf("A closed loop at N > 1 is judged the same way in time: its users fall into a pattern of who waits for whose prefill that holds for seconds, "+
+			"so its requests, in the order they ended, are cut into up to %d consecutive slices of at least %d; the figure is the median of the slices’ medians "+
+			"and the interval resamples the slices (at least %d per run, or no verdict). ", m.Slices, m.MinSamples, m.MinRounds)
+	}
 	return kv{"Comparison", fmt.Sprintf("each step’s per-request values (TTFT, ITL, decode speed, E2E, prefill speed) are compared on their median. "+
 		"The %s confidence interval of median(new) − median(base) is the percentile interval of %d bootstrap resamples of both runs’ raw samples "+
 		"(PCG generator, seed %d, so the report is reproducible). A change is significant, and called better or worse, when the interval excludes zero "+

@@ -91,6 +91,10 @@ type CompareMethod struct {
 	MinSamples int `json:"min_samples"`
 	// MinRounds is the fewest burst rounds per run a burst's verdict needs.
 	MinRounds int `json:"min_burst_rounds,omitempty"`
+	// Slices is how many slices of its requests, in the order they ended,
+	// a closed-loop step at N > 1 is judged on (at most; each slice holds
+	// at least MinSamples requests).
+	Slices int `json:"closed_loop_slices,omitempty"`
 }
 
 // StepChange is one (scenario, mode, N) in either run.

@@ -303,7 +303,7 @@ func stepChangeColumns(r *Report, s *Scenario, mode prober.Mode) []column {
 			return changeCell(sc.Metric(metric))
 		}
 	}
-	g := "median per request, change vs base"
+	g := "median per request (N > 1: of the slices’ medians), change vs base"
 	if mode == prober.ModeBurst {
 		g = "median per request (repeated bursts: of the rounds’ medians), change vs base"
 	}

@@ -109,8 +109,9 @@ type StepChange struct {
 // MetricChange is one metric of one step compared.
 type MetricChange struct {
 	Metric string `json:"metric"`
-	// Base and New are the medians of the per-request values; without
-	// samples the summaries' p50 (the mean for prefill speed, the step's
+	// Base and New are the medians of the per-request values (of the
+	// groups' medians for a step judged on its burst rounds or closed-loop
+	// slices); without samples the summaries' p50 (the mean for prefill speed, the step's
 	// number for system throughput).
 	Base float64 `json:"base"`
 	New  float64 `json:"new"`
@@ -121,7 +122,8 @@ type MetricChange struct {
 	Low  *float64 `json:"low_ratio,omitempty"`
 	High *float64 `json:"high_ratio,omitempty"`
 	// BaseSamples and NewSamples count the values compared: requests, or
-	// rounds for a burst judged on its rounds.
+	// rounds for a burst judged on its rounds, or slices for a closed loop
+	// at N > 1.
 	BaseSamples int    `json:"base_samples,omitempty"`
 	NewSamples  int    `json:"new_samples,omitempty"`
 	Verdict     string `json:"verdict"`

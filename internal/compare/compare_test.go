@@ -299,11 +299,7 @@ func TestBurstRounds(t *testing.T) {
 		return report.Step{Concurrency: 8, RequestsSent: len(ps.TTFT), RequestsOK: len(ps.TTFT), SuccessRate: 1,
 			TTFT: report.Dist{Mean: q.Mean, P50: q.P50, P90: q.P90, P95: q.P95, P99: q.P99}, Samples: report.NewSamples(ps)}
 	}
-	run := func(st report.Step) *report.Report {
-		return &report.Report{SchemaVersion: report.SchemaVersion, Meta: report.Meta{Model: "m", Engine: "vllm"},
-			Config:    report.Config{BurstLadder: []int{8}, Thresholds: report.DefaultThresholds()},
-			Scenarios: []report.Scenario{{Name: "chat", InputTokens: 1024, OutputTokens: 64, Burst: []report.Step{st}}}}
-	}
+	run := func(st report.Step) *report.Report { return stepReport(prober.ModeBurst, st) }
 	for _, tc := range []struct {
 		name        string
 		base, cur   report.Step
@@ -370,11 +366,7 @@ func TestClosedLoopSlices(t *testing.T) {
 			TTFT:    report.Dist{Mean: q.Mean, P50: q.P50, P90: q.P90, P95: q.P95, P99: q.P99},
 			Samples: report.NewSamples(prober.Samples{TTFT: ttft})}
 	}
-	run := func(st report.Step) *report.Report {
-		return &report.Report{SchemaVersion: report.SchemaVersion, Meta: report.Meta{Model: "m", Engine: "vllm"},
-			Config:    report.Config{ClosedLoopLadder: []int{st.Concurrency}, Thresholds: report.DefaultThresholds()},
-			Scenarios: []report.Scenario{{Name: "chat", InputTokens: 1024, OutputTokens: 16, ClosedLoop: []report.Step{st}}}}
-	}
+	run := func(st report.Step) *report.Report { return stepReport(prober.ModeClosedLoop, st) }
 	for _, tc := range []struct {
 		name        string
 		base, cur   report.Step
@@ -415,4 +407,18 @@ func intervalText(m *report.MetricChange) string {
 		return "none"
 	}
 	return fmt.Sprintf("%+.3f … %+.3f", *m.Low, *m.High)
+}
+
+// stepReport is a report of one scenario, "chat", with one step in mode.
+func stepReport(mode prober.Mode, st report.Step) *report.Report {
+	r := &report.Report{SchemaVersion: report.SchemaVersion, Meta: report.Meta{Model: "m", Engine: "vllm"},
+		Config: report.Config{Thresholds: report.DefaultThresholds()}}
+	sc := report.Scenario{Name: "chat", InputTokens: 1024, OutputTokens: 64}
+	if mode == prober.ModeBurst {
+		r.Config.BurstLadder, sc.Burst = []int{st.Concurrency}, []report.Step{st}
+	} else {
+		r.Config.ClosedLoopLadder, sc.ClosedLoop = []int{st.Concurrency}, []report.Step{st}
+	}
+	r.Scenarios = []report.Scenario{sc}
+	return r
 }

@@ -770,8 +770,6 @@ func summarizeStep(info StepInfo, out loadOutcome) StepResult {
 			st.CacheHits++
 		}
 	}
-	samples := sampleValues(out.Sampled)
-	decode, itl, ttft, e2e, prefill := samples.Decode, samples.ITL, samples.TTFT, samples.E2E, samples.Prefill
 	if st.Requests > 0 {
 		st.SuccessRatio = float64(st.Succeeded) / float64(st.Requests)
 	}
@@ -779,26 +777,11 @@ func summarizeStep(info StepInfo, out loadOutcome) StepResult {
 		st.promptTokens = prompt / float64(st.Succeeded)
 	}
 	st.StartSpreadSeconds = last.Sub(first).Seconds()
-	st.Decode, st.ITL, st.TTFT, st.E2E, st.Prefill = Summarize(decode), Summarize(itl), Summarize(ttft), Summarize(e2e), Summarize(prefill)
-	st.Samples = samples
+	sv := sampleValues(out.Sampled)
+	st.Decode, st.ITL, st.TTFT, st.E2E, st.Prefill = Summarize(sv.Decode), Summarize(sv.ITL), Summarize(sv.TTFT), Summarize(sv.E2E), Summarize(sv.Prefill)
+	st.Samples = sv
 	if len(out.RoundEnds) > 1 {
-		rm := &Samples{}
-		start := 0
-		for _, end := range out.RoundEnds {
-			r := sampleValues(out.Sampled[start:end])
-			start = end
-			for _, m := range []struct {
-				dst *[]float64
-				v   []float64
-			}{
-				{&rm.TTFT, r.TTFT}, {&rm.ITL, r.ITL}, {&rm.Decode, r.Decode}, {&rm.E2E, r.E2E}, {&rm.Prefill, r.Prefill},
-			} {
-				if len(m.v) > 0 {
-					*m.dst = append(*m.dst, Summarize(m.v).P50)
-				}
-			}
-		}
-		st.Samples.RoundMedians = rm
+		st.Samples.RoundMedians = roundMedians(out.Sampled, out.RoundEnds)
 	}
 	if w := out.SpanEnd.Sub(out.SpanStart).Seconds(); w > 0 {
 		st.WindowSeconds = w
@@ -834,6 +817,29 @@ func sampleValues(rs []Result) Samples {
 		}
 	}
 	return s
+}
+
+// roundMedians returns, for the results of a burst step of several rounds
+// (ends: the end index of each round in rs), each round's median of every
+// metric; a round that measured none of a metric adds no value for it.
+func roundMedians(rs []Result, ends []int) *Samples {
+	rm := &Samples{}
+	add := func(dst *[]float64, v []float64) {
+		if len(v) > 0 {
+			*dst = append(*dst, Summarize(v).P50)
+		}
+	}
+	start := 0
+	for _, end := range ends {
+		r := sampleValues(rs[start:end])
+		start = end
+		add(&rm.TTFT, r.TTFT)
+		add(&rm.ITL, r.ITL)
+		add(&rm.Decode, r.Decode)
+		add(&rm.E2E, r.E2E)
+		add(&rm.Prefill, r.Prefill)
+	}
+	return rm
 }
 
 // earlyStop returns why a ladder should stop after step, or "".

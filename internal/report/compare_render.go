@@ -193,13 +193,13 @@ func buildCompareView(r *Report) *compareView {
 // compareMethod explains the comparison in the method section.
 func compareMethod(c *Comparison) kv {
 	m := c.Method
-	bursts := ""
+	grouped := ""        // the steps judged on groups of their requests
 	if m.MinRounds > 0 { // comparisons written before bursts were judged on their rounds have none
-		bursts = fmt.Sprintf("A burst’s requests share one queue, so they are not independent samples: a burst step gets a verdict only when both runs repeated it at least %d times (burst.repeat), "+
+		grouped = fmt.Sprintf("A burst’s requests share one queue, so they are not independent samples: a burst step gets a verdict only when both runs repeated it at least %d times (burst.repeat), "+
 			"and then its figure is the median of the rounds’ medians and the interval resamples the rounds; otherwise it is compared as a number. ", m.MinRounds)
 	}
 	if m.Slices > 0 && m.MinRounds > 0 { // comparisons written before closed loops were sliced have none
-		bursts += fmt.Sprintf("A closed loop at N > 1 is judged the same way in time: its users fall into a pattern of who waits for whose prefill that holds for seconds, "+
+		grouped += fmt.Sprintf("A closed loop at N > 1 is judged the same way in time: its users fall into a pattern of who waits for whose prefill that holds for seconds, "+
 			"so its requests, in the order they ended, are cut into up to %d consecutive slices of at least %d; the figure is the median of the slices’ medians "+
 			"and the interval resamples the slices (at least %d per run, or no verdict). ", m.Slices, m.MinSamples, m.MinRounds)
 	}
@@ -208,7 +208,7 @@ func compareMethod(c *Comparison) kv {
 		"(PCG generator, seed %d, so the report is reproducible). A change is significant, and called better or worse, when the interval excludes zero "+
 		"and the change is at least %s of the base value; smaller real drifts are reported as no detectable change. A verdict needs at least %d requests per run. "+
 		"%sSystem throughput is one number per step and capacity a point on the tested ladder: both are compared as numbers, and a capacity changes only when it moves past a measured N.",
-		fmtPct(m.Level), m.Resamples, m.Seed, fmtPct(m.PracticalFloor), m.MinSamples, bursts)}
+		fmtPct(m.Level), m.Resamples, m.Seed, fmtPct(m.PracticalFloor), m.MinSamples, grouped)}
 }
 
 // headlineChange is the change line of a headline tile.

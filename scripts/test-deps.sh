@@ -9,6 +9,10 @@
 #   - Grafana's transformation code (@grafana/data, pinned in test/grafana/transforms/package-lock.json),
 #     installed with npm ci into test/grafana/transforms/node_modules.
 # Usage: scripts/test-deps.sh [apt|llmd|ollama|grafana|all]   (default: all)
+#        scripts/test-deps.sh ollama-flags                     prints the flags Ollama is built with
+#        scripts/test-deps.sh check-ollama-flags [FLAGS]       fails when FLAGS (default: those) would
+#                                                              break Ollama's link (an __AMX_* macro)
+# SLAPROBE_OLLAMA_EXTRA_FLAGS adds C/C++ flags to Ollama's build, after -march=native.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -140,8 +144,49 @@ llmd_dep() {
 # Ollama, a real inference engine, and tinymodel, which writes the tiny model it serves. One module,
 # test/tools/ollama, pins both (and gen2brain/malgo, whose module ships the miniaudio.h that Ollama's
 # module zip leaves out). -O3 -march=native matters: without it ggml is built for plain x86-64 and
-# runs about ten times slower. The stamp holds the pins, the flags and the CPU's features, since a
-# -march=native binary is only good on the CPU it was built for.
+# runs several times slower (docs/testing.md has the figures). The stamp holds the pins, the flags and
+# the CPU's features, since a -march=native binary is only good on the CPU it was built for.
+
+# ollama_flags: the C and C++ flags of Ollama's build: -O3 -march=native, then
+# $SLAPROBE_OLLAMA_EXTRA_FLAGS, then every AMX extension this compiler knows turned off again.
+# On a CPU with AMX (Intel Xeon since Sapphire Rapids), -march=native defines __AMX_INT8__, and with
+# it ggml-cpu.cpp calls ggml_backend_amx_buffer_type(), whose sources (ggml-cpu/amx/) are not part of
+# Ollama's cgo build: the link fails with an undefined reference. AMX only speeds up ggml's quantized
+# matrix products on such CPUs, which the tests' tiny model does not need; AVX-512 and the rest of
+# the CPU's features stay on.
+ollama_flags() {
+	local cxx amx_off
+	cxx=$(go env CXX 2>/dev/null) || cxx=g++
+	cxx=${cxx:-g++}
+	# gcc 12 knows amx-tile, -int8 and -bf16, later ones more; each must be named (in gcc 12,
+	# -mno-amx-tile leaves __AMX_INT8__ defined).
+	amx_off=$($cxx -Q --help=target 2>/dev/null | awk '$1 ~ /^-mamx-/ { sub(/^-m/, "-mno-", $1); print $1 }' | sort -u | paste -sd' ')
+	[ -n "$amx_off" ] || amx_off="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+	printf '%s\n' "-O3 -march=native${SLAPROBE_OLLAMA_EXTRA_FLAGS:+ $SLAPROBE_OLLAMA_EXTRA_FLAGS} $amx_off"
+}
+
+# check_ollama_flags FLAGS: the guard that keeps that link error from coming back. It asks the
+# compiler which macros FLAGS define (no build: a tenth of a second) and fails when any __AMX_* is
+# among them. Run on every make test, whether Ollama is built or copied from the cache.
+check_ollama_flags() {
+	local flags=$1 cxx macros
+	cxx=$(go env CXX 2>/dev/null) || cxx=g++
+	cxx=${cxx:-g++}
+	# shellcheck disable=SC2086 # FLAGS is a list of flags
+	macros=$($cxx $flags -x c++ -dM -E - </dev/null) || {
+		echo "Ollama's flags '$flags': $cxx rejects them" >&2
+		return 1
+	}
+	macros=$(awk '$2 ~ /^__AMX_/ { print $2 }' <<<"$macros" | sort | paste -sd' ')
+	if [ -n "$macros" ]; then
+		echo "Ollama's C/C++ flags '$flags' define $macros: ggml-cpu.cpp then calls the AMX buffer type," \
+			"whose sources Ollama's cgo build does not compile, and the link fails (undefined reference to" \
+			"ggml_backend_amx_buffer_type). Turn AMX off after every other flag (ollama_flags in $0)." >&2
+		return 1
+	fi
+	say "Ollama's flags define no __AMX_* macro: $flags"
+}
+
 ollama_dep() {
 	# The header goes to a directory outside the checkout: the include path is part of the cgo flags, and
 	# with the same flags in every clone the Go build cache serves a second clone's build in seconds.
@@ -152,7 +197,9 @@ ollama_dep() {
 		echo "test/tools/ollama/go.mod does not require github.com/ollama/ollama" >&2
 		return 1
 	fi
-	local flags="-O3 -march=native"
+	local flags
+	flags=$(ollama_flags)
+	check_ollama_flags "$flags" || return 1
 	cpu=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | sha256sum | cut -c1-12)
 	sum=$(cat "$tools/go.mod" "$tools/go.sum" "$tools"/cmd/tinymodel/*.go | sha256sum | cut -c1-16)
 	want="ollama $version $sum cpu=$cpu flags=$flags"
@@ -232,6 +279,8 @@ case $what in
 apt) apt_deps ;;
 llmd) llmd_dep ;;
 ollama) ollama_dep ;;
+ollama-flags) ollama_flags ;;
+check-ollama-flags) check_ollama_flags "${2:-$(ollama_flags)}" ;;
 grafana) grafana_dep ;;
 all)
 	apt_deps
@@ -240,7 +289,7 @@ all)
 	grafana_dep
 	;;
 *)
-	echo "usage: $0 [apt|llmd|ollama|grafana|all]" >&2
+	echo "usage: $0 [apt|llmd|ollama|grafana|all|ollama-flags|check-ollama-flags [FLAGS]]" >&2
 	exit 2
 	;;
 esac

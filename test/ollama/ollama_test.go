@@ -116,3 +116,28 @@ func TestEngineFacts(t *testing.T) {
 	t.Logf("native: %d prompt tokens in %v, %d tokens in %v (%.0f tok/s)", r.PromptEvalCount, r.PromptEvalDuration,
 		r.EvalCount, r.EvalDuration, r.DecodeSpeed())
 }
+
+// BenchmarkDecode reports the engine's own decode speed (eval_count / eval_duration of the native
+// API, tok/s) on the model the accuracy checks use (4 layers, 768 wide), so that builds with other
+// flags can be compared: build each, then
+// SLAPROBE_OLLAMA=<binary> go test -run '^$' -bench Decode -count 5 ./test/ollama
+// (docs/testing.md has the figures).
+func BenchmarkDecode(b *testing.B) {
+	s := Start(b, Options{Layers: 4, Embedding: 768})
+	ctx := context.Background()
+	prompt := strings.Repeat("tokens of prompt text ", 64)
+	if _, err := s.Chat(ctx, ChatRequest{Prompt: prompt, NumPredict: 8}); err != nil {
+		b.Fatal(err) // the first request on a fresh slot costs extra
+	}
+	var tokens int
+	var eval time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r, err := s.Chat(ctx, ChatRequest{Prompt: prompt, NumPredict: 64})
+		if err != nil {
+			b.Fatal(err)
+		}
+		tokens, eval = tokens+r.EvalCount, eval+r.EvalDuration
+	}
+	b.ReportMetric(float64(tokens)/eval.Seconds(), "tok/s")
+}

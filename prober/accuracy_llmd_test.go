@@ -9,11 +9,12 @@ package prober_test
 // What it lacks shapes the checks: no continuous usage (tokens come from the
 // final usage), no cache_salt (a nonce in the first block keeps the prefix
 // cache cold), one token per chunk, the role chunk sent right before the
-// first token. Its TTFT and ITL are time.Sleep, so it only ever adds time:
-// about 1 ms to TTFT and 0.25–0.35 ms to every token on this machine. The
-// timing checks never accept less than the configured value (ITL: 0.5 %
-// below, see llmdCheckTiming), and above it the 2 ms + 1 % (TTFT, over
-// the simulator's own, prompt-dependent time, measured) and 2 % (ITL).
+// first token. Its TTFT and ITL are time.Sleep plus its own work, so it only
+// ever adds time, and how much depends on the machine: about 1 ms to TTFT and
+// 0.25–0.35 ms to every token on one, 5–10 ms to TTFT on another. So the
+// timing checks judge slaprobe against the independent client (indep_test.go)
+// timing the very same requests, and keep the configured values only as loose
+// sanity bounds (llmdCheckTiming).
 
 import (
 	"bytes"
@@ -21,7 +22,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -84,79 +87,84 @@ func TestLLMDAccuracyPromptLength(t *testing.T) {
 	}
 }
 
-// llmdITLOvershoot bounds how far above its configured inter-token latency llm-d-inference-sim
-// v0.10.2 may stream: it sleeps at least the configured gap and then writes, so it is always a little
-// late, and later when the cores are shared (+1.8 % to +2.1 % with other test packages running beside
-// it on 2 cores). That lateness is the simulator's, which is why slaprobe's own ITL accuracy is held to
-// accITLRel against a client reading the same bytes (TestAccuracyTiming, TestOllamaAccuracy); here the
-// configured value is only an upper bound's anchor.
-const llmdITLOvershoot = 0.03
+// llmdSlack bounds how far above its configured TTFT and ITL the simulator
+// may answer before a probe is taken for a broken run rather than a late
+// timer: a sanity bound only, since how late its timer runs is the machine's.
+const llmdSlack = 0.25
 
-// llmdCheckTiming checks one probe against the simulator's configured TTFT
-// and ITL.
-//
-//   - TTFT: the simulator sleeps the configured TTFT after receiving the
-//     request, and the prober's t0 is before the request is written, so the
-//     measured TTFT is never shorter than configured (one-sided bound). On top
-//     of the sleep the simulator spends time of its own on the request, which
-//     grows with the prompt: measured against an instance configured with
-//     TTFT = 0 (base), it is 0.5–0.9 ms at 256 tokens, 1.0–2.3 ms at 1K and
-//     5.4–6.6 ms at 4K here (its JSON decoding and regex tokenizer), so the
-//     ≈1 ms of docs/testing.md holds for short prompts only. The truth is
-//     configured + base, and the measured TTFT must be within the issue's
-//     2 ms + 1 % of it.
-//   - ITL: every token after the first follows a sleep of the configured ITL,
-//     so the server-side span is at least (n−1)×ITL. The client's span can be
-//     shorter only if the first token was stamped later after its write than
-//     the last was, by at most a fraction of a millisecond over n−1 intervals:
-//     0.5 % below is allowed for that. Above, llmdITLOvershoot (3 %): the
-//     simulator's 0.25–0.35 ms per token (0.6–0.9 % at 40 ms) on idle cores,
-//     more on shared ones.
-func llmdCheckTiming(res *prober.Result, ttft, base, itl time.Duration, errorf func(string, ...any)) {
-	got, truth := res.TTFT(), ttft+base
-	if got < ttft {
-		errorf("TTFT %v, shorter than the configured %v", got, ttft)
-	}
-	if d := got - truth; absDur(d) > ttftTol(ttft) {
-		errorf("TTFT %v vs configured %v + simulator overhead %v: off by %v, tolerance %v", got, ttft, base, d, ttftTol(ttft))
-	}
-	lo, hi := time.Duration(float64(itl)*(1-0.005)), time.Duration(float64(itl)*(1+llmdITLOvershoot))
-	if got := res.ITL(); got < lo || got > hi {
-		errorf("ITL %v, want within [%v, %v] (configured %v)", got, lo, hi, itl)
-	}
-}
-
-// llmdBaseTTFT is the median TTFT of three probes of s against an instance
-// configured with TTFT = ITL = 0: the simulator's own time for this prompt.
-func llmdBaseTTFT(t *testing.T, api prober.API, s prober.Scenario) time.Duration {
+// llmdObserved starts the simulator behind the independent client: the
+// target's requests go from slaprobe (through rec, when not nil, then wrap's
+// transport) to the client, which passes them on and times the answers.
+func llmdObserved(t *testing.T, opts llmd.Options, rec *accTransport, wrap func(http.RoundTripper) http.RoundTripper) (*llmd.Server, prober.Target, *indepClient) {
 	t.Helper()
-	_, target := llmdTarget(t, llmd.Options{}, nil)
-	target.API = api
-	p := prober.New(nil, prober.SystemClock{})
-	s.OutputTokens = 2
-	prep := accPrepare(t, p, target, s)
-	var ds []time.Duration
-	for i := 0; i < 3; i++ {
-		res := p.Run(context.Background(), target, prep)
-		if res.Kind != prober.KindSuccess {
-			t.Fatalf("baseline probe: %s/%s: %v", res.Kind, res.Reason, res.Err)
-		}
-		ds = append(ds, res.TTFT())
+	srv := llmd.Start(t, opts)
+	up := &http.Transport{Proxy: nil}
+	t.Cleanup(up.CloseIdleConnections)
+	ic := &indepClient{upstream: srv.URL, client: &http.Client{Transport: up}}
+	proxy := httptest.NewServer(ic)
+	t.Cleanup(proxy.Close)
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.Proxy = nil
+	t.Cleanup(tr.CloseIdleConnections)
+	var rt http.RoundTripper = tr
+	if wrap != nil {
+		rt = wrap(rt)
 	}
-	slices.Sort(ds)
-	return ds[1]
+	if rec != nil {
+		rec.base = rt
+		rt = rec
+	}
+	return srv, prober.Target{Name: "llmd", BaseURL: proxy.URL, Model: srv.Model, Client: &http.Client{Transport: rt}}, ic
 }
 
-// TestLLMDAccuracyTiming: TTFT and ITL match --time-to-first-token and
-// --inter-token-latency, output length is exact with ignore_eos, and the
-// role-only chunk, which this simulator writes right before the first token,
-// is not taken for it.
+// llmdCheckTiming checks one probe's TTFT and ITL against obs, the
+// independent client's timing of the same request: TTFT within 2 ms + 1 %
+// and ITL within 2 %, the prober's accuracy tolerances (the client's t0 is a
+// moment after slaprobe's and it sees each line a moment before slaprobe
+// does: a loopback hop each way). Against the configured values only
+// loosely: the simulator sleeps at least the configured time, so neither side
+// may see less (ITL: 0.5 % below, for the stamping of n−1 intervals), and at
+// most llmdSlack more.
+func llmdCheckTiming(res *prober.Result, obs indepTiming, ttft, itl time.Duration, errorf func(string, ...any)) {
+	got := res.TTFT()
+	if d := got - obs.ttft; absDur(d) > ttftTol(obs.ttft) {
+		errorf("TTFT %v, independent client %v: off by %v, tolerance %v", got, obs.ttft, d, ttftTol(obs.ttft))
+	}
+	if hi := ttft + time.Duration(llmdSlack*float64(ttft)); got < ttft || obs.ttft < ttft || got > hi {
+		errorf("TTFT %v (independent client %v), want within [%v, %v] of the configured %v", got, obs.ttft, ttft, hi, ttft)
+	}
+	if !res.DecodeMeasured() {
+		return
+	}
+	if e := relErr(res.ITL(), obs.itl); math.Abs(e) > accITLRel {
+		errorf("ITL %v, independent client %v: off by %+.2f%%, tolerance %.0f%%", res.ITL(), obs.itl, 100*e, 100*accITLRel)
+	}
+	lo, hi := time.Duration(float64(itl)*(1-0.005)), itl+time.Duration(llmdSlack*float64(itl))
+	if got := res.ITL(); got < lo || got > hi {
+		errorf("ITL %v (independent client %v), want within [%v, %v] of the configured %v", got, obs.itl, lo, hi, itl)
+	}
+}
+
+// llmdLogTiming logs one probe beside the independent client's timing.
+func llmdLogTiming(t *testing.T, i int, res *prober.Result, obs indepTiming, ttft, itl time.Duration, extra string) {
+	t.Helper()
+	us := func(d time.Duration) time.Duration { return d.Round(time.Microsecond) }
+	t.Logf("probe %d: P=%d, %d of %d tokens | TTFT slaprobe %v, independent client %v (%+v; configured %v, %+v) | ITL slaprobe %v, client %v (%+.2f%%; configured %v, %+.2f%%)%s",
+		i, res.PromptTokens, res.OutputTokens, obs.outputTokens, us(res.TTFT()), us(obs.ttft), us(res.TTFT()-obs.ttft), ttft, us(obs.ttft-ttft),
+		us(res.ITL()), us(obs.itl), 100*relErr(res.ITL(), obs.itl), itl, 100*relErr(obs.itl, itl), extra)
+}
+
+// TestLLMDAccuracyTiming: on every probe, TTFT and ITL agree with the
+// independent client's timing of the same request, output length is exact
+// with ignore_eos, and the role-only chunk, which this simulator writes right
+// before the first token, is not taken for it. The configured
+// --time-to-first-token and --inter-token-latency are loose bounds only.
 func TestLLMDAccuracyTiming(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real-time probes against llm-d-inference-sim")
 	}
 	llmd.SkipIfMissing(t)
-	testproc.Quiet(t) // the simulator's own overhead is measured first, and must be measured quiet too
+	testproc.Quiet(t) // tolerances of a few milliseconds
 	const (
 		ttft = 200 * time.Millisecond
 		itl  = 40 * time.Millisecond
@@ -173,22 +181,23 @@ func TestLLMDAccuracyTiming(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(fmt.Sprintf("%s_%d", tc.api, tc.in), func(t *testing.T) {
 			s := accScenario(tc.in, out)
-			base := llmdBaseTTFT(t, tc.api, s)
 			rec := &accTransport{}
-			srv, target := llmdTarget(t, llmd.Options{TTFT: ttft, ITL: itl}, rec)
+			srv, target, ic := llmdObserved(t, llmd.Options{TTFT: ttft, ITL: itl}, rec, nil)
 			target.API = tc.api
 			p := prober.New(nil, prober.SystemClock{})
 			prep := accPrepare(t, p, target, s)
 			accAttempts(t, func(errorf func(string, ...any)) {
 				for i := 0; i < 2; i++ {
+					k := ic.streams()
 					res := p.Run(context.Background(), target, prep)
 					if res.Kind != prober.KindSuccess {
 						errorf("probe: %s/%s: %v\n%s", res.Kind, res.Reason, res.Err, srv.Logs())
 						return
 					}
-					if res.OutputTokens != out || res.FinishReason != "length" || res.ContinuousUsage || res.FirstChunkTokens != 1 {
-						errorf("output: %d tokens (want %d), finish %q, continuous usage %v, first chunk %d",
-							res.OutputTokens, out, res.FinishReason, res.ContinuousUsage, res.FirstChunkTokens)
+					obs := ic.timing(t, k)
+					if res.OutputTokens != out || obs.outputTokens != out || res.FinishReason != "length" || res.ContinuousUsage || res.FirstChunkTokens != 1 {
+						errorf("output: %d tokens (independent client %d, want %d), finish %q, continuous usage %v, first chunk %d",
+							res.OutputTokens, obs.outputTokens, out, res.FinishReason, res.ContinuousUsage, res.FirstChunkTokens)
 					}
 					if !res.CachedReported || res.CachedTokens != 0 {
 						errorf("cached tokens %d (reported %v), want 0", res.CachedTokens, res.CachedReported)
@@ -208,10 +217,8 @@ func TestLLMDAccuracyTiming(t *testing.T) {
 						}
 						roleLead = res.FirstToken.Sub(firstAt)
 					}
-					llmdCheckTiming(&res, ttft, base, itl, errorf)
-					t.Logf("probe %d: P=%d TTFT %v (configured %+v, base %v), ITL %v (%+.2f%%), role chunk %v before the first token",
-						i, res.PromptTokens, res.TTFT().Round(time.Microsecond), (res.TTFT() - ttft).Round(time.Microsecond),
-						base.Round(time.Microsecond), res.ITL().Round(time.Microsecond), 100*relErr(res.ITL(), itl), roleLead.Round(time.Microsecond))
+					llmdCheckTiming(&res, obs, ttft, itl, errorf)
+					llmdLogTiming(t, i, &res, obs, ttft, itl, fmt.Sprintf(" | role chunk %v before the first token", roleLead.Round(time.Microsecond)))
 				}
 			})
 		})
@@ -299,26 +306,27 @@ func (n noIgnoreEOS) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // TestLLMDShortAnswers: without ignore_eos the third-party simulator chooses
 // each answer's length. Short probes keep their TTFT, and their ITL from
-// MinDecodeTokens tokens on, within the timing checks of a full answer.
+// MinDecodeTokens tokens on, within the timing checks of a full answer:
+// against the independent client's timing of the same requests.
 func TestLLMDShortAnswers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real-time probes against llm-d-inference-sim")
 	}
 	llmd.SkipIfMissing(t)
-	testproc.Quiet(t) // the simulator's own overhead is measured first, and must be measured quiet too
+	testproc.Quiet(t) // tolerances of a few milliseconds
 	const (
 		ttft = 50 * time.Millisecond
-		itl  = 40 * time.Millisecond // the simulator adds 0.25–0.35 ms a token: under 1 % here
+		itl  = 40 * time.Millisecond
 	)
 	s := accScenario(512, 64)
-	base := llmdBaseTTFT(t, prober.APIChat, s)
-	srv, target := llmdTarget(t, llmd.Options{TTFT: ttft, ITL: itl}, nil)
-	target.Client = &http.Client{Transport: noIgnoreEOS{base: target.Client.Transport}}
+	srv, target, ic := llmdObserved(t, llmd.Options{TTFT: ttft, ITL: itl}, nil,
+		func(rt http.RoundTripper) http.RoundTripper { return noIgnoreEOS{base: rt} })
 	p := prober.New(nil, prober.SystemClock{})
 	prep := accPrepare(t, p, target, s)
 	accAttempts(t, func(errorf func(string, ...any)) {
 		short, decoded := 0, 0
 		for i := 0; i < 6; i++ {
+			k := ic.streams()
 			res := p.Run(context.Background(), target, prep)
 			switch res.Kind {
 			case prober.KindSuccess:
@@ -329,19 +337,16 @@ func TestLLMDShortAnswers(t *testing.T) {
 				continue
 			}
 			short++
-			if !res.Timed() || res.FinishReason != "stop" {
-				errorf("probe %d: %d tokens, finish %q, timed %v", i, res.OutputTokens, res.FinishReason, res.Timed())
+			obs := ic.timing(t, k)
+			if !res.Timed() || res.FinishReason != "stop" || res.OutputTokens != obs.outputTokens {
+				errorf("probe %d: %d tokens (independent client %d), finish %q, timed %v", i, res.OutputTokens, obs.outputTokens, res.FinishReason, res.Timed())
 				continue
-			}
-			if d := res.TTFT() - (ttft + base); res.TTFT() < ttft || absDur(d) > ttftTol(ttft) {
-				errorf("probe %d: TTFT %v, configured %v + simulator overhead %v", i, res.TTFT(), ttft, base)
 			}
 			if res.DecodeMeasured() {
 				decoded++
-				llmdCheckTiming(&res, ttft, base, itl, errorf)
 			}
-			t.Logf("probe %d: %d of %d tokens, TTFT %v, ITL %v (measured %v)", i, res.OutputTokens, s.OutputTokens,
-				res.TTFT().Round(time.Microsecond), res.ITL().Round(time.Microsecond), res.DecodeMeasured())
+			llmdCheckTiming(&res, obs, ttft, itl, errorf)
+			llmdLogTiming(t, i, &res, obs, ttft, itl, fmt.Sprintf(" | ITL measured %v", res.DecodeMeasured()))
 		}
 		if short < 3 || decoded < 2 {
 			errorf("%d short answers of 6, %d with ITL: the simulator should pick shorter answers without ignore_eos", short, decoded)

@@ -12,25 +12,19 @@ package prober_test
 //   - an independent client written here (net/http, bufio and
 //     encoding/json, no prober code), a proxy that sends each of slaprobe's
 //     requests on to the engine and stamps TTFT and ITL itself as the bytes
-//     come from the engine (indepClient);
+//     come from the engine (indepClient, in indep_test.go);
 //   - Ollama's own eval_count and eval_duration of the request, which its
 //     native /api/chat reports: in native mode the proxy sends the request
 //     there and writes the answer back as OpenAI chunks, as Ollama's OpenAI
 //     endpoint does inside.
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -53,189 +47,6 @@ func ollamaTarget(t *testing.T, opts ollama.Options, rec *accTransport) (*ollama
 	}
 	// No model given: slaprobe finds it on /v1/models, as `slaprobe run` does.
 	return srv, prober.Target{Name: "ollama", BaseURL: srv.URL, Client: &http.Client{Transport: rt}}
-}
-
-// indepTiming is what the independent client measured of one request.
-type indepTiming struct {
-	ttft, itl    time.Duration
-	outputTokens int
-	// Ollama's own figures, from the native API's last line: its
-	// generation of the answer, without the HTTP around it.
-	evalCount    int
-	evalDuration time.Duration
-}
-
-// indepClient is the independent client: a proxy between slaprobe and the
-// engine, written with net/http, bufio and encoding/json and nothing of the
-// prober. It sends every request slaprobe sends on to the engine itself and
-// times the answer as the bytes come from the engine: t0 just before it sends
-// the request, then the arrival of every line, a token being a line with
-// non-empty content. So slaprobe and the client measure the very same
-// requests, and the engine's variance from request to request (large on a
-// shared CPU) cannot hide or fake a disagreement.
-//
-// In native mode it sends the request to Ollama's native /api/chat
-// (streamed) instead and writes the answer back as OpenAI chunks, which is
-// what Ollama's own OpenAI endpoint does inside; the native API's last line
-// carries Ollama's eval_count and eval_duration for the request.
-type indepClient struct {
-	upstream string
-	native   bool
-	client   *http.Client
-
-	mu      sync.Mutex
-	timings []indepTiming
-}
-
-func (c *indepClient) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != "/v1/chat/completions" || r.Method != http.MethodPost {
-		// /v1/models and the calibration's /tokenize go through untouched.
-		req, _ := http.NewRequestWithContext(r.Context(), r.Method, c.upstream+r.URL.Path, r.Body)
-		req.Header = r.Header.Clone()
-		resp, err := c.client.Do(req)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		defer resp.Body.Close()
-		w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
-		w.WriteHeader(resp.StatusCode)
-		_, _ = io.Copy(w, resp.Body)
-		return
-	}
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	var in struct {
-		Model     string            `json:"model"`
-		Messages  []json.RawMessage `json:"messages"`
-		MaxTokens int               `json:"max_tokens"`
-		Stream    bool              `json:"stream"`
-	}
-	if err := json.Unmarshal(body, &in); err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	url := c.upstream + "/v1/chat/completions"
-	if c.native && in.Stream {
-		url = c.upstream + "/api/chat"
-		body, _ = json.Marshal(map[string]any{"model": in.Model, "messages": in.Messages, "stream": true,
-			"options": map[string]any{"num_predict": in.MaxTokens}})
-	}
-	req, _ := http.NewRequestWithContext(r.Context(), http.MethodPost, url, bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	t0 := time.Now()
-	resp, err := c.client.Do(req)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadGateway)
-		return
-	}
-	defer resp.Body.Close()
-	if !in.Stream || resp.StatusCode != http.StatusOK {
-		w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
-		w.WriteHeader(resp.StatusCode)
-		_, _ = io.Copy(w, resp.Body) // the calibration's max_tokens=1 requests
-		return
-	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	flush := func() { w.(http.Flusher).Flush() }
-	var tm indepTiming
-	var first, last time.Time
-	token := func(at time.Time) {
-		if first.IsZero() {
-			first = at
-		}
-		last = at
-	}
-	br := bufio.NewReader(resp.Body)
-	for {
-		line, rerr := br.ReadBytes('\n')
-		at := time.Now()
-		if c.native {
-			var n struct {
-				Message struct {
-					Content string `json:"content"`
-				} `json:"message"`
-				Done            bool          `json:"done"`
-				DoneReason      string        `json:"done_reason"`
-				PromptEvalCount int           `json:"prompt_eval_count"`
-				EvalCount       int           `json:"eval_count"`
-				EvalDuration    time.Duration `json:"eval_duration"`
-			}
-			if len(bytes.TrimSpace(line)) > 0 && json.Unmarshal(line, &n) == nil {
-				if n.Message.Content != "" {
-					token(at)
-					fmt.Fprintf(w, "data: {\"id\":\"n\",\"choices\":[{\"index\":0,\"delta\":{\"content\":%q}}]}\n\n", n.Message.Content)
-					flush()
-				}
-				if n.Done {
-					tm.evalCount, tm.evalDuration, tm.outputTokens = n.EvalCount, n.EvalDuration, n.EvalCount
-					reason := "stop"
-					if n.DoneReason == "length" {
-						reason = "length"
-					}
-					fmt.Fprintf(w, "data: {\"id\":\"n\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":%q}]}\n\n", reason)
-					fmt.Fprintf(w, "data: {\"id\":\"n\",\"choices\":[],\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"total_tokens\":%d}}\n\ndata: [DONE]\n\n",
-						n.PromptEvalCount, n.EvalCount, n.PromptEvalCount+n.EvalCount)
-					flush()
-				}
-			}
-		} else {
-			_, _ = w.Write(line)
-			flush()
-			if data, ok := bytes.CutPrefix(bytes.TrimSpace(line), []byte("data: ")); ok && string(data) != "[DONE]" {
-				var ch struct {
-					Choices []struct {
-						Delta struct {
-							Content string `json:"content"`
-						} `json:"delta"`
-					} `json:"choices"`
-					Usage *struct {
-						CompletionTokens int `json:"completion_tokens"`
-					} `json:"usage"`
-				}
-				if json.Unmarshal(data, &ch) == nil {
-					if len(ch.Choices) > 0 && ch.Choices[0].Delta.Content != "" {
-						token(at)
-					}
-					if ch.Usage != nil {
-						tm.outputTokens = ch.Usage.CompletionTokens
-					}
-				}
-			}
-		}
-		if rerr != nil {
-			break
-		}
-	}
-	if first.IsZero() || tm.outputTokens < 2 {
-		return
-	}
-	tm.ttft, tm.itl = first.Sub(t0), last.Sub(first)/time.Duration(tm.outputTokens-1)
-	c.mu.Lock()
-	c.timings = append(c.timings, tm)
-	c.mu.Unlock()
-}
-
-// timing returns the independent client's timing of the i-th stream it
-// passed. slaprobe may be done with a stream (it has the usage chunk) a
-// moment before the proxy's handler returns, so it waits a little.
-func (c *indepClient) timing(t *testing.T, i int) indepTiming {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
-		c.mu.Lock()
-		n := len(c.timings)
-		if n > i {
-			defer c.mu.Unlock()
-			return c.timings[i]
-		}
-		c.mu.Unlock()
-		if time.Now().After(deadline) {
-			t.Fatalf("the independent client timed %d streams, want %d", n, i+1)
-		}
-	}
 }
 
 // TestOllamaAccuracy: on the real engine, slaprobe sizes a 1K prompt
@@ -404,16 +215,4 @@ func TestOllamaCutPrompt(t *testing.T) {
 	if res := p.Probe(context.Background(), target, "", accScenario(1024, 8)); res.Kind != prober.KindSuccess {
 		t.Fatalf("1024-token scenario: %s/%s: %v", res.Kind, res.Reason, res.Err)
 	}
-}
-
-func medianDur(ds []time.Duration) time.Duration {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s[len(s)/2]
-}
-
-func medianF(vs []float64) float64 {
-	s := slices.Clone(vs)
-	slices.Sort(s)
-	return s[len(s)/2]
 }

@@ -1,28 +1,34 @@
 #!/usr/bin/env bash
 # `make test`: every test, in stages, with the time each took.
 #
-# Each stage starts as soon as the stages it needs have passed, beside whatever else is running; its
-# output is printed whole when it ends. The builds come first, one after another: on 2 cores three Go
-# and C++ builds at once took more than twice the CPU time they take in turn (caches and memory
-# thrashed), so a fresh machine is done sooner building them in a row. apt downloads beside them.
+# Each stage starts when the stages it needs have passed and the stages it runs after have ended,
+# beside whatever else is running; its output is printed whole when it ends. The builds come first,
+# one after another: on 2 cores three Go and C++ builds at once took more than twice the CPU time they
+# take in turn (caches and memory thrashed), so a fresh machine is done sooner building them in a row.
+# apt downloads beside them. A stage whose need failed is not run; a stage that only runs after a
+# failed one still runs. So one broken tool build does not blank the run: every stage that does not
+# need it still tests and reports, the tests that need it fail by name (testproc.SkipIfMissing reads
+# the .tools/bin/<tool>.build-failed marker this script leaves, which names the stage and its log),
+# and the run as a whole still fails.
 #
+#   stage          what                                                         needs; runs after
 #   apt            Debian packages (only what is missing)
 #   llmd           llm-d-inference-sim, pinned, cached by version (scripts/test-deps.sh)
-#   go-build       compiles every package and test package of the three        needs llmd
+#   go-build       compiles every package and test package of the three        ; llmd
 #                  modules without linking, and slaprobe as the tests build it (-trimpath); lists
 #                  which packages' tests run a built tool
-#   ollama         Ollama and tinymodel, pinned, cached by version              needs apt (g++, headers), go-build
-#   grafana-npm    npm ci of @grafana/data, cached by its lock's hash           needs apt (node, npm)
-# Then every test at once, when ollama (the last build) has passed:
-#   fuzz-short     both fuzz targets, a fixed count of runs each
-#   checkrules     promtool and amtool, one process per rule test file
-#   e2e            scripts/e2e.sh: the demo scraped by promtool
-#   test-deploy    the test/deploy module
-#   test-grafana   the test/grafana module                                      needs grafana-npm too
-#   test-e2e-go    go test -race ./test/e2e (Prometheus, Alertmanager)
-#   go-test        go test -race of the packages whose tests need no built tool
-#   go-test-tools  go test -race of those that run llm-d or Ollama
-#   go-test-quiet  the timing checks the go-test stages deferred                needs every other stage
+#   ollama         Ollama and tinymodel, pinned, cached by version              apt (g++, headers); go-build
+#   grafana-npm    npm ci of @grafana/data, cached by its lock's hash           apt (node, npm)
+# Then every test at once, when the builds have ended:
+#   fuzz-short     both fuzz targets, a fixed count of runs each                ; ollama
+#   checkrules     promtool and amtool, one process per rule test file          apt; ollama
+#   e2e            scripts/e2e.sh: the demo scraped by promtool                 apt, go-build; ollama
+#   test-deploy    the test/deploy module                                       ; ollama
+#   test-grafana   the test/grafana module                                      grafana-npm; ollama
+#   test-e2e-go    go test -race ./test/e2e (Prometheus, Alertmanager)          go-build; ollama
+#   go-test        go test -race of the packages whose tests need no built tool go-build; ollama
+#   go-test-tools  go test -race of those that run llm-d or Ollama              go-build; ollama
+#   go-test-quiet  the timing checks the go-test stages deferred                ; every other stage
 # The stages that only need throughput (promtool, the test modules, scripts/e2e.sh, the fuzzing) run
 # niced beside go test.
 #
@@ -101,16 +107,42 @@ record() { # name seconds result
 	[ "$3" = ok ] || failed+=("$1")
 }
 
-# stage NAME NEEDS CMD: NEEDS is a comma-separated list of stages that must have passed first.
-declare -a s_name=() s_needs=() s_cmd=()
+# stage NAME NEEDS AFTER CMD: NEEDS and AFTER are comma-separated lists of stages. The stage starts
+# once every stage in NEEDS has passed and every stage in AFTER has ended, passed or not; when one in
+# NEEDS fails (or is not run), the stage is not run.
+declare -a s_name=() s_needs=() s_after=() s_cmd=()
 stage() {
 	s_name+=("$1")
 	s_needs+=("$2")
-	s_cmd+=("$3")
+	s_after+=("$3")
+	s_cmd+=("$4")
 }
 
-# run_stages: starts each stage once its needs have passed (all at once, or one by one with
-# TEST_SERIAL=1); a stage whose need failed is not run. Returns non-zero when any failed.
+# The programs each build stage puts in .tools/bin. When such a stage fails or is not run, its log is
+# kept in .tools/logs/ and a marker beside each program names the stage and the log; tests that need
+# the program fail with that message (testproc.SkipIfMissing). A passing build removes the markers.
+declare -A s_tools=([llmd]="llm-d-inference-sim" [ollama]="ollama tinymodel")
+mark_build() { # stage rc reason
+	local n=$1 r=$2 why=$3 t log
+	[ -n "${s_tools[$n]:-}" ] || return 0
+	mkdir -p "$root/.tools/bin" "$root/.tools/logs"
+	for t in ${s_tools[$n]}; do
+		if [ "$r" = 0 ]; then
+			rm -f "$root/.tools/bin/$t.build-failed"
+			continue
+		fi
+		log=$root/.tools/logs/$n.log
+		[ -f "$logs/$n.log" ] && cp -f "$logs/$n.log" "$log"
+		if [ -f "$logs/$n.log" ]; then
+			printf "make test's stage %s %s at %s; its log: %s\n" "$n" "$why" "$(date -u +%FT%TZ)" "$log"
+		else
+			printf "make test's stage %s %s at %s\n" "$n" "$why" "$(date -u +%FT%TZ)"
+		fi >"$root/.tools/bin/$t.build-failed"
+	done
+}
+
+# run_stages: starts each stage once it may (all at once, or one by one with TEST_SERIAL=1); a stage
+# whose need failed is not run. Returns non-zero when any failed.
 run_stages() {
 	local -A state=() rc=() pid=() start=()
 	local i n d ready blocked r pending any=0
@@ -128,20 +160,25 @@ run_stages() {
 					*) ready=0 ;;
 					esac
 				done
+				for d in ${s_after[$i]//,/ }; do
+					[ "${state[$d]:-pending}" = done ] || ready=0
+				done
 				if [ -n "$blocked" ]; then
 					state[$n]=done rc[$n]=1
 					say "stage $n: not run, $blocked failed"
 					record "$n" 0 "not run ($blocked failed)"
+					mark_build "$n" 1 "was not run ($blocked failed)"
 					any=1
 				elif [ $ready = 1 ]; then
 					start[$n]=$SECONDS
 					if [ "${TEST_SERIAL:-0}" = 1 ]; then
 						say "stage $n: start"
 						r=0
-						bash -c "${s_cmd[$i]}" || r=$?
+						bash -c "${s_cmd[$i]}" 2>&1 | tee "$logs/$n.log" || r=$?
 						state[$n]=done rc[$n]=$r
 						say "stage $n: $((SECONDS - start[$n]))s$([ $r -ne 0 ] && echo ", FAILED (exit $r)")"
 						record "$n" $((SECONDS - start[$n])) "$([ $r -eq 0 ] && echo ok || echo "FAIL ($r)")"
+						mark_build "$n" $r "failed (exit $r)"
 						[ $r -ne 0 ] && any=1
 					else
 						say "stage $n: start (at $((SECONDS - t_all))s; its output follows when it ends)"
@@ -160,6 +197,7 @@ run_stages() {
 					cat "$logs/$n.log"
 					say "stage $n: $((SECONDS - start[$n]))s$([ $r -ne 0 ] && echo ", FAILED (exit $r)")"
 					record "$n" $((SECONDS - start[$n])) "$([ $r -eq 0 ] && echo ok || echo "FAIL ($r)")"
+					mark_build "$n" $r "failed (exit $r)"
 					[ $r -ne 0 ] && any=1
 				fi
 				;;
@@ -201,20 +239,20 @@ else
 fi
 
 # go-build compiles without linking (go list -export): go test links each test binary anyway.
-stage apt "" "scripts/test-deps.sh apt"
-stage llmd "" "scripts/test-deps.sh llmd"
-stage go-build llmd "set -e; CGO_ENABLED=1 $GO list -race -test -export -deps -f '' ./...; scripts/test.sh --partition '$logs'; CGO_ENABLED=1 $GO build -trimpath -o /dev/null ./cmd/slaprobe; cd test/deploy; CGO_ENABLED=1 $GO list -test -export -deps -f '' ./...; cd ../grafana; $GO list -test -export -deps -f '' ./...; echo 'every package and test package compiled'"
-stage ollama apt,go-build "scripts/test-deps.sh ollama"
-stage grafana-npm apt "scripts/test-deps.sh grafana"
-stage fuzz-short ollama "$busy make --no-print-directory fuzz-short"
-stage checkrules ollama "$busy make --no-print-directory checkrules"
-stage e2e ollama "$busy scripts/e2e.sh"
-stage test-deploy ollama "$busy make --no-print-directory test-deploy"
-stage test-grafana ollama,grafana-npm "cd test/grafana && $busy $GO test -count=1 ./..."
-stage test-e2e-go ollama "CGO_ENABLED=1 $GO test -race -count=1 -timeout 20m ./test/e2e"
-stage go-test ollama "SLAPROBE_QUIET_DEFER='$deferred' CGO_ENABLED=1 $GO test -race -count=1 -p 2 -timeout 20m \$(cat '$logs/pkgs-other')"
-stage go-test-tools ollama "SLAPROBE_QUIET_DEFER='$deferred' CGO_ENABLED=1 $GO test -race -count=1 -p 1 -timeout 20m \$(cat '$logs/pkgs-tools')"
-stage go-test-quiet go-test,go-test-tools,test-e2e-go,checkrules,e2e,test-deploy,test-grafana,fuzz-short "scripts/test.sh --quiet-pass '$deferred'"
+stage apt "" "" "scripts/test-deps.sh apt"
+stage llmd "" "" "scripts/test-deps.sh llmd"
+stage go-build "" llmd "set -e; CGO_ENABLED=1 $GO list -race -test -export -deps -f '' ./...; scripts/test.sh --partition '$logs'; CGO_ENABLED=1 $GO build -trimpath -o /dev/null ./cmd/slaprobe; cd test/deploy; CGO_ENABLED=1 $GO list -test -export -deps -f '' ./...; cd ../grafana; $GO list -test -export -deps -f '' ./...; echo 'every package and test package compiled'"
+stage ollama apt go-build "scripts/test-deps.sh ollama"
+stage grafana-npm apt "" "scripts/test-deps.sh grafana"
+stage fuzz-short "" ollama "$busy make --no-print-directory fuzz-short"
+stage checkrules apt ollama "$busy make --no-print-directory checkrules"
+stage e2e apt,go-build ollama "$busy scripts/e2e.sh"
+stage test-deploy "" ollama "$busy make --no-print-directory test-deploy"
+stage test-grafana grafana-npm ollama "cd test/grafana && $busy $GO test -count=1 ./..."
+stage test-e2e-go go-build ollama "CGO_ENABLED=1 $GO test -race -count=1 -timeout 20m ./test/e2e"
+stage go-test go-build ollama "SLAPROBE_QUIET_DEFER='$deferred' CGO_ENABLED=1 $GO test -race -count=1 -p 2 -timeout 20m \$(cat '$logs/pkgs-other')"
+stage go-test-tools go-build ollama "SLAPROBE_QUIET_DEFER='$deferred' CGO_ENABLED=1 $GO test -race -count=1 -p 1 -timeout 20m \$(cat '$logs/pkgs-tools')"
+stage go-test-quiet "" go-test,go-test-tools,test-e2e-go,checkrules,e2e,test-deploy,test-grafana,fuzz-short "scripts/test.sh --quiet-pass '$deferred'"
 
 rc=0
 run_stages || rc=1

@@ -40,18 +40,45 @@ func Binary(name, env string) (string, bool) {
 	return "", false
 }
 
+// BuildFailedSuffix ends the name of the file that `make test` (scripts/test.sh) leaves beside a
+// program in .tools/bin/ when the stage that builds it failed or could not run: <name>.build-failed,
+// one line naming the stage and where its log is. A later build of the stage that passes removes it.
+const BuildFailedSuffix = ".build-failed"
+
+// BuildFailed returns what the marker of name's failed build says, when there is one in
+// <repo>/.tools/bin and $env does not name the program explicitly.
+func BuildFailed(name, env string) (string, bool) {
+	if os.Getenv(env) != "" {
+		return "", false
+	}
+	root, ok := RepoRoot()
+	if !ok {
+		return "", false
+	}
+	b, err := os.ReadFile(filepath.Join(root, ".tools", "bin", name+BuildFailedSuffix))
+	if err != nil {
+		return "", false
+	}
+	return strings.TrimSpace(string(b)), true
+}
+
 // SkipIfMissing skips the test when the program cannot be found, saying how to get it (what: the
 // program and its version, for the message), and returns its path otherwise. With
-// SLAPROBE_REQUIRE_DEPS=1 a missing program fails the test instead.
+// SLAPROBE_REQUIRE_DEPS=1 a missing program fails the test instead. When the last `make test` failed
+// to build the program, the test is failed or skipped the same way, with the stage and its log named,
+// even if an older build is still in .tools/bin: that one is not what the pins ask for.
 func SkipIfMissing(t testing.TB, name, env, what string) string {
 	t.Helper()
 	p, ok := Binary(name, env)
-	if ok {
+	msg := ""
+	if why, failed := BuildFailed(name, env); failed {
+		msg = fmt.Sprintf("%s: not built: %s", what, why)
+	} else if ok {
 		return p
-	}
-	msg := fmt.Sprintf("%s not found: run `make test-deps` (builds .tools/bin/%s), or set %s to its path", what, name, env)
-	if p != "" {
+	} else if p != "" {
 		msg = fmt.Sprintf("%s=%q is not an executable file; unset it or run `make test-deps`", env, p)
+	} else {
+		msg = fmt.Sprintf("%s not found: run `make test-deps` (builds .tools/bin/%s), or set %s to its path", what, name, env)
 	}
 	if os.Getenv(EnvRequire) == "1" {
 		t.Fatalf("%s (%s=1)", msg, EnvRequire)

@@ -1,9 +1,11 @@
 package testproc
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -96,5 +98,60 @@ func TestQuietDefers(t *testing.T) {
 	dir, _ := os.Getwd()
 	if want := dir + "\tTestQuietDefers/timing_check\n"; string(b) != want {
 		t.Errorf("listed %q; want %q", b, want)
+	}
+}
+
+// fakeTB records what SkipIfMissing says instead of ending the test.
+type fakeTB struct {
+	testing.TB
+	skipped, failed string
+}
+
+func (f *fakeTB) Helper()                        {}
+func (f *fakeTB) Skip(args ...any)               { f.skipped = fmt.Sprint(args...) }
+func (f *fakeTB) Fatalf(format string, a ...any) { f.failed = fmt.Sprintf(format, a...) }
+
+// A marker left by a failed build wins over an older binary still in .tools/bin, and its text reaches
+// the test's message: skipped in a plain go test, failed under make test.
+func TestSkipIfMissingNamesTheFailedBuild(t *testing.T) {
+	root, ok := RepoRoot()
+	if !ok {
+		t.Fatal("no repo root")
+	}
+	bin := filepath.Join(root, ".tools", "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	name := fmt.Sprintf("testproc-fake-%d", os.Getpid())
+	exe, marker := filepath.Join(bin, name), filepath.Join(bin, name+BuildFailedSuffix)
+	t.Cleanup(func() { os.Remove(exe); os.Remove(marker) })
+	if err := os.WriteFile(exe, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := "SLAPROBE_TESTPROC_FAKE"
+	t.Setenv(env, "")
+
+	t.Setenv(EnvRequire, "")
+	if p := SkipIfMissing(&fakeTB{TB: t}, name, env, "fake 1.0"); p != exe {
+		t.Fatalf("without a marker: %q, want %q", p, exe)
+	}
+	why := "stage fake of make test failed (exit 2); its log: /somewhere/fake.log"
+	if err := os.WriteFile(marker, []byte(why+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeTB{TB: t}
+	if p := SkipIfMissing(f, name, env, "fake 1.0"); p != "" || !strings.Contains(f.skipped, why) || f.failed != "" {
+		t.Errorf("with a marker: path %q, skipped %q, failed %q; want a skip naming %q", p, f.skipped, f.failed, why)
+	}
+	t.Setenv(EnvRequire, "1")
+	f = &fakeTB{TB: t}
+	SkipIfMissing(f, name, env, "fake 1.0")
+	if !strings.Contains(f.failed, why) || !strings.Contains(f.failed, "fake 1.0") {
+		t.Errorf("with a marker under %s=1: failed %q; want the stage and its log named", EnvRequire, f.failed)
+	}
+	// An explicit path in the environment is the user's choice: no marker applies.
+	t.Setenv(env, exe)
+	if p := SkipIfMissing(&fakeTB{TB: t}, name, env, "fake 1.0"); p != exe {
+		t.Errorf("with %s set: %q, want %q", env, p, exe)
 	}
 }

@@ -134,6 +134,12 @@ type SweepOptions struct {
 	Power      PowerSampler  // optional: power per step
 	BeforeStep func(ctx context.Context, s StepInfo) error
 	Progress   func(ProgressEvent)
+	// CheckStepDuration sends one request of each scenario before its
+	// closed-loop ladder (not part of any step) and warns, with a
+	// ProgressWarning event and the log, when StepDuration holds fewer than
+	// two such requests: such a step may end with no request finished and
+	// measure nothing. `slaprobe bench` sets it.
+	CheckStepDuration bool
 
 	Clock  Clock
 	Logger *slog.Logger
@@ -174,6 +180,7 @@ const (
 	ProgressStepFinished   ProgressKind = "step_finished"
 	ProgressStepSkipped    ProgressKind = "step_skipped"    // a ladder stopped early; Message says why
 	ProgressScenarioFailed ProgressKind = "scenario_failed" // Prepare failed; Message says why
+	ProgressWarning        ProgressKind = "warning"         // a setting may spoil the steps ahead; Message says what to set
 )
 
 // ProgressEvent reports where a sweep is, for progress bars and logs.
@@ -293,6 +300,13 @@ type StepResult struct {
 
 	// Drain says how the step started: on a drained engine, or busy.
 	Drain *DrainResult `json:"drain,omitempty"`
+
+	// NotMeasured says why the step has no figures, when no measured
+	// request ended in it (a closed-loop window shorter than a request).
+	// Its distributions are zero because nothing was measured: capacity,
+	// scaling efficiency and headlines leave it out, reports show "–", and
+	// a comparison calls it not measured. Empty when Measured.
+	NotMeasured string `json:"not_measured,omitempty"`
 
 	// QueueWaitSeconds is the mean engine queue time over the step, from
 	// the change in vllm:request_queue_time_seconds; nil when the engine
@@ -479,6 +493,9 @@ type sweepRun struct {
 	// observed durations for the estimator
 	bursts  map[string][]StepResult
 	lastE2E map[string]float64
+	// requestSeconds is the longest request E2E seen per scenario (the
+	// sizing request, the steps' slowest), for NotMeasured's advice.
+	requestSeconds map[string]float64
 }
 
 // scenario runs both ladders of one scenario. It returns a non-nil error
@@ -496,6 +513,12 @@ func (sw *sweepRun) scenario(ctx context.Context, s Scenario, closed, burst []in
 		sw.emit(ProgressEvent{Kind: ProgressScenarioFailed, StepInfo: StepInfo{Scenario: s.Name}, Message: fmt.Sprintf("prepare: %v", err)})
 		sw.logger.Warn("sweep scenario skipped", "scenario", s.Name, "err", err)
 		return nil
+	}
+	if sw.opts.CheckStepDuration && len(closed) > 0 {
+		sw.sizeRequest(ctx, s, prep)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 	}
 	for _, mode := range []Mode{ModeClosedLoop, ModeBurst} {
 		rungs := closed
@@ -591,6 +614,14 @@ func (sw *sweepRun) step(ctx context.Context, s Scenario, prep *Prepared, info S
 	}
 	step := summarizeStep(info, out)
 	step.Drain = &drain
+	if step.E2E.Count > 0 {
+		sw.noteRequest(info.Scenario, step.E2E.Max)
+	}
+	if !step.Measured() {
+		step.NotMeasured = sw.notMeasured(info)
+		sw.logger.Warn("sweep step measured nothing", "scenario", info.Scenario, "mode", info.Mode,
+			"concurrency", info.Concurrency, "why", step.NotMeasured)
+	}
 	if drain.Busy {
 		sw.logger.Warn("sweep step started on a busy engine; left out of capacity", "scenario", info.Scenario, "mode", info.Mode,
 			"concurrency", info.Concurrency, "running", drain.Running, "waiting", drain.Waiting)
@@ -703,6 +734,61 @@ func (d *DrainResult) merge(o DrainResult) {
 // StartedBusy reports whether the step started on an engine that had not
 // drained; such a step measured leftovers or other traffic.
 func (s *StepResult) StartedBusy() bool { return s.Drain != nil && s.Drain.Busy }
+
+// Measured reports whether at least one measured request ended in the step,
+// so that its figures exist (see NotMeasured).
+func (s *StepResult) Measured() bool { return s.Requests > 0 }
+
+// notMeasured explains a step in which no measured request ended, with the
+// step duration to set when a request's length is known.
+func (sw *sweepRun) notMeasured(info StepInfo) string {
+	if info.Mode == ModeBurst {
+		return "no request of the burst ended"
+	}
+	msg := fmt.Sprintf("no request ended inside the %s window", sw.opts.StepDuration)
+	if e2e := sw.requestSeconds[info.Scenario]; e2e > 0 {
+		msg += fmt.Sprintf(": a request of %s takes about %.1fs here; %s", info.Scenario, e2e, stepDurationAdvice(e2e))
+	} else {
+		msg += ": a request takes longer than that; set step.duration (bench: --step.duration) to at least twice a request's length"
+	}
+	return msg
+}
+
+// stepDurationAdvice names the closed-loop window that holds two requests of
+// e2eSeconds each, in whole seconds.
+func stepDurationAdvice(e2eSeconds float64) string {
+	return fmt.Sprintf("set step.duration (bench: --step.duration) to %s or more", time.Duration(math.Ceil(2*e2eSeconds))*time.Second)
+}
+
+// sizeRequest sends one request of s before its closed-loop ladder and
+// warns when the step window holds fewer than two of them
+// (CheckStepDuration).
+func (sw *sweepRun) sizeRequest(ctx context.Context, s Scenario, prep *Prepared) {
+	res := sw.r.Run(ctx, sw.t, prep)
+	if ctx.Err() != nil || !res.Timed() || res.LastToken.IsZero() {
+		return
+	}
+	e2e := res.E2E().Seconds()
+	if at, ok := res.E2EAtRequested(); ok {
+		e2e = at.Seconds() // a short answer: as long as the steps' requests will be
+	}
+	sw.noteRequest(s.Name, e2e)
+	if window := sw.opts.StepDuration.Seconds(); 2*e2e > window {
+		msg := fmt.Sprintf("one request takes %.1fs here (a first request, alone on the server), so the %s window of a closed-loop step holds fewer than two, and fewer still at higher N: a step may end with no request finished and measure nothing; %s",
+			e2e, sw.opts.StepDuration, stepDurationAdvice(e2e))
+		sw.logger.Warn("sweep step duration shorter than two requests", "scenario", s.Name, "request_seconds", e2e, "step_duration", sw.opts.StepDuration)
+		sw.emit(ProgressEvent{Kind: ProgressWarning, StepInfo: StepInfo{Scenario: s.Name, Mode: ModeClosedLoop}, Message: msg})
+	}
+}
+
+// noteRequest keeps the longest request seen of a scenario, for the advice
+// on an unmeasured step.
+func (sw *sweepRun) noteRequest(scenario string, e2eSeconds float64) {
+	if sw.requestSeconds == nil {
+		sw.requestSeconds = map[string]float64{}
+	}
+	sw.requestSeconds[scenario] = max(sw.requestSeconds[scenario], e2eSeconds)
+}
 
 func (sw *sweepRun) scrape(ctx context.Context) (EngineCounters, bool) {
 	if sw.opts.Scrape == nil {
@@ -902,19 +988,24 @@ func finishScenario(sr *ScenarioResult, s Scenario, opts SweepOptions) {
 	for _, steps := range [][]StepResult{sr.ClosedLoop, sr.Burst} {
 		// Efficiency is relative to N=1; an N=1 step that started busy
 		// measured other traffic too, so no efficiency is derived from it.
+		// Nor from a step that measured nothing, and none is given to one.
 		var base float64
 		for _, st := range steps {
-			if st.Concurrency == 1 && !st.StartedBusy() {
+			if st.Concurrency == 1 && !st.StartedBusy() && st.Measured() {
 				base = st.SystemThroughput
 			}
 		}
 		for i := range steps {
-			steps[i].ScalingEfficiency = ScalingEfficiency(steps[i].SystemThroughput, base, steps[i].Concurrency)
+			if steps[i].Measured() {
+				steps[i].ScalingEfficiency = ScalingEfficiency(steps[i].SystemThroughput, base, steps[i].Concurrency)
+			}
 		}
 	}
 	// Steps that started on a busy engine measured leftovers or other
 	// traffic: they stay in the results, marked, but capacity is read from
-	// the drained ones only.
+	// the drained ones only. Steps that measured nothing neither pass nor
+	// fail a limit: capacity is read from the others, and is unknown
+	// (nil) when there are none.
 	if burst := drained(sr.Burst); len(burst) > 0 {
 		c := MaxSafeQueue(burst, opts.Capacity)
 		sr.MaxSafeQueue = &c
@@ -925,11 +1016,11 @@ func finishScenario(sr *ScenarioResult, s Scenario, opts SweepOptions) {
 	}
 }
 
-// drained returns the steps that did not start busy.
+// drained returns the steps that did not start busy and measured something.
 func drained(steps []StepResult) []StepResult {
 	out := make([]StepResult, 0, len(steps))
 	for i := range steps {
-		if !steps[i].StartedBusy() {
+		if !steps[i].StartedBusy() && steps[i].Measured() {
 			out = append(out, steps[i])
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -314,5 +316,76 @@ func TestLadder(t *testing.T) {
 		if got[i] != want[i] {
 			t.Fatalf("ladder = %v; want %v", got, want)
 		}
+	}
+}
+
+// A closed-loop window shorter than one request: no request ends in it. The
+// step says so and why, with the step duration to set; no scaling efficiency,
+// no capacity comes from it; the sizing request warns before the ladder; and
+// a ladder whose larger steps did measure is judged on those alone.
+func TestSweepStepThatMeasuredNothing(t *testing.T) {
+	f := newSwFakeEngine()
+	f.step = func(int) time.Duration { return 15 * time.Millisecond } // 11 tokens: about 150 ms a request
+	var events []ProgressEvent
+	opts := swFastOptions(swScenario())
+	opts.ClosedLoop, opts.Burst = []int{1, 4}, nil
+	// The requests in flight when the window opens end after it closes, so
+	// none starts inside it: nothing is sampled.
+	opts.Warmup, opts.StepDuration = 20*time.Millisecond, 60*time.Millisecond
+	opts.CheckStepDuration = true
+	opts.Progress = func(ev ProgressEvent) { events = append(events, ev) }
+	res, err := Sweep(context.Background(), f, Target{Name: "t"}, "m", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sr := res.Scenarios[0]
+	if len(sr.ClosedLoop) != 2 {
+		t.Fatalf("%d closed-loop steps, want 2", len(sr.ClosedLoop))
+	}
+	for _, st := range sr.ClosedLoop {
+		if st.Measured() || st.Requests != 0 {
+			t.Errorf("N=%d: %d requests ended in a 60 ms window of 150 ms requests", st.Concurrency, st.Requests)
+		}
+		if !strings.Contains(st.NotMeasured, "no request ended inside the 60ms window") || !regexp.MustCompile(`to \d+s or more`).MatchString(st.NotMeasured) {
+			t.Errorf("N=%d: NotMeasured %q; want the window and the duration to set", st.Concurrency, st.NotMeasured)
+		}
+		if st.ScalingEfficiency != 0 {
+			t.Errorf("N=%d: scaling efficiency %g from a step that measured nothing", st.Concurrency, st.ScalingEfficiency)
+		}
+	}
+	if sr.Capacity != nil {
+		t.Errorf("capacity %+v from steps that measured nothing; want none", *sr.Capacity)
+	}
+	var warned, finished int
+	for i, ev := range events {
+		switch ev.Kind {
+		case ProgressWarning:
+			warned++
+			if i != 0 || !strings.Contains(ev.Message, "step.duration") || !strings.Contains(ev.Message, "60ms window") {
+				t.Errorf("warning at event %d: %q; want it first, naming the window and what to set", i, ev.Message)
+			}
+		case ProgressStepFinished:
+			if ev.Result.NotMeasured == "" {
+				t.Errorf("step N=%d finished without saying it measured nothing", ev.Concurrency)
+			}
+			finished++
+		}
+	}
+	if warned != 1 || finished != 2 {
+		t.Errorf("%d warnings, %d steps finished; want 1 and 2", warned, finished)
+	}
+
+	// Long enough for N=1 to measure: a ladder judged on the measured steps.
+	steps := []StepResult{
+		{Concurrency: 1, Requests: 3, Succeeded: 3, SuccessRatio: 1, TTFT: Summary{Count: 3, Mean: 0.1}, SystemThroughput: 100},
+		{Concurrency: 4, NotMeasured: "no request ended inside the 1s window", SystemThroughput: 390},
+	}
+	sr = ScenarioResult{ClosedLoop: steps}
+	finishScenario(&sr, swScenario(), opts)
+	if sr.ClosedLoop[0].ScalingEfficiency != 1 || sr.ClosedLoop[1].ScalingEfficiency != 0 {
+		t.Errorf("efficiencies %g and %g; want 1 and none", sr.ClosedLoop[0].ScalingEfficiency, sr.ClosedLoop[1].ScalingEfficiency)
+	}
+	if c := sr.Capacity; c == nil || c.N != 1 || c.Bound != BoundAtLeast {
+		t.Errorf("capacity %+v; want at least 1 (N=4 measured nothing, so it neither passes nor fails)", c)
 	}
 }

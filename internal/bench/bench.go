@@ -127,6 +127,7 @@ func Run(ctx context.Context, o Options) int {
 
 	bar := newProgress(o.Stderr, isTerminal(o.Stderr))
 	plan.Options.Progress = bar.event
+	plan.Options.CheckStepDuration = true
 	cpu0, wall0 := cpuTime(), time.Now()
 	fmt.Fprintf(o.Stderr, "sweeping %s (%s): %d scenario(s), closed loop %v, burst %v\n", t.Name, plan.Model.ID, len(plan.Scenarios),
 		ladderText(plan.Options.ClosedLoop, plan.Options.MaxConcurrency), ladderText(plan.Options.Burst, plan.Options.MaxConcurrency))

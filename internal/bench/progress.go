@@ -55,7 +55,9 @@ func newProgress(w io.Writer, tty bool) *progress {
 func (p *progress) event(ev prober.ProgressEvent) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.last, p.at = ev, time.Now()
+	if ev.Kind != prober.ProgressWarning { // the bar keeps showing the step
+		p.last, p.at = ev, time.Now()
+	}
 	cpuShare := ""
 	switch ev.Kind {
 	case prober.ProgressStepStarted:
@@ -66,8 +68,13 @@ func (p *progress) event(ev prober.ProgressEvent) {
 		}
 	}
 	if p.tty {
-		if ev.Kind == prober.ProgressStepSkipped || ev.Kind == prober.ProgressScenarioFailed {
+		switch {
+		case ev.Kind == prober.ProgressStepSkipped || ev.Kind == prober.ProgressScenarioFailed:
 			fmt.Fprintf(p.w, "\r\033[K%s: %s\n", ev.Scenario, ev.Message)
+		case ev.Kind == prober.ProgressWarning:
+			fmt.Fprintf(p.w, "\r\033[K%s: WARNING: %s\n", ev.Scenario, ev.Message)
+		case ev.Kind == prober.ProgressStepFinished && ev.Result != nil && !ev.Result.Measured():
+			fmt.Fprintf(p.w, "\r\033[K%s %s N=%d: nothing measured: %s\n", ev.Scenario, modeName(ev.Mode), ev.Concurrency, ev.Result.NotMeasured)
 		}
 		p.draw()
 		return
@@ -78,9 +85,16 @@ func (p *progress) event(ev prober.ProgressEvent) {
 			modeName(ev.Mode), ev.Concurrency, fmtDur(ev.Elapsed), fmtDur(ev.Remaining))
 	case prober.ProgressStepFinished:
 		r := ev.Result
+		if !r.Measured() {
+			fmt.Fprintf(p.w, "[%d/%d] %s %s N=%d done: nothing measured: %s\n",
+				ev.Step, ev.Steps, ev.Scenario, modeName(ev.Mode), ev.Concurrency, r.NotMeasured)
+			return
+		}
 		fmt.Fprintf(p.w, "[%d/%d] %s %s N=%d done: %d/%d ok, TTFT mean %.3fs, decode %.1f tok/s, system %.0f tok/s%s\n",
 			ev.Step, ev.Steps, ev.Scenario, modeName(ev.Mode), ev.Concurrency, r.Succeeded, r.Requests,
 			r.TTFT.Mean, r.Decode.Mean, r.SystemThroughput, cpuShare)
+	case prober.ProgressWarning:
+		fmt.Fprintf(p.w, "%s: WARNING: %s\n", ev.Scenario, ev.Message)
 	default:
 		fmt.Fprintf(p.w, "%s: %s\n", ev.Scenario, ev.Message)
 	}

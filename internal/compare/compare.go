@@ -164,8 +164,25 @@ func (k comparer) steps(base, cur *report.Report, diffs *[]string) []report.Step
 					out = append(out, report.StepChange{Scenario: s.Name, Mode: m, Concurrency: st.Concurrency, Presence: report.OnlyInNew})
 					continue
 				}
-				out = append(out, report.StepChange{Scenario: s.Name, Mode: m, Concurrency: st.Concurrency, Presence: report.InBoth,
-					Metrics: k.metrics(s.Name, m, bst, &st)})
+				sc := report.StepChange{Scenario: s.Name, Mode: m, Concurrency: st.Concurrency, Presence: report.InBoth}
+				// A step that measured nothing has zeros, not figures:
+				// it is not compared.
+				switch {
+				case !bst.Measured() && !st.Measured():
+					sc.NotMeasured = "both"
+				case !bst.Measured():
+					sc.NotMeasured = "base"
+				case !st.Measured():
+					sc.NotMeasured = "new"
+				default:
+					sc.Metrics = k.metrics(s.Name, m, bst, &st)
+				}
+				if sc.NotMeasured != "" {
+					where := map[string]string{"both": "either run", "base": "the base run", "new": "the new run"}[sc.NotMeasured]
+					*diffs = append(*diffs, fmt.Sprintf("Scenario %s %s N=%d measured nothing in %s (no request ended in it): not compared.",
+						s.Name, modeText(m), st.Concurrency, where))
+				}
+				out = append(out, sc)
 			}
 			for _, st := range bs {
 				if stepAt(ns, st.Concurrency) == nil {

@@ -422,3 +422,35 @@ func stepReport(mode prober.Mode, st report.Step) *report.Report {
 	r.Scenarios = []report.Scenario{sc}
 	return r
 }
+
+// A step that measured nothing (no request ended in it) is not compared:
+// its zeros are no figures. The change says in which run, and the
+// differences list it.
+func TestStepThatMeasuredNothing(t *testing.T) {
+	base := synthetic(1, 1, 0.05, []int{1, 4}, []int{8})
+	cur := synthetic(2, 1, 0.05, []int{1, 4}, []int{8})
+	empty := report.Step{Concurrency: 4, NotMeasured: "no request ended inside the 4s window"}
+	cur.Scenarios[0].ClosedLoop[1] = empty
+	c := Compare(base, cur, Options{}).Comparison
+	for _, s := range c.Steps {
+		switch s.Concurrency {
+		case 4:
+			if s.Presence != report.InBoth || s.NotMeasured != "new" || len(s.Metrics) != 0 {
+				t.Errorf("N=4: presence %s, not measured %q, %d metrics; want in both, not measured in new, no metrics", s.Presence, s.NotMeasured, len(s.Metrics))
+			}
+		case 1:
+			if s.NotMeasured != "" || len(s.Metrics) == 0 {
+				t.Errorf("N=1: not measured %q, %d metrics", s.NotMeasured, len(s.Metrics))
+			}
+		}
+	}
+	if text := strings.Join(c.Differences, "\n"); !strings.Contains(text, "closed loop N=4 measured nothing in the new run") {
+		t.Errorf("differences do not name the step that measured nothing:\n%s", text)
+	}
+	base.Scenarios[0].ClosedLoop[1] = empty
+	for _, s := range Compare(base, cur, Options{}).Comparison.Steps {
+		if s.Concurrency == 4 && s.NotMeasured != "both" {
+			t.Errorf("N=4 empty in both runs: not measured %q, want both", s.NotMeasured)
+		}
+	}
+}

@@ -299,6 +299,10 @@ func stepChangeColumns(r *Report, s *Scenario, mode prober.Mode) []column {
 				return "not in base"
 			case sc.Presence == OnlyInBase:
 				return "only in base"
+			case sc.NotMeasured == "both":
+				return "not measured"
+			case sc.NotMeasured != "":
+				return "not measured in " + sc.NotMeasured
 			}
 			return changeCell(sc.Metric(metric))
 		}

@@ -103,7 +103,11 @@ type StepChange struct {
 	Mode        prober.Mode    `json:"mode"`
 	Concurrency int            `json:"concurrency"`
 	Presence    string         `json:"presence"`
-	Metrics     []MetricChange `json:"metrics,omitempty"` // when in both
+	Metrics     []MetricChange `json:"metrics,omitempty"` // when in both and measured in both
+	// NotMeasured names the run(s) in which the step, present in both,
+	// measured nothing (no request ended in it): "base", "new" or "both".
+	// Such a step is not compared and has no Metrics.
+	NotMeasured string `json:"not_measured,omitempty"`
 }
 
 // MetricChange is one metric of one step compared.

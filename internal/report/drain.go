@@ -166,6 +166,17 @@ func busyStepNote(mode prober.Mode, s Step) string {
 		busyMark, sentence(modeLabel(mode)), s.Concurrency, busyCounts(s.Drain), fmtWait(s.Drain.WaitedSeconds))
 }
 
+// notMeasuredNote explains, under its scenario's tables, a step in which no
+// request ended.
+func notMeasuredNote(mode prober.Mode, s Step) string {
+	why := s.NotMeasured
+	if why == "" {
+		why = "no request ended in it"
+	}
+	return fmt.Sprintf("%s N=%d measured nothing: %s. Its row shows “–”; capacity, scaling efficiency and the headline leave it out.",
+		sentence(modeLabel(mode)), s.Concurrency, why)
+}
+
 // fmtWait formats a drain wait: ms below 1 s, one decimal below 10 s,
 // whole seconds above.
 func fmtWait(v float64) string {

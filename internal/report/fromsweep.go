@@ -109,6 +109,7 @@ func fromStep(st prober.StepResult, pricePerKWh float64) Step {
 		QueueWaitSeconds: st.QueueWaitSeconds,
 		Drain:            st.Drain,
 		Samples:          NewSamples(st.Samples),
+		NotMeasured:      st.NotMeasured,
 	}
 	if st.PrefillExclQueue > 0 {
 		out.PrefillTokensPerSecond = st.PrefillExclQueue

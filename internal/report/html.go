@@ -319,6 +319,9 @@ func appendix(r *Report) []appendixEntry {
 				if st.StartedBusy() {
 					e.Notes = append(e.Notes, busyStepNote(m.mode, st))
 				}
+				if !st.Measured() {
+					e.Notes = append(e.Notes, notMeasuredNote(m.mode, st))
+				}
 			}
 		}
 		out = append(out, e)
@@ -535,7 +538,7 @@ footer{margin-top:48px;padding-top:12px;border-top:1px solid var(--line);color:v
 {{end}}
 
 <section id="chart-headline" class="headline" data-chart="headline" aria-label="Headline figures">
-<div class="tiles">{{range .Headline}}<div class="tile{{if .Level}} {{.Level}}{{end}}"><div class="label">{{.Label}}</div><div class="value">{{.Value}}{{if .Unit}} <span class="unit">{{.Unit}}</span>{{end}}</div>{{if .Sub}}<div class="sub">{{.Sub}}</div>{{end}}{{if .Extra}}<div class="extra">{{.Extra}}</div>{{end}}{{if .Change}}<div class="change{{if .ChangeClass}} {{.ChangeClass}}{{end}}">{{.Change}}</div>{{end}}</div>{{else}}<p>No step completed a request.</p>{{end}}</div>
+<div class="tiles">{{range .Headline}}<div class="tile{{if .Level}} {{.Level}}{{end}}"><div class="label">{{.Label}}</div><div class="value">{{.Value}}{{if .Unit}} <span class="unit">{{.Unit}}</span>{{end}}</div>{{if .Sub}}<div class="sub">{{.Sub}}</div>{{end}}{{if .Extra}}<div class="extra">{{.Extra}}</div>{{end}}{{if .Change}}<div class="change{{if .ChangeClass}} {{.ChangeClass}}{{end}}">{{.Change}}</div>{{end}}</div>{{else}}<p>No step completed a request: there is no figure to give (the notes under each scenario say why).</p>{{end}}</div>
 </section>
 
 <section id="how-to-read" aria-label="Experience bands">

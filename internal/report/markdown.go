@@ -77,9 +77,12 @@ func RenderMarkdown(w io.Writer, r *Report) error {
 		}
 		rows = append(rows, row)
 	}
-	if compared {
+	switch {
+	case len(rows) == 0:
+		p("No step completed a request: there is no figure to give (the notes under each scenario say why).\n\n")
+	case compared:
 		mdTable(bw, []string{"metric", "value", "where", "change vs base"}, []bool{false, true, false, false}, rows)
-	} else {
+	default:
 		mdTable(bw, []string{"metric", "value", "where"}, []bool{false, true, false}, rows)
 	}
 

@@ -635,3 +635,47 @@ func TestNewSamples(t *testing.T) {
 		t.Errorf("subsample median %v; want about %v", m, len(many)/2)
 	}
 }
+
+// A step in which no request ended has no figures: its row is dashes, a note
+// under its scenario says why, and nothing else (headline, charts) takes its
+// zeros for numbers.
+func TestStepThatMeasuredNothing(t *testing.T) {
+	r := Sample()
+	sc := &r.Scenarios[0]
+	why := "no request ended inside the 4s window: a request of " + sc.Name + " takes about 6.7s here; set step.duration (bench: --step.duration) to 14s or more"
+	last := len(sc.ClosedLoop) - 1
+	n := sc.ClosedLoop[last].Concurrency
+	sc.ClosedLoop[last] = Step{Concurrency: n, NotMeasured: why, DurationSeconds: 4}
+	var md bytes.Buffer
+	if err := RenderMarkdown(&md, r); err != nil {
+		t.Fatal(err)
+	}
+	html := renderHTML(t, r)
+	for _, doc := range []string{md.String(), html} {
+		if !strings.Contains(doc, fmt.Sprintf("Closed loop N=%d measured nothing: %s.", n, why)) {
+			t.Errorf("no note for the step that measured nothing")
+		}
+	}
+	row := fmt.Sprintf("| %d | – | – |", n)
+	if !strings.Contains(md.String(), row) || strings.Contains(md.String(), fmt.Sprintf("| %d | 0 / 0 |", n)) {
+		t.Errorf("report.md: the row of N=%d is not dashes", n)
+	}
+
+	// Nothing measured anywhere: the headline says so rather than showing
+	// an empty table.
+	for i := range r.Scenarios {
+		for _, steps := range [][]Step{r.Scenarios[i].ClosedLoop, r.Scenarios[i].Burst} {
+			for j := range steps {
+				steps[j] = Step{Concurrency: steps[j].Concurrency, NotMeasured: why}
+			}
+		}
+	}
+	r.Headline, r.Capacity = Headline{}, Capacity{}
+	md.Reset()
+	if err := RenderMarkdown(&md, r); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), "No step completed a request") || !strings.Contains(renderHTML(t, r), "No step completed a request") {
+		t.Error("a report with nothing measured does not say so in its headline")
+	}
+}

@@ -226,6 +226,12 @@ type Step struct {
 	// Samples are the per-request values the distributions above describe
 	// (at most MaxSamples per metric); nil in v1 reports.
 	Samples *Samples `json:"samples,omitempty"`
+	// NotMeasured says why the step has no figures: no request ended in it
+	// (requests_sent 0; a closed-loop window shorter than a request). Its
+	// distributions are zero because nothing was measured: tables show "–",
+	// and charts, capacity, scaling efficiency, the headline and a
+	// comparison leave it out.
+	NotMeasured string `json:"not_measured,omitempty"`
 }
 
 // MaxSamples is the most per-request values a step keeps per metric. A
@@ -255,6 +261,10 @@ type Samples struct {
 // StartedBusy reports whether the step started on an engine that had not
 // drained.
 func (s Step) StartedBusy() bool { return s.Drain != nil && s.Drain.Busy }
+
+// Measured reports whether at least one request ended in the step, so that
+// its figures exist (see NotMeasured).
+func (s Step) Measured() bool { return s.RequestsSent > 0 }
 
 // Dist summarises one metric over the requests of a step.
 type Dist struct {

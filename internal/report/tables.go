@@ -181,6 +181,12 @@ func stepTables(r *Report, s *Scenario, mode prober.Mode) []table {
 			t.RowClass = append(t.RowClass, cls)
 			row := make([]string, len(cols))
 			for i, c := range cols {
+				// A step that measured nothing has no figures, only zeros:
+				// a dash in every cell but N (the reason is in a note).
+				if !st.Measured() && c.part != -1 && c.part != 2 {
+					row[i] = "–"
+					continue
+				}
 				row[i] = c.get(st)
 			}
 			if only {

@@ -98,7 +98,7 @@ func (w *lineWatcher) String() string {
 // benchOptions loads the config at path and sets the sweep as the flags
 // --concurrency, --burst, --step.duration, --step.warmup, --cooldown and
 // --ttft.threshold would.
-func benchOptions(t *testing.T, path string, closed, burst []int, step, warmup, ttft time.Duration, out string) Options {
+func benchOptions(t testing.TB, path string, closed, burst []int, step, warmup, ttft time.Duration, out string) Options {
 	t.Helper()
 	cfg, err := config.Load(path)
 	if err != nil {

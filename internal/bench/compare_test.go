@@ -22,7 +22,7 @@ import (
 // startScaledSim serves the simulated engine with every modelled duration
 // (prefill and decode steps) multiplied by scale: 1.2 is an engine made
 // 20 % slower.
-func startScaledSim(t *testing.T, scale float64) string {
+func startScaledSim(t testing.TB, scale float64) string {
 	t.Helper()
 	cfg := vllmsim.DefaultConfig()
 	cfg.TimeScale = scale
@@ -35,7 +35,7 @@ func startScaledSim(t *testing.T, scale float64) string {
 	return srv.URL
 }
 
-func writeCompareConfig(t *testing.T, url string) string {
+func writeCompareConfig(t testing.TB, url string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "slaprobe.yml")
 	cfg := `targets:
@@ -64,6 +64,22 @@ sweep:
 // five rounds, so that bursts get a verdict too.
 func benchSim(t *testing.T, scale float64, out, baseline string) *report.Report {
 	t.Helper()
+	stdout := runBenchSim(t, scale, out, baseline)
+	if baseline != "" && !strings.Contains(stdout, "significant regression") {
+		t.Errorf("bench --baseline printed no verdict:\n%s", stdout)
+	}
+	rep, err := report.Load(filepath.Join(out, report.JSONFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("scale %g:\n%s", scale, stdout)
+	return rep
+}
+
+// runBenchSim is benchSim's run: the bench, on a fresh simulated engine,
+// writing its report to out; it returns what the bench printed.
+func runBenchSim(t testing.TB, scale float64, out, baseline string) string {
+	t.Helper()
 	o := benchOptions(t, writeCompareConfig(t, startScaledSim(t, scale)), []int{1, 4}, []int{8, 16},
 		4*time.Second, 300*time.Millisecond, 3*time.Second, out)
 	o.Baseline = baseline
@@ -73,21 +89,96 @@ func benchSim(t *testing.T, scale float64, out, baseline string) *report.Report 
 	if code := Run(context.Background(), o); code != 0 {
 		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout.String(), stderr.String())
 	}
-	if baseline != "" && !strings.Contains(stdout.String(), "significant regression") {
-		t.Errorf("bench --baseline printed no verdict:\n%s", stdout.String())
+	return stdout.String()
+}
+
+// BenchmarkCompareFalseAlarms measures what a comparison promises, with the
+// runs of TestCompareAgainstSim (short_chat, closed loop N=1 and 4 for 4 s
+// each, bursts of 8 and 16 repeated 5 times) against the simulated engine:
+//   - false alarms: 21 runs of the same engine, each compared with the one
+//     before (20 rerun pairs); a report with any significant figure is a
+//     false alarm. Goal: at most 5 % of reports.
+//   - detection: 10 runs of an engine 20 % slower (every prefill and
+//     decode step), each compared with one of the first 10 runs; a report
+//     with at least one regression and no improvement detects it. Goal: at
+//     least 95 %.
+//
+// Both are also given at the 99.9 % family level TestCompareAgainstSim
+// judges its rerun at. About 10 minutes on 2 cores:
+//
+//	go test -run '^$' -bench CompareFalseAlarms -benchtime 1x -timeout 30m ./internal/bench
+func BenchmarkCompareFalseAlarms(b *testing.B) {
+	const reruns, slowers = 20, 10
+	for range b.N {
+		dir := b.TempDir()
+		load := func(name string, scale float64) *report.Report {
+			out := filepath.Join(dir, name)
+			runBenchSim(b, scale, out, "")
+			r, err := report.Load(filepath.Join(out, report.JSONFile))
+			if err != nil {
+				b.Fatal(err)
+			}
+			return r
+		}
+		same := make([]*report.Report, reruns+1)
+		for i := range same {
+			same[i] = load(fmt.Sprintf("same-%02d", i), 1)
+		}
+		slow := make([]*report.Report, slowers)
+		for i := range slow {
+			slow[i] = load(fmt.Sprintf("slow-%02d", i), 1.2)
+		}
+		for _, level := range []float64{0.95, 0.999} {
+			alarms, detected, figures := 0, 0, 0
+			for i := 1; i <= reruns; i++ {
+				c := compare.Compare(same[i-1], same[i], compare.Options{Level: level}).Comparison
+				figures = c.Method.Figures
+				if f := c.Findings(); len(f) > 0 {
+					alarms++
+					b.Logf("level %g: rerun pair %d: %d significant, e.g. %s", level, i, len(f), report.FindingText(f[0]))
+				}
+			}
+			for i, r := range slow {
+				c := compare.Compare(same[i], r, compare.Options{Level: level}).Comparison
+				worse, better := 0, 0
+				for _, f := range c.Findings() {
+					if f.Worse {
+						worse++
+					} else {
+						better++
+					}
+				}
+				if worse > 0 && better == 0 {
+					detected++
+				}
+				b.Logf("level %g: slower run %d: %d regressions, %d improvements", level, i, worse, better)
+			}
+			suffix := ""
+			if level != 0.95 {
+				suffix = "@99.9%"
+			}
+			b.Logf("level %g (%d figures a report): false alarms in %d of %d rerun reports, %d of %d slower runs detected",
+				level, figures, alarms, reruns, detected, slowers)
+			b.ReportMetric(100*float64(alarms)/reruns, "false-alarm-%"+suffix)
+			b.ReportMetric(100*float64(detected)/slowers, "detected-%"+suffix)
+		}
 	}
-	rep, err := report.Load(filepath.Join(out, report.JSONFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("scale %g:\n%s", scale, stdout.String())
-	return rep
 }
 
 // The three acceptance cases of a comparison, each against the simulated
 // engine: a run against itself and against a rerun of the same
 // configuration report no significant change; a run against an engine 20 %
 // slower reports the regressions of every latency and speed.
+//
+// Live runs vary, so each assertion is one that chance breaks less than
+// once in 1,000 runs. The rerun is judged at a family level of 99.9 %
+// (compare.Options.Level): two runs of an unchanged server get any figure
+// flagged with a probability of at most 0.1 %. The slower engine must be
+// flagged where its 20 % is far outside the noise: every latency and speed
+// of the closed loop at N=1 (each request alone on the engine), at least one
+// figure at N=4, and nothing may be called better; bursts, judged on five
+// rounds, are logged (BenchmarkCompareFalseAlarms measures how often they
+// are flagged).
 func TestCompareAgainstSim(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs three small sweeps against the simulated engine")
@@ -108,6 +199,7 @@ func TestCompareAgainstSim(t *testing.T) {
 	}
 	rerun := benchSim(t, 1, filepath.Join(dir, "rerun"), baseDir)
 	slower := benchSim(t, 1.2, filepath.Join(dir, "slower"), baseDir)
+	rerun = compare.Compare(base, rerun, compare.Options{BaseLabel: baseDir, Level: 0.999})
 
 	for _, tc := range []struct {
 		name string
@@ -162,25 +254,19 @@ func TestCompareAgainstSim(t *testing.T) {
 				continue
 			}
 			if s.Mode == prober.ModeBurst {
-				// Judged on five rounds each. A round's queue can split
-				// into prefill batches another way than its neighbours',
-				// so one figure may stay "no detectable change"; TTFT or
-				// E2E must show the slowdown.
-				worse := 0
+				// Judged on five rounds each, against the family's
+				// level. A round's queue can split into prefill batches
+				// another way than its neighbours', so a figure may stay
+				// "no detectable change": logged, not asserted.
 				for _, metric := range []string{report.MetricTTFT, report.MetricE2E} {
 					m := s.Metric(metric)
 					switch {
 					case m == nil || m.Low == nil:
 						t.Errorf("burst N=%d %s: no interval (%+v)", s.Concurrency, metric, m)
-					case m.Verdict == report.VerdictWorse:
-						worse++
 					default:
 						t.Logf("burst N=%d %s: %s, change %+.1f%% [%+.1f%%, %+.1f%%] over %d and %d rounds", s.Concurrency, metric,
 							m.Verdict, 100*m.Change, 100**m.Low, 100**m.High, m.BaseSamples, m.NewSamples)
 					}
-				}
-				if worse == 0 {
-					t.Errorf("burst N=%d: neither TTFT nor E2E flagged worse", s.Concurrency)
 				}
 				continue
 			}

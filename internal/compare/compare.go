@@ -22,8 +22,11 @@ type Options struct {
 	// BaseLabel names the baseline in the report ("base.json", "previous
 	// sweep").
 	BaseLabel string
-	// Resamples per figure (4000), Level of the interval (0.95), Seed of
-	// the generator (1).
+	// Level is the family's confidence (0.95): the chance that comparing two
+	// runs of an unchanged server flags no figure at all, whatever the
+	// number of figures (see judge). Resamples is the fewest bootstrap
+	// resamples per figure (4000; more when the family's level needs them),
+	// Seed that of the generator (1).
 	Resamples int
 	Level     float64
 	Seed      uint64
@@ -92,8 +95,9 @@ func Compare(base, cur *report.Report, o Options) *report.Report {
 		Confidence: base.HasSamples() && cur.HasSamples(),
 	}
 	c.Differences = differences(base, cur)
-	k := comparer{o: o, confidence: c.Confidence}
+	k := comparer{o: o, confidence: c.Confidence, tests: map[string]figureTest{}}
 	c.Steps = k.steps(base, cur, &c.Differences)
+	k.judge(c)
 	c.Capacity = k.capacity(base, cur)
 	out.Comparison = c
 	return &out
@@ -102,7 +106,61 @@ func Compare(base, cur *report.Report, o Options) *report.Report {
 type comparer struct {
 	o          Options
 	confidence bool
+	// tests holds, by figureKey, the samples of every figure that gets an
+	// interval; judge computes them all at once, at the family's level.
+	tests map[string]figureTest
 }
+
+// figureTest is one figure's samples: per request, or per group (burst
+// rounds, closed-loop slices).
+type figureTest struct{ base, new []float64 }
+
+func figureKey(scenario string, mode prober.Mode, n int, metric string) string {
+	return fmt.Sprintf("%s/%s/%d/%s", scenario, mode, n, metric)
+}
+
+// judge gives every figure in tests its interval and verdict. The report
+// compares many figures (about twenty per scenario), and at 95 % each,
+// chance alone would flag some in most comparisons of two runs of an
+// unchanged server. So the level is the family's: each figure's interval is
+// at 1 − (1 − Level)/m for the m figures tested (Bonferroni), and a
+// comparison of two runs of an unchanged server flags any figure with
+// probability at most 1 − Level. The bootstrap draws enough resamples for
+// about ten beyond each tail of that level. A figure with no detectable
+// change gets the smallest change it would have called significant.
+func (k comparer) judge(c *report.Comparison) {
+	m := len(k.tests)
+	if m == 0 {
+		return
+	}
+	alpha := 1 - k.o.Level
+	level := 1 - alpha/float64(m)
+	resamples := max(k.o.Resamples, min(maxResamples, int(math.Ceil(20*float64(m)/alpha))))
+	c.Method.Figures, c.Method.FigureLevel, c.Method.Resamples = m, level, resamples
+	for i := range c.Steps {
+		s := &c.Steps[i]
+		for j := range s.Metrics {
+			mc := &s.Metrics[j]
+			key := figureKey(s.Scenario, s.Mode, s.Concurrency, mc.Metric)
+			ft, ok := k.tests[key]
+			if !ok {
+				continue
+			}
+			iv := medianDiffInterval(ft.base, ft.new, resamples, level, k.o.Seed, key)
+			lo, hi := iv.Lo/mc.Base, iv.Hi/mc.Base
+			mc.Low, mc.High = &lo, &hi
+			mc.Verdict = verdict(mc.Metric, mc.Change, lo, hi, k.o.PracticalFloor)
+			if mc.Verdict == report.VerdictNoChange {
+				d := max(k.o.PracticalFloor, math.Abs(lo), math.Abs(hi))
+				mc.Detectable = &d
+			}
+		}
+	}
+}
+
+// maxResamples bounds the bootstrap of one figure (a report of hundreds of
+// figures at a family level of 0.999).
+const maxResamples = 400_000
 
 // scenarioKey matches scenarios: the same name and the same prompt and
 // output lengths. A scenario renamed or reshaped is not the same workload.
@@ -297,7 +355,7 @@ func (k comparer) metrics(scenario string, mode prober.Mode, b, n *report.Step) 
 		if mc.Base > 0 {
 			mc.Change = (mc.New - mc.Base) / mc.Base
 		}
-		key := fmt.Sprintf("%s/%s/%d/%s", scenario, mode, n.Concurrency, m.name)
+		key := figureKey(scenario, mode, n.Concurrency, m.name)
 		switch {
 		case busy:
 			mc.Note = "a step started on a busy engine"
@@ -317,10 +375,7 @@ func (k comparer) metrics(scenario string, mode prober.Mode, b, n *report.Step) 
 			// the requests' bootstrap called a rerun's median TTFT 14 %
 			// worse. Medians of consecutive slices vary as much as that
 			// pattern does.
-			iv := medianDiffInterval(bg, ng, k.o.Resamples, k.o.Level, k.o.Seed, key)
-			lo, hi := iv.Lo/mc.Base, iv.Hi/mc.Base
-			mc.Low, mc.High = &lo, &hi
-			mc.Verdict = verdict(m.name, mc.Change, lo, hi, k.o.PracticalFloor)
+			k.tests[key] = figureTest{base: bg, new: ng}
 			mc.Note = fmt.Sprintf("judged on the medians of %d and %d %s", len(bg), len(ng), unit)
 		case mode == prober.ModeBurst:
 			// One round (or too few): resampling the requests of one burst
@@ -340,10 +395,7 @@ func (k comparer) metrics(scenario string, mode prober.Mode, b, n *report.Step) 
 		case mc.Base <= 0:
 			mc.Note = "the base value is zero"
 		default:
-			iv := medianDiffInterval(bv, nv, k.o.Resamples, k.o.Level, k.o.Seed, key)
-			lo, hi := iv.Lo/mc.Base, iv.Hi/mc.Base
-			mc.Low, mc.High = &lo, &hi
-			mc.Verdict = verdict(m.name, mc.Change, lo, hi, k.o.PracticalFloor)
+			k.tests[key] = figureTest{base: bv, new: nv}
 		}
 		out = append(out, mc)
 	}

@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 
 	"github.com/slaprobe/slaprobe/internal/report"
 )
@@ -79,4 +82,26 @@ func Summarize(w io.Writer, c *report.Comparison) {
 	for _, f := range better {
 		fmt.Fprintf(w, "  better: %s\n", report.FindingText(f))
 	}
+	if m := c.Method; m.Figures > 0 {
+		var det []float64
+		for _, s := range c.Steps {
+			for _, mc := range s.Metrics {
+				if mc.Detectable != nil {
+					det = append(det, *mc.Detectable)
+				}
+			}
+		}
+		fmt.Fprintf(w, "%d figures judged together at %s (each interval at %s), so two runs of an unchanged server get any figure flagged with a probability of at most %s\n",
+			m.Figures, pct(m.Level), pctFine(m.FigureLevel), pct(1-m.Level))
+		if len(det) > 0 {
+			slices.Sort(det)
+			fmt.Fprintf(w, "%d with no detectable change: each would have seen a change of %s to %s (median %s) or more; run longer to see smaller ones\n",
+				len(det), pct(det[0]), pct(det[len(det)-1]), pct(median(det)))
+		}
+	}
+}
+
+func pct(r float64) string { return strconv.FormatFloat(100*r, 'f', 1, 64) + "%" }
+func pctFine(r float64) string {
+	return strconv.FormatFloat(math.Round(r*100_000)/1000, 'f', -1, 64) + "%"
 }

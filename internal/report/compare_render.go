@@ -83,6 +83,9 @@ func changeCell(m *MetricChange) string {
 	case VerdictUnknown:
 		return c + " (no CI)"
 	}
+	if m.Detectable != nil {
+		return c + " (±" + fmtPct(*m.Detectable) + " detectable)"
+	}
 	return c
 }
 
@@ -130,7 +133,16 @@ func FindingText(f Finding) string {
 	s := fmt.Sprintf("%s · %s N=%d · %s median %s → %s: %s", f.Scenario, modeLabel(f.Mode), f.Concurrency, metricLabel(m.Metric),
 		metricValue(m.Metric, m.Base), metricValue(m.Metric, m.New), fmtChange(m.Change))
 	if m.Low != nil && m.High != nil {
-		s += " (95 % CI " + fmtInterval(*m.Low, *m.High) + ")"
+		switch {
+		case f.FigureLevel > 0 && f.FigureLevel != f.Level:
+			// The report's level is the family's: this interval is at the
+			// figure's share of it.
+			s += " (" + fmtPctFine(f.FigureLevel) + " CI " + fmtInterval(*m.Low, *m.High) + ", the report at " + fmtPct(f.Level) + ")"
+		case f.Level > 0:
+			s += " (" + fmtPct(f.Level) + " CI " + fmtInterval(*m.Low, *m.High) + ")"
+		default:
+			s += " (CI " + fmtInterval(*m.Low, *m.High) + ")"
+		}
 	}
 	return s + "."
 }
@@ -203,12 +215,18 @@ func compareMethod(c *Comparison) kv {
 			"so its requests, in the order they ended, are cut into up to %d consecutive slices of at least %d; the figure is the median of the slices’ medians "+
 			"and the interval resamples the slices (at least %d per run, or no verdict). ", m.Slices, m.MinSamples, m.MinRounds)
 	}
+	level := fmt.Sprintf("The %s confidence interval", fmtPct(m.Level))
+	if m.FigureLevel > 0 { // comparisons written before the family's level have none
+		level = fmt.Sprintf("The report compares %d figures, and at %s each, chance alone would flag some of them in most comparisons of two runs of an unchanged server. "+
+			"So %s is the level of the whole report: each figure’s interval is at %s (%s shared by the %d, Bonferroni), and two runs of an unchanged server get any figure flagged with a probability of at most %s. "+
+			"That interval", m.Figures, fmtPct(m.Level), fmtPct(m.Level), fmtPctFine(m.FigureLevel), fmtPct(1-m.Level), m.Figures, fmtPct(1-m.Level))
+	}
 	return kv{"Comparison", fmt.Sprintf("each step’s per-request values (TTFT, ITL, decode speed, E2E, prefill speed) are compared on their median. "+
-		"The %s confidence interval of median(new) − median(base) is the percentile interval of %d bootstrap resamples of both runs’ raw samples "+
+		"%s of median(new) − median(base) is the percentile interval of %d bootstrap resamples of both runs’ raw samples "+
 		"(PCG generator, seed %d, so the report is reproducible). A change is significant, and called better or worse, when the interval excludes zero "+
-		"and the change is at least %s of the base value; smaller real drifts are reported as no detectable change. A verdict needs at least %d requests per run. "+
+		"and the change is at least %s of the base value; smaller real drifts are reported as no detectable change, with the smallest change the comparison would have called significant (“±8%% detectable”: to see smaller ones, run longer). A verdict needs at least %d requests per run. "+
 		"%sSystem throughput is one number per step and capacity a point on the tested ladder: both are compared as numbers, and a capacity changes only when it moves past a measured N.",
-		fmtPct(m.Level), m.Resamples, m.Seed, fmtPct(m.PracticalFloor), m.MinSamples, grouped)}
+		level, m.Resamples, m.Seed, fmtPct(m.PracticalFloor), m.MinSamples, grouped)}
 }
 
 // headlineChange is the change line of a headline tile.

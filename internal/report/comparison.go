@@ -80,10 +80,17 @@ type Comparison struct {
 
 // CompareMethod is how changes were judged.
 type CompareMethod struct {
-	Statistic string  `json:"statistic"`        // "median" of the per-request values
-	Level     float64 `json:"confidence_level"` // 0.95
-	Resamples int     `json:"resamples"`        // bootstrap resamples per figure
-	Seed      uint64  `json:"seed"`             // of the PCG generator, mixed with each figure's name
+	Statistic string `json:"statistic"` // "median" of the per-request values
+	// Level is the family's confidence (0.95): comparing two runs of an
+	// unchanged server flags any of the Figures with probability at most
+	// 1 − Level. Each figure's interval is at FigureLevel, 1 − (1 −
+	// Level) / Figures (Bonferroni); reports written before the family's
+	// level have no FigureLevel, and their intervals are at Level.
+	Level       float64 `json:"confidence_level"`
+	Figures     int     `json:"figures,omitempty"`      // figures that got an interval
+	FigureLevel float64 `json:"figure_level,omitempty"` // the level of each figure's interval
+	Resamples   int     `json:"resamples"`              // bootstrap resamples per figure
+	Seed        uint64  `json:"seed"`                   // of the PCG generator, mixed with each figure's name
 	// PracticalFloor is the smallest relative change called significant,
 	// even when the interval excludes zero.
 	PracticalFloor float64 `json:"practical_floor_ratio"`
@@ -128,10 +135,15 @@ type MetricChange struct {
 	// BaseSamples and NewSamples count the values compared: requests, or
 	// rounds for a burst judged on its rounds, or slices for a closed loop
 	// at N > 1.
-	BaseSamples int    `json:"base_samples,omitempty"`
-	NewSamples  int    `json:"new_samples,omitempty"`
-	Verdict     string `json:"verdict"`
-	Note        string `json:"note,omitempty"` // why no confidence is available, or how it was judged
+	BaseSamples int `json:"base_samples,omitempty"`
+	NewSamples  int `json:"new_samples,omitempty"`
+	// Detectable is, for a figure with no detectable change, the smallest
+	// relative change the comparison would have called significant: the
+	// larger end of the interval from zero, or the practical floor when that
+	// is larger. A user who needs to see smaller changes runs longer.
+	Detectable *float64 `json:"detectable_ratio,omitempty"`
+	Verdict    string   `json:"verdict"`
+	Note       string   `json:"note,omitempty"` // why no confidence is available, or how it was judged
 }
 
 // Significant reports a better or worse verdict.
@@ -169,6 +181,9 @@ type Finding struct {
 	Worse       bool
 	Step        *MetricChange   // a step metric, or
 	Capacity    *CapacityChange // a capacity figure
+	// Level and FigureLevel are the comparison's (CompareMethod): the
+	// family's confidence and that of the step metric's interval.
+	Level, FigureLevel float64
 }
 
 // magnitude is how large the finding's relative change is.
@@ -205,7 +220,7 @@ func (c *Comparison) Findings() []Finding {
 			m := &s.Metrics[j]
 			if m.Significant() {
 				out = append(out, Finding{Scenario: s.Scenario, Mode: s.Mode, Concurrency: s.Concurrency, Metric: m.Metric,
-					Worse: m.Verdict == VerdictWorse, Step: m})
+					Worse: m.Verdict == VerdictWorse, Step: m, Level: c.Method.Level, FigureLevel: c.Method.FigureLevel})
 			}
 		}
 	}

@@ -218,3 +218,9 @@ func modeLabel(m prober.Mode) string {
 func statBound(s *Figure) Bound {
 	return Bound{Value: int(s.Value), Approximate: s.Approximate, AtLeast: s.AtLeast}
 }
+
+// fmtPctFine formats a level close to 100 % with up to three decimals
+// (99.75%, 99.917%), where fmtPct would round it to 99.8% or 99.9%.
+func fmtPctFine(ratio float64) string {
+	return strconv.FormatFloat(math.Round(ratio*100_000)/1000, 'f', -1, 64) + "%"
+}

@@ -176,8 +176,10 @@ func (c *SweepCollector) result(gauge func(*prometheus.Desc, float64, ...string)
 					gauge(d, v, append(l[:5:5], name)...)
 				}
 				gauge(c.requests, float64(st.RequestsSent), l...)
-				gauge(c.success, st.SuccessRate, l...)
-				gauge(c.system, st.SystemTokensPerSecond, l...)
+				if st.Measured() { // a step in which no request ended has no rates, only zeros
+					gauge(c.success, st.SuccessRate, l...)
+					gauge(c.system, st.SystemTokensPerSecond, l...)
+				}
 				if dr := st.Drain; dr != nil {
 					gauge(c.startedBusy, sweepBool(dr.Busy), l...)
 					gauge(c.drainWait, dr.WaitedSeconds, l...)

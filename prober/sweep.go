@@ -619,7 +619,7 @@ func (sw *sweepRun) step(ctx context.Context, s Scenario, prep *Prepared, info S
 	}
 	if !step.Measured() {
 		step.NotMeasured = sw.notMeasured(info)
-		sw.logger.Warn("sweep step measured nothing", "scenario", info.Scenario, "mode", info.Mode,
+		sw.warn("sweep step measured nothing", "scenario", info.Scenario, "mode", info.Mode,
 			"concurrency", info.Concurrency, "why", step.NotMeasured)
 	}
 	if drain.Busy {
@@ -776,9 +776,19 @@ func (sw *sweepRun) sizeRequest(ctx context.Context, s Scenario, prep *Prepared)
 	if window := sw.opts.StepDuration.Seconds(); 2*e2e > window {
 		msg := fmt.Sprintf("one request takes %.1fs here (a first request, alone on the server), so the %s window of a closed-loop step holds fewer than two, and fewer still at higher N: a step may end with no request finished and measure nothing; %s",
 			e2e, sw.opts.StepDuration, stepDurationAdvice(e2e))
-		sw.logger.Warn("sweep step duration shorter than two requests", "scenario", s.Name, "request_seconds", e2e, "step_duration", sw.opts.StepDuration)
+		sw.warn("sweep step duration shorter than two requests", "scenario", s.Name, "request_seconds", e2e, "step_duration", sw.opts.StepDuration)
 		sw.emit(ProgressEvent{Kind: ProgressWarning, StepInfo: StepInfo{Scenario: s.Name, Mode: ModeClosedLoop}, Message: msg})
 	}
+}
+
+// warn logs what the progress events also say: at warning level when
+// nothing reads them (the daemon), else at debug level (bench prints them).
+func (sw *sweepRun) warn(msg string, args ...any) {
+	if sw.opts.Progress == nil {
+		sw.logger.Warn(msg, args...)
+		return
+	}
+	sw.logger.Debug(msg, args...)
 }
 
 // noteRequest keeps the longest request seen of a scenario, for the advice

@@ -159,7 +159,7 @@ and on (job, instance, target, model, scenario, mode)
 and on (job, instance, target, model, scenario, metric) slaprobe_sweep_change_significant == 1
 `,
 			`The last sweep of {{ $labels.target }} ({{ $labels.scenario }}) got significantly worse in {{ $labels.metric }}.`,
-			`Against the previous sweep of target {{ $labels.target }} (model {{ $labels.model }}), the median {{ $labels.metric }} of scenario {{ $labels.scenario }} changed by {{ $value | humanizePercentage }} at its worst closed-loop step: the 95% bootstrap interval of the change excludes zero and the change is at least 5%. The daemon's /sweep/{{ $labels.target }}/report.html shows every change.`),
+			`Against the previous sweep of target {{ $labels.target }} (model {{ $labels.model }}), the median {{ $labels.metric }} of scenario {{ $labels.scenario }} changed by {{ $value | humanizePercentage }} at its worst closed-loop step: the change is at least 5% and its bootstrap interval excludes zero at the comparison's family level (95% for all the figures of the comparison together, so two sweeps of an unchanged server give any significant change at most 5% of the time). The daemon's /sweep/{{ $labels.target }}/report.html shows every change.`),
 		alert("SlaprobeLiveMaxSafeQueueDepthDropped", "warning", "30m", `target_scenario:slaprobe_live_max_safe_queue_depth:measured
 < 0.75 * quantile_over_time(0.5, target_scenario:slaprobe_live_max_safe_queue_depth:measured[1d])
 `,

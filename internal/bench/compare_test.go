@@ -130,12 +130,13 @@ func BenchmarkCompareFalseAlarms(b *testing.B) {
 		}
 		for _, level := range []float64{0.95, 0.999} {
 			alarms, detected, figures := 0, 0, 0
+			var examples, regressions []string
 			for i := 1; i <= reruns; i++ {
 				c := compare.Compare(same[i-1], same[i], compare.Options{Level: level}).Comparison
 				figures = c.Method.Figures
 				if f := c.Findings(); len(f) > 0 {
 					alarms++
-					b.Logf("level %g: rerun pair %d: %d significant, e.g. %s", level, i, len(f), report.FindingText(f[0]))
+					examples = append(examples, fmt.Sprintf("pair %d: %d significant, e.g. %s", i, len(f), report.FindingText(f[0])))
 				}
 			}
 			for i, r := range slow {
@@ -151,14 +152,15 @@ func BenchmarkCompareFalseAlarms(b *testing.B) {
 				if worse > 0 && better == 0 {
 					detected++
 				}
-				b.Logf("level %g: slower run %d: %d regressions, %d improvements", level, i, worse, better)
+				regressions = append(regressions, fmt.Sprintf("%d/%d", worse, better))
 			}
 			suffix := ""
 			if level != 0.95 {
 				suffix = "@99.9%"
 			}
-			b.Logf("level %g (%d figures a report): false alarms in %d of %d rerun reports, %d of %d slower runs detected",
-				level, figures, alarms, reruns, detected, slowers)
+			// One log line per level: a benchmark's log is cut after ten.
+			b.Logf("level %g, %d figures a report: false alarms in %d of %d rerun reports%s; %d of %d slower runs detected (regressions/improvements per run: %s)",
+				level, figures, alarms, reruns, strings.Join(append([]string{""}, examples...), "; "), detected, slowers, strings.Join(regressions, " "))
 			b.ReportMetric(100*float64(alarms)/reruns, "false-alarm-%"+suffix)
 			b.ReportMetric(100*float64(detected)/slowers, "detected-%"+suffix)
 		}

@@ -447,6 +447,14 @@ func TestStepThatMeasuredNothing(t *testing.T) {
 	if text := strings.Join(c.Differences, "\n"); !strings.Contains(text, "closed loop N=4 measured nothing in the new run") {
 		t.Errorf("differences do not name the step that measured nothing:\n%s", text)
 	}
+	// A run in which nothing was measured kept no samples because there
+	// were none: it is not taken for a v1 report.
+	nothing := synthetic(3, 1, 0.05, []int{1, 4}, []int{8})
+	nothing.Scenarios[0].ClosedLoop = []report.Step{{Concurrency: 1, NotMeasured: "x"}, empty}
+	nothing.Scenarios[0].Burst = nil
+	if c := Compare(base, nothing, Options{}).Comparison; !c.Confidence || strings.Contains(strings.Join(c.Differences, "\n"), "kept no raw samples") {
+		t.Errorf("a run that measured nothing is taken for one without samples: confidence %v, %q", c.Confidence, c.Differences)
+	}
 	base.Scenarios[0].ClosedLoop[1] = empty
 	for _, s := range Compare(base, cur, Options{}).Comparison.Steps {
 		if s.Concurrency == 4 && s.NotMeasured != "both" {

@@ -311,14 +311,19 @@ func stripSteps(steps []Step) []Step {
 	return out
 }
 
-// HasSamples reports whether any step of r kept its per-request values.
+// HasSamples reports whether any step of r kept its per-request values, or
+// whether a v2 report had none to keep (no step measured anything).
 func (r *Report) HasSamples() bool {
+	measured := false
 	for _, s := range r.Scenarios {
 		for _, st := range append(append([]Step(nil), s.ClosedLoop...), s.Burst...) {
 			if st.Samples != nil {
 				return true
 			}
+			measured = measured || st.Measured()
 		}
 	}
-	return false
+	// A report in which no step measured anything had nothing to keep: it
+	// is not a v1 report.
+	return !measured && r.SchemaVersion != SchemaVersionV1
 }

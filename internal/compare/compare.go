@@ -9,8 +9,10 @@ package compare
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/slaprobe/slaprobe/internal/report"
 	"github.com/slaprobe/slaprobe/prober"
@@ -137,25 +139,42 @@ func (k comparer) judge(c *report.Comparison) {
 	level := 1 - alpha/float64(m)
 	resamples := max(k.o.Resamples, min(maxResamples, int(math.Ceil(20*float64(m)/alpha))))
 	c.Method.Figures, c.Method.FigureLevel, c.Method.Resamples = m, level, resamples
+	type job struct {
+		mc  *report.MetricChange
+		key string
+	}
+	// Each figure draws from its own generator, seeded with its key, so
+	// they are computed at once, one per core, with the same result in any
+	// order.
+	jobs := make(chan job)
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			for j := range jobs {
+				ft := k.tests[j.key]
+				iv := medianDiffInterval(ft.base, ft.new, resamples, level, k.o.Seed, j.key)
+				mc := j.mc
+				lo, hi := iv.Lo/mc.Base, iv.Hi/mc.Base
+				mc.Low, mc.High = &lo, &hi
+				mc.Verdict = verdict(mc.Metric, mc.Change, lo, hi, k.o.PracticalFloor)
+				if mc.Verdict == report.VerdictNoChange {
+					d := max(k.o.PracticalFloor, math.Abs(lo), math.Abs(hi))
+					mc.Detectable = &d
+				}
+			}
+		})
+	}
 	for i := range c.Steps {
 		s := &c.Steps[i]
 		for j := range s.Metrics {
-			mc := &s.Metrics[j]
-			key := figureKey(s.Scenario, s.Mode, s.Concurrency, mc.Metric)
-			ft, ok := k.tests[key]
-			if !ok {
-				continue
-			}
-			iv := medianDiffInterval(ft.base, ft.new, resamples, level, k.o.Seed, key)
-			lo, hi := iv.Lo/mc.Base, iv.Hi/mc.Base
-			mc.Low, mc.High = &lo, &hi
-			mc.Verdict = verdict(mc.Metric, mc.Change, lo, hi, k.o.PracticalFloor)
-			if mc.Verdict == report.VerdictNoChange {
-				d := max(k.o.PracticalFloor, math.Abs(lo), math.Abs(hi))
-				mc.Detectable = &d
+			key := figureKey(s.Scenario, s.Mode, s.Concurrency, s.Metrics[j].Metric)
+			if _, ok := k.tests[key]; ok {
+				jobs <- job{&s.Metrics[j], key}
 			}
 		}
 	}
+	close(jobs)
+	wg.Wait()
 }
 
 // maxResamples bounds the bootstrap of one figure (a report of hundreds of

@@ -151,3 +151,43 @@ func TestFamilyFalseAlarmRateOnModel(t *testing.T) {
 		t.Errorf("false alarms: %d of %d with the family's rule (want at most 5 %%), %d with the figure's own (the model should show more)", flagged, total, old)
 	}
 }
+
+// BenchmarkCompareDefaultSweep times Compare on a report shaped like the
+// daemon's default sweep: four scenarios, closed-loop N=1 to 32 with 500
+// requests kept per step, five metrics, bursts of one round (compared as
+// numbers): 120 figures, each interval at 1 − 5 %/120 with 48,000
+// resamples. docs/performance.md has the figures.
+func BenchmarkCompareDefaultSweep(b *testing.B) {
+	build := func(seed uint64) *report.Report {
+		rng := rand.New(rand.NewPCG(seed, 5))
+		noisy := func(n int, mean float64) []float64 {
+			v := make([]float64, n)
+			for i := range v {
+				v[i] = mean * (1 + 0.05*rng.NormFloat64())
+			}
+			return v
+		}
+		ladder := []int{1, 2, 4, 8, 16, 32}
+		r := stepReport(prober.ModeClosedLoop, report.Step{Concurrency: 1})
+		r.Config.ClosedLoopLadder = ladder
+		r.Scenarios = nil
+		for _, name := range []string{"chatbot", "rag", "agentic", "tool_calling"} {
+			sc := report.Scenario{Name: name, InputTokens: 1024, OutputTokens: 256}
+			for _, n := range ladder {
+				k := 500
+				ps := prober.Samples{TTFT: noisy(k, 0.1*float64(n)), ITL: noisy(k, 0.006), Decode: noisy(k, 160), E2E: noisy(k, 2), Prefill: noisy(k, 10000)}
+				sc.ClosedLoop = append(sc.ClosedLoop, report.Step{Concurrency: n, RequestsSent: k, RequestsOK: k, SuccessRate: 1, Samples: report.NewSamples(ps)})
+			}
+			r.Scenarios = append(r.Scenarios, sc)
+		}
+		return r
+	}
+	base, cur := build(1), build(2)
+	b.ResetTimer()
+	for range b.N {
+		c := Compare(base, cur, Options{}).Comparison
+		if c.Method.Figures != 120 {
+			b.Fatalf("%d figures, want 120", c.Method.Figures)
+		}
+	}
+}

@@ -30,18 +30,21 @@ func persistentModes(seed uint64, n int, stay float64) []float64 {
 	return v
 }
 
+// noisySamples returns n values around mean with a relative spread of rel.
+func noisySamples(rng *rand.Rand, n int, mean, rel float64) []float64 {
+	v := make([]float64, n)
+	for i := range v {
+		v[i] = mean * (1 + rel*rng.NormFloat64())
+	}
+	return v
+}
+
 // familyReport is a report of one scenario with closed-loop steps at N=1,
 // 2, 4 and 8, every metric sampled from the same engine for the seed, the
 // TTFT at N=4 from persistentModes: 20 figures with an interval.
 func familyReport(seed uint64) *report.Report {
 	rng := rand.New(rand.NewPCG(seed, 3))
-	noisy := func(n int, mean float64) []float64 {
-		v := make([]float64, n)
-		for i := range v {
-			v[i] = mean * (1 + 0.03*rng.NormFloat64())
-		}
-		return v
-	}
+	noisy := func(n int, mean float64) []float64 { return noisySamples(rng, n, mean, 0.03) }
 	var steps []report.Step
 	for _, n := range []int{1, 2, 4, 8} {
 		k := 44
@@ -160,13 +163,7 @@ func TestFamilyFalseAlarmRateOnModel(t *testing.T) {
 func BenchmarkCompareDefaultSweep(b *testing.B) {
 	build := func(seed uint64) *report.Report {
 		rng := rand.New(rand.NewPCG(seed, 5))
-		noisy := func(n int, mean float64) []float64 {
-			v := make([]float64, n)
-			for i := range v {
-				v[i] = mean * (1 + 0.05*rng.NormFloat64())
-			}
-			return v
-		}
+		noisy := func(n int, mean float64) []float64 { return noisySamples(rng, n, mean, 0.05) }
 		ladder := []int{1, 2, 4, 8, 16, 32}
 		r := stepReport(prober.ModeClosedLoop, report.Step{Concurrency: 1})
 		r.Config.ClosedLoopLadder = ladder

@@ -275,17 +275,32 @@ grafana_dep() {
 	say "installed @grafana/data in $((SECONDS - start))s"
 }
 
+# built NAME...: the programs are in .tools/bin as the pins ask, so a marker left by a failed build of
+# make test (.tools/bin/NAME.build-failed, scripts/test.sh) no longer applies.
+built() {
+	local n
+	for n in "$@"; do rm -f "$root/.tools/bin/$n.build-failed"; done
+}
+
 case $what in
 apt) apt_deps ;;
-llmd) llmd_dep ;;
-ollama) ollama_dep ;;
+llmd)
+	llmd_dep
+	built llm-d-inference-sim
+	;;
+ollama)
+	ollama_dep
+	built ollama tinymodel
+	;;
 ollama-flags) ollama_flags ;;
 check-ollama-flags) check_ollama_flags "${2:-$(ollama_flags)}" ;;
 grafana) grafana_dep ;;
 all)
 	apt_deps
 	llmd_dep
+	built llm-d-inference-sim
 	ollama_dep
+	built ollama tinymodel
 	grafana_dep
 	;;
 *)

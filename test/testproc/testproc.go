@@ -42,7 +42,7 @@ func Binary(name, env string) (string, bool) {
 
 // BuildFailedSuffix ends the name of the file that `make test` (scripts/test.sh) leaves beside a
 // program in .tools/bin/ when the stage that builds it failed or could not run: <name>.build-failed,
-// one line naming the stage and where its log is. A later build of the stage that passes removes it.
+// one line naming the stage and where its log is. A later build that passes (make test, make test-deps) removes it.
 const BuildFailedSuffix = ".build-failed"
 
 // BuildFailed returns what the marker of name's failed build says, when there is one in

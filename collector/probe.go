@@ -91,6 +91,8 @@ type ProbeMetrics struct {
 
 	// Warm scenarios only (see warm.go).
 	warm warmMetrics
+	// The engine's own timing (see engine_timing.go).
+	engine engineTimingMetrics
 }
 
 func newHistogram(name, help string, buckets []float64) *prometheus.HistogramVec {
@@ -175,6 +177,8 @@ func NewProbeMetricsWith(reg prometheus.Registerer, o ProbeMetricsOptions) *Prob
 	}
 	m.warm = newWarmMetrics()
 	reg.MustRegister(m.warm.collectors()...)
+	m.engine = newEngineTimingMetrics(o)
+	reg.MustRegister(m.engine.collectors()...)
 	reg.MustRegister(
 		m.ttft, m.itl, m.decode, m.e2e, m.prefill, m.chunk, m.ttfc,
 		m.probes, m.errors, m.cacheHits, m.tokens, m.mismatches, m.usageMismatches, m.firstChunk,
@@ -204,7 +208,17 @@ func NewProbeMetricsWith(reg prometheus.Registerer, o ProbeMetricsOptions) *Prob
 // A warm probe is a conversation: its priming turn is kept apart (warm.go),
 // and each follow-up is recorded as a probe of its scenario whose TTFT, E2E
 // and prefill count even though it hit the cache, as it is meant to.
+//
+// TTFT and E2E carry the probe's trace id as an exemplar. Observe is
+// ObserveClient followed by ObserveEngine (engine_timing.go).
 func (m *ProbeMetrics) Observe(r *prober.Result) {
+	m.ObserveClient(r)
+	m.ObserveEngine(r)
+}
+
+// ObserveClient records everything Observe does except the engine's own
+// timing, for a caller that settles that later (a trace join).
+func (m *ProbeMetrics) ObserveClient(r *prober.Result) {
 	for i := range r.Earlier {
 		m.observe(&r.Earlier[i])
 	}
@@ -252,10 +266,10 @@ func (m *ProbeMetrics) observe(r *prober.Result) {
 			break // an empty answer: no token, no timing
 		}
 		if d := r.TTFT(); d > 0 {
-			m.ttft.WithLabelValues(lv...).Observe(d.Seconds())
+			observeWithTrace(m.ttft.WithLabelValues(lv...), d.Seconds(), r.TraceID)
 		}
 		if d, ok := r.E2EAtRequested(); ok && d > 0 {
-			m.e2e.WithLabelValues(lv...).Observe(d.Seconds())
+			observeWithTrace(m.e2e.WithLabelValues(lv...), d.Seconds(), r.TraceID)
 		}
 		if v := r.PrefillSpeed(); v > 0 && !r.FollowUp() { // a follow-up's prompt was mostly not prefilled
 			m.prefill.WithLabelValues(lv...).Observe(v)
@@ -335,6 +349,7 @@ func (m *ProbeMetrics) SetScenarioEnabled(target, model, scenario string, enable
 		for _, k := range prober.ChunkKinds {
 			m.firstChunk.WithLabelValues(target, model, scenario, string(k))
 		}
+		m.engine.init(target, model, scenario)
 	}
 	m.enabled.WithLabelValues(target, model, scenario).Set(v)
 }
@@ -377,7 +392,7 @@ func (m *ProbeMetrics) ForgetModel(target, model string) {
 }
 
 func (m *ProbeMetrics) vecs() []*prometheus.MetricVec {
-	return []*prometheus.MetricVec{
+	return append(m.engine.vecs(),
 		m.ttft.MetricVec, m.itl.MetricVec, m.decode.MetricVec, m.e2e.MetricVec, m.prefill.MetricVec, m.chunk.MetricVec, m.ttfc.MetricVec,
 		m.probes.MetricVec, m.errors.MetricVec, m.cacheHits.MetricVec, m.tokens.MetricVec, m.mismatches.MetricVec,
 		m.usageMismatches.MetricVec, m.firstChunk.MetricVec,
@@ -385,5 +400,5 @@ func (m *ProbeMetrics) vecs() []*prometheus.MetricVec {
 		m.planned.MetricVec, m.contextNeeded.MetricVec,
 		m.warm.hitRatio.MetricVec, m.warm.saved.MetricVec, m.warm.savedRatio.MetricVec, m.warm.primeTTFT.MetricVec,
 		m.warm.followUps.MetricVec, m.warm.misses.MetricVec,
-	}
+	)
 }

@@ -57,12 +57,20 @@ func goldenCases() []prober.Result {
 	reasoning.FirstContent = t0.Add(time.Second)
 	reasoning.ChunkTokens = nil
 	reasoning.FirstChunkKind = prober.ChunkReasoning
+	// vLLM's per-request metrics on the response: TTFT 0.2 s = 30 ms outside
+	// + 50 ms queue + 120 ms prefill.
+	reasoning.TraceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	reasoning.Engine = prober.EngineTiming{Source: prober.TimingResponse,
+		Queue: 50 * time.Millisecond, HasQueue: true, Prefill: 120 * time.Millisecond, HasPrefill: true,
+		ITL: 4 * time.Millisecond, HasITL: true}
 
 	short := success()
 	short.Kind = prober.KindShortOutput
 	short.OutputTokens = 100
 	short.LastToken = t0.Add(1200 * time.Millisecond)
 	short.ChunkTokens = []int32{1}
+	// The engine's span: prefill only, so no split.
+	short.Engine = prober.EngineTiming{Source: prober.TimingTrace, Prefill: 150 * time.Millisecond, HasPrefill: true}
 
 	timeout := prober.Result{
 		Target: "a", Model: "m", Scenario: "rag", Kind: prober.KindError, Reason: prober.ReasonTimeout,

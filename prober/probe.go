@@ -34,6 +34,8 @@ type Prober struct {
 	cuts       map[calKey]cutEntry // calibrations that found the prompt cut
 	noTokenize map[string]bool     // base URLs without a usable /tokenize
 	detected   map[string]string   // base URL → model found on /v1/models
+
+	tracer atomic.Value // tracerBox: where probe spans go (trace.go)
 }
 
 // New returns a Prober. A nil logger discards; a nil clock is SystemClock.
@@ -44,7 +46,7 @@ func New(logger *slog.Logger, clock Clock) *Prober {
 	if clock == nil {
 		clock = SystemClock{}
 	}
-	return &Prober{
+	p := &Prober{
 		logger:     logger,
 		clock:      clock,
 		cal:        map[calKey]*calEntry{},
@@ -53,6 +55,8 @@ func New(logger *slog.Logger, clock Clock) *Prober {
 		noTokenize: map[string]bool{},
 		detected:   map[string]string{},
 	}
+	p.SetTracerProvider(nil)
+	return p
 }
 
 // SetMaxLineBytes sets the longest SSE line a probe accepts (default
@@ -311,7 +315,7 @@ func (p *Prober) runTurn(ctx context.Context, t Target, prep *Prepared, turn int
 			failResult(&res, ReasonMalformedChunk, fmt.Errorf("internal error: %v", v))
 		}
 	}()
-	p.run(ctx, t, prep, body, nonce, salt, &res)
+	p.run(ctx, t, prep, turn, body, nonce, salt, &res)
 	if res.PromptTokens > 0 {
 		res.PromptLengthOK = PromptLengthWithin(res.PromptTokens, want)
 		if !res.PromptLengthOK {
@@ -334,7 +338,7 @@ func (p *Prober) runTurn(ctx context.Context, t Target, prep *Prepared, turn int
 	return res
 }
 
-func (p *Prober) run(ctx context.Context, t Target, prep *Prepared, body *bodyTemplate, nonce, salt string, res *Result) {
+func (p *Prober) run(ctx context.Context, t Target, prep *Prepared, turn int, body *bodyTemplate, nonce, salt string, res *Result) {
 	s := prep.Scenario
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -343,9 +347,10 @@ func (p *Prober) run(ctx context.Context, t Target, prep *Prepared, body *bodyTe
 		ctx, cancelTimeout = context.WithTimeoutCause(ctx, s.Timeout, ErrProbeTimeout)
 		defer cancelTimeout()
 	}
-	var t0 startStamp
+	var t0, firstByte startStamp
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		GotConn: func(httptrace.GotConnInfo) { t0.set(p.clock.Now()) },
+		GotConn:              func(httptrace.GotConnInfo) { t0.set(p.clock.Now()) },
+		GotFirstResponseByte: func() { firstByte.set(p.clock.Now()) },
 	})
 
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, baseURLOf(t.BaseURL)+apiPath(prep.API), body.reader(nonce, salt))
@@ -363,9 +368,14 @@ func (p *Prober) run(ctx context.Context, t Target, prep *Prepared, body *bodyTe
 	setTargetHeaders(req, t)
 
 	res.Start = p.clock.Now()
+	span := p.startProbeSpan(ctx, req, prep, turn, res.Start, res)
+	defer func() { endProbeSpan(span, res, p.clock.Now()) }()
 	resp, err := targetClient(t).Do(req)
 	if st, ok := t0.get(); ok {
 		res.Start = st
+	}
+	if fb, ok := firstByte.get(); ok {
+		res.FirstByte = fb
 	}
 	if err != nil {
 		if ctx.Err() != nil {

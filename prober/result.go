@@ -78,7 +78,10 @@ type Result struct {
 	RetryAfter time.Duration
 
 	ResponseID   string    // the `id` of the streamed chunks, to match server-side traces
+	TraceID      string    // W3C trace id the probe sent in traceparent (hex); "" before the request was built
+	RequestID    string    // the X-Request-Id the probe sent
 	Start        time.Time // t0: just before the request was written
+	FirstByte    time.Time // arrival of the response's first byte (headers); zero if none came
 	FirstToken   time.Time // arrival of the first chunk carrying generated output
 	FirstContent time.Time // arrival of the first chunk carrying non-reasoning content (zero if none)
 	LastToken    time.Time // arrival of the last chunk carrying generated output
@@ -94,6 +97,11 @@ type Result struct {
 	ChunkTokens      []int32 // tokens per output-bearing chunk (only when ContinuousUsage)
 	FinishReason     string
 	PromptLengthOK   bool // PromptTokens within tolerance of the scenario's input tokens
+
+	// Engine is the engine's own timing of the request: from the response
+	// when the server sends it (Source TimingResponse), TimingNone when it
+	// did not; a trace join may later replace it (TimingTrace).
+	Engine EngineTiming
 
 	// Semantic canaries: what the stream says about the server's setup.
 	//

@@ -319,7 +319,7 @@ func (d *streamDecoder) chunk(v *fastjson.Value, at time.Time) (streamEnd, bool)
 	if err != nil {
 		return malformedChunk("chunk is a JSON %s, not an object", v.Type())
 	}
-	var errV, idV, choicesV, usageV *fastjson.Value
+	var errV, idV, choicesV, usageV, metricsV, timingsV *fastjson.Value
 	obj.Visit(func(k []byte, x *fastjson.Value) {
 		switch string(k) {
 		case "error":
@@ -330,6 +330,10 @@ func (d *streamDecoder) chunk(v *fastjson.Value, at time.Time) (streamEnd, bool)
 			choicesV = x
 		case "usage":
 			usageV = x
+		case "metrics":
+			metricsV = x
+		case "timings":
+			timingsV = x
 		}
 	})
 	if m, ok := jsonErrorMessage(errV); ok {
@@ -450,6 +454,21 @@ func (d *streamDecoder) chunk(v *fastjson.Value, at time.Time) (streamEnd, bool)
 		}
 	}
 
+	// The engine's own timing of the request: vLLM's per-request metrics
+	// (on the final usage chunk) or llama.cpp's timings. A later report
+	// replaces an earlier one; a malformed one is ignored, as it is not
+	// what the probe measures.
+	if metricsV != nil {
+		if e, ok := vllmMetrics(metricsV); ok {
+			r.Engine = e
+		}
+	}
+	if timingsV != nil {
+		if e, ok := llamaTimings(timingsV); ok {
+			r.Engine = e
+		}
+	}
+
 	if !utf8.Valid(content) || !utf8.Valid(reasoning) {
 		return malformedChunk("generated text is not valid UTF-8: %q", clipForErr(append(content, reasoning...)))
 	}
@@ -503,6 +522,9 @@ func (d *streamDecoder) settle(end streamEnd, ctxCause error) {
 	r := d.res
 	if d.usageSeen {
 		r.OutputTokens = d.completion
+	}
+	if r.Engine.Source == "" {
+		r.Engine.Source = TimingNone
 	}
 	r.OutputChunks = d.outChunks
 	// Every output chunk carries at least one token; continuous usage must

@@ -30,6 +30,12 @@ func addSim(c *cli) {
 		Default(strconv.Itoa(def.TokensPerStep)), (*kingpin.FlagClause).Int)
 	reasoning := overrideFlag(cmd.Flag("sim.reasoning-tokens", "Leading output tokens sent as reasoning, as a thinking model does.").
 		Default(strconv.Itoa(def.ReasoningTokens)), (*kingpin.FlagClause).Int)
+	perReq := overrideFlag(cmd.Flag("sim.enable-per-request-metrics",
+		"Add vLLM's per-request `metrics` object (queue_time_ms, time_to_first_token_ms, generation_time_ms, mean_itl_ms, tokens_per_second) to the final usage chunk, as vLLM's --enable-per-request-metrics does."),
+		(*kingpin.FlagClause).Bool)
+	otlpEndpoint := overrideFlag(cmd.Flag("sim.otlp-traces-endpoint",
+		"Send one llm_request span per request, with vLLM's attribute names, to this OTLP endpoint (vLLM's --otlp-traces-endpoint), e.g. http://127.0.0.1:4317. The protocol is grpc unless OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf.").
+		PlaceHolder("URL"), (*kingpin.FlagClause).String)
 
 	c.command(cmd, func(ctx context.Context) int {
 		logger := c.logger()
@@ -47,6 +53,8 @@ func addSim(c *cli) {
 		scale.apply(&cfg.TimeScale)
 		step.apply(&cfg.TokensPerStep)
 		reasoning.apply(&cfg.ReasoningTokens)
+		perReq.apply(&cfg.EnablePerRequestMetrics)
+		otlpEndpoint.apply(&cfg.OTLPTracesEndpoint)
 		eng, err := vllmsim.New(cfg, logger.With("component", "sim"))
 		if err != nil {
 			logger.Error("invalid simulator config", "err", err)
@@ -60,7 +68,8 @@ func addSim(c *cli) {
 			return 1
 		}
 		logger.Info("simulated vLLM engine listening", "address", ln.Addr().String(), "model", cfg.ModelName,
-			"max_model_len", cfg.MaxModelLen, "max_num_seqs", cfg.MaxNumSeqs)
+			"max_model_len", cfg.MaxModelLen, "max_num_seqs", cfg.MaxNumSeqs,
+			"per_request_metrics", cfg.EnablePerRequestMetrics, "otlp_traces_endpoint", cfg.OTLPTracesEndpoint)
 		if err := eng.Serve(ctx, ln); err != nil {
 			logger.Error("simulator stopped", "err", err)
 			return 1

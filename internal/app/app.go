@@ -25,6 +25,7 @@ import (
 	"github.com/slaprobe/slaprobe/internal/probehandler"
 	"github.com/slaprobe/slaprobe/internal/status"
 	"github.com/slaprobe/slaprobe/internal/sweeper"
+	"github.com/slaprobe/slaprobe/internal/tracing"
 )
 
 // Options configure an App.
@@ -42,6 +43,10 @@ type Options struct {
 	// NVML opens the NVML library; called once, and only when power.nvml
 	// is on. Nil means nvml.New (tests pass a mock).
 	NVML func() nvml.Interface
+	// TraceGRPCListener, when set, serves the OTLP/gRPC trace receiver in
+	// place of tracing.otlp_grpc_listen_address (the demo opens it first,
+	// to point its engine at it).
+	TraceGRPCListener net.Listener
 	// Daemon holds test seams of the daemon (Probe, ListModels,
 	// SchedulerSleep); its other fields are ignored.
 	Daemon daemon.Options
@@ -63,8 +68,13 @@ type App struct {
 	// Probes keeps the recent probes and their log lines for the status
 	// page at "/".
 	Probes *status.Recorder
+	// Joiner joins the engines' spans to probes; nil without an OTLP
+	// receiver. TraceAddrs are the receiver's addresses, gRPC first.
+	Joiner     *tracing.Joiner
+	TraceAddrs []net.Addr
 
-	cancel context.CancelFunc
+	cancel  context.CancelFunc
+	closers []func()
 }
 
 // New loads the config and builds every part. The engine and power
@@ -107,6 +117,9 @@ func New(o Options) (a *App, err error) {
 	if err := a.addPower(ctx, cfg.Power, o.NVML); err != nil {
 		return nil, err
 	}
+	if err := a.addTracing(cfg.Tracing, o.TraceGRPCListener); err != nil {
+		return nil, err
+	}
 	if err := a.addSweeper(ctx); err != nil {
 		return nil, err
 	}
@@ -136,6 +149,10 @@ func (a *App) close() {
 	if a.Engines != nil {
 		a.Engines.Close()
 	}
+	for _, c := range a.closers {
+		c()
+	}
+	a.closers = nil
 }
 
 // addEngineSignals scrapes every target's engine /metrics and feeds the

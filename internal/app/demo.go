@@ -39,13 +39,25 @@ func NewDemo(webFlags *web.FlagConfig, logger *slog.Logger) (*Demo, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	eng, err := vllmsim.New(vllmsim.DefaultConfig(), logger.With("component", "sim"))
+	// The engine reports its own timing both ways vLLM can: per-request
+	// metrics on the response, and an llm_request span sent to slaprobe's
+	// OTLP receiver, so the status page splits TTFT out of the box.
+	otlpLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
+		return nil, fmt.Errorf("listen for the engine's traces: %w", err)
+	}
+	simCfg := vllmsim.DefaultConfig()
+	simCfg.EnablePerRequestMetrics = true
+	simCfg.OTLPTracesEndpoint = "http://" + otlpLn.Addr().String()
+	eng, err := vllmsim.New(simCfg, logger.With("component", "sim"))
+	if err != nil {
+		otlpLn.Close()
 		return nil, fmt.Errorf("simulated engine: %w", err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		eng.Close()
+		otlpLn.Close()
 		return nil, fmt.Errorf("listen for the simulated engine: %w", err)
 	}
 	d := &Demo{Engine: eng, EngineURL: "http://" + ln.Addr().String(), web: webFlags}
@@ -59,9 +71,10 @@ func NewDemo(webFlags *web.FlagConfig, logger *slog.Logger) (*Demo, error) {
 			TargetName: "sim",
 			Scenarios:  prober.DefaultScenarios,
 		},
-		Web:         webFlags,
-		Logger:      logger,
-		Description: "Demo: probing the simulated vLLM engine at " + d.EngineURL + ".",
+		Web:               webFlags,
+		Logger:            logger,
+		TraceGRPCListener: otlpLn,
+		Description:       "Demo: probing the simulated vLLM engine at " + d.EngineURL + ".",
 		// Served by slaprobe itself, so the link works wherever the page
 		// is opened from.
 		Links: []status.Link{

@@ -36,6 +36,7 @@ type Config struct {
 	Sweep           SweepConfig      `yaml:"sweep,omitempty"`
 	Power           PowerConfig      `yaml:"power,omitempty"`
 	Engine          EngineConfig     `yaml:"engine,omitempty"`
+	Tracing         TracingConfig    `yaml:"tracing,omitempty"`
 	// FileSDConfigs add targets read from files (filesd.go).
 	FileSDConfigs []FileSDConfig `yaml:"file_sd_configs,omitempty"`
 	// Probe sets up the /probe endpoint (probe.go).
@@ -137,10 +138,11 @@ type (
 // remember to fill them in.
 func defaultConfig() Config {
 	c := Config{
-		Global: DefaultGlobalConfig,
-		Sweep:  DefaultSweepConfig(),
-		Power:  DefaultPowerConfig(),
-		Engine: DefaultEngineConfig(),
+		Global:  DefaultGlobalConfig,
+		Sweep:   DefaultSweepConfig(),
+		Power:   DefaultPowerConfig(),
+		Engine:  DefaultEngineConfig(),
+		Tracing: DefaultTracingConfig(),
 	}
 	c.Global.Scenarios = append([]string(nil), DefaultGlobalConfig.Scenarios...)
 	return c
@@ -273,6 +275,7 @@ var (
 		"config.SweepDrainConfig":      "sweep.drain",
 		"config.plainPower":            "power",
 		"config.plainEngine":           "engine",
+		"config.plainTracing":          "tracing",
 		"config.plainEngineLive":       "engine.live",
 		"config.plainFileSD":           "file_sd_configs[]",
 		"config.plainProbe":            "probe",

@@ -69,6 +69,8 @@ type Daemon struct {
 
 	hooksMu sync.RWMutex
 	hooks   []prober.ProbeHook
+	// joiner settles engine timing from traces; nil without a receiver.
+	joiner EngineJoiner
 
 	onReloadMu sync.Mutex
 	onReload   []func(*config.Config)
@@ -338,7 +340,7 @@ func (d *Daemon) startSchedulerLocked() error {
 		Probe:                probe,
 		ListModels:           d.opts.ListModels,
 		Invalidate:           d.prober.Invalidate,
-		Observer:             d.metrics,
+		Observer:             probeObserver{d.metrics, d},
 		Hooks:                []prober.ProbeHook{hookSet{d}},
 		Holds:                &d.holds,
 		Logger:               d.logger.With("component", "scheduler"),

@@ -80,6 +80,19 @@ type Config struct {
 	// instead of vllm:kv_cache_usage_perc and vllm:inter_token_latency_seconds (old vLLM).
 	LegacyMetricNames bool `yaml:"legacy_metric_names"`
 
+	// EnablePerRequestMetrics adds vLLM's per-request `metrics` object (vLLM's
+	// --enable-per-request-metrics) to every response with usage: on the final usage chunk of a
+	// stream (so only with stream_options.include_usage) and beside usage in a non-streaming
+	// body. See PerRequestMetrics.
+	EnablePerRequestMetrics bool `yaml:"enable_per_request_metrics"`
+	// OTLPTracesEndpoint sends one `llm_request` span per request, with vLLM's attribute names, to
+	// this OTLP endpoint (vLLM's --otlp-traces-endpoint), in the trace of the request's
+	// traceparent header when it has one. Empty sends none.
+	OTLPTracesEndpoint string `yaml:"otlp_traces_endpoint"`
+	// OTLPTracesProtocol is "grpc" (the default, as in vLLM) or "http/protobuf"; empty reads
+	// OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, then OTEL_EXPORTER_OTLP_PROTOCOL.
+	OTLPTracesProtocol string `yaml:"otlp_traces_protocol"`
+
 	// Seed makes every random choice (early stops, output words, random faults) deterministic:
 	// request number k always gets the same draws.
 	Seed uint64 `yaml:"seed"`
@@ -219,6 +232,11 @@ func (c Config) Validate() error {
 	}
 	if c.ReasoningField != ReasoningContentField && c.ReasoningField != ReasoningShortField {
 		bad("reasoning_field", fmt.Sprintf("%q", c.ReasoningField), fmt.Sprintf("%q or %q", ReasoningContentField, ReasoningShortField))
+	}
+	switch c.OTLPTracesProtocol {
+	case "", "grpc", "http/protobuf":
+	default:
+		bad("otlp_traces_protocol", c.OTLPTracesProtocol, `"grpc" or "http/protobuf"`)
 	}
 	if c.TraceCapacity < 1 {
 		bad("trace_capacity", c.TraceCapacity, ">= 1")

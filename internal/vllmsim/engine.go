@@ -42,7 +42,8 @@ type Engine struct {
 	m       *metrics
 	g       gauges
 	traces  *traceRing
-	created int64 // unix seconds, for /v1/models
+	tracer  *tracer // llm_request spans; nil without Config.OTLPTracesEndpoint
+	created int64   // unix seconds, for /v1/models
 
 	seq      atomic.Uint64 // request counter: ids and per-request seeds
 	rejected atomic.Uint64
@@ -145,7 +146,12 @@ func New(cfg Config, logger *slog.Logger) (*Engine, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	tr, err := newTracer(cfg)
+	if err != nil {
+		return nil, err
+	}
 	e := &Engine{
+		tracer:   tr,
 		cfg:      cfg,
 		log:      logger,
 		traces:   newTraceRing(cfg.TraceCapacity),
@@ -193,6 +199,7 @@ func (e *Engine) Close() {
 		for _, r := range pending {
 			r.publish(r.produced, false, "", errEngineClosed)
 		}
+		e.tracer.shutdown()
 	})
 }
 
@@ -493,6 +500,7 @@ func (e *Engine) finishLocked(st step, end time.Time) {
 		isFirst := r.firstToken.IsZero()
 		if isFirst {
 			r.firstToken = end
+			r.trace.update(func(t *Trace) { t.EngineFirstToken = end })
 			e.m.ttft.Observe(end.Sub(r.submitted).Seconds())
 			e.m.prefill.Observe(end.Sub(r.admittedAt).Seconds())
 		} else {
@@ -514,6 +522,7 @@ func (e *Engine) finishLocked(st step, end time.Time) {
 		}
 		done := r.produced >= r.target
 		if done {
+			r.trace.update(func(t *Trace) { t.EngineLastToken = end })
 			finished = true
 			e.kvHeld -= r.promptTokens + r.produced
 			r.state = stateFinished

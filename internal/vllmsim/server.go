@@ -438,6 +438,7 @@ func (e *Engine) handleGenerate(w http.ResponseWriter, hr *http.Request, chat bo
 		ID: id, Endpoint: endpoint, Stream: req.Stream, Model: req.Model, Fault: fault.name,
 		Arrived: arrived, Decoded: decoded, PromptTokens: len(ids), CacheSalt: salt, PromptHead: head,
 		MaxTokens: maxReq, MinTokens: minTokens, IgnoreEOS: req.IgnoreEOS,
+		RequestID: hr.Header.Get("X-Request-Id"), TraceParent: hr.Header.Get("Traceparent"),
 	}}
 	e.traces.add(id, rec)
 

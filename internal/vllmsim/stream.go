@@ -158,6 +158,9 @@ func (s *session) stream() {
 				b = append(b, s.head...)
 				b = append(b, `,"choices":[],"usage":`...)
 				b = s.appendUsage(b, s.written, true)
+				if e.cfg.EnablePerRequestMetrics {
+					b = s.appendPerRequestMetrics(b, s.written)
+				}
 				b = append(b, "}\n\n"...)
 				s.buf = b
 				if _, err := s.emit(b); err != nil {
@@ -178,6 +181,9 @@ func (s *session) end(reason string, at time.Time) {
 		t.FinishReason = reason
 		t.Done = at
 	})
+	if s.e.tracer != nil {
+		s.e.tracer.requestSpan(s.r.trace.snapshot(), s.e.cfg.ModelName)
+	}
 }
 
 // engineError ends a stream when the engine shut down under it.
@@ -474,6 +480,9 @@ func (s *session) respond() {
 			usage["prompt_tokens_details"] = map[string]any{"cached_tokens": s.cachedTokens()}
 		}
 		resp["usage"] = usage
+		if e.cfg.EnablePerRequestMetrics {
+			resp["metrics"] = perRequestMetrics(r.trace.snapshot(), avail)
+		}
 	}
 	body, _ := json.Marshal(resp)
 	if r.fault.name == FaultMalformed {

@@ -25,6 +25,11 @@ type Trace struct {
 	Submitted time.Time // entered the engine's waiting queue (after tokenization)
 	Admitted  time.Time // first left the waiting queue (start of its prefill step); zero if never
 
+	// EngineFirstToken and EngineLastToken are the ends of the engine steps that produced the
+	// first and the last output token (before the handler writes them): the engine's own view.
+	EngineFirstToken time.Time
+	EngineLastToken  time.Time
+
 	RoleChunkWritten  time.Time // role-only chat chunk written; zero for completions / non-streaming
 	FirstTokenWritten time.Time // first chunk carrying output tokens written
 	LastTokenWritten  time.Time // last chunk carrying output tokens written
@@ -40,6 +45,9 @@ type Trace struct {
 	ReasoningTokens  int // of which reasoning
 	FinishReason     string
 	Preemptions      int
+
+	RequestID   string // X-Request-Id header received, "" if none
+	TraceParent string // traceparent header received, "" if none
 
 	CacheSalt  string // cache_salt received, "" if none
 	PromptHead string // first 64 characters of the prompt (chat: message contents joined by "\n")

@@ -1,0 +1,116 @@
+package collector
+
+// This file holds the metrics of the engine's own timing of each probe
+// (prober.EngineTiming): where the client's TTFT went, outside the engine,
+// in its queue and in prefill, and the engine's own ITL beside the client's.
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/slaprobe/slaprobe/prober"
+)
+
+var (
+	// 1 ms .. 60 s: a queue is often empty (sub-millisecond) and can be long.
+	engineSpanBuckets        = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 20, 30, 60}
+	engineSpanBucketsReduced = []float64{0.005, 0.025, 0.1, 0.5, 1, 3, 10, 60}
+)
+
+type engineTimingMetrics struct {
+	queue, prefill, itl, outside *prometheus.HistogramVec
+	timing                       *prometheus.CounterVec
+}
+
+func newEngineTimingMetrics(o ProbeMetricsOptions) engineTimingMetrics {
+	spans := o.buckets(engineSpanBuckets, engineSpanBucketsReduced)
+	return engineTimingMetrics{
+		queue: newHistogram("engine_queue_seconds",
+			"Time a probe waited in the engine's scheduler queue, as the engine reported it (vLLM's per-request metrics or its llm_request span). Probes whose TTFT is recorded.", spans),
+		prefill: newHistogram("engine_prefill_seconds",
+			"Time from the engine scheduling a probe to its first token, as the engine reported it. Probes whose TTFT is recorded.", spans),
+		itl: newHistogram("engine_itl_seconds",
+			"The engine's own mean inter-token latency of a probe. Beside slaprobe_itl_seconds, a gap shows a proxy or gateway that buffers the stream.", o.buckets(itlBuckets, itlBucketsReduced)),
+		outside: newHistogram("ttft_outside_engine_seconds",
+			"Client TTFT minus the engine's queue and prefill: the network, gateway, proxy, API server and tokenizer. Probes whose engine reported both its queue and its prefill.", spans),
+		timing: newCounter("probe_engine_timing_total",
+			"Probes whose TTFT is recorded, by where the engine's timing came from: response (the response carried it), trace (the engine's span, joined by trace id) or none (not reported; nothing is recorded as zero).", "source"),
+	}
+}
+
+func (e *engineTimingMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{e.queue, e.prefill, e.itl, e.outside, e.timing}
+}
+
+func (e *engineTimingMetrics) vecs() []*prometheus.MetricVec {
+	return []*prometheus.MetricVec{e.queue.MetricVec, e.prefill.MetricVec, e.itl.MetricVec, e.outside.MetricVec, e.timing.MetricVec}
+}
+
+func (e *engineTimingMetrics) init(target, model, scenario string) {
+	for _, s := range prober.TimingSources {
+		e.timing.WithLabelValues(target, model, scenario, string(s))
+	}
+}
+
+// TTFTRecorded reports whether r's TTFT goes into slaprobe_ttft_seconds:
+// a timed answer with a cold prompt, or a warm follow-up; not a warm
+// scenario's priming turn, nor a cold probe that hit the prefix cache. Its
+// engine timing is recorded for the same probes, so that the split adds up
+// to the TTFT histogram.
+func TTFTRecorded(r *prober.Result) bool {
+	if r.Turn == 1 || !r.Timed() {
+		return false
+	}
+	return r.FollowUp() || !r.CacheHit()
+}
+
+// ObserveEngine records the engine timing of r and of its earlier turns,
+// for the turns whose TTFT is recorded. Observe calls it; a caller that
+// settles engine timing later (a trace join) calls ObserveClient then this.
+func (m *ProbeMetrics) ObserveEngine(r *prober.Result) {
+	for i := range r.Earlier {
+		m.ObserveEngineTurn(&r.Earlier[i])
+	}
+	m.ObserveEngineTurn(r)
+}
+
+// ObserveEngineTurn records the engine timing of r alone (not its earlier turns).
+func (m *ProbeMetrics) ObserveEngineTurn(r *prober.Result) {
+	if !TTFTRecorded(r) {
+		return
+	}
+	lv := []string{r.Target, r.Model, r.Scenario}
+	e := r.Engine
+	src := e.Source
+	if src == "" || !e.Reported() {
+		src = prober.TimingNone
+	}
+	m.engine.timing.WithLabelValues(r.Target, r.Model, r.Scenario, string(src)).Inc()
+	if src == prober.TimingNone {
+		return
+	}
+	if e.HasQueue {
+		m.engine.queue.WithLabelValues(lv...).Observe(e.Queue.Seconds())
+	}
+	if e.HasPrefill {
+		m.engine.prefill.WithLabelValues(lv...).Observe(e.Prefill.Seconds())
+	}
+	if e.HasITL && r.DecodeMeasured() {
+		m.engine.itl.WithLabelValues(lv...).Observe(e.ITL.Seconds())
+	}
+	if sp, ok := r.Split(); ok {
+		// Recorded as it is, even slightly negative (an engine whose
+		// timing ends after the client had the chunk), so its mean stays
+		// the mean TTFT minus the mean queue and prefill.
+		m.engine.outside.WithLabelValues(lv...).Observe(sp.Outside.Seconds())
+	}
+}
+
+// observeWithTrace observes v, with the probe's trace id as an exemplar
+// when it has one (shown in OpenMetrics, so Grafana can jump to the trace).
+func observeWithTrace(o prometheus.Observer, v float64, traceID string) {
+	if eo, ok := o.(prometheus.ExemplarObserver); ok && traceID != "" {
+		eo.ObserveWithExemplar(v, prometheus.Labels{"trace_id": traceID})
+		return
+	}
+	o.Observe(v)
+}

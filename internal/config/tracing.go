@@ -1,0 +1,89 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"time"
+
+	"github.com/prometheus/common/model"
+)
+
+// TracingConfig configures distributed tracing (docs/tracing.md): the OTLP
+// receiver that takes the engines' own spans and joins them to probes, and
+// where slaprobe sends its own probe spans. Everything is off by default;
+// every probe sends a sampled traceparent and an X-Request-Id either way.
+// Read once at start: a change needs a restart.
+type TracingConfig struct {
+	// OTLPGRPCListenAddress opens an OTLP/gRPC trace receiver (":4317" by
+	// convention); point the engine's --otlp-traces-endpoint at it.
+	OTLPGRPCListenAddress string `yaml:"otlp_grpc_listen_address"`
+	// OTLPHTTPListenAddress opens an OTLP/HTTP receiver (POST /v1/traces,
+	// ":4318" by convention).
+	OTLPHTTPListenAddress string `yaml:"otlp_http_listen_address"`
+	// JoinTimeout is how long a probe whose response carried no engine
+	// timing waits for its engine span (default 30s); then it counts as
+	// source="none".
+	JoinTimeout model.Duration `yaml:"join_timeout"`
+	// ExportEndpoint sends each probe's own span to this OTLP endpoint
+	// (Tempo, Jaeger, an OpenTelemetry Collector), e.g.
+	// http://tempo:4317. Empty sends none.
+	ExportEndpoint string `yaml:"export_endpoint"`
+	// ExportProtocol is "grpc" (default) or "http/protobuf".
+	ExportProtocol string `yaml:"export_protocol"`
+}
+
+// DefaultTracingConfig: no receiver, no export, a 30 s join timeout.
+func DefaultTracingConfig() TracingConfig {
+	return TracingConfig{JoinTimeout: model.Duration(30 * time.Second), ExportProtocol: "grpc"}
+}
+
+// Receives reports whether a receiver is configured.
+func (t TracingConfig) Receives() bool {
+	return t.OTLPGRPCListenAddress != "" || t.OTLPHTTPListenAddress != ""
+}
+
+type plainTracing TracingConfig
+
+// UnmarshalYAML sets the defaults of `tracing` and validates it.
+func (t *TracingConfig) UnmarshalYAML(unmarshal func(any) error) error {
+	*t = DefaultTracingConfig()
+	if err := unmarshal((*plainTracing)(t)); err != nil {
+		return err
+	}
+	return t.Validate()
+}
+
+// Validate reports the first problem, naming the field, its value and what
+// was expected.
+func (t TracingConfig) Validate() error {
+	for _, f := range []struct{ name, v string }{
+		{"otlp_grpc_listen_address", t.OTLPGRPCListenAddress},
+		{"otlp_http_listen_address", t.OTLPHTTPListenAddress},
+	} {
+		if f.v == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(f.v); err != nil {
+			return fmt.Errorf("tracing.%s=%q; expected host:port, e.g. :4317 (%v)", f.name, f.v, err)
+		}
+	}
+	if t.OTLPGRPCListenAddress != "" && t.OTLPGRPCListenAddress == t.OTLPHTTPListenAddress {
+		return fmt.Errorf("tracing.otlp_grpc_listen_address and otlp_http_listen_address are both %q; expected two addresses", t.OTLPGRPCListenAddress)
+	}
+	if j := time.Duration(t.JoinTimeout); j <= 0 || j > 10*time.Minute {
+		return fmt.Errorf("tracing.join_timeout=%s; expected more than 0 and at most 10m", t.JoinTimeout)
+	}
+	if t.ExportEndpoint != "" {
+		u, err := url.Parse(t.ExportEndpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("tracing.export_endpoint=%q; expected an http:// or https:// URL, e.g. http://tempo:4317", t.ExportEndpoint)
+		}
+	}
+	switch t.ExportProtocol {
+	case "grpc", "http/protobuf":
+	default:
+		return fmt.Errorf("tracing.export_protocol=%q; expected grpc or http/protobuf", t.ExportProtocol)
+	}
+	return nil
+}

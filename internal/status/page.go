@@ -62,6 +62,7 @@ type scenarioView struct {
 	SuccessRate        string
 	WindowProbes       int
 	Rows               []metricRow
+	Split              *splitView
 	ProbesURL          string
 }
 
@@ -198,6 +199,7 @@ func (s *Server) scenarioView(target string, sc prober.Scenario, now time.Time, 
 	for _, m := range metrics {
 		sv.Rows = append(sv.Rows, buildRow(m, done, since, sc.Thresholds))
 	}
+	sv.Split = buildSplit(done, since)
 	ok, n := 0, 0
 	for i := range done {
 		if !done[i].Sent.Before(since) {

@@ -30,6 +30,7 @@ type probeView struct {
 	Tokens                     string
 	CacheHit                   bool
 	ResponseID, FinishReason   string
+	TraceID, Split             string
 	Logs                       []logView
 }
 
@@ -73,7 +74,8 @@ func (s *Server) serveProbes(w http.ResponseWriter, r *http.Request) {
 		}
 		pv := probeView{Scenario: p.Scenario, Model: p.Model, Sent: p.Sent.Local().Format("2006-01-02 15:04:05.000"), Ago: ago(now, p.Sent),
 			Running: !p.Done, OK: p.OK(), Kind: string(p.Kind), Reason: string(p.Reason), Err: p.Err,
-			CacheHit: p.CacheHit, ResponseID: p.ResponseID, FinishReason: p.FinishReason}
+			CacheHit: p.CacheHit, ResponseID: p.ResponseID, FinishReason: p.FinishReason,
+			TraceID: p.TraceID, Split: probeSplit(&p)}
 		if p.Done {
 			pv.Tokens = fmt.Sprintf("%d in, %d of %d out", p.PromptTokens, p.OutputTokens, p.RequestedTokens)
 		}

@@ -50,6 +50,14 @@ type Probe struct {
 	PromptTokens, OutputTokens, RequestedTokens int
 	FinishReason, ResponseID                    string
 
+	// TraceID is the W3C trace id the probe sent. Engine is the engine's
+	// own timing (settled later when it comes from a trace); Split is the
+	// TTFT split it gives, when HasSplit.
+	TraceID  string
+	Engine   prober.EngineTiming
+	Split    prober.Split
+	HasSplit bool
+
 	Logs []LogLine
 }
 
@@ -189,6 +197,8 @@ func fill(p *Probe, res *prober.Result, now time.Time) {
 	}
 	// A warm follow-up is meant to hit the cache: its TTFT and E2E are the measurement.
 	p.FinishReason, p.ResponseID, p.CacheHit = res.FinishReason, res.ResponseID, res.CacheHit() && !res.FollowUp()
+	p.TraceID = res.TraceID
+	setEngine(p, res)
 	if !res.Timed() {
 		return
 	}
@@ -198,6 +208,31 @@ func fill(p *Probe, res *prober.Result, now time.Time) {
 	}
 	if res.DecodeMeasured() {
 		p.ITL, p.Decode = res.ITL(), res.DecodeSpeed()
+	}
+}
+
+func setEngine(p *Probe, res *prober.Result) {
+	p.Engine = res.Engine
+	p.Split, p.HasSplit = res.Split()
+}
+
+// EngineTimed updates a kept probe with the engine timing a trace join
+// settled after the probe ended (daemon.EngineTimingHook).
+func (r *Recorder) EngineTimed(res *prober.Result) {
+	if res == nil || res.TraceID == "" {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ser := r.series[key{res.Target, res.Scenario}]
+	if ser == nil {
+		return
+	}
+	for i := len(ser.probes) - 1; i >= 0; i-- {
+		if p := ser.probes[i]; p.TraceID == res.TraceID {
+			setEngine(p, res)
+			return
+		}
 	}
 }
 

@@ -44,6 +44,12 @@ td.num{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}
 .spark .fail{stroke:var(--bad);stroke-width:2}
 .spark .none{font-size:11px;fill:var(--mute);text-anchor:middle}
 .logs{background:var(--bg);border:1px solid var(--line);border-radius:4px;padding:4px 8px;margin:4px 0 0;white-space:pre-wrap;word-break:break-all}
+.split{margin:8px 0 2px}
+.split .bar{display:flex;height:14px;background:var(--bg);border-radius:2px;overflow:hidden;min-width:240px}
+.split .bar span{display:block;height:100%}
+.sp-out{background:#bc4c00}.sp-queue{background:#8250df}.sp-prefill{background:#0969da}
+.split td{border:0;padding:1px 6px}
+.key{display:inline-block;width:10px;height:10px;border-radius:2px;margin:0 3px 0 8px;vertical-align:-1px}
 .lv-WARN{color:var(--warn)}.lv-ERROR{color:var(--bad)}.lv-DEBUG{color:var(--mute)}
 `
 
@@ -103,6 +109,13 @@ var pageTmpl = template.Must(template.New("page").Funcs(funcs).Parse(`<!DOCTYPE 
 <td title="{{.SparkCaption}}">{{.Spark}}</td>
 </tr>{{end}}
 </table>
+{{with .Split}}<div class="split" data-split="{{if .None}}none{{else}}yes{{end}}">
+<div class="small"><b>Where TTFT goes</b><span class="key sp-out"></span>outside the engine<span class="key sp-queue"></span>queue<span class="key sp-prefill"></span>prefill</div>
+{{if .None}}<p class="small mute">The engine reports no per-request timing: turn on vLLM's <code>--enable-per-request-metrics</code>, or its <code>--otlp-traces-endpoint</code> with slaprobe's OTLP receiver.</p>
+{{else}}<table>{{range .Rows}}<tr data-quantile="{{.Label}}"><td class="small num">{{.Label}} {{.TTFT}}</td>
+<td style="width:60%"><div class="bar" title="outside {{.Outside}} · queue {{.Queue}} · prefill {{.Prefill}}"><span class="sp-out" style="width:{{printf "%.2f" .OutsideW}}%"></span><span class="sp-queue" style="width:{{printf "%.2f" .QueueW}}%"></span><span class="sp-prefill" style="width:{{printf "%.2f" .PrefillW}}%"></span></div></td>
+<td class="small">outside {{.Outside}} ({{.OutsideShare}}) · queue {{.Queue}} · prefill {{.Prefill}}</td></tr>{{end}}</table>{{end}}
+<p class="small mute">{{.Sources}}. Each bar averages the probes around that TTFT quantile.</p></div>{{end}}
 </section>
 {{end}}
 </div>
@@ -156,8 +169,8 @@ var probesTmpl = template.Must(template.New("probes").Funcs(funcs).Parse(`<!DOCT
 <td>{{.Scenario}}<br><span class="small mute">{{.Model}}</span></td>
 <td>{{if .Running}}<span class="mute">in flight</span>{{else if .OK}}<span class="v-ok">success</span>{{else}}<span class="err">{{.Kind}}{{if .Reason}} · {{.Reason}}{{end}}</span>{{end}}{{if .CacheHit}}<br><span class="err small">prefix-cache hit</span>{{end}}</td>
 <td class="num">{{.TTFT}}</td><td class="num">{{.ITL}}</td><td class="num">{{.Decode}}</td><td class="num">{{.E2E}}</td>
-<td class="small">{{.Tokens}}{{if .FinishReason}}<br>finish: {{.FinishReason}}{{end}}{{if .ResponseID}}<br><span class="mute">id {{.ResponseID}}</span>{{end}}</td></tr>
-<tr><td></td><td colspan="7">{{if .Err}}<code class="err">{{.Err}}</code>{{end}}
+<td class="small">{{.Tokens}}{{if .FinishReason}}<br>finish: {{.FinishReason}}{{end}}{{if .ResponseID}}<br><span class="mute">id {{.ResponseID}}</span>{{end}}{{if .TraceID}}<br><span class="mute">trace <code data-trace-id="{{.TraceID}}">{{.TraceID}}</code></span>{{end}}</td></tr>
+<tr><td></td><td colspan="7">{{if .Split}}<span class="small" data-split>TTFT: {{.Split}}</span><br>{{end}}{{if .Err}}<code class="err">{{.Err}}</code>{{end}}
 {{if .Logs}}<pre class="logs">{{range .Logs}}<span class="lv-{{.Level}}">{{.Time}} {{.Level}} {{.Text}}</span>
 {{end}}</pre>{{else}}<span class="small mute">no log line</span>{{end}}</td></tr>
 {{end}}</table>{{else}}<p class="mute">No probe yet.</p>{{end}}

@@ -103,6 +103,17 @@ func overview() *Dashboard {
 		rangeQ(histMean("slaprobe_tokens_per_chunk", ruleBy, probeWindow), legendTS),
 	))
 
+	b.row("Where TTFT goes")
+	b.add(8, 8, whereTTFTGoes())
+	b.add(16, 8, timeseries("ITL: the client's and the engine's own (mean)",
+		"Mean inter-token latency as slaprobe saw it and as the engine reported it for the same probes "+
+			"(vLLM's per-request metrics or its llm_request span), over 15 min. A client ITL well above the "+
+			"engine's means something between them holds the stream back: a proxy or gateway that buffers.",
+		"s", nil,
+		rangeQ(histMean("slaprobe_itl_seconds", "target, scenario", probeWindow), "client "+legendTS),
+		rangeQ(histMean("slaprobe_engine_itl_seconds", "target, scenario", probeWindow), "engine "+legendTS),
+	).dotted("^engine "))
+
 	b.row("Probe outcomes")
 	b.add(8, 8, timeseries("Probe success ratio (1 h)",
 		"Answered probes (success, or a short answer the server ended early) ÷ all probes over the last hour. Under 90 % for 15 min fires SlaprobeProbeSuccessRateLow.",
@@ -180,4 +191,28 @@ func overview() *Dashboard {
 		tableQ(fmt.Sprintf(`max by (scenario, metric) (slaprobe_sla_threshold{%s})`, mScenario)),
 	))
 	return b.d
+}
+
+// whereTTFTGoes stacks the mean TTFT of one scenario (the panel repeats per scenario) into the time
+// outside the engine, in its queue and in prefill, over the selected targets.
+func whereTTFTGoes() *Panel {
+	p := timeseries("Where TTFT goes: $scenario",
+		"Mean TTFT of the probes whose engine reported its own timing (vLLM's per-request metrics or its "+
+			"llm_request span joined by trace id), stacked: outside the engine (client TTFT minus queue and "+
+			"prefill: network, gateway, proxy, API server, tokenizer), waiting in the engine's queue, and "+
+			"prefill, over 15 min and the selected targets. Pick one target for one server's split. Empty "+
+			"when the engine reports no timing: slaprobe_probe_engine_timing_total{source=\"none\"} counts those probes.",
+		"s", nil,
+		rangeQ(histMean("slaprobe_ttft_outside_engine_seconds", "scenario", probeWindow), "outside the engine"),
+		rangeQ(histMean("slaprobe_engine_queue_seconds", "scenario", probeWindow), "queue"),
+		rangeQ(histMean("slaprobe_engine_prefill_seconds", "scenario", probeWindow), "prefill"),
+	)
+	c := p.FieldConfig.Defaults.Custom
+	c.FillOpacity, c.Stacking = 60, &Stacking{Group: "A", Mode: "normal"}
+	p.Repeat, p.RepeatDirection, p.MaxPerRow = "scenario", "h", 3
+	// Colour-blind safe, in the status page's order: outside vermilion, queue purple, prefill blue.
+	for _, f := range [][2]string{{"outside the engine", "#D55E00"}, {"queue", "#CC79A7"}, {"prefill", "#0072B2"}} {
+		p.override(f[0], Property{ID: "color", Value: FieldColor{Mode: "fixed", FixedColor: f[1]}})
+	}
+	return p
 }

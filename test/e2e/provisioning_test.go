@@ -42,6 +42,29 @@ func TestGrafanaProvisioning(t *testing.T) {
 	if u, err := url.Parse(d.URL); err != nil || u.Scheme == "" || u.Host == "" {
 		t.Errorf("data source url %q: want an absolute URL (%v)", d.URL, err)
 	}
+	// Exemplars (the probe's trace_id) link to the trace data source.
+	var traces struct {
+		APIVersion  int `yaml:"apiVersion"`
+		Datasources []struct {
+			Name     string `yaml:"name"`
+			UID      string `yaml:"uid"`
+			Type     string `yaml:"type"`
+			Access   string `yaml:"access"`
+			URL      string `yaml:"url"`
+			Editable bool   `yaml:"editable"`
+		} `yaml:"datasources"`
+	}
+	decodeStrict(t, filepath.Join(dir, "datasources", "slaprobe-traces.yml"), &traces)
+	if len(traces.Datasources) != 1 || (traces.Datasources[0].Type != "tempo" && traces.Datasources[0].Type != "jaeger") {
+		t.Fatalf("slaprobe-traces.yml: %+v; want one tempo or jaeger data source", traces.Datasources)
+	}
+	dest, _ := d.JSONData["exemplarTraceIdDestinations"].([]any)
+	if len(dest) != 1 {
+		t.Fatalf("exemplarTraceIdDestinations = %v; want one, for the trace_id exemplar label", d.JSONData["exemplarTraceIdDestinations"])
+	}
+	if m, _ := dest[0].(map[string]any); m["name"] != "trace_id" || m["datasourceUid"] != traces.Datasources[0].UID {
+		t.Errorf("exemplarTraceIdDestinations[0] = %v; want name trace_id and datasourceUid %q", dest[0], traces.Datasources[0].UID)
+	}
 
 	var prov struct {
 		APIVersion int `yaml:"apiVersion"`

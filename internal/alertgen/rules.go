@@ -42,6 +42,28 @@ sum by (job, instance, target, model, scenario) (rate(slaprobe_probes_total[1h])
 `},
 		{Record: "target_scenario:slaprobe_probe_last_timestamp_seconds:success", Expr: `slaprobe_probe_last_timestamp_seconds and slaprobe_probe_success == 1
 `},
+		// The share of TTFT spent outside the engine, over the probes whose engine reported its queue
+		// and prefill (docs/tracing.md): sum of outside ÷ sum of outside + queue + prefill.
+		{Record: "target_scenario:slaprobe_ttft_outside_engine:ratio_15m", Expr: `(
+  sum by (job, instance, target, model, scenario) (rate(slaprobe_ttft_outside_engine_seconds_sum[15m]))
+  /
+  (
+    sum by (job, instance, target, model, scenario) (rate(slaprobe_ttft_outside_engine_seconds_sum[15m]))
+    + sum by (job, instance, target, model, scenario) (rate(slaprobe_engine_queue_seconds_sum[15m]))
+    + sum by (job, instance, target, model, scenario) (rate(slaprobe_engine_prefill_seconds_sum[15m]))
+  )
+)
+or
+(
+  histogram_sum(sum by (job, instance, target, model, scenario) (rate(slaprobe_ttft_outside_engine_seconds[15m])))
+  /
+  (
+    histogram_sum(sum by (job, instance, target, model, scenario) (rate(slaprobe_ttft_outside_engine_seconds[15m])))
+    + histogram_sum(sum by (job, instance, target, model, scenario) (rate(slaprobe_engine_queue_seconds[15m])))
+    + histogram_sum(sum by (job, instance, target, model, scenario) (rate(slaprobe_engine_prefill_seconds[15m])))
+  )
+)
+`},
 		{Record: "target_scenario:slaprobe_live_max_safe_queue_depth:measured", Expr: `slaprobe_live_max_safe_queue_depth
 and slaprobe_live_max_safe_queue_depth_lower_bound == 0
 and slaprobe_live_max_safe_queue_depth_samples >= 20
@@ -213,6 +235,21 @@ or
 `,
 			`slaprobe{{ with $labels.instance }} at {{ . }}{{ end }} is scraped but exports no probe metrics.`,
 			`Prometheus scrapes slaprobe{{ with $labels.instance }} at {{ . }}{{ end }}, but slaprobe_build_info or every slaprobe_probes_total series is missing: something else answers on the port, metric relabelling drops the series, or no target is configured. No SLA alert can fire for it.`),
+
+		commentedAlert(`The scenario's p95 TTFT is over its threshold and most of the time is spent outside the engine:
+not in its queue, not in prefill, but in the network, a gateway or proxy, or the API server's
+parsing and tokenization. Needs the engine's own timing (vLLM --enable-per-request-metrics, or its
+traces sent to slaprobe's OTLP receiver); without it the ratio is absent and this stays quiet.`,
+			"SlaprobeTTFTOutsideEngine", "warning", "10m", `target_scenario:slaprobe_ttft_outside_engine:ratio_15m > 0.5
+and on (job, instance, target, model, scenario)
+(
+  target_scenario:slaprobe_ttft_seconds:p95_15m
+  > on (job, instance, scenario) group_left ()
+  max by (job, instance, scenario) (slaprobe_sla_threshold{metric="ttft_seconds"})
+)
+`,
+			`TTFT of {{ $labels.target }} ({{ $labels.scenario }}) breaches its SLA outside the engine.`,
+			`p95 TTFT of scenario {{ $labels.scenario }} on target {{ $labels.target }} (model {{ $labels.model }}) is over its threshold, and {{ $value | humanizePercentage }} of the probes' TTFT over 15 minutes was spent outside the engine (the engine's own queue and prefill are the rest): look at the gateway, proxy, network or API server in front of the engine, not at the engine.`),
 
 		commentedAlert(`slaprobe cannot read the engine's own /metrics: live signals (queue depth, live capacity,
 scaling efficiency) stop, and sweeps that require engine metrics pause. Probes still run.`,

@@ -97,7 +97,23 @@ func TestRunAgainstOllama(t *testing.T) {
 	if _, ok := series(body, "slaprobe_scenario_context_needed_tokens", "chatbot"); ok {
 		t.Errorf("chatbot fits, yet has slaprobe_scenario_context_needed_tokens")
 	}
+	// Ollama's OpenAI endpoint reports no per-request timing: every timed probe counts as
+	// source="none", and nothing is recorded as a zero queue or prefill.
+	for src, want := range map[string]string{"none": "[1-9][0-9.]*", "response": "0", "trace": "0"} {
+		re := regexp.MustCompile(`(?m)^slaprobe_probe_engine_timing_total\{[^}]*scenario="chatbot",source="` + src + `"[^}]*\} ` + want + `$`)
+		if !re.MatchString(body) {
+			t.Errorf("slaprobe_probe_engine_timing_total{scenario=chatbot, source=%s} is not %s:\n%s", src, want, grepLines(body, "engine_timing"))
+		}
+	}
+	for _, name := range []string{"slaprobe_engine_queue_seconds_count", "slaprobe_engine_prefill_seconds_count", "slaprobe_engine_itl_seconds_count", "slaprobe_ttft_outside_engine_seconds_count"} {
+		if v, ok := series(body, name, "chatbot"); ok && v > 0 {
+			t.Errorf("%s = %v on an engine that reports no timing", name, v)
+		}
+	}
 	page := scrape(t, base+"/")
+	if !strings.Contains(page, "The engine reports no per-request timing") {
+		t.Errorf("the status page does not say that the engine reports no per-request timing")
+	}
 	for _, s := range []string{"does not fit the server&#39;s context window", "at least 4352 tokens", "OLLAMA_CONTEXT_LENGTH"} {
 		if !strings.Contains(page, s) {
 			t.Errorf("status page lacks %q", s)

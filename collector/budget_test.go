@@ -20,13 +20,13 @@ import (
 // seriesBudget is the number of /metrics series (text format) that one target and scenario adds
 // through the probe metrics, by global.classic_histogram_buckets. docs/scaling.md states them.
 var seriesBudget = map[ClassicBuckets]int{
-	ClassicBucketsFull:    183,
-	ClassicBucketsReduced: 125,
-	ClassicBucketsNone:    53,
+	ClassicBucketsFull:    265,
+	ClassicBucketsReduced: 171,
+	ClassicBucketsNone:    65,
 }
 
-// fullResult is a successful probe of a reasoning model with continuous usage: it fills every
-// probe histogram.
+// fullResult is a successful probe of a reasoning model with continuous usage, whose engine reported
+// its own timing: it fills every probe histogram.
 func fullResult(target, scenario string, i int) *prober.Result {
 	t0 := time.Unix(1_800_000_000, 0).Add(time.Duration(i) * time.Second)
 	return &prober.Result{
@@ -35,6 +35,9 @@ func fullResult(target, scenario string, i int) *prober.Result {
 		LastToken: t0.Add(3 * time.Second), Reasoning: true,
 		PromptTokens: 1000, OutputTokens: 256, RequestedTokens: 256, FirstChunkTokens: 1,
 		ContinuousUsage: true, ChunkTokens: []int32{1, 1, 2, 4}, PromptLengthOK: true,
+		TraceID: "4bf92f3577b34da6a3ce929d0e0e4736",
+		Engine: prober.EngineTiming{Source: prober.TimingResponse, Queue: 10 * time.Millisecond, HasQueue: true,
+			Prefill: 250 * time.Millisecond, HasPrefill: true, ITL: 10 * time.Millisecond, HasITL: true},
 	}
 }
 

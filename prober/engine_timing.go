@@ -117,8 +117,11 @@ func vllmMetrics(v *fastjson.Value) (EngineTiming, bool) {
 }
 
 // llamaTimings reads llama.cpp server's `timings` object: prompt_ms is the
-// prompt's processing (prefill), predicted_ms over predicted_n the decode.
-// llama.cpp does not report a queue time.
+// prompt's processing (prefill), predicted_ms the decode. llama.cpp starts
+// predicted_ms when it samples the first token, so it spans predicted_n − 1
+// token gaps: the mean ITL is predicted_ms / (predicted_n − 1), as vLLM
+// defines it (llama.cpp's own predicted_per_token_ms divides by
+// predicted_n). llama.cpp does not report a queue time.
 func llamaTimings(v *fastjson.Value) (EngineTiming, bool) {
 	if v == nil || v.Type() != fastjson.TypeObject {
 		return EngineTiming{}, false
@@ -128,7 +131,7 @@ func llamaTimings(v *fastjson.Value) (EngineTiming, bool) {
 	if d, ok := optMillis(v.Get("predicted_ms")); ok {
 		e.Decode, e.HasDecode = d, true
 		if n, ok := jsonCount(v.Get("predicted_n")); ok && n > 1 {
-			e.ITL, e.HasITL = d/time.Duration(n), true
+			e.ITL, e.HasITL = d/time.Duration(n-1), true
 		}
 	}
 	if !e.Reported() {

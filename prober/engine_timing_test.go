@@ -148,9 +148,9 @@ func TestDecoderEngineTiming(t *testing.T) {
 			name: "llama.cpp timings",
 			steps: etLlamaStream(`,"timings":{"prompt_n":100,"prompt_ms":25.5,"prompt_per_token_ms":0.255,` +
 				`"prompt_per_second":3921.6,"predicted_n":4,"predicted_ms":30,"predicted_per_token_ms":7.5,"predicted_per_second":133.3}`),
-			// ITL is predicted_ms / predicted_n; llama.cpp has no queue.
+			// ITL is predicted_ms / (predicted_n − 1): the clock starts at the first token. No queue.
 			want: EngineTiming{Source: TimingResponse, Prefill: 25500 * us, HasPrefill: true,
-				Decode: 30 * msec, HasDecode: true, ITL: 7500 * us, HasITL: true},
+				Decode: 30 * msec, HasDecode: true, ITL: 10 * msec, HasITL: true},
 		},
 		{
 			name:  "llama.cpp timings of one token have no ITL",

@@ -113,8 +113,8 @@ var pageTmpl = template.Must(template.New("page").Funcs(funcs).Parse(`<!DOCTYPE 
 <div class="small"><b>Where TTFT goes</b><span class="key sp-out"></span>outside the engine<span class="key sp-queue"></span>queue<span class="key sp-prefill"></span>prefill</div>
 {{if .None}}<p class="small mute">The engine reports no per-request timing: turn on vLLM's <code>--enable-per-request-metrics</code>, or its <code>--otlp-traces-endpoint</code> with slaprobe's OTLP receiver.</p>
 {{else}}<table>{{range .Rows}}<tr data-quantile="{{.Label}}"><td class="small num">{{.Label}} {{.TTFT}}</td>
-<td style="width:60%"><div class="bar" title="outside {{.Outside}} · queue {{.Queue}} · prefill {{.Prefill}}"><span class="sp-out" style="width:{{printf "%.2f" .OutsideW}}%"></span><span class="sp-queue" style="width:{{printf "%.2f" .QueueW}}%"></span><span class="sp-prefill" style="width:{{printf "%.2f" .PrefillW}}%"></span></div></td>
-<td class="small">outside {{.Outside}} ({{.OutsideShare}}) · queue {{.Queue}} · prefill {{.Prefill}}</td></tr>{{end}}</table>{{end}}
+<td style="width:100%"><div class="bar" title="outside {{.Outside}} · queue {{.Queue}} · prefill {{.Prefill}}"><span class="sp-out" style="width:{{printf "%.2f" .OutsideW}}%"></span><span class="sp-queue" style="width:{{printf "%.2f" .QueueW}}%"></span><span class="sp-prefill" style="width:{{printf "%.2f" .PrefillW}}%"></span></div>
+<span class="small">outside {{.Outside}} ({{.OutsideShare}}) · queue {{.Queue}} · prefill {{.Prefill}}</span></td></tr>{{end}}</table>{{end}}
 <p class="small mute">{{.Sources}}. Each bar averages the probes around that TTFT quantile.</p></div>{{end}}
 </section>
 {{end}}

@@ -72,7 +72,7 @@ func NewJoiner(timeout time.Duration) *Joiner {
 		probes:  map[trace.TraceID]*entry{},
 		spans: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "slaprobe", Name: "engine_spans_received_total",
-			Help: "Spans received on the OTLP receiver, by result: joined (an engine's llm_request span of a probe, joined in time), late (after the probe's join timeout), other (a request slaprobe did not send), ignored (another span of a probe's trace).",
+			Help: "Spans received on the OTLP receiver, by result: joined (an engine's llm_request span of a probe, in time; also when the probe's response already carried the engine's timing), late (after the probe's join timeout), other (a request slaprobe did not send), ignored (another span of a probe's trace).",
 		}, []string{"result"}),
 	}
 }

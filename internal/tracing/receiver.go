@@ -3,6 +3,9 @@ package tracing
 import (
 	"compress/gzip"
 	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -104,7 +107,7 @@ func (r *Receiver) HTTPHandler() http.Handler {
 		case "application/x-protobuf", "application/protobuf":
 			unmarshal, marshal = proto.Unmarshal, proto.Marshal
 		case "application/json":
-			unmarshal, marshal = protojson.Unmarshal, protojson.Marshal
+			unmarshal, marshal = unmarshalOTLPJSON, protojson.Marshal
 		default:
 			http.Error(w, fmt.Sprintf("OTLP/HTTP: Content-Type %q; expected application/x-protobuf or application/json", ct), http.StatusUnsupportedMediaType)
 			return
@@ -153,4 +156,47 @@ func traceIDOf(b []byte) (trace.TraceID, bool) {
 	}
 	copy(id[:], b)
 	return id, id.IsValid()
+}
+
+// unmarshalOTLPJSON decodes an OTLP/JSON export. OTLP/JSON differs from the
+// protobuf JSON mapping in one point that matters here: trace and span ids
+// are hex strings, not base64. So the ids are rewritten to base64 before
+// protojson reads the message.
+func unmarshalOTLPJSON(b []byte, m proto.Message) error {
+	var doc map[string]any
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return err
+	}
+	hexIDsToBase64(doc)
+	fixed, err := json.Marshal(doc)
+	if err != nil {
+		return err
+	}
+	return protojson.Unmarshal(fixed, m)
+}
+
+// hexIDsToBase64 rewrites every traceId, spanId and parentSpanId value that
+// is a hex id, at any depth (spans and their links); a base64 one (a client
+// that used the protobuf JSON mapping) has another length and is kept.
+func hexIDsToBase64(v any) {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			switch k {
+			case "traceId", "spanId", "parentSpanId":
+				// 32 or 16 hex digits; base64 of 16 or 8 bytes is 24 or 12 characters.
+				if s, ok := e.(string); ok && (len(s) == 32 || len(s) == 16) {
+					if raw, err := hex.DecodeString(s); err == nil {
+						x[k] = base64.StdEncoding.EncodeToString(raw)
+					}
+				}
+			default:
+				hexIDsToBase64(e)
+			}
+		}
+	case []any:
+		for _, e := range x {
+			hexIDsToBase64(e)
+		}
+	}
 }

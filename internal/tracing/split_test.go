@@ -1,7 +1,9 @@
 package tracing_test
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -41,12 +43,25 @@ func newHoldProxy(t *testing.T, target string, hold time.Duration) (*holdProxy, 
 	}
 	p := &holdProxy{hold: hold, rp: httputil.NewSingleHostReverseProxy(u)}
 	p.rp.FlushInterval = -1 // pass every chunk on at once, as a streaming gateway does
+	// A transport of its own: http.DefaultTransport is the prober's too, and
+	// an httptest server's Close closes its idle connections.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	t.Cleanup(tr.CloseIdleConnections)
+	p.rp.Transport = tr
 	srv := httptest.NewServer(p)
 	t.Cleanup(srv.Close)
 	return p, srv.URL
 }
 
 func (p *holdProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// The whole request is read first, as a buffering gateway does, so the
+	// upstream request never waits on the client's connection.
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
 	if strings.HasPrefix(r.URL.Path, "/v1/chat/") {
 		start := time.Now()
 		time.Sleep(p.hold)
@@ -141,7 +156,7 @@ func (r *rig) probeN(t *testing.T, url string, n int) []prober.Result {
 	for range n {
 		res := r.prober.Probe(context.Background(), target, "", splitScenario)
 		if res.Kind != prober.KindSuccess {
-			t.Fatalf("probe: %s %s: %v", res.Kind, res.Reason, res.Err)
+			t.Fatalf("probe through %s: %s %s: %v", url, res.Kind, res.Reason, res.Err)
 		}
 		r.metrics.ObserveClient(&res)
 		if res.Engine.Source == prober.TimingResponse {
@@ -207,6 +222,7 @@ func TestProxyHoldShowsOutsideTheEngine(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			r := newRig(t, c.inBand, 2)
 			proxy, proxyURL := newHoldProxy(t, r.url, 40*time.Millisecond)
+			t.Logf("engine %s, proxy %s", r.url, proxyURL)
 			r.probeN(t, r.url, 2) // calibrated and warm
 
 			direct := medians(t, r.probeN(t, r.url, n), c.source)

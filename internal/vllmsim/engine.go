@@ -47,6 +47,7 @@ type Engine struct {
 
 	seq      atomic.Uint64 // request counter: ids and per-request seeds
 	rejected atomic.Uint64
+	handlers atomic.Int64 // generate handlers running, so Close sends their spans
 
 	mu      sync.Mutex
 	waiting []*request // FIFO; preempted requests go back to the front
@@ -199,7 +200,13 @@ func (e *Engine) Close() {
 		for _, r := range pending {
 			r.publish(r.produced, false, "", errEngineClosed)
 		}
-		e.tracer.shutdown()
+		if e.tracer != nil {
+			// The aborted requests' handlers send their spans as they end.
+			for deadline := time.Now().Add(5 * time.Second); e.handlers.Load() > 0 && time.Now().Before(deadline); {
+				time.Sleep(time.Millisecond)
+			}
+			e.tracer.shutdown()
+		}
 	})
 }
 

@@ -13,7 +13,8 @@ import (
 //     Trace.EngineFirstToken), so the queue is not in it, unlike a client's TTFT.
 //   - GenerationTimeMs: first to last token (Trace.EngineFirstToken → Trace.EngineLastToken).
 //   - MeanITLMs: GenerationTimeMs / (completion tokens − 1); null below two tokens.
-//   - TokensPerSecond: completion tokens / GenerationTimeMs; null when that is zero.
+//   - TokensPerSecond: completion tokens / (Trace.EngineLastToken − Trace.Admitted): from being
+//     scheduled, so prefill is in it, as vLLM computes it; null when that is zero.
 //
 // A part the request never reached (an aborted request's last token) is null.
 type PerRequestMetrics struct {
@@ -44,10 +45,10 @@ func perRequestMetrics(t Trace, completion int) PerRequestMetrics {
 			v := *g / float64(completion-1)
 			m.MeanITLMs = &v
 		}
-		if *g > 0 {
-			v := float64(completion) / (*g / 1000)
-			m.TokensPerSecond = &v
-		}
+	}
+	if d := msBetween(t.Admitted, t.EngineLastToken); d != nil && *d > 0 {
+		v := float64(completion) / (*d / 1000)
+		m.TokensPerSecond = &v
 	}
 	return m
 }

@@ -354,6 +354,8 @@ func geometric(rng *splitmix, mean int) int {
 
 func (e *Engine) handleGenerate(w http.ResponseWriter, hr *http.Request, chat bool) {
 	arrived := time.Now() // before the body is read: what a client's t0 compares with
+	e.handlers.Add(1)
+	defer e.handlers.Add(-1)
 	var req genRequest
 	err := readBody(w, hr, &req)
 	decoded := time.Now()

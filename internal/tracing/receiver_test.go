@@ -555,9 +555,9 @@ func TestReceiverHTTPSpecJSON(t *testing.T) {
 
 // exporterCase builds a real OTLP exporter for a receiver at addr.
 type exporterCase struct {
-	name     string
-	http     bool // the receiver's HTTP side, else gRPC
-	new      func(ctx context.Context, addr string) (sdktrace.SpanExporter, error)
+	name string
+	http bool // the receiver's HTTP side, else gRPC
+	new  func(ctx context.Context, addr string) (sdktrace.SpanExporter, error)
 }
 
 var exporterCases = []exporterCase{

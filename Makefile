@@ -10,7 +10,7 @@ FUZZTIME  ?= 30s
 # (go.dev/issue/75804, fixed in Go 1.27). A count only runs slower there.
 # FUZZTIME_SHORT=5m (or any -fuzztime value) overrides every target's count.
 FUZZTIME_SHORT ?=
-FUZZ_TARGETS := ./prober/:FuzzStreamDecoder:60000x ./internal/config/:FuzzLoadBytes:20000x
+FUZZ_TARGETS := ./prober/:FuzzStreamDecoder:60000x ./prober/:FuzzTypedStreamDecoder:40000x ./internal/config/:FuzzLoadBytes:20000x
 BENCH_PKGS ?= ./prober/ ./...
 DEMO_ARGS ?=
 
@@ -53,7 +53,7 @@ help:
 	@echo '  checkrules  promtool check rules / test rules on alerts/, amtool check-config on deploy/'
 	@echo '  bench       benchmarks, 5 runs each ($(BENCH_PKGS))'
 	@echo '  fuzz        fuzz the stream decoder for $(FUZZTIME)'
-	@echo '  fuzz-short  fuzz the stream decoder (60000 runs) and the config parser (20000 runs); part of test'
+	@echo '  fuzz-short  fuzz the stream decoders (60000 runs chat and completions, 40000 responses and messages) and the config parser (20000 runs); part of test'
 	@echo '  soak        the 30-minute soak (SLAPROBE_SOAK=1), figures in docs/reliability.md'
 	@echo '  demo        go run ./cmd/slaprobe demo'
 

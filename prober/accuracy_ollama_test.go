@@ -216,3 +216,123 @@ func TestOllamaCutPrompt(t *testing.T) {
 		t.Fatalf("1024-token scenario: %s/%s: %v", res.Kind, res.Reason, res.Err)
 	}
 }
+
+// TestOllamaAPIs probes the real engine on the Responses API
+// (/v1/responses) and the Anthropic Messages API (/v1/messages), each a
+// code path of its own in the server (Ollama v0.17.4 routes both through
+// its own middleware): calibrated exactly from each API's own usage counts,
+// TTFT and ITL against the independent client on the same requests (within
+// 3 % or 2 ms), short answers and cut prompts handled as on chat.
+func TestOllamaAPIs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real-time probes against a real engine")
+	}
+	ollama.SkipIfMissing(t)
+	const in, out, rounds = 1024, 128, 5
+	srv := ollama.Start(t, ollama.Options{Layers: 4, Embedding: 768})
+	for _, api := range []prober.API{prober.APIResponses, prober.APIMessages} {
+		t.Run(string(api), func(t *testing.T) {
+			tr := &http.Transport{Proxy: nil}
+			t.Cleanup(tr.CloseIdleConnections)
+			ic := &indepClient{upstream: srv.URL, client: &http.Client{Transport: tr}}
+			proxy := httptest.NewServer(ic)
+			t.Cleanup(proxy.Close)
+			target := prober.Target{Name: "ollama", BaseURL: proxy.URL, Client: proxy.Client()}
+			p := prober.New(nil, prober.SystemClock{})
+			s := accScenario(in, out)
+			s.API = api // the scenario's API, not the target's (chat)
+			prep := accPrepare(t, p, target, s)
+			// Word granularity: the closest prompt a whole number of words makes.
+			if prep.API != api || prep.Method != prober.CalibrationUsage || !prober.PromptLengthWithin(prep.PromptTokens, in) {
+				t.Fatalf("calibrated %s with %q to %d tokens; want %s from usage, %d ± %d", prep.API, prep.Method, prep.PromptTokens, api, in, prober.PromptTolerance(in))
+			}
+			t.Logf("%s calibrated from its own usage to %d tokens (asked %d) in %d words", api, prep.PromptTokens, in, prep.Words)
+			if res := p.Run(context.Background(), target, prep); res.Kind != prober.KindSuccess {
+				t.Fatalf("warm-up probe: %s/%s: %v\n%s", res.Kind, res.Reason, res.Err, srv.Logs())
+			}
+			base := ic.streams()
+			var probeTTFT, probeITL, clientTTFT, clientITL []time.Duration
+			for i := 0; i < rounds; i++ {
+				res := p.Run(context.Background(), target, prep)
+				if res.Kind != prober.KindSuccess {
+					t.Fatalf("probe %d: %s/%s: %v\n%s", i, res.Kind, res.Reason, res.Err, srv.Logs())
+				}
+				if res.OutputTokens != out || res.PromptTokens != prep.PromptTokens || !res.PromptLengthOK || res.FirstChunkKind != prober.ChunkContent {
+					t.Fatalf("probe %d: %d prompt tokens (ok %v), %d output tokens, first chunk %q", i, res.PromptTokens, res.PromptLengthOK, res.OutputTokens, res.FirstChunkKind)
+				}
+				if res.Engine.Source != prober.TimingNone {
+					t.Errorf("probe %d: engine timing from %q; Ollama reports none", i, res.Engine.Source)
+				}
+				ict := ic.timing(t, base+i)
+				if ict.outputTokens != out {
+					t.Fatalf("round %d: the independent client counted %d output tokens, want %d", i, ict.outputTokens, out)
+				}
+				probeTTFT, probeITL = append(probeTTFT, res.TTFT()), append(probeITL, res.ITL())
+				clientTTFT, clientITL = append(clientTTFT, ict.ttft), append(clientITL, ict.itl)
+				t.Logf("round %d (%s): TTFT slaprobe %v client %v | ITL slaprobe %v client %v", i, res.ResponseID,
+					res.TTFT().Round(10*time.Microsecond), ict.ttft.Round(10*time.Microsecond), res.ITL().Round(time.Microsecond), ict.itl.Round(time.Microsecond))
+			}
+			for _, c := range []struct {
+				what      string
+				got, want time.Duration
+			}{{"TTFT", medianDur(probeTTFT), medianDur(clientTTFT)}, {"ITL", medianDur(probeITL), medianDur(clientITL)}} {
+				tol := max(time.Duration(0.03*float64(c.want)), 2*time.Millisecond)
+				if d := c.got - c.want; d > tol || -d > tol {
+					t.Errorf("%s median %s: slaprobe %v, independent client %v: off by %v, tolerance %v", api, c.what, c.got, c.want, d, tol)
+				}
+				t.Logf("%s median %s: slaprobe %v, independent client %v: %+.2f%% (tolerance %v)", api, c.what,
+					c.got.Round(10*time.Microsecond), c.want.Round(10*time.Microsecond), 100*relErr(c.got, c.want), tol)
+			}
+		})
+	}
+}
+
+// TestOllamaAPIsShortAndCut: on the Responses and Messages APIs, an answer
+// the model ends early is a short answer (timed, finish "stop"), and a
+// prompt longer than the context window fails as prompt_truncated.
+func TestOllamaAPIsShortAndCut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real-time probes against a real engine")
+	}
+	ollama.SkipIfMissing(t)
+	short, _ := ollamaTarget(t, ollama.Options{EOSLogit: "1"}, nil)
+	_, cut := ollamaTarget(t, ollama.Options{ContextLength: 2048}, nil)
+	shortTarget := prober.Target{Name: "ollama", BaseURL: short.URL}
+	for _, api := range []prober.API{prober.APIResponses, prober.APIMessages} {
+		t.Run(string(api), func(t *testing.T) {
+			p := prober.New(nil, prober.SystemClock{})
+			s := accScenario(512, 256)
+			s.API = api
+			prep := accPrepare(t, p, shortTarget, s)
+			n := 0
+			for i := 0; i < 20 && n < 3; i++ {
+				res := p.Run(context.Background(), shortTarget, prep)
+				switch res.Kind {
+				case prober.KindSuccess:
+					continue
+				case prober.KindShortOutput:
+				default:
+					t.Fatalf("probe %d: %s/%s: %v\n%s", i, res.Kind, res.Reason, res.Err, short.Logs())
+				}
+				n++
+				if res.FinishReason != "stop" || res.OutputTokens >= s.OutputTokens {
+					t.Errorf("probe %d: short answer with finish %q and %d tokens", i, res.FinishReason, res.OutputTokens)
+				}
+				if res.OutputTokens > 0 && !res.Timed() {
+					t.Errorf("probe %d: %d tokens but not timed", i, res.OutputTokens)
+				}
+			}
+			if n < 3 {
+				t.Errorf("%d short answers in 20 probes; the model ends most answers early", n)
+			}
+
+			cs := accScenario(3000, 8)
+			cs.API = api
+			res := p.Probe(context.Background(), cut, "", cs)
+			if res.Kind != prober.KindError || res.Reason != prober.ReasonPromptTruncated || !strings.Contains(fmt.Sprint(res.Err), "at least 3008 tokens") {
+				t.Fatalf("3000-token scenario on a 2048 context: %s/%s: %v", res.Kind, res.Reason, res.Err)
+			}
+			t.Logf("%s: %d short answers; cut prompt: %v", api, n, res.Err)
+		})
+	}
+}

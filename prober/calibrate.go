@@ -191,6 +191,11 @@ func (p *Prober) calibrate(ctx context.Context, t Target, key calKey) (*calEntry
 	p.mu.Lock()
 	noTokenize := p.noTokenize[key.base]
 	p.mu.Unlock()
+	// /tokenize knows the chat and completions forms only: the Responses and
+	// Messages APIs are calibrated with their own usage counts.
+	if key.api == APIResponses || key.api == APIMessages {
+		noTokenize = true
+	}
 
 	e := &calEntry{method: CalibrationTokenize, preps: map[prepKey]*Prepared{}}
 	var c0 int
@@ -400,13 +405,23 @@ func (p *Prober) usageCount(ctx context.Context, t Target, key calKey, words int
 	}
 	var out struct {
 		Usage *struct {
-			PromptTokens *int `json:"prompt_tokens"`
+			PromptTokens *int `json:"prompt_tokens"` // chat, completions
+			InputTokens  *int `json:"input_tokens"`  // responses, messages
+			CacheRead    int  `json:"cache_read_input_tokens"`
+			CacheCreated int  `json:"cache_creation_input_tokens"`
 		} `json:"usage"`
 	}
-	if err := json.Unmarshal(resp, &out); err != nil || out.Usage == nil || out.Usage.PromptTokens == nil {
-		return 0, fmt.Errorf("calibration request: no usage.prompt_tokens in %q", clipForErr(resp))
+	if err := json.Unmarshal(resp, &out); err != nil || out.Usage == nil {
+		return 0, fmt.Errorf("calibration request: no usage in %q", clipForErr(resp))
 	}
-	return *out.Usage.PromptTokens, nil
+	switch u := out.Usage; {
+	case u.PromptTokens != nil:
+		return *u.PromptTokens, nil
+	case u.InputTokens != nil:
+		// Anthropic counts prompt-cache reads and writes apart from input_tokens.
+		return *u.InputTokens + u.CacheRead + u.CacheCreated, nil
+	}
+	return 0, fmt.Errorf("calibration request: no usage.prompt_tokens or usage.input_tokens in %q", clipForErr(resp))
 }
 
 // postJSON posts body to url with the target's headers and returns the status
@@ -418,6 +433,9 @@ func postJSON(ctx context.Context, t Target, url string, body []byte) (int, []by
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
+	if strings.HasSuffix(url, apiPath(APIMessages)) {
+		req.Header.Set("Anthropic-Version", anthropicVersion)
+	}
 	setTargetHeaders(req, t)
 	resp, err := targetClient(t).Do(req)
 	if err != nil {

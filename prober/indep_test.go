@@ -37,10 +37,12 @@ type indepTiming struct {
 }
 
 // indepClient is the independent client. Streamed POSTs to
-// /v1/chat/completions and /v1/completions are timed: t0 just before the
-// request goes to the engine, then the arrival of every line, a token being a
-// line whose first choice has non-empty text (delta.content for chat, text
-// for completions); the output tokens come from the final usage. Each line is
+// /v1/chat/completions, /v1/completions, /v1/responses and /v1/messages are
+// timed: t0 just before the request goes to the engine, then the arrival of
+// every line, a token being a line with non-empty generated text
+// (delta.content for chat, text for completions, a response.output_text.delta
+// for responses, a content_block_delta's text_delta for messages); the output
+// tokens come from the final usage (response.completed's, message_delta's). Each line is
 // passed on to slaprobe as it arrives. Everything else (/v1/models, the
 // calibration's /tokenize and max_tokens=1 requests) goes through untouched.
 //
@@ -59,7 +61,8 @@ type indepClient struct {
 }
 
 func (c *indepClient) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	timed := r.Method == http.MethodPost && (r.URL.Path == "/v1/chat/completions" || r.URL.Path == "/v1/completions")
+	timed := r.Method == http.MethodPost && (r.URL.Path == "/v1/chat/completions" || r.URL.Path == "/v1/completions" ||
+		r.URL.Path == "/v1/responses" || r.URL.Path == "/v1/messages")
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
@@ -156,15 +159,45 @@ func (c *indepClient) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 						} `json:"delta"`
 					} `json:"choices"`
 					Usage *struct {
-						CompletionTokens int `json:"completion_tokens"`
+						CompletionTokens int  `json:"completion_tokens"`
+						OutputTokens     *int `json:"output_tokens"` // messages: message_delta
 					} `json:"usage"`
+					// The typed events of /v1/responses and /v1/messages.
+					Type     string          `json:"type"`
+					Delta    json.RawMessage `json:"delta"`
+					Response *struct {
+						Usage *struct {
+							OutputTokens int `json:"output_tokens"`
+						} `json:"usage"`
+					} `json:"response"`
 				}
 				if json.Unmarshal(data, &ch) == nil {
-					if len(ch.Choices) > 0 && (ch.Choices[0].Delta.Content != "" || ch.Choices[0].Text != "") {
-						token(at)
-					}
-					if ch.Usage != nil {
-						tm.outputTokens = ch.Usage.CompletionTokens
+					switch ch.Type {
+					case "response.output_text.delta":
+						var text string
+						if json.Unmarshal(ch.Delta, &text) == nil && text != "" {
+							token(at)
+						}
+					case "response.completed", "response.incomplete":
+						if ch.Response != nil && ch.Response.Usage != nil {
+							tm.outputTokens = ch.Response.Usage.OutputTokens
+						}
+					case "content_block_delta":
+						var d struct{ Type, Text string }
+						if json.Unmarshal(ch.Delta, &d) == nil && d.Type == "text_delta" && d.Text != "" {
+							token(at)
+						}
+					case "message_delta":
+						if ch.Usage != nil && ch.Usage.OutputTokens != nil {
+							tm.outputTokens = *ch.Usage.OutputTokens
+						}
+					default:
+						if len(ch.Choices) > 0 && (ch.Choices[0].Delta.Content != "" || ch.Choices[0].Text != "") {
+							token(at)
+						}
+						if ch.Usage != nil {
+							tm.outputTokens = ch.Usage.CompletionTokens
+						}
 					}
 				}
 			}

@@ -121,7 +121,7 @@ func (p *Prober) Prepare(ctx context.Context, t Target, model string, s Scenario
 			return nil, fmt.Errorf("calibrate %s: %w", s.Name, err)
 		}
 	}
-	key := calKey{base: baseURLOf(t.BaseURL), model: model, input: s.InputTokens, api: normAPI(t.API)}
+	key := calKey{base: baseURLOf(t.BaseURL), model: model, input: s.InputTokens, api: s.APIOn(t)}
 	entry, err := p.calibration(ctx, t, key)
 	if err != nil {
 		var cut *PromptCutError
@@ -362,6 +362,9 @@ func (p *Prober) run(ctx context.Context, t Target, prep *Prepared, turn int, bo
 	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(body.reader(nonce, salt)), nil }
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
+	if prep.API == APIMessages {
+		req.Header.Set("Anthropic-Version", anthropicVersion)
+	}
 	// Ask for an unencoded stream: with gzip, bytes would reach us in
 	// compressor-sized bursts and the arrival stamps would be wrong.
 	req.Header.Set("Accept-Encoding", "identity")
@@ -415,7 +418,7 @@ func (p *Prober) run(ctx context.Context, t Target, prep *Prepared, turn int, bo
 	}
 	d := newStreamDecoder(resp.Body, p.clock, p.maxLineBytes(), res)
 	defer d.release()
-	d.completions = prep.API == APICompletions
+	d.api = prep.API
 	if t.StallTimeout > 0 {
 		d.sr.stall = t.StallTimeout
 		d.sr.onStall = func() { cancel(ErrStall) }

@@ -56,8 +56,13 @@ type tokenizeCompletionRequest struct {
 
 // apiPath is the endpoint of an API.
 func apiPath(api API) string {
-	if api == APICompletions {
+	switch api {
+	case APICompletions:
 		return "/v1/completions"
+	case APIResponses:
+		return "/v1/responses"
+	case APIMessages:
+		return "/v1/messages"
 	}
 	return "/v1/chat/completions"
 }
@@ -88,6 +93,12 @@ func marshalRequest(r requestSpec) ([]byte, error) {
 		opts = &vllmStreamOptions{IncludeUsage: true, ContinuousUsageStats: true}
 	}
 	forced := r.MinTokens > 0
+	switch normAPI(r.API) {
+	case APIResponses:
+		return marshalResponsesRequest(r)
+	case APIMessages:
+		return marshalMessagesRequest(r)
+	}
 	if normAPI(r.API) == APICompletions {
 		return json.Marshal(vllmCompletionRequest{
 			CompletionRequest: openai.CompletionRequest{
@@ -142,6 +153,7 @@ const (
 // two short per-request strings between them.
 type bodyTemplate struct {
 	pre, mid, tail []byte
+	noSalt         bool // the API has no cache_salt: body = pre + nonce + mid
 }
 
 // newBodyTemplate encodes a streaming probe request for words words of body.
@@ -158,10 +170,14 @@ func newBodyTemplate(api API, model string, words, outputTokens int) (*bodyTempl
 	if err != nil {
 		return nil, fmt.Errorf("encode request: %w", err)
 	}
-	if bytes.Count(b, []byte(nonceMark)) != 1 || bytes.Count(b, []byte(saltMark)) != 1 {
+	salts := bytes.Count(b, []byte(saltMark))
+	if bytes.Count(b, []byte(nonceMark)) != 1 || salts > 1 || (salts == 0 && apiHasCacheSalt(api)) {
 		return nil, fmt.Errorf("encode request: model name %q clashes with the body placeholders", model)
 	}
 	n := bytes.Index(b, []byte(nonceMark))
+	if salts == 0 { // an API without cache_salt: the nonce alone keeps the prompt cold
+		return &bodyTemplate{pre: b[:n], mid: b[n+len(nonceMark):], noSalt: true}, nil
+	}
 	s := bytes.Index(b, []byte(saltMark))
 	if n > s {
 		return nil, fmt.Errorf("encode request: cache_salt encoded before the prompt")
@@ -173,13 +189,22 @@ func newBodyTemplate(api API, model string, words, outputTokens int) (*bodyTempl
 	}, nil
 }
 
+// apiHasCacheSalt reports whether the API's request has vLLM's cache_salt.
+func apiHasCacheSalt(api API) bool { return normAPI(api) != APIMessages }
+
 // size is the body length for a nonce and salt.
 func (t *bodyTemplate) size(nonce, salt string) int64 {
+	if t.noSalt {
+		salt = ""
+	}
 	return int64(len(t.pre) + len(nonce) + len(t.mid) + len(salt) + len(t.tail))
 }
 
 // reader streams the body without copying the shared segments.
 func (t *bodyTemplate) reader(nonce, salt string) io.Reader {
+	if t.noSalt {
+		salt = ""
+	}
 	return io.MultiReader(bytes.NewReader(t.pre), strings.NewReader(nonce),
 		bytes.NewReader(t.mid), strings.NewReader(salt), bytes.NewReader(t.tail))
 }

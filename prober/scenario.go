@@ -97,6 +97,17 @@ type Scenario struct {
 	// InputTokens is then the first, priming turn's prompt, and each follow-up
 	// adds Warm.NewTokens. The zero value is a cold scenario.
 	Warm Warm
+	// API, when set, is the API this scenario is probed on, whatever the
+	// target's: one target can be probed on several APIs at once.
+	API API
+}
+
+// APIOn is the API s is probed on when sent to t: its own, else the target's.
+func (s Scenario) APIOn(t Target) API {
+	if s.API != "" {
+		return s.API
+	}
+	return normAPI(t.API)
 }
 
 // Warm describes a warm-context scenario: a conversation whose first turn
@@ -143,6 +154,8 @@ func (s Scenario) Validate() error {
 		return fmt.Errorf("scenario %q: output_tokens=%d; expected at least 2 (decode speed needs two tokens)", s.Name, s.OutputTokens)
 	case s.Interval <= 0:
 		return fmt.Errorf("scenario %q: interval=%s; expected a positive duration", s.Name, s.Interval)
+	case s.API != "" && !s.API.Valid():
+		return fmt.Errorf("scenario %q: api=%q; expected chat, completions, responses or messages", s.Name, s.API)
 	case s.Timeout <= 0:
 		return fmt.Errorf("scenario %q: timeout=%s; expected a positive duration", s.Name, s.Timeout)
 	case s.Thresholds.TTFT < 0 || s.Thresholds.E2E < 0 || s.Thresholds.ITL < 0 || s.Thresholds.MinDecode < 0:

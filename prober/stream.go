@@ -145,7 +145,7 @@ type streamDecoder struct {
 	maxLine     int
 	long        []byte // assembly buffer for lines longer than readBufSize
 	res         *Result
-	completions bool // the completions API: look for choices[0].text first
+	api         API // the stream's format: chat and completions chunks, or the typed events of responses and messages
 
 	errEvent     bool // the current SSE event is named "error"
 	usageSeen    bool
@@ -176,7 +176,7 @@ func (d *streamDecoder) reset(body io.Reader, clock Clock, maxLine int, res *Res
 	d.br.Reset(&d.sr)
 	d.maxLine = maxLine
 	d.res = res
-	d.errEvent, d.usageSeen, d.finalUsage, d.completions = false, false, false, false
+	d.errEvent, d.usageSeen, d.finalUsage, d.api = false, false, false, APIChat
 	d.completion, d.atLastOutput, d.outChunks, d.outWithUsage = 0, 0, 0, 0
 }
 
@@ -275,7 +275,9 @@ func (d *streamDecoder) data(v []byte, at time.Time) (streamEnd, bool) {
 	}
 	if d.errEvent { // event: error
 		msg := string(clipForErr(v))
-		if pv, err := d.parser.ParseBytes(v); err == nil {
+		if pv, err := d.parser.ParseBytes(v); err == nil && (d.api == APIResponses || d.api == APIMessages) {
+			msg = typedErrorMessage(pv)
+		} else if err == nil {
 			if m, ok := jsonErrorMessage(pv.Get("error")); ok {
 				msg = m
 			} else if m := pv.GetStringBytes("message"); len(m) > 0 {
@@ -290,6 +292,12 @@ func (d *streamDecoder) data(v []byte, at time.Time) (streamEnd, bool) {
 	pv, err := d.parser.ParseBytes(v)
 	if err != nil {
 		return streamEnd{reason: ReasonMalformedChunk, err: fmt.Errorf("chunk is not JSON: %q", clipForErr(v))}, true
+	}
+	switch d.api {
+	case APIResponses:
+		return d.responsesEvent(pv, at)
+	case APIMessages:
+		return d.messagesEvent(pv, at)
 	}
 	return d.chunk(pv, at)
 }
@@ -360,7 +368,7 @@ func (d *streamDecoder) chunk(v *fastjson.Value, at time.Time) (streamEnd, bool)
 				return malformedChunk("choices[0] is a %s, not an object", arr[0].Type())
 			}
 			var deltaV, textV *fastjson.Value
-			if d.completions {
+			if d.api == APICompletions {
 				if textV = co.Get("text"); textV == nil {
 					deltaV = co.Get("delta")
 				}
@@ -473,30 +481,18 @@ func (d *streamDecoder) chunk(v *fastjson.Value, at time.Time) (streamEnd, bool)
 		return malformedChunk("generated text is not valid UTF-8: %q", clipForErr(append(content, reasoning...)))
 	}
 	if len(content) > 0 || len(reasoning) > 0 || tool {
-		d.outChunks++
-		if r.FirstToken.IsZero() {
-			switch {
-			case len(content) > 0:
-				r.FirstChunkKind = ChunkContent
-			case len(reasoning) > 0:
-				r.FirstChunkKind = ChunkReasoning
-			default:
-				r.FirstChunkKind = ChunkToolCall
-			}
-			r.FirstToken = at
-			d.sr.armStall()
-			if hasUsage {
-				r.FirstChunkTokens = d.completion
-			}
+		first := r.FirstToken.IsZero()
+		switch {
+		case len(content) > 0:
+			d.output(ChunkContent, at)
+		case len(reasoning) > 0:
+			d.output(ChunkReasoning, at)
+		default:
+			d.output(ChunkToolCall, at)
 		}
-		if len(content) > 0 {
-			if r.FirstContent.IsZero() {
-				r.FirstContent = at
-			}
-		} else if len(reasoning) > 0 && r.FirstContent.IsZero() {
-			r.Reasoning = true
+		if first && hasUsage {
+			r.FirstChunkTokens = d.completion
 		}
-		r.LastToken = at
 		if hasUsage {
 			d.outWithUsage++
 			r.ChunkTokens = append(r.ChunkTokens, int32(d.completion-d.atLastOutput))
@@ -509,6 +505,26 @@ func (d *streamDecoder) chunk(v *fastjson.Value, at time.Time) (streamEnd, bool)
 		return streamEnd{reason: ReasonTooManyTokens, err: tooManyTokens(max(d.completion, d.outChunks), want)}, true
 	}
 	return streamEnd{}, false
+}
+
+// output records a chunk that carried generated output of kind k, arrived
+// at at: the first one is the TTFT, the first content ends any reasoning.
+func (d *streamDecoder) output(k ChunkKind, at time.Time) {
+	r := d.res
+	d.outChunks++
+	if r.FirstToken.IsZero() {
+		r.FirstChunkKind = k
+		r.FirstToken = at
+		d.sr.armStall()
+	}
+	if k == ChunkContent {
+		if r.FirstContent.IsZero() {
+			r.FirstContent = at
+		}
+	} else if k == ChunkReasoning && r.FirstContent.IsZero() {
+		r.Reasoning = true
+	}
+	r.LastToken = at
 }
 
 func tooManyTokens(got, want int) error {

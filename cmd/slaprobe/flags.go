@@ -49,6 +49,7 @@ type configFlags struct {
 	targetURLs  *[]string
 	targetModel *string
 	targetName  *string
+	targetAPI   *string
 	scenarios   *override[[]string]
 }
 
@@ -66,6 +67,9 @@ func addConfigFlags(cmd *kingpin.CmdClause) *configFlags {
 		targetName: cmd.Flag("target.name",
 			"Value of the target label for the single --target.url target. Default: its host:port.").
 			PlaceHolder("NAME").String(),
+		targetAPI: cmd.Flag("target.api",
+			"API the --target.url targets are probed on: chat (/v1/chat/completions), completions (/v1/completions), responses (/v1/responses, OpenAI Responses) or messages (/v1/messages, Anthropic Messages). Default: chat.").
+			PlaceHolder("API").Enum(string(prober.APIChat), string(prober.APICompletions), string(prober.APIResponses), string(prober.APIMessages)),
 		scenarios: overrideFlag(cmd.Flag("scenarios",
 			"Comma-separated scenarios to probe (repeatable). Built in: "+strings.Join(prober.BuiltinNames(), ", ")+
 				". With --config.file, replaces global.scenarios.").
@@ -76,7 +80,7 @@ func addConfigFlags(cmd *kingpin.CmdClause) *configFlags {
 // flags returns the quick flags. --scenarios counts only when given: its
 // default must not override a config file's global.scenarios.
 func (f *configFlags) flags() config.Flags {
-	fl := config.Flags{TargetURLs: *f.targetURLs, TargetModel: *f.targetModel, TargetName: *f.targetName}
+	fl := config.Flags{TargetURLs: *f.targetURLs, TargetModel: *f.targetModel, TargetName: *f.targetName, TargetAPI: *f.targetAPI}
 	f.scenarios.apply(&fl.Scenarios)
 	return fl
 }

@@ -515,8 +515,8 @@ func (t *TargetConfig) finish() error {
 	if t.API == "" {
 		t.API = prober.APIChat
 	}
-	if t.API != prober.APIChat && t.API != prober.APICompletions {
-		return fmt.Errorf("api=%q; expected %q or %q", t.API, prober.APIChat, prober.APICompletions)
+	if !t.API.Valid() {
+		return fmt.Errorf("api=%q; expected chat, completions, responses or messages", t.API)
 	}
 	if err := t.HTTPClientConfig.Validate(); err != nil {
 		return fmt.Errorf("http_client_config: %w", err)

@@ -40,7 +40,7 @@ func TestLoadErrors(t *testing.T) {
 		{"dup_target.yml", `line 3: targets[1]: name "vllm:8000" is used twice; expected unique target names`},
 		{"bad_url.yml", `line 2: targets[0]: url="vllm:8000"; expected an absolute http:// or https:// URL, e.g. http://vllm:8000`},
 		{"no_url.yml", `line 2: targets[0]: url is empty; expected the server's base URL, e.g. http://vllm:8000`},
-		{"bad_api.yml", `line 3: targets[0]: api="responses"; expected "chat" or "completions"`},
+		{"bad_api.yml", `line 3: targets[0]: api="grpc"; expected chat, completions, responses or messages`},
 		{"bad_jitter.yml", `line 2: global.jitter=1.5; expected a fraction in [0, 1), e.g. 0.2 for ±20%`},
 		{"bad_in_flight.yml", `line 2: global.max_in_flight_per_target=0; expected at least 1`},
 		{"no_targets.yml", "no targets; expected at least one in `targets`, a file_sd_configs entry or a --target.url flag (or `targets: []` to probe only through /probe)"},

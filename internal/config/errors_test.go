@@ -73,8 +73,11 @@ func TestConfigErrorsNameLineFieldValueExpectation(t *testing.T) {
 			target + "engine:\n  scrape_interval: 100ms\n",
 			[]string{"line 4:", "engine.scrape_interval=100ms", "expected at least 1s"}},
 		{"api",
-			target + "    api: responses\n",
-			[]string{"line 3:", `api="responses"`, `expected "chat" or "completions"`}},
+			target + "    api: grpc\n",
+			[]string{"line 3:", `api="grpc"`, `expected chat, completions, responses or messages`}},
+		{"scenario api",
+			target + "scenarios:\n  - {name: chatbot, api: soap}\n",
+			[]string{`api="soap"`, `expected chat, completions, responses or messages`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := LoadBytes([]byte(tc.yaml))

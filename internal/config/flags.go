@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/slaprobe/slaprobe/prober"
 )
 
 // Flags are the quick command-line settings that make a config without a
@@ -25,13 +27,15 @@ type Flags struct {
 	TargetModel string
 	// TargetName names the target of a single TargetURL (default host:port).
 	TargetName string
+	// TargetAPI is the API of the TargetURL targets (default chat).
+	TargetAPI string
 	// Scenarios may hold comma-separated lists: "chatbot,rag".
 	Scenarios []string
 }
 
 // IsZero reports whether no quick flag is set.
 func (f Flags) IsZero() bool {
-	return len(f.TargetURLs) == 0 && f.TargetModel == "" && f.TargetName == "" && len(f.scenarios()) == 0
+	return len(f.TargetURLs) == 0 && f.TargetModel == "" && f.TargetName == "" && f.TargetAPI == "" && len(f.scenarios()) == 0
 }
 
 func (f Flags) scenarios() []string {
@@ -50,6 +54,12 @@ func (c *Config) applyFlags(f Flags) error {
 	if f.TargetModel != "" && len(f.TargetURLs) == 0 {
 		return errors.New("--target.model needs --target.url: it sets the model of the targets given on the command line")
 	}
+	if f.TargetAPI != "" && len(f.TargetURLs) == 0 {
+		return errors.New("--target.api needs --target.url: it sets the API of the targets given on the command line")
+	}
+	if f.TargetAPI != "" && !prober.API(f.TargetAPI).Valid() {
+		return fmt.Errorf("--target.api=%q; expected chat, completions, responses or messages", f.TargetAPI)
+	}
 	if f.TargetName != "" && len(f.TargetURLs) != 1 {
 		return fmt.Errorf("--target.name needs exactly one --target.url, got %d", len(f.TargetURLs))
 	}
@@ -62,6 +72,9 @@ func (c *Config) applyFlags(f Flags) error {
 		t.URL = u
 		t.Model = f.TargetModel
 		t.Name = f.TargetName
+		if f.TargetAPI != "" {
+			t.API = prober.API(f.TargetAPI)
+		}
 		t.fromFlag = true
 		c.TargetConfigs = append(c.TargetConfigs, t)
 	}

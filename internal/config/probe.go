@@ -61,8 +61,8 @@ func (c *Config) checkProbe(dir string) error {
 	if p.TimeoutOffset < 0 {
 		return fmt.Errorf("probe.timeout_offset=%s; expected a duration >= 0", p.TimeoutOffset)
 	}
-	if p.API != prober.APIChat && p.API != prober.APICompletions {
-		return fmt.Errorf("probe.api=%q; expected %q or %q", p.API, prober.APIChat, prober.APICompletions)
+	if !p.API.Valid() {
+		return fmt.Errorf("probe.api=%q; expected chat, completions, responses or messages", p.API)
 	}
 	if err := p.HTTPClientConfig.Validate(); err != nil {
 		return fmt.Errorf("probe.http_client_config: %w", err)

@@ -25,6 +25,9 @@ type ScenarioConfig struct {
 	// Warm makes a custom scenario a warm-context conversation (input_tokens
 	// is then the priming turn's prompt), or tunes a built-in warm one.
 	Warm *WarmConfig `yaml:"warm,omitempty"`
+	// API probes the scenario on this API whatever the target's: chat,
+	// completions, responses or messages. Empty: the target's.
+	API prober.API `yaml:"api,omitempty"`
 }
 
 // WarmConfig is a scenario's warm section: the conversation's follow-up
@@ -136,6 +139,9 @@ func (c *Config) resolveScenarios() error {
 func (sc ScenarioConfig) apply(s *prober.Scenario) {
 	if sc.Description != "" {
 		s.Description = sc.Description
+	}
+	if sc.API != "" {
+		s.API = sc.API
 	}
 	if sc.InputTokens != nil {
 		s.InputTokens = *sc.InputTokens

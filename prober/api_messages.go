@@ -1,0 +1,151 @@
+package prober
+
+// This file holds the Anthropic Messages API (POST /v1/messages): the probe's
+// request and the decoding of its stream of typed events.
+//
+// A stream is message_start (the message, with usage.input_tokens), then per
+// content block content_block_start, content_block_delta… and
+// content_block_stop, with ping events anywhere, then message_delta (the
+// stop_reason and the cumulative usage.output_tokens) and message_stop. An
+// error arrives as `event: error` with {"type":"error","error":{"type":
+// "overloaded_error","message":…}}. TTFT is the first content_block_delta
+// that carries text (text_delta), thinking (thinking_delta) or tool input
+// (input_json_delta): never message_start or content_block_start, which a
+// server may send before any token.
+//
+// Why not the official anthropic-sdk-go's decoder: as with openai-go, its
+// stream hands out events without their arrival times and allocates per
+// event; the event and field names are those of its
+// MessageStreamEventUnion.
+
+import (
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/valyala/fastjson"
+)
+
+// messagesRequest is a streaming Messages API request. The API has no
+// cache_salt, min_tokens or ignore_eos: the nonce that opens every prompt
+// keeps it cold, and an answer that ends early is a short answer.
+type messagesRequest struct {
+	Model     string            `json:"model"`
+	MaxTokens int               `json:"max_tokens"`
+	Messages  []messagesMessage `json:"messages"`
+	Stream    bool              `json:"stream,omitempty"`
+}
+
+type messagesMessage struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// anthropicVersion is the anthropic-version header every Messages request
+// carries; servers that need none ignore it.
+const anthropicVersion = "2023-06-01"
+
+func marshalMessagesRequest(r requestSpec) ([]byte, error) {
+	return json.Marshal(messagesRequest{
+		Model: r.Model, MaxTokens: r.MaxTokens, Stream: r.Stream,
+		Messages: []messagesMessage{{Role: "user", Content: r.Prompt}},
+	})
+}
+
+// messagesStopReason maps Anthropic's stop_reason to the OpenAI
+// finish_reason the rest of the prober reads.
+func messagesStopReason(s string) string {
+	switch s {
+	case "end_turn", "stop_sequence":
+		return "stop"
+	case "max_tokens":
+		return "length"
+	case "tool_use":
+		return "tool_calls"
+	}
+	return s
+}
+
+// messagesUsage reads an Anthropic usage object. The prompt is input_tokens
+// plus the tokens read from and written to the prompt cache (Anthropic
+// counts those apart); cache_read_input_tokens is the cached share.
+func (d *streamDecoder) messagesUsage(u *fastjson.Value) (streamEnd, bool) {
+	if u == nil || u.Type() != fastjson.TypeObject {
+		return streamEnd{}, false
+	}
+	r := d.res
+	if in, ok := jsonCount(u.Get("input_tokens")); ok && in > 0 {
+		read, readOK := jsonCount(u.Get("cache_read_input_tokens"))
+		created, _ := jsonCount(u.Get("cache_creation_input_tokens"))
+		r.PromptTokens = in + read + created
+		if readOK {
+			r.CachedTokens, r.CachedReported = read, true
+		}
+	}
+	if ov := u.Get("output_tokens"); ov != nil {
+		out, ok := jsonCount(ov)
+		if !ok {
+			return malformedChunk("usage.output_tokens is not a count")
+		}
+		d.usageSeen, d.completion = true, out
+	}
+	return streamEnd{}, false
+}
+
+// messagesEvent handles one event of a Messages stream.
+func (d *streamDecoder) messagesEvent(v *fastjson.Value, at time.Time) (streamEnd, bool) {
+	if v.Type() != fastjson.TypeObject {
+		return malformedChunk("event is a JSON %s, not an object", v.Type())
+	}
+	typ := v.GetStringBytes("type")
+	if len(typ) == 0 {
+		return malformedChunk("event has no type: %q", clipForErr(v.MarshalTo(nil)))
+	}
+	r := d.res
+	switch string(typ) {
+	case "content_block_delta":
+		delta := v.Get("delta")
+		if delta == nil || delta.Type() != fastjson.TypeObject {
+			return malformedChunk("content_block_delta without a delta object")
+		}
+		switch string(delta.GetStringBytes("type")) {
+		case "text_delta":
+			return d.deltaText(delta.Get("text"), ChunkContent, at)
+		case "thinking_delta":
+			return d.deltaText(delta.Get("thinking"), ChunkReasoning, at)
+		case "input_json_delta":
+			return d.deltaText(delta.Get("partial_json"), ChunkToolCall, at)
+		}
+	case "message_start":
+		msg := v.Get("message")
+		if msg == nil || msg.Type() != fastjson.TypeObject {
+			return malformedChunk("message_start without a message object")
+		}
+		if id := msg.GetStringBytes("id"); len(id) > 0 && r.ResponseID == "" {
+			r.ResponseID = string(id)
+		}
+		// output_tokens here is 0 or 1 before any token: not yet a count.
+		if end, stop := d.messagesUsage(msg.Get("usage")); stop {
+			return end, stop
+		}
+		d.usageSeen, d.completion = false, 0
+	case "message_delta":
+		if s := v.GetStringBytes("delta", "stop_reason"); len(s) > 0 {
+			r.FinishReason = messagesStopReason(string(s))
+		}
+		if end, stop := d.messagesUsage(v.Get("usage")); stop {
+			return end, stop
+		}
+	case "message_stop":
+		for _, m := range []*fastjson.Value{v.Get("metrics"), v.Get("message", "metrics")} {
+			if e, ok := vllmMetrics(m); ok {
+				r.Engine = e
+			}
+		}
+		d.finalUsage = d.usageSeen
+		return streamEnd{done: true}, true
+	case "error":
+		return streamEnd{reason: ReasonStreamError, err: errors.New(typedErrorMessage(v))}, true
+	}
+	return streamEnd{}, false
+}

@@ -1,0 +1,179 @@
+package prober
+
+// This file holds the OpenAI Responses API (POST /v1/responses): the probe's
+// request and the decoding of its stream of typed events.
+//
+// A stream is a sequence of SSE events whose JSON carries its own "type":
+// framing (response.created, response.in_progress, response.output_item.added,
+// response.content_part.added, …), deltas (response.output_text.delta,
+// response.reasoning_text.delta, response.reasoning_summary_text.delta,
+// response.function_call_arguments.delta), then one terminal event:
+// response.completed or response.incomplete (with usage), or response.failed
+// and error. TTFT is the first delta that carries text, never a framing
+// event. Usage comes once, on the terminal event, so ITL is timed from the
+// deltas and counted with usage.output_tokens.
+//
+// Why not the official openai-go's decoder: its ssestream reader hands out
+// decoded events without their arrival times, and its typed unmarshal
+// allocates per event; slaprobe's timed reader (stampReader) and fastjson
+// keep the arrival stamp of each line at no allocation. The event and field
+// names are those of openai-go's ResponseStreamEventUnion.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/valyala/fastjson"
+)
+
+// responsesRequest is a streaming Responses API request with vLLM's
+// extensions (ignored by servers that lack them). store is false: a probe's
+// answer must not be kept by the server.
+type responsesRequest struct {
+	Model           string `json:"model"`
+	Input           string `json:"input"`
+	MaxOutputTokens int    `json:"max_output_tokens"`
+	Stream          bool   `json:"stream,omitempty"`
+	Store           bool   `json:"store"`
+	MinTokens       int    `json:"min_tokens,omitempty"`
+	IgnoreEOS       bool   `json:"ignore_eos,omitempty"`
+	CacheSalt       string `json:"cache_salt,omitempty"`
+}
+
+func marshalResponsesRequest(r requestSpec) ([]byte, error) {
+	return json.Marshal(responsesRequest{
+		Model: r.Model, Input: r.Prompt, MaxOutputTokens: r.MaxTokens, Stream: r.Stream,
+		MinTokens: r.MinTokens, IgnoreEOS: r.MinTokens > 0, CacheSalt: r.CacheSalt,
+	})
+}
+
+// responsesUsage reads a Responses usage object: input_tokens,
+// output_tokens and input_tokens_details.cached_tokens.
+func (d *streamDecoder) responsesUsage(u *fastjson.Value) (streamEnd, bool) {
+	if u == nil || u.Type() != fastjson.TypeObject {
+		return streamEnd{}, false
+	}
+	out, ok := jsonCount(u.Get("output_tokens"))
+	if !ok {
+		return malformedChunk("usage.output_tokens is missing or not a count")
+	}
+	r := d.res
+	if in, ok := jsonCount(u.Get("input_tokens")); ok {
+		r.PromptTokens = in
+	}
+	if n, ok := jsonCount(u.Get("input_tokens_details", "cached_tokens")); ok {
+		r.CachedTokens, r.CachedReported = n, true
+	}
+	d.usageSeen, d.completion = true, out
+	return streamEnd{}, false
+}
+
+// responsesEvent handles one event of a Responses stream.
+func (d *streamDecoder) responsesEvent(v *fastjson.Value, at time.Time) (streamEnd, bool) {
+	if v.Type() != fastjson.TypeObject {
+		return malformedChunk("event is a JSON %s, not an object", v.Type())
+	}
+	typ := v.GetStringBytes("type")
+	if len(typ) == 0 {
+		return malformedChunk("event has no type: %q", clipForErr(v.MarshalTo(nil)))
+	}
+	r := d.res
+	switch string(typ) {
+	case "response.output_text.delta":
+		return d.deltaText(v.Get("delta"), ChunkContent, at)
+	case "response.reasoning_text.delta", "response.reasoning_summary_text.delta":
+		return d.deltaText(v.Get("delta"), ChunkReasoning, at)
+	case "response.function_call_arguments.delta":
+		return d.deltaText(v.Get("delta"), ChunkToolCall, at)
+	case "response.created", "response.in_progress":
+		if id := v.GetStringBytes("response", "id"); len(id) > 0 && r.ResponseID == "" {
+			r.ResponseID = string(id)
+		}
+	case "response.completed", "response.incomplete":
+		resp := v.Get("response")
+		if resp == nil || resp.Type() != fastjson.TypeObject {
+			return malformedChunk("%s without a response object", typ)
+		}
+		if id := resp.GetStringBytes("id"); len(id) > 0 && r.ResponseID == "" {
+			r.ResponseID = string(id)
+		}
+		if end, stop := d.responsesUsage(resp.Get("usage")); stop {
+			return end, stop
+		}
+		// vLLM's per-request metrics: on this event when streaming.
+		for _, m := range []*fastjson.Value{v.Get("metrics"), resp.Get("metrics")} {
+			if e, ok := vllmMetrics(m); ok {
+				r.Engine = e
+			}
+		}
+		switch {
+		case string(typ) == "response.incomplete":
+			r.FinishReason = "length" // incomplete_details.reason: max_output_tokens
+			if reason := resp.GetStringBytes("incomplete_details", "reason"); len(reason) > 0 && string(reason) != "max_output_tokens" {
+				r.FinishReason = string(reason)
+			}
+		case d.usageSeen && d.completion >= r.RequestedTokens && r.RequestedTokens > 0:
+			r.FinishReason = "length"
+		default:
+			r.FinishReason = "stop"
+		}
+		d.finalUsage = true
+		return streamEnd{done: true}, true
+	case "response.failed":
+		msg := "response.failed"
+		if m, ok := jsonErrorMessage(v.Get("response", "error")); ok {
+			msg = m
+		}
+		return streamEnd{reason: ReasonStreamError, err: errors.New(msg)}, true
+	case "error":
+		return streamEnd{reason: ReasonStreamError, err: errors.New(typedErrorMessage(v))}, true
+	}
+	return streamEnd{}, false
+}
+
+// deltaText handles a delta event whose text is the string dv: an output
+// chunk of kind k when the text is not empty.
+func (d *streamDecoder) deltaText(dv *fastjson.Value, k ChunkKind, at time.Time) (streamEnd, bool) {
+	text, ok := jsonOptString(dv)
+	if !ok {
+		return malformedChunk("delta is a %s, not a string", dv.Type())
+	}
+	if len(text) == 0 {
+		return streamEnd{}, false
+	}
+	if !utf8.Valid(text) {
+		return malformedChunk("generated text is not valid UTF-8: %q", clipForErr(text))
+	}
+	d.output(k, at)
+	if want := d.res.RequestedTokens; want > 0 && d.outChunks > want {
+		return streamEnd{reason: ReasonTooManyTokens, err: tooManyTokens(d.outChunks, want)}, true
+	}
+	return streamEnd{}, false
+}
+
+// typedErrorMessage is the text of an error event: "type: message", from the
+// event itself ({"type":"error","code":…,"message":…}) or its "error" object
+// (Anthropic's {"type":"error","error":{"type":"overloaded_error",…}}).
+func typedErrorMessage(v *fastjson.Value) string {
+	e := v
+	if inner := v.Get("error"); inner != nil && inner.Type() == fastjson.TypeObject {
+		e = inner
+	}
+	msg := string(e.GetStringBytes("message"))
+	kind := string(e.GetStringBytes("code"))
+	if t := string(e.GetStringBytes("type")); t != "" && t != "error" {
+		kind = t
+	}
+	switch {
+	case kind != "" && msg != "":
+		return shortenMsg(kind + ": " + msg)
+	case msg != "":
+		return shortenMsg(msg)
+	case kind != "":
+		return kind
+	}
+	return fmt.Sprintf("error event: %s", clipForErr(v.MarshalTo(nil)))
+}

@@ -139,13 +139,13 @@ type streamEnd struct {
 // decoder serves one stream; decoders are pooled so that the buffer and the
 // JSON parser's arena are reused and a chunk costs no allocation.
 type streamDecoder struct {
-	sr          stampReader
-	br          *bufio.Reader
-	parser      fastjson.Parser
-	maxLine     int
-	long        []byte // assembly buffer for lines longer than readBufSize
-	res         *Result
-	api         API // the stream's format: chat and completions chunks, or the typed events of responses and messages
+	sr      stampReader
+	br      *bufio.Reader
+	parser  fastjson.Parser
+	maxLine int
+	long    []byte // assembly buffer for lines longer than readBufSize
+	res     *Result
+	api     API // the stream's format: chat and completions chunks, or the typed events of responses and messages
 
 	errEvent     bool // the current SSE event is named "error"
 	usageSeen    bool

@@ -405,6 +405,49 @@ func TestAccuracyTiming(t *testing.T) {
 	}
 }
 
+// TestAccuracyTypedAPIs: on the Responses and Messages APIs the simulated
+// engine writes vLLM's typed events (framing first, with the first token;
+// then one delta per chunk; usage at the end). slaprobe's TTFT and ITL match
+// the engine's trace and model as on chat, its tokens match the engine's,
+// and the prompt it sized from the API's own usage is the one the engine read.
+func TestAccuracyTypedAPIs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real-time probes against the simulated engine")
+	}
+	for _, api := range []prober.API{prober.APIResponses, prober.APIMessages} {
+		t.Run(string(api), func(t *testing.T) {
+			// No early stops: the Messages API has no ignore_eos to ask for the full length.
+			sim := accStartSim(t, func(c *vllmsim.Config) { c.EOSMeanTokens = 0 })
+			p := prober.New(nil, prober.SystemClock{})
+			s := accScenario(1024, 64)
+			s.API = api
+			prep := accPrepare(t, p, sim.target, s)
+			// Word granularity: the closest prompt a whole number of words makes.
+			if prep.Method != prober.CalibrationUsage || !prober.PromptLengthWithin(prep.PromptTokens, 1024) {
+				t.Fatalf("calibrated to %d tokens with %q; want 1024 ± %d from the API's usage", prep.PromptTokens, prep.Method, prober.PromptTolerance(1024))
+			}
+			accAttempts(t, func(errorf func(string, ...any)) {
+				for i := 0; i < 3; i++ {
+					res := p.Run(context.Background(), sim.target, prep)
+					if res.Kind != prober.KindSuccess {
+						errorf("probe %d: %s/%s: %v", i, res.Kind, res.Reason, res.Err)
+						continue
+					}
+					tr := accTrace(t, sim.e, &res)
+					if res.OutputTokens != 64 || tr.CompletionTokens != 64 || res.PromptTokens != tr.PromptTokens || res.FinishReason != "length" {
+						errorf("probe %d: tokens %d (engine %d), prompt %d (engine %d), finish %q", i, res.OutputTokens, tr.CompletionTokens, res.PromptTokens, tr.PromptTokens, res.FinishReason)
+					}
+					if res.OutputChunks != len(tr.Chunks) || res.ContinuousUsage {
+						errorf("probe %d: %d output chunks, engine wrote %d; continuous usage %v", i, res.OutputChunks, len(tr.Chunks), res.ContinuousUsage)
+					}
+					m := accMeasure(sim.cfg, &res, tr, errorf)
+					t.Logf("%s probe %d: %s", api, i, m)
+				}
+			})
+		})
+	}
+}
+
 // TestAccuracyShortAnswers: an engine without ignore_eos (NoIgnoreEOS, as
 // Ollama or TGI) ends answers early. The short probes' TTFT and, from
 // MinDecodeTokens tokens on, ITL match the engine's trace and model as a full

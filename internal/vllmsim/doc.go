@@ -4,7 +4,8 @@
 //
 // # API
 //
-// POST /v1/chat/completions and /v1/completions (streaming and not), GET /v1/models, POST /tokenize,
+// POST /v1/chat/completions and /v1/completions (streaming and not), POST /v1/responses (OpenAI
+// Responses) and /v1/messages (Anthropic Messages) with vLLM's typed events (typedapi.go), GET /v1/models, POST /tokenize,
 // GET /health, GET /version, GET /metrics (own registry; vLLM V1 names with labels model_name and
 // engine="0"). Streams follow vLLM: a role-only chat chunk (at once when Config.RoleChunkEarly, else
 // written together with the first token), output chunks (content, or ReasoningField for the first

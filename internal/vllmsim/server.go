@@ -25,6 +25,8 @@ func (e *Engine) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { e.handleGenerate(w, r, true) })
 	mux.HandleFunc("POST /v1/completions", func(w http.ResponseWriter, r *http.Request) { e.handleGenerate(w, r, false) })
+	mux.HandleFunc("POST /v1/responses", func(w http.ResponseWriter, r *http.Request) { e.handleTyped(w, r, formatResponses) })
+	mux.HandleFunc("POST /v1/messages", func(w http.ResponseWriter, r *http.Request) { e.handleTyped(w, r, formatMessages) })
 	mux.HandleFunc("GET /v1/models", e.handleModels)
 	mux.HandleFunc("POST /tokenize", e.handleTokenize)
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
@@ -329,7 +331,8 @@ func (e *Engine) handleTokenize(w http.ResponseWriter, r *http.Request) {
 
 // job is a validated generation request, before it enters the engine.
 type job struct {
-	chat           bool
+	format         apiFormat
+	chat           bool // chat, responses or messages: the chat template applies
 	stream         bool
 	includeUsage   bool
 	continuous     bool
@@ -354,11 +357,25 @@ func geometric(rng *splitmix, mean int) int {
 
 func (e *Engine) handleGenerate(w http.ResponseWriter, hr *http.Request, chat bool) {
 	arrived := time.Now() // before the body is read: what a client's t0 compares with
-	e.handlers.Add(1)
-	defer e.handlers.Add(-1)
 	var req genRequest
 	err := readBody(w, hr, &req)
-	decoded := time.Now()
+	f := formatCompletions
+	if chat {
+		f = formatChat
+	}
+	e.generate(w, hr, arrived, time.Now(), &req, f, err)
+}
+
+// generate serves a decoded generation request in format f; err is the
+// error reading it, if any.
+func (e *Engine) generate(w http.ResponseWriter, hr *http.Request, arrived, decoded time.Time, reqp *genRequest, f apiFormat, err error) {
+	e.handlers.Add(1)
+	defer e.handlers.Add(-1)
+	chat := f != formatCompletions
+	var req genRequest
+	if reqp != nil {
+		req = *reqp
+	}
 	if err == nil {
 		err = e.checkModel(req.Model)
 	}
@@ -414,6 +431,7 @@ func (e *Engine) handleGenerate(w http.ResponseWriter, hr *http.Request, chat bo
 	}
 
 	j := &job{
+		format:         f,
 		chat:           chat,
 		stream:         req.Stream,
 		returnTokenIDs: req.ReturnTokenIDs,
@@ -429,8 +447,13 @@ func (e *Engine) handleGenerate(w http.ResponseWriter, hr *http.Request, chat bo
 	}
 	id := fmt.Sprintf("cmpl-%d", seq)
 	endpoint := "/v1/completions"
-	if chat {
+	switch f {
+	case formatChat:
 		id, endpoint = fmt.Sprintf("chatcmpl-%d", seq), "/v1/chat/completions"
+	case formatResponses:
+		id, endpoint = fmt.Sprintf("resp_%d", seq), "/v1/responses"
+	case formatMessages:
+		id, endpoint = fmt.Sprintf("msg_%d", seq), "/v1/messages"
 	}
 	salt := ""
 	if req.CacheSalt != nil {

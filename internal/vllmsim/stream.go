@@ -23,6 +23,7 @@ type session struct {
 	head           []byte // `{"id":…,"object":…,"created":…,"model":…`
 	written        int    // output tokens written
 	reasoningSent  int
+	seq            int // sequence_number of the next Responses event
 	roleSent       bool
 	malformedFired bool
 	buf            []byte
@@ -103,7 +104,7 @@ func (s *session) stream() {
 	s.setTrace(func(t *Trace) { t.Status = http.StatusOK })
 	s.w.WriteHeader(http.StatusOK)
 	if s.j.chat && e.cfg.RoleChunkEarly {
-		at, err := s.emit(s.roleEvent(nil))
+		at, err := s.emit(s.startEvents(nil))
 		s.roleSent = true
 		s.setTrace(func(t *Trace) { t.RoleChunkWritten = at })
 		if err != nil {
@@ -153,6 +154,11 @@ func (s *session) stream() {
 			if s.midStreamFault(true) {
 				return
 			}
+			if s.j.format.typed() {
+				at, _ := s.emit(s.typedEnd(s.buf[:0], reason))
+				s.end(reason, at)
+				return
+			}
 			if s.j.includeUsage && r.fault.name != FaultOmitUsage {
 				b := append(s.buf[:0], "data: "...)
 				b = append(b, s.head...)
@@ -190,6 +196,9 @@ func (s *session) end(reason string, at time.Time) {
 func (s *session) engineError(err error) {
 	body := append([]byte("data: "), errorBody(http.StatusServiceUnavailable, err.Error(), "")...)
 	body = append(body, "\n\ndata: [DONE]\n\n"...)
+	if s.j.format.typed() {
+		body = s.typedError(nil, http.StatusServiceUnavailable, err.Error())
+	}
 	s.setTrace(func(t *Trace) { t.FinishReason = FinishAbort })
 	at, _ := s.emit(body)
 	s.end(FinishAbort, at)
@@ -224,6 +233,9 @@ func (s *session) midStreamFault(atEnd bool) bool {
 			msg := fmt.Sprintf("simulated fault: error event after %d tokens", s.written)
 			b := append([]byte("data: "), errorBody(http.StatusInternalServerError, msg, "")...)
 			b = append(b, "\n\ndata: [DONE]\n\n"...)
+			if s.j.format.typed() {
+				b = s.typedError(nil, http.StatusInternalServerError, msg)
+			}
 			s.e.abort(s.r)
 			s.setTrace(func(t *Trace) { t.FinishReason = FinishError })
 			at, _ := s.emit(b)
@@ -248,6 +260,15 @@ func (s *session) cut() {
 		return
 	}
 	panic(http.ErrAbortHandler)
+}
+
+// startEvents appends what opens a stream before its first token: the
+// role-only chat chunk, or a typed API's framing events.
+func (s *session) startEvents(b []byte) []byte {
+	if s.j.format.typed() {
+		return s.typedStart(b)
+	}
+	return s.roleEvent(b)
 }
 
 // roleEvent is the role-only chat chunk as an SSE event, appended to b.
@@ -282,8 +303,17 @@ func (s *session) writeTokens(avail int, done bool, reason string) bool {
 	b := s.buf[:0]
 	lateRole := s.j.chat && !s.roleSent
 	if lateRole {
-		b = s.roleEvent(b)
+		b = s.startEvents(b)
 		s.roleSent = true
+	}
+	if s.j.format.typed() {
+		if reasoningText != nil {
+			b = s.typedDelta(b, reasoningText, true)
+		}
+		if contentText != nil {
+			b = s.typedDelta(b, contentText, false)
+		}
+		return s.emitTokens(b, avail, n, done, reason, lateRole)
 	}
 	b = append(b, "data: "...)
 	b = append(b, s.head...)
@@ -332,8 +362,13 @@ func (s *session) writeTokens(avail int, done bool, reason string) bool {
 		b = s.appendUsage(b, avail, false)
 	}
 	b = append(b, "}\n\n"...)
-	s.buf = b
+	return s.emitTokens(b, avail, n, done, reason, lateRole)
+}
 
+// emitTokens writes the chunk b that carries the tokens up to avail (n new
+// ones) and records it in the trace.
+func (s *session) emitTokens(b []byte, avail, n int, done bool, reason string, lateRole bool) bool {
+	s.buf = b
 	at, err := s.emit(b)
 	s.written = avail
 	reasoning := min(avail, s.j.reasoning) - min(avail-n, s.j.reasoning)
@@ -474,7 +509,9 @@ func (s *session) respond() {
 		"id": r.id, "object": object, "created": s.j.created, "model": e.cfg.ModelName,
 		"choices": []any{choice},
 	}
-	if r.fault.name != FaultOmitUsage {
+	if s.j.format.typed() {
+		resp = s.typedBody(string(reasoningText), string(contentText), reason, avail)
+	} else if r.fault.name != FaultOmitUsage {
 		usage := map[string]any{"prompt_tokens": r.promptTokens, "completion_tokens": avail, "total_tokens": r.promptTokens + avail}
 		if e.cfg.EnablePromptTokensDetails {
 			usage["prompt_tokens_details"] = map[string]any{"cached_tokens": s.cachedTokens()}

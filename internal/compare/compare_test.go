@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -459,6 +460,24 @@ func TestStepThatMeasuredNothing(t *testing.T) {
 	for _, s := range Compare(base, cur, Options{}).Comparison.Steps {
 		if s.Concurrency == 4 && s.NotMeasured != "both" {
 			t.Errorf("N=4 empty in both runs: not measured %q, want both", s.NotMeasured)
+		}
+	}
+}
+
+// TestDifferentAPIs: two runs on different APIs compare, and the comparison
+// says so; a report without an API is a chat run.
+func TestDifferentAPIs(t *testing.T) {
+	base := synthetic(1, 1, 0.02, []int{1, 2}, nil)
+	cur := synthetic(2, 1, 0.02, []int{1, 2}, nil)
+	cur.Meta.API = "messages"
+	got := differences(base, cur)
+	if !slices.Contains(got, "Different API: base chat, new messages.") {
+		t.Errorf("differences %q; want the API named", got)
+	}
+	cur.Meta.API = "chat"
+	for _, d := range differences(base, cur) {
+		if strings.Contains(d, "API") {
+			t.Errorf("an unrecorded API and chat are the same: %q", d)
 		}
 	}
 }

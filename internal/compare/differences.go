@@ -37,6 +37,7 @@ func differences(base, cur *report.Report) []string {
 	add("engine version", bm.EngineVersion, nm.EngineVersion)
 	add("GPU", gpuText(bm.GPU), gpuText(nm.GPU))
 	add("target", report.RedactURL(bm.TargetURL), report.RedactURL(nm.TargetURL))
+	add("API", bm.APIOrChat(), nm.APIOrChat())
 	if bm.Interrupted {
 		out = append(out, "The base run was interrupted: it holds only the steps it finished.")
 	}

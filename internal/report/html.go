@@ -162,6 +162,7 @@ func metaRows(r *Report) []kv {
 	}
 	add("Model", m.Model)
 	add("Target", RedactURL(m.TargetURL))
+	add("API", m.APIOrChat())
 	if m.Engine != "" {
 		add("Engine", strings.TrimSpace(m.Engine+" "+m.EngineVersion))
 	}

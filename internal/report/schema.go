@@ -84,7 +84,10 @@ type Meta struct {
 	Interrupted bool `json:"interrupted,omitempty"`
 	// TargetURL is the server's base URL without user info, query or
 	// fragment; Write strips them again in case the caller forgot.
-	TargetURL     string `json:"target_url"`
+	TargetURL string `json:"target_url"`
+	// API is the endpoint the run probed: chat, completions, responses or
+	// messages. Empty in reports made before it was recorded: chat.
+	API           string `json:"api,omitempty"`
 	Model         string `json:"model"`
 	MaxModelLen   int    `json:"max_model_len,omitempty"`  // from /v1/models, when reported
 	Engine        string `json:"engine,omitempty"`         // engine flavor: "vllm", "sglang", "" unknown
@@ -102,6 +105,14 @@ type Host struct {
 	Arch      string `json:"arch"` // runtime.GOARCH
 	CPUs      int    `json:"cpus"` // runtime.NumCPU
 	GoVersion string `json:"go_version,omitempty"`
+}
+
+// APIOrChat is the run's API, chat when the report did not record one.
+func (m Meta) APIOrChat() string {
+	if m.API == "" {
+		return "chat"
+	}
+	return m.API
 }
 
 // GPU describes the accelerators behind the target.

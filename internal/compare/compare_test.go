@@ -6,8 +6,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"strconv"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -467,8 +467,8 @@ func TestStepThatMeasuredNothing(t *testing.T) {
 // TestDifferentAPIs: two runs on different APIs compare, and the comparison
 // says so; a report without an API is a chat run.
 func TestDifferentAPIs(t *testing.T) {
-	base := synthetic(1, 1, 0.02, []int{1, 2}, nil)
-	cur := synthetic(2, 1, 0.02, []int{1, 2}, nil)
+	base := synthetic(1, 1, 0.02, []int{1, 2}, []int{1, 4})
+	cur := synthetic(2, 1, 0.02, []int{1, 2}, []int{1, 4})
 	cur.Meta.API = "messages"
 	got := differences(base, cur)
 	if !slices.Contains(got, "Different API: base chat, new messages.") {

@@ -51,7 +51,7 @@ func fleet(mode ClassicBuckets, targets int) *prometheus.Registry {
 		target := fmt.Sprintf("vllm-%02d", ti)
 		m.SetPlannedTokensPerHour(target, prober.PlannedTokensPerHour(scenarios))
 		for si, s := range scenarios {
-			m.SetScenarioEnabled(target, "m", s.Name, true)
+			m.SetScenarioEnabled(target, "m", s.Name, "chat", true)
 			m.Observe(fullResult(target, s.Name, si))
 		}
 	}

@@ -45,9 +45,9 @@ func (e *engineTimingMetrics) vecs() []*prometheus.MetricVec {
 	return []*prometheus.MetricVec{e.queue.MetricVec, e.prefill.MetricVec, e.itl.MetricVec, e.outside.MetricVec, e.timing.MetricVec}
 }
 
-func (e *engineTimingMetrics) init(target, model, scenario string) {
+func (e *engineTimingMetrics) init(target, model, scenario, api string) {
 	for _, s := range prober.TimingSources {
-		e.timing.WithLabelValues(target, model, scenario, string(s))
+		e.timing.WithLabelValues(target, model, scenario, api, string(s))
 	}
 }
 
@@ -78,13 +78,13 @@ func (m *ProbeMetrics) ObserveEngineTurn(r *prober.Result) {
 	if !TTFTRecorded(r) {
 		return
 	}
-	lv := []string{r.Target, r.Model, r.Scenario}
+	lv := []string{r.Target, r.Model, r.Scenario, apiOf(r)}
 	e := r.Engine
 	src := e.Source
 	if src == "" || !e.Reported() {
 		src = prober.TimingNone
 	}
-	m.engine.timing.WithLabelValues(r.Target, r.Model, r.Scenario, string(src)).Inc()
+	m.engine.timing.WithLabelValues(r.Target, r.Model, r.Scenario, apiOf(r), string(src)).Inc()
 	if src == prober.TimingNone {
 		return
 	}

@@ -76,7 +76,19 @@ func (o ProbeMetricsOptions) buckets(full, reduced []float64) []float64 {
 	return full
 }
 
-var probeLabels = []string{"target", "model", "scenario"}
+// probeLabels label every probe series: the target, its model, the
+// scenario, and the API it was probed on (chat, completions, responses,
+// messages), so one target probed on several APIs keeps them apart.
+var probeLabels = []string{"target", "model", "scenario", "api"}
+
+// apiOf is the `api` label of a result: chat when it does not say (a
+// result built by hand, or before the API was known).
+func apiOf(r *prober.Result) string {
+	if r.API == "" {
+		return string(prober.APIChat)
+	}
+	return string(r.API)
+}
 
 // ProbeMetrics turns probe results into the slaprobe_* probe metrics of the
 // metrics contract (docs/architecture.md). It is safe for concurrent use.
@@ -226,11 +238,11 @@ func (m *ProbeMetrics) ObserveClient(r *prober.Result) {
 }
 
 func (m *ProbeMetrics) observe(r *prober.Result) {
-	lv := []string{r.Target, r.Model, r.Scenario}
+	lv := []string{r.Target, r.Model, r.Scenario, apiOf(r)}
 	if r.Turn == 1 && r.Kind == prober.KindSuccess {
 		m.warm.observePrime(r)
-		m.tokens.WithLabelValues(r.Target, r.Model, r.Scenario, "prompt").Add(float64(max(r.PromptTokens, 0)))
-		m.tokens.WithLabelValues(r.Target, r.Model, r.Scenario, "output").Add(float64(max(r.OutputTokens, 0)))
+		m.tokens.WithLabelValues(r.Target, r.Model, r.Scenario, apiOf(r), "prompt").Add(float64(max(r.PromptTokens, 0)))
+		m.tokens.WithLabelValues(r.Target, r.Model, r.Scenario, apiOf(r), "output").Add(float64(max(r.OutputTokens, 0)))
 		if r.PromptTokens > 0 && !r.PromptLengthOK {
 			m.mismatches.WithLabelValues(lv...).Inc()
 		}
@@ -243,7 +255,7 @@ func (m *ProbeMetrics) observe(r *prober.Result) {
 	default:
 		kind = prober.KindError
 	}
-	m.probes.WithLabelValues(r.Target, r.Model, r.Scenario, string(kind)).Inc()
+	m.probes.WithLabelValues(r.Target, r.Model, r.Scenario, apiOf(r), string(kind)).Inc()
 
 	switch kind {
 	case prober.KindSuccess, prober.KindShortOutput:
@@ -282,7 +294,7 @@ func (m *ProbeMetrics) observe(r *prober.Result) {
 		if reason == "" {
 			reason = "unknown"
 		}
-		m.errors.WithLabelValues(r.Target, r.Model, r.Scenario, reason).Inc()
+		m.errors.WithLabelValues(r.Target, r.Model, r.Scenario, apiOf(r), reason).Inc()
 	}
 
 	if len(r.ChunkTokens) > 0 {
@@ -294,8 +306,8 @@ func (m *ProbeMetrics) observe(r *prober.Result) {
 		}
 	}
 
-	m.tokens.WithLabelValues(r.Target, r.Model, r.Scenario, "prompt").Add(float64(max(r.PromptTokens, 0)))
-	m.tokens.WithLabelValues(r.Target, r.Model, r.Scenario, "output").Add(float64(max(r.OutputTokens, 0)))
+	m.tokens.WithLabelValues(r.Target, r.Model, r.Scenario, apiOf(r), "prompt").Add(float64(max(r.PromptTokens, 0)))
+	m.tokens.WithLabelValues(r.Target, r.Model, r.Scenario, apiOf(r), "output").Add(float64(max(r.OutputTokens, 0)))
 	if r.PromptTokens > 0 && !r.PromptLengthOK {
 		m.mismatches.WithLabelValues(lv...).Inc()
 	}
@@ -303,7 +315,7 @@ func (m *ProbeMetrics) observe(r *prober.Result) {
 		m.usageMismatches.WithLabelValues(lv...).Inc()
 	}
 	if r.FirstChunkKind != "" {
-		m.firstChunk.WithLabelValues(r.Target, r.Model, r.Scenario, string(r.FirstChunkKind)).Inc()
+		m.firstChunk.WithLabelValues(r.Target, r.Model, r.Scenario, apiOf(r), string(r.FirstChunkKind)).Inc()
 	}
 
 	var cut *prober.PromptCutError
@@ -328,30 +340,34 @@ func (m *ProbeMetrics) observe(r *prober.Result) {
 	m.lastTimestamp.WithLabelValues(lv...).Set(float64(start.UnixNano()) / 1e9)
 }
 
-// SetScenarioEnabled sets slaprobe_scenario_enabled. Enabling a scenario
+// SetScenarioEnabled sets slaprobe_scenario_enabled of a scenario probed on
+// api (chat when empty). Enabling a scenario
 // also creates its counters at zero, so that rate() and absence alerts
 // work from the first scrape.
-func (m *ProbeMetrics) SetScenarioEnabled(target, model, scenario string, enabled bool) {
+func (m *ProbeMetrics) SetScenarioEnabled(target, model, scenario, api string, enabled bool) {
+	if api == "" {
+		api = string(prober.APIChat)
+	}
 	v := 0.0
 	if enabled {
 		v = 1
 		for _, k := range []prober.Kind{prober.KindSuccess, prober.KindError, prober.KindShortOutput} {
-			m.probes.WithLabelValues(target, model, scenario, string(k))
+			m.probes.WithLabelValues(target, model, scenario, api, string(k))
 		}
 		for _, r := range prober.Reasons {
-			m.errors.WithLabelValues(target, model, scenario, string(r))
+			m.errors.WithLabelValues(target, model, scenario, api, string(r))
 		}
-		m.cacheHits.WithLabelValues(target, model, scenario)
-		m.tokens.WithLabelValues(target, model, scenario, "prompt")
-		m.tokens.WithLabelValues(target, model, scenario, "output")
-		m.mismatches.WithLabelValues(target, model, scenario)
-		m.usageMismatches.WithLabelValues(target, model, scenario)
+		m.cacheHits.WithLabelValues(target, model, scenario, api)
+		m.tokens.WithLabelValues(target, model, scenario, api, "prompt")
+		m.tokens.WithLabelValues(target, model, scenario, api, "output")
+		m.mismatches.WithLabelValues(target, model, scenario, api)
+		m.usageMismatches.WithLabelValues(target, model, scenario, api)
 		for _, k := range prober.ChunkKinds {
-			m.firstChunk.WithLabelValues(target, model, scenario, string(k))
+			m.firstChunk.WithLabelValues(target, model, scenario, api, string(k))
 		}
-		m.engine.init(target, model, scenario)
+		m.engine.init(target, model, scenario, api)
 	}
-	m.enabled.WithLabelValues(target, model, scenario).Set(v)
+	m.enabled.WithLabelValues(target, model, scenario, api).Set(v)
 }
 
 // SetThresholds replaces every slaprobe_sla_threshold series with the

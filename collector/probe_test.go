@@ -161,8 +161,8 @@ func TestProbeMetricsGolden(t *testing.T) {
 	reg, m := newTestMetrics(t)
 	m.SetThresholds(prober.Builtin()[:2])
 	m.SetPlannedTokensPerHour("a", 163840)
-	m.SetScenarioEnabled("a", "m", "chatbot", true)
-	m.SetScenarioEnabled("a", "m", "tool_calling", false)
+	m.SetScenarioEnabled("a", "m", "chatbot", "chat", true)
+	m.SetScenarioEnabled("a", "m", "tool_calling", "chat", false)
 	for _, r := range goldenCases() {
 		m.Observe(&r)
 	}
@@ -252,7 +252,7 @@ func TestObserveSemantics(t *testing.T) {
 			tc.mutate(&r)
 			m.Observe(&r)
 			count := func(v *prometheus.HistogramVec) int {
-				return int(histCount(t, v.WithLabelValues("a", "m", r.Scenario)))
+				return int(histCount(t, v.WithLabelValues("a", "m", r.Scenario, "chat")))
 			}
 			if got := count(m.ttft); got != tc.ttft {
 				t.Errorf("ttft samples = %d, want %d", got, tc.ttft)
@@ -286,17 +286,17 @@ func TestObserveSemantics(t *testing.T) {
 			if got := count(m.ttfc); got != tc.ttfc {
 				t.Errorf("ttfc samples = %d, want %d", got, tc.ttfc)
 			}
-			if got := int(testutil.ToFloat64(m.cacheHits.WithLabelValues("a", "m", r.Scenario))); got != tc.cacheHits {
+			if got := int(testutil.ToFloat64(m.cacheHits.WithLabelValues("a", "m", r.Scenario, "chat"))); got != tc.cacheHits {
 				t.Errorf("cache hits = %d, want %d", got, tc.cacheHits)
 			}
-			if got := testutil.ToFloat64(m.probes.WithLabelValues("a", "m", r.Scenario, tc.result)); got != 1 {
+			if got := testutil.ToFloat64(m.probes.WithLabelValues("a", "m", r.Scenario, "chat", tc.result)); got != 1 {
 				t.Errorf("probes_total{result=%q} = %g, want 1", tc.result, got)
 			}
 			wantSuccess := 1.0 // an answer, short or not
 			if tc.result == "error" {
 				wantSuccess = 0
 			}
-			if got := testutil.ToFloat64(m.success.WithLabelValues("a", "m", r.Scenario)); got != wantSuccess {
+			if got := testutil.ToFloat64(m.success.WithLabelValues("a", "m", r.Scenario, "chat")); got != wantSuccess {
 				t.Errorf("probe_success = %g, want %g", got, wantSuccess)
 			}
 		})
@@ -322,7 +322,7 @@ func TestForget(t *testing.T) {
 		r := success()
 		r.Target = target
 		m.Observe(&r)
-		m.SetScenarioEnabled(target, "m", "chatbot", true)
+		m.SetScenarioEnabled(target, "m", "chatbot", "chat", true)
 		m.SetPlannedTokensPerHour(target, 1)
 	}
 	unknown := prober.Result{Target: "b", Scenario: "chatbot", Kind: prober.KindError, Reason: prober.ReasonConnectionRefused, Start: t0}
@@ -389,7 +389,7 @@ func TestMetricsContract(t *testing.T) {
 	}
 
 	reg, m := newTestMetrics(t)
-	m.SetScenarioEnabled("a", "m", "chatbot", true)
+	m.SetScenarioEnabled("a", "m", "chatbot", "chat", true)
 	m.SetThresholds(prober.Builtin())
 	m.SetPlannedTokensPerHour("a", 1)
 	for _, r := range goldenCases() {

@@ -39,13 +39,13 @@ func (w warmMetrics) collectors() []prometheus.Collector {
 // observePrime records a successful priming turn.
 func (w warmMetrics) observePrime(r *prober.Result) {
 	if d := r.TTFT(); d > 0 {
-		w.primeTTFT.WithLabelValues(r.Target, r.Model, r.Scenario).Set(d.Seconds())
+		w.primeTTFT.WithLabelValues(r.Target, r.Model, r.Scenario, apiOf(r)).Set(d.Seconds())
 	}
 }
 
 // observeFollowUp records a successful follow-up turn.
 func (w warmMetrics) observeFollowUp(r *prober.Result) {
-	lv := []string{r.Target, r.Model, r.Scenario}
+	lv := []string{r.Target, r.Model, r.Scenario, apiOf(r)}
 	misses := w.misses.WithLabelValues(lv...) // created with the first follow-up, so rate() sees every miss after it
 	w.followUps.WithLabelValues(lv...).Inc()
 	if share, ok := r.CachedShare(); ok {

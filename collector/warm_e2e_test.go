@@ -46,7 +46,7 @@ func TestWarmMetricsAgainstSim(t *testing.T) {
 				}
 				m.Observe(&res)
 			}
-			lv := []string{"sim", cfg.ModelName, s.Name}
+			lv := []string{"sim", cfg.ModelName, s.Name, "chat"}
 			followUps := testutil.ToFloat64(m.warm.followUps.WithLabelValues(lv...))
 			misses := testutil.ToFloat64(m.warm.misses.WithLabelValues(lv...))
 			hit := testutil.ToFloat64(m.warm.hitRatio.WithLabelValues(lv...))

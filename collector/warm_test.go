@@ -10,8 +10,8 @@ import (
 
 func TestWarmMetrics(t *testing.T) {
 	reg, m := newTestMetrics(t)
-	m.SetScenarioEnabled("a", "m", "chatbot", true)
-	m.SetScenarioEnabled("a", "m", "general_chat_followup", true)
+	m.SetScenarioEnabled("a", "m", "chatbot", "chat", true)
+	m.SetScenarioEnabled("a", "m", "general_chat_followup", "chat", true)
 	cold := success()
 	m.Observe(&cold)
 	if n := countLines(scrape(t, reg), "slaprobe_warm_"); n != 0 {
@@ -25,7 +25,7 @@ func TestWarmMetrics(t *testing.T) {
 	miss.FirstToken = miss.Start.Add(1500 * time.Millisecond) // slower than the priming turn
 	m.Observe(&miss)
 
-	lv := []string{"a", "m", "general_chat_followup"}
+	lv := []string{"a", "m", "general_chat_followup", "chat"}
 	for _, c := range []struct {
 		name      string
 		got, want float64
@@ -35,7 +35,7 @@ func TestWarmMetrics(t *testing.T) {
 		{"hit ratio (last)", testutil.ToFloat64(m.warm.hitRatio.WithLabelValues(lv...)), 0},
 		{"prime ttft", testutil.ToFloat64(m.warm.primeTTFT.WithLabelValues(lv...)), 1.4},
 		{"saved (last)", testutil.ToFloat64(m.warm.saved.WithLabelValues(lv...)), 1.4 - 1.5},
-		{"probes ok", testutil.ToFloat64(m.probes.WithLabelValues("a", "m", "general_chat_followup", "success")), 2},
+		{"probes ok", testutil.ToFloat64(m.probes.WithLabelValues("a", "m", "general_chat_followup", "chat", "success")), 2},
 		{"cold cache hits", testutil.ToFloat64(m.cacheHits.WithLabelValues(lv...)), 0},
 		{"ttft observations", float64(testutil.CollectAndCount(m.ttft)), 2}, // chatbot and the warm scenario
 	} {
@@ -44,7 +44,7 @@ func TestWarmMetrics(t *testing.T) {
 		}
 	}
 	// A miss is a result, not an error.
-	if n := testutil.ToFloat64(m.probes.WithLabelValues("a", "m", "general_chat_followup", "error")); n != 0 {
+	if n := testutil.ToFloat64(m.probes.WithLabelValues("a", "m", "general_chat_followup", "chat", "error")); n != 0 {
 		t.Errorf("probes_total{result=error} = %v after a miss", n)
 	}
 

@@ -257,7 +257,7 @@ func (p *Prober) detectModel(ctx context.Context, t Target) (string, error) {
 //     chunks, see stampReader.
 func (p *Prober) Run(ctx context.Context, t Target, prep *Prepared) (res Result) {
 	if prep == nil || prep.body == nil {
-		return Result{Target: t.Name, Kind: KindError, Reason: ReasonCalibration,
+		return Result{Target: t.Name, API: normAPI(t.API), Kind: KindError, Reason: ReasonCalibration,
 			Err: errors.New("probe: Run needs a Prepared from Prepare")}
 	}
 	if prep.Scenario.IsWarm() {
@@ -308,7 +308,7 @@ func (p *Prober) runTurn(ctx context.Context, t Target, prep *Prepared, turn int
 		f := prep.followUps[turn-2]
 		body, key, entry, want = f.body, f.key, f.entry, s.TurnInputTokens(turn)
 	}
-	res = Result{Target: t.Name, Model: prep.Model, Scenario: s.Name, RequestedTokens: s.OutputTokens, Turn: turn}
+	res = Result{Target: t.Name, Model: prep.Model, Scenario: s.Name, API: prep.API, RequestedTokens: s.OutputTokens, Turn: turn}
 	defer func() {
 		if v := recover(); v != nil {
 			p.logger.Error("probe panicked", "target", t.Name, "scenario", s.Name, "panic", v, "stack", string(debug.Stack()))
@@ -472,7 +472,7 @@ func (p *Prober) Probe(ctx context.Context, t Target, model string, s Scenario) 
 		}
 		p.logger.Debug("probe failed in calibration", "target", t.Name, "model", model, "scenario", s.Name,
 			"reason", reason, "err", err)
-		return Result{Target: t.Name, Model: model, Scenario: s.Name, RequestedTokens: s.OutputTokens,
+		return Result{Target: t.Name, Model: model, Scenario: s.Name, API: s.APIOn(t), RequestedTokens: s.OutputTokens,
 			Start: p.clock.Now(), Kind: KindError, Reason: reason, Err: err, RetryAfter: retryAfter, PromptTokens: read}
 	}
 	return p.Run(ctx, t, prep)

@@ -69,6 +69,7 @@ type Result struct {
 	Target   string
 	Model    string
 	Scenario string
+	API      API // the endpoint the probe was sent to
 
 	Kind   Kind
 	Reason Reason

@@ -26,7 +26,8 @@ type ProbeHook interface {
 // metrics (collector.ProbeMetrics) implement it.
 type ProbeObserver interface {
 	Observe(res *Result)
-	SetScenarioEnabled(target, model, scenario string, enabled bool)
+	// SetScenarioEnabled says whether scenario is probed on target, on api.
+	SetScenarioEnabled(target, model, scenario, api string, enabled bool)
 	SetPlannedTokensPerHour(target string, tokens float64)
 	// ForgetTarget drops every series of the target (its model changed).
 	ForgetTarget(target string)
@@ -374,7 +375,7 @@ func (s *Scheduler) publish(ts *schedTarget, model string, maxLen int) {
 			}
 		}
 		if obs != nil {
-			obs.SetScenarioEnabled(name, model, sc.Name, !disabled[sc.Name])
+			obs.SetScenarioEnabled(name, model, sc.Name, string(sc.APIOn(ts.t)), !disabled[sc.Name])
 		}
 	}
 	if obs != nil {
@@ -543,6 +544,9 @@ func (s *Scheduler) probeOnce(ctx context.Context, ts *schedTarget, sc Scenario)
 	}
 	if res.Model == "" {
 		res.Model = model
+	}
+	if res.API == "" {
+		res.API = sc.APIOn(ts.t)
 	}
 	if s.opts.Observer != nil {
 		s.opts.Observer.Observe(&res)

@@ -31,7 +31,7 @@ func (o *schedObserver) Observe(r *Result) {
 	o.results = append(o.results, *r)
 }
 
-func (o *schedObserver) SetScenarioEnabled(target, model, scenario string, enabled bool) {
+func (o *schedObserver) SetScenarioEnabled(target, model, scenario, _ string, enabled bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.enabled[target+"/"+model+"/"+scenario] = enabled

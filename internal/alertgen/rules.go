@@ -6,21 +6,21 @@ import "strings"
 
 func latencyRecordingRules() []Rule {
 	return []Rule{
-		{Record: "target_scenario:slaprobe_ttft_seconds:p95_15m", Expr: `histogram_quantile(0.95, sum by (job, instance, target, model, scenario, le) (rate(slaprobe_ttft_seconds_bucket[15m])))
+		{Record: "target_scenario:slaprobe_ttft_seconds:p95_15m", Expr: `histogram_quantile(0.95, sum by (job, instance, target, model, scenario, api, le) (rate(slaprobe_ttft_seconds_bucket[15m])))
 or
-histogram_quantile(0.95, sum by (job, instance, target, model, scenario) (rate(slaprobe_ttft_seconds[15m])))
+histogram_quantile(0.95, sum by (job, instance, target, model, scenario, api) (rate(slaprobe_ttft_seconds[15m])))
 `},
-		{Record: "target_scenario:slaprobe_itl_seconds:p95_15m", Expr: `histogram_quantile(0.95, sum by (job, instance, target, model, scenario, le) (rate(slaprobe_itl_seconds_bucket[15m])))
+		{Record: "target_scenario:slaprobe_itl_seconds:p95_15m", Expr: `histogram_quantile(0.95, sum by (job, instance, target, model, scenario, api, le) (rate(slaprobe_itl_seconds_bucket[15m])))
 or
-histogram_quantile(0.95, sum by (job, instance, target, model, scenario) (rate(slaprobe_itl_seconds[15m])))
+histogram_quantile(0.95, sum by (job, instance, target, model, scenario, api) (rate(slaprobe_itl_seconds[15m])))
 `},
-		{Record: "target_scenario:slaprobe_e2e_latency_seconds:p95_15m", Expr: `histogram_quantile(0.95, sum by (job, instance, target, model, scenario, le) (rate(slaprobe_e2e_latency_seconds_bucket[15m])))
+		{Record: "target_scenario:slaprobe_e2e_latency_seconds:p95_15m", Expr: `histogram_quantile(0.95, sum by (job, instance, target, model, scenario, api, le) (rate(slaprobe_e2e_latency_seconds_bucket[15m])))
 or
-histogram_quantile(0.95, sum by (job, instance, target, model, scenario) (rate(slaprobe_e2e_latency_seconds[15m])))
+histogram_quantile(0.95, sum by (job, instance, target, model, scenario, api) (rate(slaprobe_e2e_latency_seconds[15m])))
 `},
-		{Record: "target_scenario:slaprobe_decode_tokens_per_second:p10_15m", Expr: `histogram_quantile(0.10, sum by (job, instance, target, model, scenario, le) (rate(slaprobe_decode_tokens_per_second_bucket[15m])))
+		{Record: "target_scenario:slaprobe_decode_tokens_per_second:p10_15m", Expr: `histogram_quantile(0.10, sum by (job, instance, target, model, scenario, api, le) (rate(slaprobe_decode_tokens_per_second_bucket[15m])))
 or
-histogram_quantile(0.10, sum by (job, instance, target, model, scenario) (rate(slaprobe_decode_tokens_per_second[15m])))
+histogram_quantile(0.10, sum by (job, instance, target, model, scenario, api) (rate(slaprobe_decode_tokens_per_second[15m])))
 `},
 	}
 }
@@ -28,9 +28,9 @@ histogram_quantile(0.10, sum by (job, instance, target, model, scenario) (rate(s
 func probeRecordingRules() []Rule {
 	return []Rule{
 		// A short answer (the server ended it early) is an answer: only errors count against it.
-		{Record: "target_scenario:slaprobe_probe_success:ratio_1h", Expr: `sum by (job, instance, target, model, scenario) (rate(slaprobe_probes_total{result!="error"}[1h]))
+		{Record: "target_scenario:slaprobe_probe_success:ratio_1h", Expr: `sum by (job, instance, target, model, scenario, api) (rate(slaprobe_probes_total{result!="error"}[1h]))
 /
-sum by (job, instance, target, model, scenario) (rate(slaprobe_probes_total[1h]))
+sum by (job, instance, target, model, scenario, api) (rate(slaprobe_probes_total[1h]))
 `},
 		{Record: "target_scenario:slaprobe_probe_interval_seconds:mean_1d", Expr: `(
   max_over_time(slaprobe_probe_last_timestamp_seconds[1d])
@@ -45,22 +45,22 @@ sum by (job, instance, target, model, scenario) (rate(slaprobe_probes_total[1h])
 		// The share of TTFT spent outside the engine, over the probes whose engine reported its queue
 		// and prefill (docs/tracing.md): sum of outside ÷ sum of outside + queue + prefill.
 		{Record: "target_scenario:slaprobe_ttft_outside_engine:ratio_15m", Expr: `(
-  sum by (job, instance, target, model, scenario) (rate(slaprobe_ttft_outside_engine_seconds_sum[15m]))
+  sum by (job, instance, target, model, scenario, api) (rate(slaprobe_ttft_outside_engine_seconds_sum[15m]))
   /
   (
-    sum by (job, instance, target, model, scenario) (rate(slaprobe_ttft_outside_engine_seconds_sum[15m]))
-    + sum by (job, instance, target, model, scenario) (rate(slaprobe_engine_queue_seconds_sum[15m]))
-    + sum by (job, instance, target, model, scenario) (rate(slaprobe_engine_prefill_seconds_sum[15m]))
+    sum by (job, instance, target, model, scenario, api) (rate(slaprobe_ttft_outside_engine_seconds_sum[15m]))
+    + sum by (job, instance, target, model, scenario, api) (rate(slaprobe_engine_queue_seconds_sum[15m]))
+    + sum by (job, instance, target, model, scenario, api) (rate(slaprobe_engine_prefill_seconds_sum[15m]))
   )
 )
 or
 (
-  histogram_sum(sum by (job, instance, target, model, scenario) (rate(slaprobe_ttft_outside_engine_seconds[15m])))
+  histogram_sum(sum by (job, instance, target, model, scenario, api) (rate(slaprobe_ttft_outside_engine_seconds[15m])))
   /
   (
-    histogram_sum(sum by (job, instance, target, model, scenario) (rate(slaprobe_ttft_outside_engine_seconds[15m])))
-    + histogram_sum(sum by (job, instance, target, model, scenario) (rate(slaprobe_engine_queue_seconds[15m])))
-    + histogram_sum(sum by (job, instance, target, model, scenario) (rate(slaprobe_engine_prefill_seconds[15m])))
+    histogram_sum(sum by (job, instance, target, model, scenario, api) (rate(slaprobe_ttft_outside_engine_seconds[15m])))
+    + histogram_sum(sum by (job, instance, target, model, scenario, api) (rate(slaprobe_engine_queue_seconds[15m])))
+    + histogram_sum(sum by (job, instance, target, model, scenario, api) (rate(slaprobe_engine_prefill_seconds[15m])))
   )
 )
 `},
@@ -79,7 +79,7 @@ Probe outcomes.
 The last probe failed and no probe has succeeded for three probe intervals: about three failures
 in a row. Without a success in the last day, the oldest probe of the day stands in for it.`,
 			"SlaprobeProbesFailing", "critical", "1m", `slaprobe_probe_success == 0
-and on (job, instance, target, model, scenario)
+and on (job, instance, target, model, scenario, api)
 (
   time()
   -
@@ -89,15 +89,15 @@ and on (job, instance, target, model, scenario)
     min_over_time(slaprobe_probe_last_timestamp_seconds[1d])
   )
 )
-> on (job, instance, target, model, scenario)
+> on (job, instance, target, model, scenario, api)
 3 * target_scenario:slaprobe_probe_interval_seconds:mean_1d
-unless on (job, instance, target, model, scenario)
+unless on (job, instance, target, model, scenario, api)
 slaprobe_scenario_context_needed_tokens
 `,
 			`Probes of {{ $labels.scenario }} on {{ $labels.target }} keep failing.`,
 			`Every probe of scenario {{ $labels.scenario }} on target {{ $labels.target }} (model {{ $labels.model }}) for at least three probe intervals has failed. slaprobe_probe_errors_total{reason} says why.`),
 		alert("SlaprobeProbeSuccessRateLow", "warning", "15m", `target_scenario:slaprobe_probe_success:ratio_1h < 0.9
-unless on (job, instance, target, model, scenario)
+unless on (job, instance, target, model, scenario, api)
 slaprobe_scenario_context_needed_tokens
 `,
 			`Under 90 % of probes of {{ $labels.scenario }} on {{ $labels.target }} succeed.`,
@@ -108,12 +108,12 @@ a probe that runs until its timeout. Disabled scenarios are not probed on purpos
 being swept has its probes held on purpose (slaprobe_sweep_probes_held).`,
 			"SlaprobeProbesStale", "warning", "5m", `(
   (time() - slaprobe_probe_last_timestamp_seconds)
-  > on (job, instance, target, model, scenario)
+  > on (job, instance, target, model, scenario, api)
   3 * target_scenario:slaprobe_probe_interval_seconds:mean_1d
   or
   (time() - slaprobe_probe_last_timestamp_seconds) > 86400
 )
-unless on (job, instance, target, model, scenario)
+unless on (job, instance, target, model, scenario, api)
 slaprobe_scenario_enabled == 0
 unless on (job, instance, target)
 slaprobe_sweep_probes_held == 1
@@ -126,16 +126,16 @@ slaprobe_sweep_probes_held == 1
 			`slaprobe{{ with $labels.instance }} at {{ . }}{{ end }} has not been scraped for 5 minutes: no probe metrics arrive, so no SLA alert can fire.`),
 		commentedAlert(`---------------------------------------------------------------------------------------------
 Measurement quality: the probes run, but measure the wrong thing.`,
-			"SlaprobePrefixCacheHits", "warning", "15m", `sum by (job, instance, target, model, scenario) (rate(slaprobe_probe_cache_hits_total[1h]))
+			"SlaprobePrefixCacheHits", "warning", "15m", `sum by (job, instance, target, model, scenario, api) (rate(slaprobe_probe_cache_hits_total[1h]))
 /
-sum by (job, instance, target, model, scenario) (rate(slaprobe_probes_total{result="success"}[1h]))
+sum by (job, instance, target, model, scenario, api) (rate(slaprobe_probes_total{result="success"}[1h]))
 > 0.1
 `,
 			`Probes of {{ $labels.scenario }} on {{ $labels.target }} hit the prefix cache.`,
 			`{{ $value | humanizePercentage }} of the successful probes of scenario {{ $labels.scenario }} on target {{ $labels.target }} in the last hour were partly served from the prefix cache. Their TTFT, E2E and prefill speed are not recorded, so the TTFT and E2E alerts see fewer probes, or none.`),
-		alert("SlaprobePromptLengthMismatch", "warning", "15m", `sum by (job, instance, target, model, scenario) (rate(slaprobe_probe_prompt_length_mismatches_total[1h]))
+		alert("SlaprobePromptLengthMismatch", "warning", "15m", `sum by (job, instance, target, model, scenario, api) (rate(slaprobe_probe_prompt_length_mismatches_total[1h]))
 /
-sum by (job, instance, target, model, scenario) (rate(slaprobe_probes_total[1h]))
+sum by (job, instance, target, model, scenario, api) (rate(slaprobe_probes_total[1h]))
 > 0.1
 `,
 			`Probe prompts of {{ $labels.scenario }} on {{ $labels.target }} have the wrong length.`,
@@ -241,7 +241,7 @@ not in its queue, not in prefill, but in the network, a gateway or proxy, or the
 parsing and tokenization. Needs the engine's own timing (vLLM --enable-per-request-metrics, or its
 traces sent to slaprobe's OTLP receiver); without it the ratio is absent and this stays quiet.`,
 			"SlaprobeTTFTOutsideEngine", "warning", "10m", `target_scenario:slaprobe_ttft_outside_engine:ratio_15m > 0.5
-and on (job, instance, target, model, scenario)
+and on (job, instance, target, model, scenario, api)
 (
   target_scenario:slaprobe_ttft_seconds:p95_15m
   > on (job, instance, scenario) group_left ()
@@ -340,17 +340,17 @@ four follow-ups, and every one must miss. A server that never hit does not fire:
 			"SlaprobePrefixCachingNotWorking", "warning", "10m", `(
   (
     max_over_time(slaprobe_warm_cache_hit_ratio[20m]) < 0.1
-    and on (job, instance, target, model, scenario)
+    and on (job, instance, target, model, scenario, api)
     max_over_time(slaprobe_warm_cache_hit_ratio[1d] offset 20m) >= 0.5
   )
   or
   (
     max_over_time(slaprobe_warm_ttft_saved_ratio[20m]) < 0.2
-    and on (job, instance, target, model, scenario)
+    and on (job, instance, target, model, scenario, api)
     max_over_time(slaprobe_warm_ttft_saved_ratio[1d] offset 20m) >= 0.5
   )
 )
-and on (job, instance, target, model, scenario)
+and on (job, instance, target, model, scenario, api)
 increase(slaprobe_warm_followups_total[20m]) > 0
 `,
 			`Prefix caching is not working on {{ $labels.target }} ({{ $labels.scenario }}).`,

@@ -8,7 +8,7 @@ import (
 )
 
 // by is the label set every probe rule keeps.
-const by = "job, instance, target, model, scenario"
+const by = "job, instance, target, model, scenario, api"
 
 // sloMetric is one SLA metric of slaprobe_sla_threshold{metric} and the probe histogram it judges.
 type sloMetric struct {

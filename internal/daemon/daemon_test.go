@@ -204,10 +204,10 @@ func TestEndpoints(t *testing.T) {
 		`slaprobe_build_info{`,
 		`slaprobe_config_last_reload_successful 1`,
 		`slaprobe_config_last_reload_success_timestamp_seconds `,
-		`slaprobe_probes_total{model="fake-model",result="success",scenario="chatbot",target="a"}`,
-		`slaprobe_probes_total{model="fake-model",result="success",scenario="rag",target="a"}`,
-		`slaprobe_ttft_seconds_bucket{model="fake-model",scenario="chatbot",target="a",le="0.1"}`,
-		`slaprobe_scenario_enabled{model="fake-model",scenario="chatbot",target="a"} 1`,
+		`slaprobe_probes_total{api="chat",model="fake-model",result="success",scenario="chatbot",target="a"}`,
+		`slaprobe_probes_total{api="chat",model="fake-model",result="success",scenario="rag",target="a"}`,
+		`slaprobe_ttft_seconds_bucket{api="chat",model="fake-model",scenario="chatbot",target="a",le="0.1"}`,
+		`slaprobe_scenario_enabled{api="chat",model="fake-model",scenario="chatbot",target="a"} 1`,
 		`slaprobe_sla_threshold{metric="ttft_seconds",scenario="chatbot"} 3`,
 		`slaprobe_prober_planned_tokens_per_hour{target="a"}`,
 		`go_goroutines `,
@@ -231,7 +231,7 @@ func TestMetricsNegotiatesOpenMetrics(t *testing.T) {
 
 func TestReload(t *testing.T) {
 	td := startDaemon(t, configA, true)
-	td.waitMetrics(t, `slaprobe_probes_total{model="fake-model",result="success",scenario="chatbot",target="a"}`)
+	td.waitMetrics(t, `slaprobe_probes_total{api="chat",model="fake-model",result="success",scenario="chatbot",target="a"}`)
 
 	// Unchanged file.
 	if code, body := td.get(t, http.MethodPost, "/-/reload"); code != 200 || !strings.Contains(body, "unchanged") {
@@ -264,7 +264,7 @@ func TestReload(t *testing.T) {
 	}
 	body = td.waitMetrics(t,
 		"slaprobe_config_last_reload_successful 1",
-		`slaprobe_probes_total{model="fake-model",result="success",scenario="chatbot",target="b"}`,
+		`slaprobe_probes_total{api="chat",model="fake-model",result="success",scenario="chatbot",target="b"}`,
 	)
 	if strings.Contains(body, `target="a"`) {
 		t.Errorf("series of the removed target remain:\n%s", grep(body, `target="a"`))
@@ -278,7 +278,7 @@ func probeCount(t *testing.T, td *testDaemon, target string) int {
 	t.Helper()
 	n := 0
 	for _, r := range []string{"chatbot", "rag"} {
-		n += int(counterValue(t, td, `slaprobe_probes_total{model="fake-model",result="success",scenario="`+r+`",target="`+target+`"}`))
+		n += int(counterValue(t, td, `slaprobe_probes_total{api="chat",model="fake-model",result="success",scenario="`+r+`",target="`+target+`"}`))
 	}
 	return n
 }

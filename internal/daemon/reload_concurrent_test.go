@@ -120,7 +120,7 @@ func TestConcurrentReloads(t *testing.T) {
 	if !td.Ready() {
 		t.Error("not ready after the reloads")
 	}
-	body := td.waitMetrics(t, `slaprobe_probes_total{model="fake-model",result="success",scenario="chatbot",target="c"}`)
+	body := td.waitMetrics(t, `slaprobe_probes_total{api="chat",model="fake-model",result="success",scenario="chatbot",target="c"}`)
 	for _, gone := range []string{`target="a"`, `target="b"`} {
 		if strings.Contains(body, gone) {
 			t.Errorf("/metrics still has series of %s after the reloads settled on c", gone)

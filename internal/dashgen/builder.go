@@ -242,7 +242,7 @@ func probeSel(metric string, extra ...string) string {
 
 // ruleBy is the grouping of the recording rules in alerts/slaprobe.rules.yml: a query grouped the same
 // way can be or-ed with a rule without duplicating series.
-const ruleBy = "job, instance, target, model, scenario"
+const ruleBy = "job, instance, target, model, scenario, api"
 
 // probeWindow is the window of probe quantiles and ratios: 15 minutes, as in the alerts. Probes run
 // every 30 s to 5 min, so $__rate_interval (four scrapes) would hold one probe of a slow scenario or none.

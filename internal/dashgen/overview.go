@@ -13,11 +13,12 @@ func probeVars() []*Variable {
 	}
 }
 
-const legendTS = "{{target}} {{scenario}}"
+// legendTS names a probe series: its target, scenario and API.
+const legendTS = "{{target}} {{scenario}} {{api}}"
 
 // perProbe reduces an expression to one series per target, model and scenario: the rows of a table
 // that merges several queries.
-func perProbe(expr string) string { return "max by (target, model, scenario) (" + expr + ")" }
+func perProbe(expr string) string { return "max by (target, model, scenario, api) (" + expr + ")" }
 
 // overview is the live SLA view: what a user of each target feels, per scenario, against the
 // thresholds slaprobe exports.
@@ -110,8 +111,8 @@ func overview() *Dashboard {
 			"(vLLM's per-request metrics or its llm_request span), over 15 min. A client ITL well above the "+
 			"engine's means something between them holds the stream back: a proxy or gateway that buffers.",
 		"s", nil,
-		rangeQ(histMean("slaprobe_itl_seconds", "target, scenario", probeWindow), "client "+legendTS),
-		rangeQ(histMean("slaprobe_engine_itl_seconds", "target, scenario", probeWindow), "engine "+legendTS),
+		rangeQ(histMean("slaprobe_itl_seconds", "target, scenario, api", probeWindow), "client "+legendTS),
+		rangeQ(histMean("slaprobe_engine_itl_seconds", "target, scenario, api", probeWindow), "engine "+legendTS),
 	).dotted("^engine "))
 
 	b.row("Probe outcomes")
@@ -126,8 +127,8 @@ func overview() *Dashboard {
 		"Failed probes per interval, by reason (connection_refused, timeout, stall, http_5xx, …). "+
 			"short_output probes are counted in slaprobe_probes_total{result=\"short_output\"}.",
 		"short", nil,
-		rangeQ(fmt.Sprintf("sum by (target, scenario, reason) (increase(%s[$__interval]))", probeSel("slaprobe_probe_errors_total")), "{{reason}} "+legendTS),
-		rangeQ(fmt.Sprintf("sum by (target, scenario) (increase(%s[$__interval]))", probeSel("slaprobe_probes_total", `result="short_output"`)), "short_output "+legendTS),
+		rangeQ(fmt.Sprintf("sum by (target, scenario, api, reason) (increase(%s[$__interval]))", probeSel("slaprobe_probe_errors_total")), "{{reason}} "+legendTS),
+		rangeQ(fmt.Sprintf("sum by (target, scenario, api) (increase(%s[$__interval]))", probeSel("slaprobe_probes_total", `result="short_output"`)), "short_output "+legendTS),
 	).bars("1m"))
 	b.add(8, 8, timeseries("Tokens spent per hour",
 		"Prompt and output tokens the prober spent over the last hour, and what its schedule plans "+
@@ -142,13 +143,13 @@ func overview() *Dashboard {
 		"Probes the prefix cache served in part, per interval. Their TTFT, E2E and prefill speed are not "+
 			"recorded. Over 10 % of successful probes for 15 min fires SlaprobePrefixCacheHits.",
 		"short", nil,
-		rangeQ(fmt.Sprintf("sum by (target, scenario) (increase(%s[$__interval]))", probeSel("slaprobe_probe_cache_hits_total")), legendTS),
+		rangeQ(fmt.Sprintf("sum by (target, scenario, api) (increase(%s[$__interval]))", probeSel("slaprobe_probe_cache_hits_total")), legendTS),
 	).bars("1m"))
 	b.add(8, 8, timeseries("Prompt-length mismatches",
 		"Probes whose prompt, as the server counted it, missed the scenario's input length (then recalibrated), "+
 			"per interval. Over 10 % for 15 min fires SlaprobePromptLengthMismatch.",
 		"short", nil,
-		rangeQ(fmt.Sprintf("sum by (target, scenario) (increase(%s[$__interval]))", probeSel("slaprobe_probe_prompt_length_mismatches_total")), legendTS),
+		rangeQ(fmt.Sprintf("sum by (target, scenario, api) (increase(%s[$__interval]))", probeSel("slaprobe_probe_prompt_length_mismatches_total")), legendTS),
 	).bars("1m"))
 	b.add(8, 8, timeseries("Last probe's prompt and output tokens",
 		"Token counts of each scenario's last probe, from the server's usage.",

@@ -163,7 +163,7 @@ func (h *Handler) probe(ctx context.Context, logger *slog.Logger, t prober.Targe
 	case <-ctx.Done():
 		logger.Debug("still calibrating when the probe's time ran out; the calibration goes on and is cached for the next request",
 			"waited", h.opts.Now().Sub(calStart))
-		return prober.Result{Target: t.Name, Model: t.Model, Scenario: s.Name, RequestedTokens: s.OutputTokens,
+		return prober.Result{Target: t.Name, Model: t.Model, Scenario: s.Name, API: s.APIOn(t), RequestedTokens: s.OutputTokens,
 			Start: calStart, Kind: prober.KindError, Reason: prober.ReasonTimeout,
 			Err: fmt.Errorf("calibration not finished within the probe's timeout: %w", ctx.Err())}
 	}
@@ -180,7 +180,7 @@ func (h *Handler) probe(ctx context.Context, logger *slog.Logger, t prober.Targe
 			reason = he.Reason()
 		}
 		logger.Debug("calibration failed", "reason", reason, "err", p.err)
-		return prober.Result{Target: t.Name, Model: t.Model, Scenario: s.Name, RequestedTokens: s.OutputTokens,
+		return prober.Result{Target: t.Name, Model: t.Model, Scenario: s.Name, API: s.APIOn(t), RequestedTokens: s.OutputTokens,
 			Start: calStart, Kind: prober.KindError, Reason: reason, Err: p.err}
 	}
 	logger.Debug("prompt calibrated", "model", p.prep.Model, "method", p.prep.Method,

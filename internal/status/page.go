@@ -51,6 +51,7 @@ type engineView struct {
 
 type scenarioView struct {
 	Name, Description, Anchor string
+	API                       string // chat, completions, responses or messages
 	InputTokens, OutputTokens int
 	Interval, Timeout         string
 	// Status is "ok", "breach", "failing" or "waiting"; StatusText says it
@@ -158,6 +159,7 @@ func (s *Server) servePage(w http.ResponseWriter, r *http.Request) {
 		}
 		for _, sc := range cfg.Scenarios(tc.Name) {
 			sv := s.scenarioView(tc.Name, sc, now, tv.Held)
+			sv.API = string(sc.APIOn(prober.Target{API: tc.API}))
 			if tv.Model == "" && sv.Last != nil {
 				tv.Model = s.lastModel(tc.Name, sc.Name)
 			}

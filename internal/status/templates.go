@@ -90,7 +90,7 @@ var pageTmpl = template.Must(template.New("page").Funcs(funcs).Parse(`<!DOCTYPE 
 <div class="cards">
 {{range .Scenarios}}
 <section class="card" id="{{.Anchor}}" data-scenario="{{.Name}}" data-status="{{.Status}}">
-<div class="head"><h3>{{.Name}} <span class="mute small">{{.InputTokens}} in / {{.OutputTokens}} out · every {{.Interval}} · timeout {{.Timeout}}</span></h3>
+<div class="head"><h3>{{.Name}} <span class="mute small" data-api="{{.API}}">{{.API}} · {{.InputTokens}} in / {{.OutputTokens}} out · every {{.Interval}} · timeout {{.Timeout}}</span></h3>
 <span class="badge b-{{.Status}}">{{.StatusText}}</span></div>
 <dl class="facts small">
 <dt>Last probe</dt><dd>{{with .Last}}{{.At}} ({{.Ago}}): {{if .OK}}<span class="v-ok">success</span>{{else if .Short}}<span class="v-ok">short answer</span>{{else}}<span class="err">{{.Kind}}{{if .Reason}} · {{.Reason}}{{end}}</span>{{end}} · {{.PromptTokens}} prompt, {{.OutputTokens}} of {{.RequestedTokens}} output tokens{{if .CacheHit}} · <span class="err">prefix-cache hit: TTFT not recorded</span>{{end}}{{if .Err}}<br><code class="err">{{.Err}}</code>{{end}}{{else}}<span class="mute">none yet</span>{{end}}</dd>

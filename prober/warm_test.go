@@ -245,3 +245,34 @@ func median(ds []time.Duration) time.Duration {
 	slices.Sort(s)
 	return s[len(s)/2]
 }
+
+// TestWarmTypedAPIs: a warm conversation on the Responses and Messages APIs
+// hits the prefix cache on its follow-up as on chat (Messages has no
+// cache_salt: the repeated nonce alone keeps the conversation's prefix), and
+// each API's own cached count (input_tokens_details.cached_tokens,
+// cache_read_input_tokens) is read.
+func TestWarmTypedAPIs(t *testing.T) {
+	testproc.Quiet(t) // compares a warm TTFT with a cold one
+	for _, api := range []API{APIResponses, APIMessages} {
+		t.Run(string(api), func(t *testing.T) {
+			_, target := warmSim(t, nil)
+			p := New(nil, nil)
+			s := warmTestScenario(t, "general_chat_followup")
+			s.API = api
+			res := p.Probe(context.Background(), target, "", s)
+			if res.Kind != KindSuccess || res.Turn != 2 || len(res.Earlier) != 1 || res.API != api {
+				t.Fatalf("follow-up: kind %s reason %s turn %d earlier %d api %s err %v", res.Kind, res.Reason, res.Turn, len(res.Earlier), res.API, res.Err)
+			}
+			prime := res.Earlier[0]
+			if !prime.CachedReported || prime.CachedTokens != 0 {
+				t.Errorf("priming turn: cached %d (reported %v), want a cold prompt", prime.CachedTokens, prime.CachedReported)
+			}
+			if share, ok := res.CachedShare(); !ok || share < 0.9 || !PromptLengthWithin(res.PromptTokens, s.TurnInputTokens(2)) {
+				t.Errorf("follow-up: %d prompt tokens, cached share %.3f (reported %v); want %d tokens, about 32/33 cached", res.PromptTokens, share, ok, s.TurnInputTokens(2))
+			}
+			if saved, ok := res.TTFTSaved(); !ok || saved <= 0 {
+				t.Errorf("follow-up TTFT %v, priming %v: the cache saved nothing", res.TTFT(), prime.TTFT())
+			}
+		})
+	}
+}

@@ -19,8 +19,9 @@ package vllmsim
 // Messages stream: message_start (usage.input_tokens), content_block_start
 // and a ping with the first token; one content_block_delta (text_delta, or
 // thinking_delta for reasoning) per chunk; then content_block_stop,
-// message_delta (stop_reason end_turn or max_tokens, usage.output_tokens)
-// and message_stop. An error is `event: error` {"type":"error","error":
+// message_delta (stop_reason end_turn or max_tokens; usage with input_tokens,
+// with EnablePromptTokensDetails cache_read_input_tokens apart from them as
+// Anthropic counts, and output_tokens) and message_stop. An error is `event: error` {"type":"error","error":
 // {"type":"api_error","message"}}.
 
 import (
@@ -135,8 +136,8 @@ func (s *session) typedStart(b []byte) []byte {
 			b = append(b, id...)
 			b = append(b, `,"type":"message","role":"assistant","model":`...)
 			b = appendJSONString(b, s.e.cfg.ModelName)
-			b = append(b, `,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":`...)
-			b = strconv.AppendInt(b, int64(s.r.promptTokens), 10)
+			b = append(b, `,"content":[],"stop_reason":null,"stop_sequence":null,"usage":`...)
+			b = s.messagesInputUsage(b)
 			return append(b, `,"output_tokens":0}}}`...)
 		})
 		b = sseTyped(b, "content_block_start", func(b []byte) []byte {
@@ -173,6 +174,23 @@ func (s *session) typedStart(b []byte) []byte {
 		b = append(b, s.seqNo()...)
 		return append(b, `,"item_id":"msg_`+s.r.id+`","output_index":0,"content_index":0,"part":{"type":"output_text","text":"","annotations":[]}}`...)
 	})
+}
+
+// messagesInputUsage appends `{"input_tokens":N` and, with
+// EnablePromptTokensDetails, `,"cache_read_input_tokens":C`: Anthropic counts
+// the tokens read from the prompt cache apart from input_tokens.
+func (s *session) messagesInputUsage(b []byte) []byte {
+	cached := 0
+	if s.e.cfg.EnablePromptTokensDetails {
+		cached = s.cachedTokens()
+	}
+	b = append(b, `{"input_tokens":`...)
+	b = strconv.AppendInt(b, int64(s.r.promptTokens-cached), 10)
+	if s.e.cfg.EnablePromptTokensDetails {
+		b = append(b, `,"cache_read_input_tokens":`...)
+		b = strconv.AppendInt(b, int64(cached), 10)
+	}
+	return b
 }
 
 // typedDelta appends the delta event of one chunk's text, reasoning or not.
@@ -214,7 +232,11 @@ func (s *session) typedEnd(b []byte, reason string) []byte {
 		b = sseTyped(b, "message_delta", func(b []byte) []byte {
 			b = append(b, `{"type":"message_delta","delta":{"stop_reason":"`+stop+`","stop_sequence":null}`...)
 			if usage {
-				b = append(b, `,"usage":{"output_tokens":`...)
+				// The final counts: message_start may go out before admission
+				// (RoleChunkEarly), when the prompt-cache hit is not known yet.
+				b = append(b, `,"usage":`...)
+				b = s.messagesInputUsage(b)
+				b = append(b, `,"output_tokens":`...)
 				b = strconv.AppendInt(b, int64(s.written), 10)
 				b = append(b, '}')
 			}
@@ -302,7 +324,12 @@ func (s *session) typedBody(reasoning, content string, reason string, avail int)
 		out := map[string]any{"id": s.r.id, "type": "message", "role": "assistant", "model": s.e.cfg.ModelName,
 			"content": blocks, "stop_reason": stop, "stop_sequence": nil}
 		if usage {
-			out["usage"] = map[string]any{"input_tokens": s.r.promptTokens, "output_tokens": avail}
+			u := map[string]any{"input_tokens": s.r.promptTokens, "output_tokens": avail}
+			if s.e.cfg.EnablePromptTokensDetails {
+				cached := s.cachedTokens()
+				u["input_tokens"], u["cache_read_input_tokens"] = s.r.promptTokens-cached, cached
+			}
+			out["usage"] = u
 		}
 		return out
 	}

@@ -226,19 +226,9 @@ func Summarize(values []float64) Summary {
 	}
 	return Summary{
 		Count: len(v), Mean: sum / float64(len(v)), Min: v[0], Max: v[len(v)-1],
-		P1: quantile(v, 0.01), P5: quantile(v, 0.05), P10: quantile(v, 0.10),
-		P50: quantile(v, 0.50), P90: quantile(v, 0.90), P95: quantile(v, 0.95), P99: quantile(v, 0.99),
+		P1: Quantile(v, 0.01), P5: Quantile(v, 0.05), P10: Quantile(v, 0.10),
+		P50: Quantile(v, 0.50), P90: Quantile(v, 0.90), P95: Quantile(v, 0.95), P99: Quantile(v, 0.99),
 	}
-}
-
-// quantile of sorted v, linear between closest ranks (Hyndman–Fan type 7).
-func quantile(v []float64, q float64) float64 {
-	pos := q * float64(len(v)-1)
-	i := int(math.Floor(pos))
-	if i+1 >= len(v) {
-		return v[len(v)-1]
-	}
-	return v[i] + (pos-float64(i))*(v[i+1]-v[i])
 }
 
 // Samples are a step's per-request values over its successful requests,

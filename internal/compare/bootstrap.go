@@ -2,9 +2,10 @@ package compare
 
 import (
 	"hash/fnv"
-	"math"
 	"math/rand/v2"
 	"slices"
+
+	"github.com/slaprobe/slaprobe/prober"
 )
 
 // interval is a bootstrap percentile interval of median(new) − median(base).
@@ -29,7 +30,7 @@ func medianDiffInterval(base, new []float64, resamples int, level float64, seed 
 	}
 	slices.Sort(diffs)
 	a := (1 - level) / 2
-	return interval{Lo: quantile(diffs, a), Hi: quantile(diffs, 1-a)}
+	return interval{Lo: prober.Quantile(diffs, a), Hi: prober.Quantile(diffs, 1-a)}
 }
 
 func sorted(v []float64) []float64 {
@@ -61,22 +62,4 @@ func resampledMedian(s []float64, counts []int, rng *rand.Rand) float64 {
 		}
 	}
 	return s[n-1]
-}
-
-// median of v (not modified).
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return math.NaN()
-	}
-	return quantile(sorted(v), 0.5)
-}
-
-// quantile of sorted v, linear between closest ranks (as prober.Summarize).
-func quantile(v []float64, q float64) float64 {
-	pos := q * float64(len(v)-1)
-	i := int(math.Floor(pos))
-	if i+1 >= len(v) {
-		return v[len(v)-1]
-	}
-	return v[i] + (pos-float64(i))*(v[i+1]-v[i])
 }

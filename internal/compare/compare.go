@@ -360,10 +360,10 @@ func (k comparer) metrics(scenario string, mode prober.Mode, b, n *report.Step) 
 		mc := report.MetricChange{Metric: m.name, BaseSamples: len(bv), NewSamples: len(nv), Verdict: report.VerdictUnknown}
 		switch {
 		case grouped:
-			mc.Base, mc.New = median(bg), median(ng)
+			mc.Base, mc.New = prober.Median(bg), prober.Median(ng)
 			mc.BaseSamples, mc.NewSamples = len(bg), len(ng)
 		case len(bv) > 0 && len(nv) > 0:
-			mc.Base, mc.New = median(bv), median(nv)
+			mc.Base, mc.New = prober.Median(bv), prober.Median(nv)
 		default:
 			mc.Base, mc.New = m.summary(b), m.summary(n)
 			mc.BaseSamples, mc.NewSamples = 0, 0
@@ -439,7 +439,7 @@ func sliceMedians(v []float64, max, minPer int) []float64 {
 	}
 	out := make([]float64, k)
 	for i := range k {
-		out[i] = median(v[i*len(v)/k : (i+1)*len(v)/k])
+		out[i] = prober.Median(v[i*len(v)/k : (i+1)*len(v)/k])
 	}
 	return out
 }

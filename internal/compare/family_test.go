@@ -87,7 +87,7 @@ func TestFamilyLevel(t *testing.T) {
 	bg := sliceMedians(base.Scenarios[0].ClosedLoop[2].Samples.TTFT, o.Slices, o.MinSamples)
 	ng := sliceMedians(rerun.Scenarios[0].ClosedLoop[2].Samples.TTFT, o.Slices, o.MinSamples)
 	iv := medianDiffInterval(bg, ng, o.Resamples, o.Level, o.Seed, "chat/closed_loop/4/ttft")
-	if b := median(bg); verdict(report.MetricTTFT, (median(ng)-b)/b, iv.Lo/b, iv.Hi/b, o.PracticalFloor) == report.VerdictNoChange {
+	if b := prober.Median(bg); verdict(report.MetricTTFT, (prober.Median(ng)-b)/b, iv.Lo/b, iv.Hi/b, o.PracticalFloor) == report.VerdictNoChange {
 		t.Errorf("the figure's own 95%% interval %+.3f … %+.3f: the case no longer shows the false alarm", iv.Lo/b, iv.Hi/b)
 	}
 
@@ -138,8 +138,8 @@ func TestFamilyFalseAlarmRateOnModel(t *testing.T) {
 			bg := sliceMedians(b.Scenarios[0].ClosedLoop[2].Samples.TTFT, o.Slices, o.MinSamples)
 			ng := sliceMedians(n.Scenarios[0].ClosedLoop[2].Samples.TTFT, o.Slices, o.MinSamples)
 			iv := medianDiffInterval(bg, ng, o.Resamples, o.Level, o.Seed, "old")
-			base := median(bg)
-			if verdict(report.MetricTTFT, (median(ng)-base)/base, iv.Lo/base, iv.Hi/base, o.PracticalFloor) != report.VerdictNoChange {
+			base := prober.Median(bg)
+			if verdict(report.MetricTTFT, (prober.Median(ng)-base)/base, iv.Lo/base, iv.Hi/base, o.PracticalFloor) != report.VerdictNoChange {
 				old++
 			}
 			if len(Compare(b, n, Options{}).Comparison.Findings()) > 0 {

@@ -14,6 +14,8 @@ import (
 	"strconv"
 
 	"github.com/slaprobe/slaprobe/internal/report"
+
+	"github.com/slaprobe/slaprobe/prober"
 )
 
 // LoadReport reads a report.json, or the report.json inside a directory.
@@ -96,7 +98,7 @@ func Summarize(w io.Writer, c *report.Comparison) {
 		if len(det) > 0 {
 			slices.Sort(det)
 			fmt.Fprintf(w, "%d with no detectable change: each would have seen a change of %s to %s (median %s) or more; run longer to see smaller ones\n",
-				len(det), pct(det[0]), pct(det[len(det)-1]), pct(median(det)))
+				len(det), pct(det[0]), pct(det[len(det)-1]), pct(prober.Median(det)))
 		}
 	}
 }

@@ -38,19 +38,6 @@ var metrics = []metric{
 		limit: func(t prober.Thresholds) float64 { return t.E2E.Seconds() }},
 }
 
-// quantile is the q-quantile of sorted values, linearly interpolated
-// between closest ranks; NaN when there are none.
-func quantile(sorted []float64, q float64) float64 {
-	n := len(sorted)
-	if n == 0 {
-		return math.NaN()
-	}
-	pos := q * float64(n-1)
-	lo := int(math.Floor(pos))
-	hi := min(lo+1, n-1)
-	return sorted[lo] + (sorted[hi]-sorted[lo])*(pos-float64(lo))
-}
-
 // metricRow is one metric of one scenario on the status page.
 type metricRow struct {
 	Name, Unit   string
@@ -98,7 +85,7 @@ func buildRow(m metric, probes []Probe, since time.Time, th prober.Thresholds) m
 	row.N = len(window)
 	if len(window) > 0 {
 		sort.Float64s(window)
-		p50, tail := quantile(window, 0.5), quantile(window, m.tail)
+		p50, tail := prober.Quantile(window, 0.5), prober.Quantile(window, m.tail)
 		row.P50, row.Tail = formatValue(p50, m.Unit), formatValue(tail, m.Unit)
 		if limit > 0 {
 			row.Verdict = "ok"

@@ -258,7 +258,7 @@ func TestQuantileAndFormat(t *testing.T) {
 		{[]float64{1, 2, 3, 4, 5}, 0.95, 4.8},
 		{[]float64{1, 2, 3, 4, 5}, 0.10, 1.4},
 	} {
-		if got := quantile(c.v, c.q); fmt.Sprintf("%.6f", got) != fmt.Sprintf("%.6f", c.want) {
+		if got := prober.Quantile(c.v, c.q); fmt.Sprintf("%.6f", got) != fmt.Sprintf("%.6f", c.want) {
 			t.Errorf("quantile(%v, %v) = %v, want %v", c.v, c.q, got, c.want)
 		}
 	}

@@ -11,18 +11,13 @@ import (
 	"github.com/slaprobe/slaprobe/prober"
 )
 
-// SweepSource is what SweepCollector reads; *sweeper.Sweeper implements it.
-type SweepSource interface {
-	Snapshot() sweeper.Snapshot
-}
-
 // SweepCollector exports the daemon's latest sweep results as gauges, one
 // series per (target, model, scenario, mode, concurrency) step, so Grafana
 // draws the report's curves; plus capacity, scaling efficiency and the
 // job's own state. Values are computed at scrape time from the sweeper's
 // snapshot; nothing is kept here.
 type SweepCollector struct {
-	src SweepSource
+	snapshot func() sweeper.Snapshot
 
 	decode, ttft, itl, e2e, prefill, system, success, requests, queueWait *prometheus.Desc
 	powerWatts, energyPerToken, startedBusy, drainWait                    *prometheus.Desc
@@ -33,15 +28,16 @@ type SweepCollector struct {
 	change, changeSignificant                                             *prometheus.Desc
 }
 
-// NewSweepCollector returns the collector for src.
-func NewSweepCollector(src SweepSource) *SweepCollector {
+// NewSweepCollector returns the collector of the sweeps snapshot returns
+// ((*sweeper.Sweeper).Snapshot in the daemon).
+func NewSweepCollector(snapshot func() sweeper.Snapshot) *SweepCollector {
 	step := []string{"target", "model", "scenario", "mode", "concurrency"}
 	stepStat := append(append([]string(nil), step...), "stat")
 	d := func(name, help string, labels []string) *prometheus.Desc {
 		return prometheus.NewDesc(name, help, labels, nil)
 	}
 	return &SweepCollector{
-		src: src,
+		snapshot: snapshot,
 		decode: d("slaprobe_sweep_decode_tokens_per_second",
 			"Per-user decode speed in the last sweep's step (stat: mean and plain percentiles p10, p50, p90, p99; p10 is the speed 90% of requests got or better).", stepStat),
 		ttft: d("slaprobe_sweep_ttft_seconds",
@@ -120,7 +116,7 @@ func (c *SweepCollector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (c *SweepCollector) Collect(ch chan<- prometheus.Metric) {
-	snap := c.src.Snapshot()
+	snap := c.snapshot()
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}

@@ -97,7 +97,7 @@ func changedFixture(t0 time.Time) *report.Report {
 
 func TestSweepCollectorGolden(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(NewSweepCollector(sweepFixture()))
+	reg.MustRegister(NewSweepCollector(sweepFixture().Snapshot))
 
 	golden(t, reg, "sweep.prom")
 
@@ -112,7 +112,7 @@ func TestSweepCollectorGolden(t *testing.T) {
 
 func TestSweepCollectorEmpty(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(NewSweepCollector(staticSweeps{}))
+	reg.MustRegister(NewSweepCollector(staticSweeps{}.Snapshot))
 	n, err := testutil.GatherAndCount(reg)
 	if err != nil {
 		t.Fatal(err)

@@ -292,10 +292,10 @@ func MaxSafeQueue(burst []StepResult, opts CapacityOptions) Capacity {
 	return capacityFor(burst, Thresholds{TTFT: limit}, opts)
 }
 
-// UseCaseCapacity is the largest N that keeps every threshold the scenario
+// UseCaseCapacityOf is the largest N that keeps every threshold the scenario
 // sets (TTFT, E2E, ITL, minimum decode speed), judged on steps of one mode
 // (the closed loop, in the reports).
-func UseCaseCapacity(steps []StepResult, th Thresholds, opts CapacityOptions) Capacity {
+func UseCaseCapacityOf(steps []StepResult, th Thresholds, opts CapacityOptions) Capacity {
 	return capacityFor(steps, th, opts)
 }
 

@@ -127,7 +127,7 @@ func TestUseCaseCapacity(t *testing.T) {
 		swStep(4, 7.0, 0.040, 47, 25, 1),
 		swStep(6, 11.0, 0.070, 80, 14, 1),
 	}
-	c := UseCaseCapacity(steps, th, DefaultCapacityOptions())
+	c := UseCaseCapacityOf(steps, th, DefaultCapacityOptions())
 	// TTFT: 4 + (8-7)/(11-7)·2 = 4.5 → 4 (a measured rung);
 	// decode: 4 + (25-15)/(25-14)·2 ≈ 5.8 → ~5.
 	if c.String() != "4" || c.LimitedBy != "ttft" || c.Approximate {
@@ -144,7 +144,7 @@ func TestUseCaseCapacity(t *testing.T) {
 	}
 
 	// code_completion: E2E < 2 s only.
-	c = UseCaseCapacity([]StepResult{swStep(1, 0.05, 0.008, 1.1, 120, 1), swStep(2, 0.06, 0.009, 1.3, 110, 1),
+	c = UseCaseCapacityOf([]StepResult{swStep(1, 0.05, 0.008, 1.1, 120, 1), swStep(2, 0.06, 0.009, 1.3, 110, 1),
 		swStep(4, 0.08, 0.012, 1.7, 85, 1), swStep(8, 0.1, 0.02, 2.7, 50, 1)}, Thresholds{E2E: 2 * time.Second}, DefaultCapacityOptions())
 	if c.String() != "~5" || c.LimitedBy != "e2e" {
 		t.Errorf("code_completion capacity = %s by %q; want ~5 by e2e", c, c.LimitedBy)
@@ -152,7 +152,7 @@ func TestUseCaseCapacity(t *testing.T) {
 
 	// Failures bind when latencies look fine: a step where half failed is
 	// over the 95 % success floor.
-	c = UseCaseCapacity([]StepResult{swStep(1, 1, 0.01, 3, 100, 1), swStep(2, 1, 0.01, 3, 100, 1), swStep(4, 1, 0.01, 3, 100, 0.5)},
+	c = UseCaseCapacityOf([]StepResult{swStep(1, 1, 0.01, 3, 100, 1), swStep(2, 1, 0.01, 3, 100, 1), swStep(4, 1, 0.01, 3, 100, 0.5)},
 		Thresholds{TTFT: 3 * time.Second}, DefaultCapacityOptions())
 	if c.N != 2 || c.LimitedBy != "success" {
 		t.Errorf("capacity with failures = %s by %q; want 2 by success", c, c.LimitedBy)

@@ -315,7 +315,7 @@ func (p *Prober) runTurn(ctx context.Context, t Target, prep *Prepared, turn int
 			failResult(&res, ReasonMalformedChunk, fmt.Errorf("internal error: %v", v))
 		}
 	}()
-	p.run(ctx, t, prep, turn, body, nonce, salt, &res)
+	p.send(ctx, t, prep, turn, body, nonce, salt, &res)
 	if res.PromptTokens > 0 {
 		res.PromptLengthOK = PromptLengthWithin(res.PromptTokens, want)
 		if !res.PromptLengthOK {
@@ -338,7 +338,8 @@ func (p *Prober) runTurn(ctx context.Context, t Target, prep *Prepared, turn int
 	return res
 }
 
-func (p *Prober) run(ctx context.Context, t Target, prep *Prepared, turn int, body *bodyTemplate, nonce, salt string, res *Result) {
+// send sends one request of a probe and decodes its stream into res.
+func (p *Prober) send(ctx context.Context, t Target, prep *Prepared, turn int, body *bodyTemplate, nonce, salt string, res *Result) {
 	s := prep.Scenario
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)

@@ -1011,7 +1011,7 @@ func finishScenario(sr *ScenarioResult, s Scenario, opts SweepOptions) {
 		sr.MaxSafeQueue = &c
 	}
 	if closed := drained(sr.ClosedLoop); len(closed) > 0 {
-		c := UseCaseCapacity(closed, s.Thresholds, opts.Capacity)
+		c := UseCaseCapacityOf(closed, s.Thresholds, opts.Capacity)
 		sr.Capacity = &c
 	}
 }

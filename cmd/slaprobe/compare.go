@@ -41,7 +41,7 @@ func addCompare(c *cli) {
 		for _, p := range paths {
 			fmt.Fprintf(c.stdout, "  %s\n", p)
 		}
-		compare.Summarize(c.stdout, rep.Comparison)
+		compare.WriteSummary(c.stdout, rep.Comparison)
 		return bench.ExitOK
 	})
 }

@@ -249,7 +249,7 @@ func (a *App) addSweeper(ctx context.Context) error {
 		return fmt.Errorf("sweep: %w", err)
 	}
 	a.Sweeper = sw
-	if err := d.AddCollector(collector.NewSweepCollector(sw)); err != nil {
+	if err := d.AddCollector(collector.NewSweepCollector(sw.Snapshot)); err != nil {
 		return err
 	}
 	d.Handle("/-/sweep", sw.Handler())

@@ -157,7 +157,7 @@ func Run(ctx context.Context, o Options) int {
 		fmt.Fprintf(o.Stdout, "  %s\n", p)
 	}
 	if rep.Comparison != nil {
-		compare.Summarize(o.Stdout, rep.Comparison)
+		compare.WriteSummary(o.Stdout, rep.Comparison)
 	}
 	if sweepErr != nil {
 		return ExitInterrupted

@@ -60,9 +60,9 @@ func WriteReport(dir string, r *report.Report) ([]string, error) {
 	return report.Write(dir, r)
 }
 
-// Summarize prints a comparison's verdict for a terminal: the significant
+// WriteSummary prints a comparison's verdict for a terminal: the significant
 // regressions first, then the improvements, in one line each.
-func Summarize(w io.Writer, c *report.Comparison) {
+func WriteSummary(w io.Writer, c *report.Comparison) {
 	var worse, better []report.Finding
 	for _, f := range c.Findings() {
 		if f.Worse {

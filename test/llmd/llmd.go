@@ -10,15 +10,12 @@ package llmd
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -77,14 +74,11 @@ type Server struct {
 	Port  int
 	Args  []string // the command line it was started with, binary excluded
 
-	cmd      *exec.Cmd
-	done     chan struct{}
-	stopOnce sync.Once
-	logs     *testproc.TailBuffer
+	proc *testproc.Process
 }
 
 // Logs returns the tail of the simulator's output (klog lines on stderr).
-func (s *Server) Logs() string { return s.logs.String() }
+func (s *Server) Logs() string { return s.proc.Logs() }
 
 // Binary finds the simulator: $SLAPROBE_LLMD_SIM, then <repo>/.tools/bin/llm-d-inference-sim, then PATH.
 // When $SLAPROBE_LLMD_SIM is set but is not an executable file, it returns that path and false.
@@ -199,51 +193,23 @@ func start(bin string, port int, opts Options) (*Server, error) {
 		Model: opts.Model,
 		Port:  port,
 		Args:  opts.args(port),
-		done:  make(chan struct{}),
-		logs:  &testproc.TailBuffer{Max: 64 << 10},
 	}
-	s.cmd = exec.Command(bin, s.Args...)
-	s.cmd.Stdout = s.logs
-	s.cmd.Stderr = s.logs
-	s.cmd.Env = append(os.Environ(), "POD_IP=127.0.0.1") // the KV cache refuses to start without it
-	if err := s.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", bin, err)
+	cmd := exec.Command(bin, s.Args...)
+	cmd.Env = append(os.Environ(), "POD_IP=127.0.0.1") // the KV cache refuses to start without it
+	proc, err := testproc.Start(cmd)
+	if err != nil {
+		return nil, err
 	}
-	go func() {
-		_ = s.cmd.Wait()
-		close(s.done)
-	}()
-	if err := s.waitReady(); err != nil {
+	s.proc = proc
+	// The simulator exits with status 0 on a configuration error, so an early exit is a failure
+	// whatever its status.
+	if err := proc.WaitHTTP(s.URL+"/v1/models", startTimeout, func(status int, body []byte) bool {
+		return status == http.StatusOK && bytes.Contains(body, []byte(strconv.Quote(s.Model)))
+	}); err != nil {
 		s.stop()
 		return nil, fmt.Errorf("%s %s: %w\n%s", bin, strings.Join(s.Args, " "), err, s.Logs())
 	}
 	return s, nil
-}
-
-// waitReady polls /v1/models until it lists the model. The simulator exits with status 0 on a
-// configuration error, so an early exit is a failure whatever its status.
-func (s *Server) waitReady() error {
-	client := &http.Client{Timeout: time.Second}
-	deadline := time.Now().Add(startTimeout)
-	for {
-		select {
-		case <-s.done:
-			return errors.New("exited before serving")
-		default:
-		}
-		resp, err := client.Get(s.URL + "/v1/models")
-		if err == nil {
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK && bytes.Contains(body, []byte(strconv.Quote(s.Model))) {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("not serving /v1/models after %s (last error: %v)", startTimeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // Stop kills the simulator now (Start also does when the test ends); its port is free afterwards.
@@ -251,11 +217,4 @@ func (s *Server) Stop() { s.stop() }
 
 // stop kills the process: a graceful stop would wait up to 30 s for requests still generating,
 // and the simulator keeps generating after a client disconnects.
-func (s *Server) stop() {
-	s.stopOnce.Do(func() {
-		if s.cmd.Process != nil {
-			_ = s.cmd.Process.Kill()
-		}
-		<-s.done
-	})
-}
+func (s *Server) stop() { s.proc.Stop(0) }

@@ -15,7 +15,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -24,7 +23,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -72,16 +70,13 @@ type Server struct {
 	Model string // the model's name as /v1/models lists it
 	Port  int
 
-	bin      string
-	env      []string
-	cmd      *exec.Cmd
-	done     chan struct{}
-	stopOnce sync.Once
-	logs     *testproc.TailBuffer
+	bin  string
+	env  []string
+	proc *testproc.Process
 }
 
 // Logs returns the tail of the engine's log.
-func (s *Server) Logs() string { return s.logs.String() }
+func (s *Server) Logs() string { return s.proc.Logs() }
 
 // SkipIfMissing skips the test when ollama or tinymodel cannot be found, saying how to get them, and
 // returns their paths. With SLAPROBE_REQUIRE_DEPS=1 a missing program fails the test instead.
@@ -175,8 +170,6 @@ func start(bin string, port int, dir string, opts Options) (*Server, error) {
 		URL:  "http://127.0.0.1:" + strconv.Itoa(port),
 		Port: port,
 		bin:  bin,
-		done: make(chan struct{}),
-		logs: &testproc.TailBuffer{Max: 64 << 10},
 	}
 	fa := "false"
 	if opts.FlashAttention {
@@ -195,46 +188,18 @@ func start(bin string, port int, dir string, opts Options) (*Server, error) {
 		"OLLAMA_FLASH_ATTENTION=" + fa,
 		"OLLAMA_NOPRUNE=1",
 	}
-	s.cmd = exec.Command(bin, "serve")
-	s.cmd.Env = s.env
-	s.cmd.Stdout = s.logs
-	s.cmd.Stderr = s.logs
-	if err := s.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", bin, err)
+	cmd := exec.Command(bin, "serve")
+	cmd.Env = s.env
+	proc, err := testproc.Start(cmd)
+	if err != nil {
+		return nil, err
 	}
-	go func() {
-		_ = s.cmd.Wait()
-		close(s.done)
-	}()
-	if err := s.waitReady(); err != nil {
+	s.proc = proc
+	if err := proc.WaitHTTP(s.URL+"/api/version", startTimeout, func(status int, _ []byte) bool { return status == http.StatusOK }); err != nil {
 		s.Stop()
 		return nil, fmt.Errorf("%s serve: %w\n%s", bin, err, s.Logs())
 	}
 	return s, nil
-}
-
-// waitReady polls /api/version until the server answers.
-func (s *Server) waitReady() error {
-	client := &http.Client{Timeout: time.Second}
-	deadline := time.Now().Add(startTimeout)
-	for {
-		select {
-		case <-s.done:
-			return errors.New("exited before serving")
-		default:
-		}
-		resp, err := client.Get(s.URL + "/api/version")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("not serving /api/version after %s (last error: %v)", startTimeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // load asks for a one-token answer, which starts the model's runner.
@@ -303,16 +268,4 @@ func (s *Server) Chat(ctx context.Context, r ChatRequest) (ChatResult, error) {
 
 // Stop stops the engine now (Start also does when the test ends). The runner it started is its
 // child and goes with it.
-func (s *Server) Stop() {
-	s.stopOnce.Do(func() {
-		if s.cmd.Process != nil {
-			_ = s.cmd.Process.Signal(os.Interrupt)
-			select {
-			case <-s.done:
-			case <-time.After(5 * time.Second):
-				_ = s.cmd.Process.Kill()
-				<-s.done
-			}
-		}
-	})
-}
+func (s *Server) Stop() { s.proc.Stop(5 * time.Second) }

@@ -507,3 +507,27 @@ func TestRunTraceContextDefaultProvider(t *testing.T) {
 		t.Errorf("Engine.Source = %q for a server that reports no timing, want %q", r.Engine.Source, TimingNone)
 	}
 }
+
+// TestRunSpanRecordsACutPrompt: the probe's span ends after the probe's
+// outcome is final, so a stream that succeeded on a prompt the server cut
+// (it read 50 of the 100 tokens sent) is recorded as prompt_truncated.
+func TestRunSpanRecordsACutPrompt(t *testing.T) {
+	s := probeScenario(4, 10*time.Second)
+	srv := sseServer(t, func(c *sseConn) { playSteps(c, sseTokenStream(50, 4, 1, msec, msec)) })
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	p := New(nil, nil)
+	p.SetTracerProvider(tp)
+	r := p.Run(context.Background(), testTarget(srv), preparedFor(t, APIChat, s))
+	if r.Kind != KindError || r.Reason != ReasonPromptTruncated {
+		t.Fatalf("%s/%s: %v; want prompt_truncated", r.Kind, r.Reason, r.Err)
+	}
+	span := etProbeSpan(t, rec)
+	if v, ok := etAttr(span, "error.type"); !ok || v.AsString() != string(ReasonPromptTruncated) {
+		t.Errorf("error.type = %v, want %q", v.Emit(), ReasonPromptTruncated)
+	}
+	if st := span.Status(); st.Code != codes.Error {
+		t.Errorf("span status %v, want Error", st.Code)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/valyala/fastjson"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Prober runs probes and holds the calibration cache. It is safe for
@@ -309,13 +310,21 @@ func (p *Prober) runTurn(ctx context.Context, t Target, prep *Prepared, turn int
 		body, key, entry, want = f.body, f.key, f.entry, s.TurnInputTokens(turn)
 	}
 	res = Result{Target: t.Name, Model: prep.Model, Scenario: s.Name, API: prep.API, RequestedTokens: s.OutputTokens, Turn: turn}
+	// The probe's span ends last (deferred first), so it records the final
+	// outcome: a prompt found cut below, or a recovered panic.
+	var span trace.Span
+	defer func() {
+		if span != nil {
+			endProbeSpan(span, &res, p.clock.Now())
+		}
+	}()
 	defer func() {
 		if v := recover(); v != nil {
 			p.logger.Error("probe panicked", "target", t.Name, "scenario", s.Name, "panic", v, "stack", string(debug.Stack()))
 			failResult(&res, ReasonMalformedChunk, fmt.Errorf("internal error: %v", v))
 		}
 	}()
-	p.send(ctx, t, prep, turn, body, nonce, salt, &res)
+	span = p.send(ctx, t, prep, turn, body, nonce, salt, &res)
 	if res.PromptTokens > 0 {
 		res.PromptLengthOK = PromptLengthWithin(res.PromptTokens, want)
 		if !res.PromptLengthOK {
@@ -338,8 +347,10 @@ func (p *Prober) runTurn(ctx context.Context, t Target, prep *Prepared, turn int
 	return res
 }
 
-// send sends one request of a probe and decodes its stream into res.
-func (p *Prober) send(ctx context.Context, t Target, prep *Prepared, turn int, body *bodyTemplate, nonce, salt string, res *Result) {
+// send sends one request of a probe and decodes its stream into res. It
+// returns the probe's span, for the caller to end (nil if the request could
+// not be built).
+func (p *Prober) send(ctx context.Context, t Target, prep *Prepared, turn int, body *bodyTemplate, nonce, salt string, res *Result) (span trace.Span) {
 	s := prep.Scenario
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -372,8 +383,7 @@ func (p *Prober) send(ctx context.Context, t Target, prep *Prepared, turn int, b
 	setTargetHeaders(req, t)
 
 	res.Start = p.clock.Now()
-	span := p.startProbeSpan(ctx, req, prep, turn, res.Start, res)
-	defer func() { endProbeSpan(span, res, p.clock.Now()) }()
+	span = p.startProbeSpan(ctx, req, prep, turn, res.Start, res)
 	resp, err := targetClient(t).Do(req)
 	if st, ok := t0.get(); ok {
 		res.Start = st
@@ -431,6 +441,7 @@ func (p *Prober) send(ctx context.Context, t Target, prep *Prepared, turn int, b
 		cause = context.Cause(ctx)
 	}
 	d.settle(end, cause)
+	return span
 }
 
 // notAStream handles a 200 answer with a JSON body: an error reported with

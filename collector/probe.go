@@ -83,12 +83,7 @@ var probeLabels = []string{"target", "model", "scenario", "api"}
 
 // apiOf is the `api` label of a result: chat when it does not say (a
 // result built by hand, or before the API was known).
-func apiOf(r *prober.Result) string {
-	if r.API == "" {
-		return string(prober.APIChat)
-	}
-	return string(r.API)
-}
+func apiOf(r *prober.Result) string { return string(r.API.OrDefault()) }
 
 // ProbeMetrics turns probe results into the slaprobe_* probe metrics of the
 // metrics contract (docs/architecture.md). It is safe for concurrent use.
@@ -345,9 +340,7 @@ func (m *ProbeMetrics) observe(r *prober.Result) {
 // also creates its counters at zero, so that rate() and absence alerts
 // work from the first scrape.
 func (m *ProbeMetrics) SetScenarioEnabled(target, model, scenario, api string, enabled bool) {
-	if api == "" {
-		api = string(prober.APIChat)
-	}
+	api = string(prober.API(api).OrDefault())
 	v := 0.0
 	if enabled {
 		v = 1

@@ -258,7 +258,7 @@ func (p *Prober) detectModel(ctx context.Context, t Target) (string, error) {
 //     chunks, see stampReader.
 func (p *Prober) Run(ctx context.Context, t Target, prep *Prepared) (res Result) {
 	if prep == nil || prep.body == nil {
-		return Result{Target: t.Name, API: normAPI(t.API), Kind: KindError, Reason: ReasonCalibration,
+		return Result{Target: t.Name, API: t.API.OrDefault(), Kind: KindError, Reason: ReasonCalibration,
 			Err: errors.New("probe: Run needs a Prepared from Prepare")}
 	}
 	if prep.Scenario.IsWarm() {

@@ -30,7 +30,7 @@ func preparedFor(t *testing.T, api API, s Scenario) *Prepared {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Prepared{Target: "unit", Model: "test-model", Scenario: s, API: normAPI(api), Words: 40, body: body}
+	return &Prepared{Target: "unit", Model: "test-model", Scenario: s, API: api.OrDefault(), Words: 40, body: body}
 }
 
 // sseConn writes canned SSE to a test client, flushing every write.

@@ -67,14 +67,6 @@ func apiPath(api API) string {
 	return "/v1/chat/completions"
 }
 
-// normAPI returns the API with the default applied.
-func normAPI(api API) API {
-	if api == "" {
-		return APIChat
-	}
-	return api
-}
-
 // requestSpec is what a request body is built from.
 type requestSpec struct {
 	API       API
@@ -93,13 +85,13 @@ func marshalRequest(r requestSpec) ([]byte, error) {
 		opts = &vllmStreamOptions{IncludeUsage: true, ContinuousUsageStats: true}
 	}
 	forced := r.MinTokens > 0
-	switch normAPI(r.API) {
+	switch r.API.OrDefault() {
 	case APIResponses:
 		return marshalResponsesRequest(r)
 	case APIMessages:
 		return marshalMessagesRequest(r)
 	}
-	if normAPI(r.API) == APICompletions {
+	if r.API.OrDefault() == APICompletions {
 		return json.Marshal(vllmCompletionRequest{
 			CompletionRequest: openai.CompletionRequest{
 				Model:     r.Model,
@@ -129,7 +121,7 @@ func marshalRequest(r requestSpec) ([]byte, error) {
 
 // marshalTokenize encodes a /tokenize request for the API's prompt form.
 func marshalTokenize(api API, model, prompt string) ([]byte, error) {
-	if normAPI(api) == APICompletions {
+	if api.OrDefault() == APICompletions {
 		return json.Marshal(tokenizeCompletionRequest{Model: model, Prompt: prompt})
 	}
 	return json.Marshal(tokenizeChatRequest{
@@ -190,7 +182,7 @@ func newBodyTemplate(api API, model string, words, outputTokens int) (*bodyTempl
 }
 
 // apiHasCacheSalt reports whether the API's request has vLLM's cache_salt.
-func apiHasCacheSalt(api API) bool { return normAPI(api) != APIMessages }
+func apiHasCacheSalt(api API) bool { return api.OrDefault() != APIMessages }
 
 // size is the body length for a nonce and salt.
 func (t *bodyTemplate) size(nonce, salt string) int64 {

@@ -107,7 +107,7 @@ func (s Scenario) APIOn(t Target) API {
 	if s.API != "" {
 		return s.API
 	}
-	return normAPI(t.API)
+	return t.API.OrDefault()
 }
 
 // Warm describes a warm-context scenario: a conversation whose first turn

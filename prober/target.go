@@ -19,6 +19,15 @@ const (
 // APIs lists every API, so counters can be initialised and values checked.
 var APIs = []API{APIChat, APICompletions, APIResponses, APIMessages}
 
+// OrDefault is a, or APIChat when a is empty: the API a target or result
+// that does not say is probed on.
+func (a API) OrDefault() API {
+	if a == "" {
+		return APIChat
+	}
+	return a
+}
+
 // Valid reports whether a is one of APIs.
 func (a API) Valid() bool {
 	for _, x := range APIs {

@@ -105,7 +105,7 @@ func NewPlan(ctx context.Context, cfg *config.Config, sc config.SweepConfig, t p
 // host slaprobe runs on.
 func (p *Plan) Meta() report.Meta {
 	m := report.Meta{
-		ToolVersion: version.Version, TargetURL: report.RedactURL(p.Target.BaseURL), API: string(apiOf(p.Target)),
+		ToolVersion: version.Version, TargetURL: report.RedactURL(p.Target.BaseURL), API: string(p.Target.API.OrDefault()),
 		Model: p.Model.ID, MaxModelLen: p.Model.MaxModelLen, Engine: p.EngineFlavor, GPU: p.gpu,
 		Host: report.Host{OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU(), GoVersion: runtime.Version()},
 	}
@@ -171,12 +171,4 @@ func PlansFor(ctx context.Context, cfg *config.Config, sc config.SweepConfig, en
 		out = append(out, p)
 	}
 	return out, nil
-}
-
-// apiOf is the API a target is probed on, chat by default.
-func apiOf(t prober.Target) prober.API {
-	if t.API == "" {
-		return prober.APIChat
-	}
-	return t.API
 }

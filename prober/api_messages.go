@@ -94,12 +94,9 @@ func (d *streamDecoder) messagesUsage(u *fastjson.Value) (streamEnd, bool) {
 
 // messagesEvent handles one event of a Messages stream.
 func (d *streamDecoder) messagesEvent(v *fastjson.Value, at time.Time) (streamEnd, bool) {
-	if v.Type() != fastjson.TypeObject {
-		return malformedChunk("event is a JSON %s, not an object", v.Type())
-	}
-	typ := v.GetStringBytes("type")
-	if len(typ) == 0 {
-		return malformedChunk("event has no type: %q", clipForErr(v.MarshalTo(nil)))
+	typ, end, stop := eventType(v)
+	if stop {
+		return end, stop
 	}
 	r := d.res
 	switch string(typ) {

@@ -73,12 +73,9 @@ func (d *streamDecoder) responsesUsage(u *fastjson.Value) (streamEnd, bool) {
 
 // responsesEvent handles one event of a Responses stream.
 func (d *streamDecoder) responsesEvent(v *fastjson.Value, at time.Time) (streamEnd, bool) {
-	if v.Type() != fastjson.TypeObject {
-		return malformedChunk("event is a JSON %s, not an object", v.Type())
-	}
-	typ := v.GetStringBytes("type")
-	if len(typ) == 0 {
-		return malformedChunk("event has no type: %q", clipForErr(v.MarshalTo(nil)))
+	typ, end, stop := eventType(v)
+	if stop {
+		return end, stop
 	}
 	r := d.res
 	switch string(typ) {
@@ -132,6 +129,21 @@ func (d *streamDecoder) responsesEvent(v *fastjson.Value, at time.Time) (streamE
 		return streamEnd{reason: ReasonStreamError, err: errors.New(typedErrorMessage(v))}, true
 	}
 	return streamEnd{}, false
+}
+
+// eventType is the "type" of a typed API's event (Responses, Messages);
+// stop is set, with the failure, when v is not an object with a type.
+func eventType(v *fastjson.Value) ([]byte, streamEnd, bool) {
+	if v.Type() != fastjson.TypeObject {
+		end, stop := malformedChunk("event is a JSON %s, not an object", v.Type())
+		return nil, end, stop
+	}
+	typ := v.GetStringBytes("type")
+	if len(typ) == 0 {
+		end, stop := malformedChunk("event has no type: %q", clipForErr(v.MarshalTo(nil)))
+		return nil, end, stop
+	}
+	return typ, streamEnd{}, false
 }
 
 // deltaText handles a delta event whose text is the string dv: an output

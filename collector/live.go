@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/slaprobe/slaprobe/internal/engine"
+	"github.com/slaprobe/slaprobe/internal/sweep"
 	"github.com/slaprobe/slaprobe/prober"
 )
 
@@ -423,7 +423,7 @@ func (l *Live) SetBaseline(target, model, scenario string, inputTokens int, toke
 // per-user decode speed of a sweep's closed-loop steps at concurrency 1
 // (the sweep holds the target's probes, so those ran alone). It fits
 // sweeper.Options.OnResult.
-func (l *Live) SetBaselinesFromSweep(r *prober.SweepResult) {
+func (l *Live) SetBaselinesFromSweep(r *sweep.Result) {
 	for _, sc := range r.Scenarios {
 		for _, st := range sc.ClosedLoop {
 			if st.Concurrency == 1 && st.Succeeded > 0 && !st.StartedBusy() {

@@ -8,8 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-
 	"github.com/slaprobe/slaprobe/internal/engine"
+	"github.com/slaprobe/slaprobe/internal/sweep"
 	"github.com/slaprobe/slaprobe/prober"
 )
 
@@ -308,13 +308,13 @@ func TestLiveBaselineIgnoresSnapshotsFromDuringTheProbe(t *testing.T) {
 // succeeded become baselines.
 func TestLiveBaselinesFromSweep(t *testing.T) {
 	r := newLiveRig(t, LiveOptions{})
-	step := func(n, ok int, decode float64) prober.StepResult {
-		return prober.StepResult{Mode: prober.ModeClosedLoop, Concurrency: n, Succeeded: ok, Decode: prober.Summary{Mean: decode}}
+	step := func(n, ok int, decode float64) sweep.StepResult {
+		return sweep.StepResult{Mode: sweep.ModeClosedLoop, Concurrency: n, Succeeded: ok, Decode: sweep.Summary{Mean: decode}}
 	}
-	r.live.SetBaselinesFromSweep(&prober.SweepResult{Target: "a", Model: "m", Scenarios: []prober.ScenarioResult{
-		{Name: "chatbot", InputTokens: 1024, ClosedLoop: []prober.StepResult{step(1, 10, 180), step(2, 10, 150)},
-			Burst: []prober.StepResult{{Mode: prober.ModeBurst, Concurrency: 1, Succeeded: 1, Decode: prober.Summary{Mean: 999}}}},
-		{Name: "rag", InputTokens: 4096, ClosedLoop: []prober.StepResult{step(1, 0, 0)}}, // failed: no baseline
+	r.live.SetBaselinesFromSweep(&sweep.Result{Target: "a", Model: "m", Scenarios: []sweep.ScenarioResult{
+		{Name: "chatbot", InputTokens: 1024, ClosedLoop: []sweep.StepResult{step(1, 10, 180), step(2, 10, 150)},
+			Burst: []sweep.StepResult{{Mode: sweep.ModeBurst, Concurrency: 1, Succeeded: 1, Decode: sweep.Summary{Mean: 999}}}},
+		{Name: "rag", InputTokens: 4096, ClosedLoop: []sweep.StepResult{step(1, 0, 0)}}, // failed: no baseline
 	}})
 	if got, ok := liveGauge(t, r.live, "slaprobe_live_single_stream_decode_tokens_per_second", map[string]string{"scenario": "chatbot"}); !ok || got != 180 {
 		t.Errorf("chatbot baseline = %v (%v), want 180 from closed loop N=1", got, ok)

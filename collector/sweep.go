@@ -5,10 +5,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/slaprobe/slaprobe/internal/report"
+	"github.com/slaprobe/slaprobe/internal/sweep"
 	"github.com/slaprobe/slaprobe/internal/sweeper"
-	"github.com/slaprobe/slaprobe/prober"
 )
 
 // SweepCollector exports the daemon's latest sweep results as gauges, one
@@ -162,7 +161,7 @@ func (c *SweepCollector) result(gauge func(*prometheus.Desc, float64, ...string)
 	}
 	for _, sc := range r.Scenarios {
 		gauge(c.scenarioInfo, 1, target, model, sc.Name, strconv.Itoa(sc.InputTokens), strconv.Itoa(sc.OutputTokens))
-		for _, mode := range []prober.Mode{prober.ModeClosedLoop, prober.ModeBurst} {
+		for _, mode := range []sweep.Mode{sweep.ModeClosedLoop, sweep.ModeBurst} {
 			steps := sc.Steps(mode)
 			for i := range steps {
 				st := &steps[i]
@@ -215,20 +214,20 @@ func (c *SweepCollector) result(gauge func(*prometheus.Desc, float64, ...string)
 						gauge(c.energyPerToken, p.JoulesPerToken, l...)
 					}
 				}
-				if mode == prober.ModeClosedLoop && st.ScalingEfficiency != nil {
+				if mode == sweep.ModeClosedLoop && st.ScalingEfficiency != nil {
 					gauge(c.efficiency, *st.ScalingEfficiency, target, model, sc.Name, n)
 				}
 			}
 		}
 	}
-	capacity := func(scenario string, mode prober.Mode, b report.Bound, maxTested int) {
+	capacity := func(scenario string, mode sweep.Mode, b report.Bound, maxTested int) {
 		l := []string{target, model, scenario, string(mode)}
 		gauge(c.capacity, float64(b.Value), l...)
 		gauge(c.capacityApprox, sweepBool(b.Approximate), l...)
 		gauge(c.capacityMaxTested, float64(maxTested), l...)
 	}
 	for _, q := range r.Capacity.MaxSafeQueue {
-		capacity(q.Scenario, prober.ModeBurst, q.Bound, q.MaxTested)
+		capacity(q.Scenario, sweep.ModeBurst, q.Bound, q.MaxTested)
 	}
 	for _, u := range r.Capacity.UseCases {
 		capacity(u.Scenario, u.Mode, u.Bound, u.MaxTested)

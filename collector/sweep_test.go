@@ -6,9 +6,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-
 	"github.com/slaprobe/slaprobe/internal/compare"
 	"github.com/slaprobe/slaprobe/internal/report"
+	"github.com/slaprobe/slaprobe/internal/sweep"
 	"github.com/slaprobe/slaprobe/internal/sweeper"
 	"github.com/slaprobe/slaprobe/prober"
 )
@@ -17,12 +17,12 @@ type staticSweeps sweeper.Snapshot
 
 func (s staticSweeps) Snapshot() sweeper.Snapshot { return sweeper.Snapshot(s) }
 
-func sweepStep(mode prober.Mode, n int, ttft, itl, system float64) prober.StepResult {
-	sum := func(v float64) prober.Summary {
-		return prober.Summary{Count: n, Mean: v, Min: v * 0.8, P1: v * 0.8, P5: v * 0.85, P10: v * 0.9,
+func sweepStep(mode sweep.Mode, n int, ttft, itl, system float64) sweep.StepResult {
+	sum := func(v float64) sweep.Summary {
+		return sweep.Summary{Count: n, Mean: v, Min: v * 0.8, P1: v * 0.8, P5: v * 0.85, P10: v * 0.9,
 			P50: v, P90: v * 1.1, P95: v * 1.15, P99: v * 1.2, Max: v * 1.25}
 	}
-	st := prober.StepResult{
+	st := sweep.StepResult{
 		Scenario: "chatbot", Mode: mode, Concurrency: n, Requests: n, Succeeded: n, SuccessRatio: 1,
 		Decode: sum(1 / itl), ITL: sum(itl), TTFT: sum(ttft), E2E: sum(ttft + 255*itl), Prefill: sum(1024 / ttft),
 		SystemThroughput: system, TokensPerHour: system * 3600,
@@ -33,23 +33,23 @@ func sweepStep(mode prober.Mode, n int, ttft, itl, system float64) prober.StepRe
 func sweepFixture() staticSweeps {
 	t0 := time.Date(2025, 6, 1, 3, 0, 0, 0, time.UTC)
 	qw := 0.25
-	cl := []prober.StepResult{sweepStep(prober.ModeClosedLoop, 1, 0.1, 0.006, 160), sweepStep(prober.ModeClosedLoop, 2, 0.11, 0.0065, 300)}
+	cl := []sweep.StepResult{sweepStep(sweep.ModeClosedLoop, 1, 0.1, 0.006, 160), sweepStep(sweep.ModeClosedLoop, 2, 0.11, 0.0065, 300)}
 	cl[0].ScalingEfficiency, cl[1].ScalingEfficiency = 1, 300.0/320
-	cl[1].Power = &prober.PowerReading{AvgWatts: 420, PeakWatts: 510, Joules: 25200, JoulesPerOutputToken: 1.4}
-	burst := []prober.StepResult{sweepStep(prober.ModeBurst, 1, 0.1, 0.006, 150), sweepStep(prober.ModeBurst, 4, 0.4, 0.007, 520)}
+	cl[1].Power = &sweep.PowerReading{AvgWatts: 420, PeakWatts: 510, Joules: 25200, JoulesPerOutputToken: 1.4}
+	burst := []sweep.StepResult{sweepStep(sweep.ModeBurst, 1, 0.1, 0.006, 150), sweepStep(sweep.ModeBurst, 4, 0.4, 0.007, 520)}
 	burst[1].QueueWaitSeconds = &qw
-	cl[0].Drain = &prober.DrainResult{Method: prober.DrainEngine, WaitedSeconds: 0.5}
-	burst[1].Drain = &prober.DrainResult{Method: prober.DrainEngine, WaitedSeconds: 120, Busy: true, Running: 3, Waiting: 1}
+	cl[0].Drain = &sweep.DrainResult{Method: sweep.DrainEngine, WaitedSeconds: 0.5}
+	burst[1].Drain = &sweep.DrainResult{Method: sweep.DrainEngine, WaitedSeconds: 120, Busy: true, Running: 3, Waiting: 1}
 	burst[1].Requests, burst[1].Succeeded, burst[1].SuccessRatio = 4, 3, 0.75
 	burst[1].Errors = map[prober.Reason]int{prober.ReasonHTTP5xx: 1}
-	res := &prober.SweepResult{
+	res := &sweep.Result{
 		Target: "gpu-a", Model: "qwen", Started: t0, Finished: t0.Add(7 * time.Minute),
-		Settings: prober.SweepSettings{MaxSafeTTFTSeconds: 3, CapacityStat: prober.StatMean},
-		Scenarios: []prober.ScenarioResult{{
+		Settings: sweep.Settings{MaxSafeTTFTSeconds: 3, CapacityStat: sweep.StatMean},
+		Scenarios: []sweep.ScenarioResult{{
 			Name: "chatbot", Family: prober.FamilyReport, InputTokens: 1024, OutputTokens: 256, ClosedLoop: cl, Burst: burst,
 			Thresholds:   prober.Thresholds{TTFT: 3 * time.Second, ITL: 70 * time.Millisecond},
-			Capacity:     &prober.Capacity{N: 2, Estimate: 2, Bound: prober.BoundAtLeast, MinTested: 1, MaxTested: 2},
-			MaxSafeQueue: &prober.Capacity{N: 3, Estimate: 3.4, Approximate: true, Bound: prober.BoundWithin, LimitedBy: "success", MinTested: 1, MaxTested: 4},
+			Capacity:     &sweep.Capacity{N: 2, Estimate: 2, Bound: sweep.BoundAtLeast, MinTested: 1, MaxTested: 2},
+			MaxSafeQueue: &sweep.Capacity{N: 3, Estimate: 3.4, Approximate: true, Bound: sweep.BoundWithin, LimitedBy: "success", MinTested: 1, MaxTested: 4},
 		}},
 	}
 	return staticSweeps{
@@ -69,9 +69,9 @@ func sweepFixture() staticSweeps {
 // with it as the daemon does.
 func changedFixture(t0 time.Time) *report.Report {
 	sweep := func(scale float64, safe int) *report.Report {
-		var cl []prober.StepResult
+		var cl []sweep.StepResult
 		for _, n := range []int{1, 4} {
-			st := sweepStep(prober.ModeClosedLoop, n, 0.1*scale, 0.006*scale, 160/scale)
+			st := sweepStep(sweep.ModeClosedLoop, n, 0.1*scale, 0.006*scale, 160/scale)
 			for i := range 20 {
 				f := scale * (1 + 0.01*float64(i%5))
 				st.Samples.TTFT = append(st.Samples.TTFT, 0.1*f)
@@ -81,13 +81,13 @@ func changedFixture(t0 time.Time) *report.Report {
 			}
 			cl = append(cl, st)
 		}
-		res := &prober.SweepResult{
+		res := &sweep.Result{
 			Target: "gpu-c", Model: "qwen", Started: t0, Finished: t0.Add(7 * time.Minute),
-			Settings: prober.SweepSettings{MaxSafeTTFTSeconds: 3, CapacityStat: prober.StatMean, Burst: []int{1, 4, 16}},
-			Scenarios: []prober.ScenarioResult{{
+			Settings: sweep.Settings{MaxSafeTTFTSeconds: 3, CapacityStat: sweep.StatMean, Burst: []int{1, 4, 16}},
+			Scenarios: []sweep.ScenarioResult{{
 				Name: "chatbot", Family: prober.FamilyReport, InputTokens: 1024, OutputTokens: 256, ClosedLoop: cl,
-				Burst:        []prober.StepResult{sweepStep(prober.ModeBurst, 1, 0.1, 0.006, 150), sweepStep(prober.ModeBurst, 4, 0.4, 0.007, 520), sweepStep(prober.ModeBurst, 16, 2, 0.008, 900)},
-				MaxSafeQueue: &prober.Capacity{N: safe, Approximate: true, Bound: prober.BoundWithin, MinTested: 1, MaxTested: 16},
+				Burst:        []sweep.StepResult{sweepStep(sweep.ModeBurst, 1, 0.1, 0.006, 150), sweepStep(sweep.ModeBurst, 4, 0.4, 0.007, 520), sweepStep(sweep.ModeBurst, 16, 2, 0.008, 900)},
+				MaxSafeQueue: &sweep.Capacity{N: safe, Approximate: true, Bound: sweep.BoundWithin, MinTested: 1, MaxTested: 16},
 			}},
 		}
 		return report.FromSweep(res, report.Meta{Model: res.Model}, 0, false)

@@ -186,7 +186,7 @@ func TestLLMDAccuracyTiming(t *testing.T) {
 			target.API = tc.api
 			p := prober.New(nil, prober.SystemClock{})
 			prep := accPrepare(t, p, target, s)
-			accAttempts(t, func(errorf func(string, ...any)) {
+			testproc.TimingAttempts(t, func(errorf func(string, ...any)) {
 				for i := 0; i < 2; i++ {
 					k := ic.streams()
 					res := p.Run(context.Background(), target, prep)
@@ -323,7 +323,7 @@ func TestLLMDShortAnswers(t *testing.T) {
 		func(rt http.RoundTripper) http.RoundTripper { return noIgnoreEOS{base: rt} })
 	p := prober.New(nil, prober.SystemClock{})
 	prep := accPrepare(t, p, target, s)
-	accAttempts(t, func(errorf func(string, ...any)) {
+	testproc.TimingAttempts(t, func(errorf func(string, ...any)) {
 		short, decoded := 0, 0
 		for i := 0; i < 6; i++ {
 			k := ic.streams()

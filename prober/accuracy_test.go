@@ -28,6 +28,7 @@ import (
 
 	"github.com/slaprobe/slaprobe/internal/vllmsim"
 	"github.com/slaprobe/slaprobe/prober"
+	"github.com/slaprobe/slaprobe/test/testproc"
 )
 
 // The tolerances.
@@ -337,11 +338,6 @@ func accCounts(res *prober.Result, tr vllmsim.Trace, errorf func(string, ...any)
 	}
 }
 
-// accAttempts runs a timing check up to three times (see timingAttempts in
-// sweep_sim_test.go): the engine and the client share this machine's cores
-// with whatever else runs, so one late wake-up must not fail the suite.
-var accAttempts = prober.TimingAttempts
-
 // TestAccuracyTiming: TTFT and ITL as measured by the prober match the
 // engine's trace and its configured model, for both APIs, a longer prompt,
 // multi-token chunks and both placements of the role-only chunk.
@@ -373,7 +369,7 @@ func TestAccuracyTiming(t *testing.T) {
 			sim.target.API = tc.api
 			p := prober.New(nil, prober.SystemClock{})
 			prep := accPrepare(t, p, sim.target, accScenario(tc.in, tc.out))
-			accAttempts(t, func(errorf func(string, ...any)) {
+			testproc.TimingAttempts(t, func(errorf func(string, ...any)) {
 				for i := 0; i < probes; i++ {
 					res := p.Run(context.Background(), sim.target, prep)
 					if res.Kind != prober.KindSuccess {
@@ -426,7 +422,7 @@ func TestAccuracyTypedAPIs(t *testing.T) {
 			if prep.Method != prober.CalibrationUsage || !prober.PromptLengthWithin(prep.PromptTokens, 1024) {
 				t.Fatalf("calibrated to %d tokens with %q; want 1024 ± %d from the API's usage", prep.PromptTokens, prep.Method, prober.PromptTolerance(1024))
 			}
-			accAttempts(t, func(errorf func(string, ...any)) {
+			testproc.TimingAttempts(t, func(errorf func(string, ...any)) {
 				for i := 0; i < 3; i++ {
 					res := p.Run(context.Background(), sim.target, prep)
 					if res.Kind != prober.KindSuccess {
@@ -461,7 +457,7 @@ func TestAccuracyShortAnswers(t *testing.T) {
 	p := prober.New(nil, prober.SystemClock{})
 	s := accScenario(1024, 256)
 	prep := accPrepare(t, p, sim.target, s)
-	accAttempts(t, func(errorf func(string, ...any)) {
+	testproc.TimingAttempts(t, func(errorf func(string, ...any)) {
 		short, decoded := 0, 0
 		for i := 0; i < 8; i++ {
 			res := p.Run(context.Background(), sim.target, prep)
@@ -513,7 +509,7 @@ func TestAccuracyRoleChunkIgnored(t *testing.T) {
 	rec := &accTransport{}
 	target := sim.with(rec)
 	prep := accPrepare(t, p, target, accScenario(1024, 16))
-	accAttempts(t, func(errorf func(string, ...any)) {
+	testproc.TimingAttempts(t, func(errorf func(string, ...any)) {
 		res := p.Run(context.Background(), target, prep)
 		if res.Kind != prober.KindSuccess {
 			errorf("probe: %s/%s: %v", res.Kind, res.Reason, res.Err)
@@ -721,7 +717,7 @@ func TestAccuracyReasoning(t *testing.T) {
 	sim := accStartSim(t, func(c *vllmsim.Config) { c.ReasoningTokens = reasoning })
 	p := prober.New(nil, prober.SystemClock{})
 	prep := accPrepare(t, p, sim.target, accScenario(1024, 48))
-	accAttempts(t, func(errorf func(string, ...any)) {
+	testproc.TimingAttempts(t, func(errorf func(string, ...any)) {
 		res := p.Run(context.Background(), sim.target, prep)
 		if res.Kind != prober.KindSuccess {
 			errorf("probe: %s/%s: %v", res.Kind, res.Reason, res.Err)

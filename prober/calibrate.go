@@ -1,5 +1,9 @@
 package prober
 
+// This file holds the prompt's length against the engine's tokenizer: calibrating
+// a scenario's prompt to its input tokens, and the tolerance a cut prompt is
+// judged by.
+
 import (
 	"bytes"
 	"context"

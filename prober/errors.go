@@ -1,5 +1,7 @@
 package prober
 
+// This file holds the errors of one probe and the Reason each one is counted under.
+
 import (
 	"bytes"
 	"context"

@@ -1,5 +1,8 @@
 package prober
 
+// This file holds the gate that holds back one target's probes while it is
+// down or has asked for a pause (Retry-After).
+
 import (
 	"log/slog"
 	"sync"

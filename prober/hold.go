@@ -1,5 +1,8 @@
 package prober
 
+// This file holds Holds, which pause a target's scheduled probes while a
+// sweep loads it on purpose.
+
 import (
 	"context"
 	"sync"

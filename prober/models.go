@@ -1,5 +1,8 @@
 package prober
 
+// This file holds the models a target serves (GET /v1/models), and the choice of
+// the model a scenario is probed on.
+
 import (
 	"context"
 	"encoding/json"

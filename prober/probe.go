@@ -1,5 +1,8 @@
 package prober
 
+// This file holds the Prober and one probe: prepare the request, send it, read the
+// stream, and return a Result.
+
 import (
 	"context"
 	"errors"

@@ -1,5 +1,8 @@
 package prober
 
+// This file holds the prompt text: a per-probe nonce so no prefix cache serves it,
+// and the corpus the text is drawn from.
+
 import (
 	"crypto/rand"
 	"encoding/binary"

@@ -1,5 +1,8 @@
 package prober
 
+// This file holds the request bodies of the chat and completions APIs, and the
+// tokenizer requests that calibration sends.
+
 import (
 	"bytes"
 	"encoding/json"

@@ -1,5 +1,7 @@
 package prober
 
+// This file holds one probe's Result, its outcome Kind and failure Reason.
+
 import "time"
 
 // Kind is the outcome class of one probe; it is the `result` label of

@@ -1,5 +1,8 @@
 package prober
 
+// This file holds the scenarios (the built-in catalog and its families) and their
+// thresholds.
+
 import (
 	"encoding/json"
 	"fmt"
@@ -177,21 +180,21 @@ const MaxWarmTurns = 8
 // DefaultScenarios are probed when the config names none.
 var DefaultScenarios = []string{"chatbot", "rag", "agentic", "tool_calling"}
 
-// The report family's thresholds: max safe queue depth is judged at TTFT <= 3 s,
+// ReportThresholds are the report family's thresholds: max safe queue depth is judged at TTFT <= 3 s,
 // and 70 ms ITL is the memory-bandwidth ceiling line of large MoE models.
-var reportThresholds = Thresholds{TTFT: 3 * time.Second, ITL: 70 * time.Millisecond}
+var ReportThresholds = Thresholds{TTFT: 3 * time.Second, ITL: 70 * time.Millisecond}
 
 // builtin is the catalog. Intervals and timeouts rise with context size so
 // that long, expensive probes run rarely and have time to prefill.
 var builtin = []Scenario{
 	{Name: "chatbot", Family: FamilyReport, Description: "short chat turn", InputTokens: 1024, OutputTokens: 256,
-		Interval: 30 * time.Second, Timeout: time.Minute, Thresholds: reportThresholds},
+		Interval: 30 * time.Second, Timeout: time.Minute, Thresholds: ReportThresholds},
 	{Name: "rag", Family: FamilyReport, Description: "question plus retrieved chunks", InputTokens: 4096, OutputTokens: 256,
-		Interval: time.Minute, Timeout: 90 * time.Second, Thresholds: reportThresholds},
+		Interval: time.Minute, Timeout: 90 * time.Second, Thresholds: ReportThresholds},
 	{Name: "agentic", Family: FamilyReport, Description: "agent step with a long scratchpad", InputTokens: 16384, OutputTokens: 256,
-		Interval: 2 * time.Minute, Timeout: 2 * time.Minute, Thresholds: reportThresholds},
+		Interval: 2 * time.Minute, Timeout: 2 * time.Minute, Thresholds: ReportThresholds},
 	{Name: "tool_calling", Family: FamilyReport, Description: "multi-step agent with tool schemas and results", InputTokens: 32768, OutputTokens: 256,
-		Interval: 5 * time.Minute, Timeout: 3 * time.Minute, Thresholds: reportThresholds},
+		Interval: 5 * time.Minute, Timeout: 3 * time.Minute, Thresholds: ReportThresholds},
 
 	{Name: "code_completion", Family: FamilyUseCase, Description: "inline code completion", InputTokens: 1024, OutputTokens: 128,
 		Interval: 30 * time.Second, Timeout: time.Minute, Thresholds: Thresholds{E2E: 2 * time.Second}},

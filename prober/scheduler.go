@@ -1,5 +1,8 @@
 package prober
 
+// This file holds the scheduler that probes every target's scenarios on their
+// intervals, and the hooks that see each probe.
+
 import (
 	"context"
 	"errors"

@@ -1,5 +1,8 @@
 package prober
 
+// This file holds the decoding of the chat and completions event streams, with
+// each chunk timed where its bytes arrive.
+
 import (
 	"bufio"
 	"bytes"

@@ -1,7 +1,13 @@
 package prober
 
+// This file holds the Target one probes (its base URL, API, client and headers),
+// the Clock, and the warming of a target's connections before a burst.
+
 import (
+	"context"
+	"io"
 	"net/http"
+	"sync"
 	"time"
 )
 
@@ -64,3 +70,56 @@ type SystemClock struct{}
 
 // Now returns time.Now().
 func (SystemClock) Now() time.Time { return time.Now() }
+
+// WarmConnections leaves up to n open connections to t in the client's
+// idle pool, so that the requests of a burst do not queue behind n TCP (and
+// TLS) handshakes and really reach the server together. It sends n
+// concurrent GET /v1/models and holds every response open until all n have
+// arrived (so each needs its own connection), then closes them together.
+// Failures are ignored: the burst still runs, only less tightly. The pool
+// keeps them only up to the transport's MaxIdleConnsPerHost (1000 for
+// clients built from http_client_config, 2 for http.DefaultTransport).
+func (t Target) WarmConnections(ctx context.Context, n int) {
+	if n < 2 || t.BaseURL == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var got, done sync.WaitGroup
+	release := make(chan struct{})
+	got.Add(n)
+	done.Add(n)
+	for range n {
+		go func() {
+			defer done.Done()
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURLOf(t.BaseURL)+"/v1/models", nil)
+			if err != nil {
+				got.Done()
+				return
+			}
+			setTargetHeaders(req, t)
+			resp, err := targetClient(t).Do(req)
+			got.Done()
+			if err != nil {
+				return
+			}
+			select { // hold the connection until every request has one
+			case <-release:
+			case <-ctx.Done():
+			}
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+			_ = resp.Body.Close()
+		}()
+	}
+	// A transport with MaxConnsPerHost < n cannot open n connections; do
+	// not wait for ever.
+	all := make(chan struct{})
+	go func() { got.Wait(); close(all) }()
+	select {
+	case <-all:
+	case <-time.After(2 * time.Second):
+	case <-ctx.Done():
+	}
+	close(release)
+	done.Wait()
+}

@@ -28,6 +28,14 @@ func warmTestScenario(t *testing.T, name string) Scenario {
 	return s
 }
 
+// simTarget serves the simulated engine e on loopback until t ends.
+func simTarget(t *testing.T, e *vllmsim.Engine) Target {
+	t.Helper()
+	url, client := testproc.Serve(t, e.Handler())
+	t.Cleanup(e.Close)
+	return Target{Name: "sim", BaseURL: url, API: APIChat, Client: client}
+}
+
 func warmSim(t *testing.T, mutate func(*vllmsim.Config)) (*vllmsim.Engine, Target) {
 	t.Helper()
 	cfg := vllmsim.DefaultConfig()
@@ -48,7 +56,7 @@ func TestWarmFollowUpHitsCache(t *testing.T) {
 	cfg := e.Config()
 	p := New(nil, nil)
 	s := warmTestScenario(t, "general_chat_followup")
-	timingAttempts(t, func(errorf func(string, ...any)) {
+	testproc.TimingAttempts(t, func(errorf func(string, ...any)) {
 		res := p.Probe(context.Background(), target, "", s)
 		if res.Kind != KindSuccess || res.Turn != 2 || len(res.Earlier) != 1 {
 			t.Fatalf("follow-up: kind %s reason %s turn %d earlier %d err %v", res.Kind, res.Reason, res.Turn, len(res.Earlier), res.Err)

@@ -16,11 +16,11 @@ import (
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
-
 	"github.com/slaprobe/slaprobe/internal/compare"
 	"github.com/slaprobe/slaprobe/internal/config"
 	"github.com/slaprobe/slaprobe/internal/gpu"
 	"github.com/slaprobe/slaprobe/internal/report"
+	"github.com/slaprobe/slaprobe/internal/sweep"
 	"github.com/slaprobe/slaprobe/internal/sweeper"
 	"github.com/slaprobe/slaprobe/prober"
 )
@@ -56,7 +56,7 @@ type Options struct {
 	Logger         *slog.Logger
 	Stdout, Stderr io.Writer
 	// Runner replaces the prober (tests); nil makes one.
-	Runner prober.Runner
+	Runner sweep.Runner
 }
 
 // Run sweeps and writes the report; it returns an exit code. When ctx is

@@ -13,8 +13,8 @@ import (
 
 	"github.com/slaprobe/slaprobe/internal/compare"
 	"github.com/slaprobe/slaprobe/internal/report"
+	"github.com/slaprobe/slaprobe/internal/sweep"
 	"github.com/slaprobe/slaprobe/internal/vllmsim"
-	"github.com/slaprobe/slaprobe/prober"
 	"github.com/slaprobe/slaprobe/test/browser"
 	"github.com/slaprobe/slaprobe/test/testproc"
 )
@@ -255,7 +255,7 @@ func TestCompareAgainstSim(t *testing.T) {
 				t.Errorf("%s N=%d is in one run only", s.Mode, s.Concurrency)
 				continue
 			}
-			if s.Mode == prober.ModeBurst {
+			if s.Mode == sweep.ModeBurst {
 				// Judged on five rounds each, against the family's
 				// level. A round's queue can split into prefill batches
 				// another way than its neighbours', so a figure may stay

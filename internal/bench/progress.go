@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/slaprobe/slaprobe/prober"
+	"github.com/slaprobe/slaprobe/internal/sweep"
 )
 
 // progress draws a one-line bar with ETA on a terminal, or prints one plain
@@ -16,7 +16,7 @@ type progress struct {
 	w    io.Writer
 	tty  bool
 	mu   sync.Mutex
-	last prober.ProgressEvent
+	last sweep.ProgressEvent
 	at   time.Time
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -52,38 +52,38 @@ func newProgress(w io.Writer, tty bool) *progress {
 	return p
 }
 
-func (p *progress) event(ev prober.ProgressEvent) {
+func (p *progress) event(ev sweep.ProgressEvent) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if ev.Kind != prober.ProgressWarning { // the bar keeps showing the step
+	if ev.Kind != sweep.ProgressWarning { // the bar keeps showing the step
 		p.last, p.at = ev, time.Now()
 	}
 	cpuShare := ""
 	switch ev.Kind {
-	case prober.ProgressStepStarted:
+	case sweep.ProgressStepStarted:
 		p.stepCPU, p.stepWall = cpuTime(), time.Now()
-	case prober.ProgressStepFinished:
+	case sweep.ProgressStepFinished:
 		if wall := time.Since(p.stepWall); wall > 0 && !p.stepWall.IsZero() {
 			cpuShare = fmt.Sprintf(", client CPU %.0f%% of a core", 100*(cpuTime()-p.stepCPU).Seconds()/wall.Seconds())
 		}
 	}
 	if p.tty {
 		switch {
-		case ev.Kind == prober.ProgressStepSkipped || ev.Kind == prober.ProgressScenarioFailed:
+		case ev.Kind == sweep.ProgressStepSkipped || ev.Kind == sweep.ProgressScenarioFailed:
 			fmt.Fprintf(p.w, "\r\033[K%s: %s\n", ev.Scenario, ev.Message)
-		case ev.Kind == prober.ProgressWarning:
+		case ev.Kind == sweep.ProgressWarning:
 			fmt.Fprintf(p.w, "\r\033[K%s: WARNING: %s\n", ev.Scenario, ev.Message)
-		case ev.Kind == prober.ProgressStepFinished && ev.Result != nil && !ev.Result.Measured():
+		case ev.Kind == sweep.ProgressStepFinished && ev.Result != nil && !ev.Result.Measured():
 			fmt.Fprintf(p.w, "\r\033[K%s %s N=%d: nothing measured: %s\n", ev.Scenario, modeName(ev.Mode), ev.Concurrency, ev.Result.NotMeasured)
 		}
 		p.draw()
 		return
 	}
 	switch ev.Kind {
-	case prober.ProgressStepStarted:
+	case sweep.ProgressStepStarted:
 		fmt.Fprintf(p.w, "[%d/%d] %s %s N=%d started (elapsed %s, about %s left)\n", ev.Step, ev.Steps, ev.Scenario,
 			modeName(ev.Mode), ev.Concurrency, fmtDur(ev.Elapsed), fmtDur(ev.Remaining))
-	case prober.ProgressStepFinished:
+	case sweep.ProgressStepFinished:
 		r := ev.Result
 		if !r.Measured() {
 			fmt.Fprintf(p.w, "[%d/%d] %s %s N=%d done: nothing measured: %s\n",
@@ -93,7 +93,7 @@ func (p *progress) event(ev prober.ProgressEvent) {
 		fmt.Fprintf(p.w, "[%d/%d] %s %s N=%d done: %d/%d ok, TTFT mean %.3fs, decode %.1f tok/s, system %.0f tok/s%s\n",
 			ev.Step, ev.Steps, ev.Scenario, modeName(ev.Mode), ev.Concurrency, r.Succeeded, r.Requests,
 			r.TTFT.Mean, r.Decode.Mean, r.SystemThroughput, cpuShare)
-	case prober.ProgressWarning:
+	case sweep.ProgressWarning:
 		fmt.Fprintf(p.w, "%s: WARNING: %s\n", ev.Scenario, ev.Message)
 	default:
 		fmt.Fprintf(p.w, "%s: %s\n", ev.Scenario, ev.Message)
@@ -110,7 +110,7 @@ func (p *progress) draw() {
 		remaining = 0
 	}
 	done := ev.Step
-	if ev.Kind == prober.ProgressStepStarted {
+	if ev.Kind == sweep.ProgressStepStarted {
 		done--
 	}
 	const width = 24
@@ -131,8 +131,8 @@ func (p *progress) done() {
 	}
 }
 
-func modeName(m prober.Mode) string {
-	if m == prober.ModeBurst {
+func modeName(m sweep.Mode) string {
+	if m == sweep.ModeBurst {
 		return "burst"
 	}
 	return "closed-loop"

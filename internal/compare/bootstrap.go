@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 
-	"github.com/slaprobe/slaprobe/prober"
+	"github.com/slaprobe/slaprobe/internal/sweep"
 )
 
 // interval is a bootstrap percentile interval of median(new) − median(base).
@@ -30,7 +30,7 @@ func medianDiffInterval(base, new []float64, resamples int, level float64, seed 
 	}
 	slices.Sort(diffs)
 	a := (1 - level) / 2
-	return interval{Lo: prober.Quantile(diffs, a), Hi: prober.Quantile(diffs, 1-a)}
+	return interval{Lo: sweep.Quantile(diffs, a), Hi: sweep.Quantile(diffs, 1-a)}
 }
 
 func sorted(v []float64) []float64 {

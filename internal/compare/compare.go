@@ -15,6 +15,7 @@ import (
 	"sync"
 
 	"github.com/slaprobe/slaprobe/internal/report"
+	"github.com/slaprobe/slaprobe/internal/sweep"
 	"github.com/slaprobe/slaprobe/prober"
 )
 
@@ -117,7 +118,7 @@ type comparer struct {
 // rounds, closed-loop slices).
 type figureTest struct{ base, new []float64 }
 
-func figureKey(scenario string, mode prober.Mode, n int, metric string) string {
+func figureKey(scenario string, mode sweep.Mode, n int, metric string) string {
 	return fmt.Sprintf("%s/%s/%d/%s", scenario, mode, n, metric)
 }
 
@@ -205,7 +206,7 @@ func hasName(r *report.Report, name string) bool {
 	return false
 }
 
-var modes = []prober.Mode{prober.ModeClosedLoop, prober.ModeBurst}
+var modes = []sweep.Mode{sweep.ModeClosedLoop, sweep.ModeBurst}
 
 func (k comparer) steps(base, cur *report.Report, diffs *[]string) []report.StepChange {
 	var out []report.StepChange
@@ -287,8 +288,8 @@ func (k comparer) steps(base, cur *report.Report, diffs *[]string) []report.Step
 	return out
 }
 
-func modeText(m prober.Mode) string {
-	if m == prober.ModeBurst {
+func modeText(m sweep.Mode) string {
+	if m == sweep.ModeBurst {
 		return "burst"
 	}
 	return "closed loop"
@@ -333,7 +334,7 @@ var stepMetrics = []metric{
 	{report.MetricPrefill, func(s *report.Samples) []float64 { return s.Prefill }, func(s *report.Step) float64 { return s.PrefillTokensPerSecond }},
 }
 
-func (k comparer) metrics(scenario string, mode prober.Mode, b, n *report.Step) []report.MetricChange {
+func (k comparer) metrics(scenario string, mode sweep.Mode, b, n *report.Step) []report.MetricChange {
 	var out []report.MetricChange
 	busy := b.StartedBusy() || n.StartedBusy()
 	for _, m := range stepMetrics {
@@ -349,10 +350,10 @@ func (k comparer) metrics(scenario string, mode prober.Mode, b, n *report.Step) 
 		var bg, ng []float64
 		unit := ""
 		switch {
-		case mode == prober.ModeBurst && b.Samples != nil && n.Samples != nil && b.Samples.RoundMedians != nil && n.Samples.RoundMedians != nil:
+		case mode == sweep.ModeBurst && b.Samples != nil && n.Samples != nil && b.Samples.RoundMedians != nil && n.Samples.RoundMedians != nil:
 			bg, ng = m.samples(b.Samples.RoundMedians), m.samples(n.Samples.RoundMedians)
 			unit = "burst rounds"
-		case mode == prober.ModeClosedLoop && n.Concurrency > 1:
+		case mode == sweep.ModeClosedLoop && n.Concurrency > 1:
 			bg, ng = sliceMedians(bv, k.o.Slices, k.o.MinSamples), sliceMedians(nv, k.o.Slices, k.o.MinSamples)
 			unit = "slices of the step's requests, in the order they ended"
 		}
@@ -360,10 +361,10 @@ func (k comparer) metrics(scenario string, mode prober.Mode, b, n *report.Step) 
 		mc := report.MetricChange{Metric: m.name, BaseSamples: len(bv), NewSamples: len(nv), Verdict: report.VerdictUnknown}
 		switch {
 		case grouped:
-			mc.Base, mc.New = prober.Median(bg), prober.Median(ng)
+			mc.Base, mc.New = sweep.Median(bg), sweep.Median(ng)
 			mc.BaseSamples, mc.NewSamples = len(bg), len(ng)
 		case len(bv) > 0 && len(nv) > 0:
-			mc.Base, mc.New = prober.Median(bv), prober.Median(nv)
+			mc.Base, mc.New = sweep.Median(bv), sweep.Median(nv)
 		default:
 			mc.Base, mc.New = m.summary(b), m.summary(n)
 			mc.BaseSamples, mc.NewSamples = 0, 0
@@ -396,7 +397,7 @@ func (k comparer) metrics(scenario string, mode prober.Mode, b, n *report.Step) 
 			// pattern does.
 			k.tests[key] = figureTest{base: bg, new: ng}
 			mc.Note = fmt.Sprintf("judged on the medians of %d and %d %s", len(bg), len(ng), unit)
-		case mode == prober.ModeBurst:
+		case mode == sweep.ModeBurst:
 			// One round (or too few): resampling the requests of one burst
 			// would call a rerun's shift certain. Compared as a number;
 			// the max safe queue depth judges bursts at the ladder's
@@ -404,7 +405,7 @@ func (k comparer) metrics(scenario string, mode prober.Mode, b, n *report.Step) 
 			mc.Note = fmt.Sprintf("a burst's requests share one queue, so they are not independent samples: compared as a number (repeat the burst, burst.repeat ≥ %d in both runs, for a verdict)", k.o.MinRounds)
 		case mc.BaseSamples == 0:
 			mc.Note = "no raw samples: compared on summaries, no confidence available"
-		case mode == prober.ModeClosedLoop && n.Concurrency > 1:
+		case mode == sweep.ModeClosedLoop && n.Concurrency > 1:
 			// Not enough requests for MinRounds slices: resampling the
 			// requests would understate how much a rerun moves.
 			mc.Note = fmt.Sprintf("too few requests for a verdict at N > 1 (%d and %d; %d needed, %d slices of %d)",
@@ -439,7 +440,7 @@ func sliceMedians(v []float64, max, minPer int) []float64 {
 	}
 	out := make([]float64, k)
 	for i := range k {
-		out[i] = prober.Median(v[i*len(v)/k : (i+1)*len(v)/k])
+		out[i] = sweep.Median(v[i*len(v)/k : (i+1)*len(v)/k])
 	}
 	return out
 }

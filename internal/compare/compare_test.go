@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/slaprobe/slaprobe/internal/report"
+	"github.com/slaprobe/slaprobe/internal/sweep"
 	"github.com/slaprobe/slaprobe/prober"
 )
 
@@ -28,7 +29,7 @@ func synthetic(seed uint64, scale, noise float64, closed, burst []int) *report.R
 	s := report.Scenario{Name: "chat", Family: report.FamilyUseCase, InputTokens: 1024, OutputTokens: 64,
 		Thresholds: prober.Thresholds{TTFT: time.Second}}
 	step := func(n, requests int) report.Step {
-		var ps prober.Samples
+		var ps sweep.Samples
 		for range requests {
 			f := scale * (1 + noise*rng.NormFloat64())
 			ttft := 0.1 * float64(n) * f
@@ -40,7 +41,7 @@ func synthetic(seed uint64, scale, noise float64, closed, burst []int) *report.R
 			ps.Prefill = append(ps.Prefill, 1024/ttft)
 		}
 		sum := func(v []float64) report.Dist {
-			q := prober.Summarize(v)
+			q := sweep.Summarize(v)
 			return report.Dist{Mean: q.Mean, P1: q.P1, P10: q.P10, P50: q.P50, P90: q.P90, P95: q.P95, P99: q.P99}
 		}
 		return report.Step{Concurrency: n, RequestsSent: requests, RequestsOK: requests, SuccessRate: 1,
@@ -56,7 +57,7 @@ func synthetic(seed uint64, scale, noise float64, closed, burst []int) *report.R
 	}
 	r.Scenarios = []report.Scenario{s}
 	r.Capacity.MaxSafeQueue = []report.QueueCapacity{{Scenario: "chat", Bound: report.Bound{Value: int(30 / scale), Approximate: true},
-		ThresholdSeconds: 3, Stat: prober.StatMean, MaxTested: burst[len(burst)-1]}}
+		ThresholdSeconds: 3, Stat: sweep.StatMean, MaxTested: burst[len(burst)-1]}}
 	return r
 }
 
@@ -121,7 +122,7 @@ func TestCapacityAtTheLaddersResolution(t *testing.T) {
 			for _, n := range ladder {
 				r.Scenarios[0].Burst = append(r.Scenarios[0].Burst, report.Step{Concurrency: n, RequestsOK: 1, RequestsSent: 1, SuccessRate: 1})
 			}
-			r.Capacity.MaxSafeQueue = []report.QueueCapacity{{Scenario: "s", Bound: b, ThresholdSeconds: 3, Stat: prober.StatMean}}
+			r.Capacity.MaxSafeQueue = []report.QueueCapacity{{Scenario: "s", Bound: b, ThresholdSeconds: 3, Stat: sweep.StatMean}}
 			return r
 		}
 		c := Compare(mk(tc.base), mk(tc.cur), Options{}).Comparison.CapacityOf(report.CapacityMaxSafeQueue, "s")
@@ -287,20 +288,20 @@ func TestLoadReportErrors(t *testing.T) {
 // be called significant from its requests alone.
 func TestBurstRounds(t *testing.T) {
 	burstStep := func(rounds ...float64) report.Step {
-		var ps prober.Samples
+		var ps sweep.Samples
 		for _, m := range rounds {
 			for i := range 8 { // 8 requests per round, tightly around the round's level
 				ps.TTFT = append(ps.TTFT, m*(1+0.001*float64(i-4)))
 			}
 		}
 		if len(rounds) > 1 {
-			ps.RoundMedians = &prober.Samples{TTFT: rounds}
+			ps.RoundMedians = &sweep.Samples{TTFT: rounds}
 		}
-		q := prober.Summarize(ps.TTFT)
+		q := sweep.Summarize(ps.TTFT)
 		return report.Step{Concurrency: 8, RequestsSent: len(ps.TTFT), RequestsOK: len(ps.TTFT), SuccessRate: 1,
 			TTFT: report.Dist{Mean: q.Mean, P50: q.P50, P90: q.P90, P95: q.P95, P99: q.P99}, Samples: report.NewSamples(ps)}
 	}
-	run := func(st report.Step) *report.Report { return stepReport(prober.ModeBurst, st) }
+	run := func(st report.Step) *report.Report { return stepReport(sweep.ModeBurst, st) }
 	for _, tc := range []struct {
 		name        string
 		base, cur   report.Step
@@ -316,7 +317,7 @@ func TestBurstRounds(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := Compare(run(tc.base), run(tc.cur), Options{}).Comparison
-			m := c.Step("chat", prober.ModeBurst, 8).Metric(report.MetricTTFT)
+			m := c.Step("chat", sweep.ModeBurst, 8).Metric(report.MetricTTFT)
 			if m == nil {
 				t.Fatal("no TTFT change for the burst step")
 			}
@@ -362,12 +363,12 @@ func TestClosedLoopSlices(t *testing.T) {
 	quarter := func(i int) bool { return i%4 == 0 }
 	patchy := func(i int) bool { return (i < 22 && i%5 != 0) || (i >= 22 && i%4 == 0) } // 4 in 5 fast, then 1 in 4
 	step := func(conc int, ttft []float64) report.Step {
-		q := prober.Summarize(ttft)
+		q := sweep.Summarize(ttft)
 		return report.Step{Concurrency: conc, RequestsSent: len(ttft), RequestsOK: len(ttft), SuccessRate: 1,
 			TTFT:    report.Dist{Mean: q.Mean, P50: q.P50, P90: q.P90, P95: q.P95, P99: q.P99},
-			Samples: report.NewSamples(prober.Samples{TTFT: ttft})}
+			Samples: report.NewSamples(sweep.Samples{TTFT: ttft})}
 	}
-	run := func(st report.Step) *report.Report { return stepReport(prober.ModeClosedLoop, st) }
+	run := func(st report.Step) *report.Report { return stepReport(sweep.ModeClosedLoop, st) }
 	for _, tc := range []struct {
 		name        string
 		base, cur   report.Step
@@ -382,7 +383,7 @@ func TestClosedLoopSlices(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := Compare(run(tc.base), run(tc.cur), Options{}).Comparison
-			m := c.Step("chat", prober.ModeClosedLoop, tc.base.Concurrency).Metric(report.MetricTTFT)
+			m := c.Step("chat", sweep.ModeClosedLoop, tc.base.Concurrency).Metric(report.MetricTTFT)
 			if m == nil {
 				t.Fatal("no TTFT change for the step")
 			}
@@ -411,11 +412,11 @@ func intervalText(m *report.MetricChange) string {
 }
 
 // stepReport is a report of one scenario, "chat", with one step in mode.
-func stepReport(mode prober.Mode, st report.Step) *report.Report {
+func stepReport(mode sweep.Mode, st report.Step) *report.Report {
 	r := &report.Report{SchemaVersion: report.SchemaVersion, Meta: report.Meta{Model: "m", Engine: "vllm"},
 		Config: report.Config{Thresholds: report.DefaultThresholds()}}
 	sc := report.Scenario{Name: "chat", InputTokens: 1024, OutputTokens: 64}
-	if mode == prober.ModeBurst {
+	if mode == sweep.ModeBurst {
 		r.Config.BurstLadder, sc.Burst = []int{st.Concurrency}, []report.Step{st}
 	} else {
 		r.Config.ClosedLoopLadder, sc.ClosedLoop = []int{st.Concurrency}, []report.Step{st}

@@ -5,7 +5,7 @@ import (
 	"slices"
 
 	"github.com/slaprobe/slaprobe/internal/report"
-	"github.com/slaprobe/slaprobe/prober"
+	"github.com/slaprobe/slaprobe/internal/sweep"
 )
 
 // differences says how two runs differ in what they measured, for the top
@@ -100,7 +100,7 @@ func (k comparer) capacity(base, cur *report.Report) []report.CapacityChange {
 		m := map[string]entry{}
 		if kind == report.CapacityMaxSafeQueue {
 			for _, q := range r.Capacity.MaxSafeQueue {
-				m[q.Scenario] = entry{q.Bound, measured(r, q.Scenario, prober.ModeBurst), fmt.Sprintf("TTFT %s ≤ %g s", q.Stat, q.ThresholdSeconds)}
+				m[q.Scenario] = entry{q.Bound, measured(r, q.Scenario, sweep.ModeBurst), fmt.Sprintf("TTFT %s ≤ %g s", q.Stat, q.ThresholdSeconds)}
 			}
 			return m
 		}
@@ -174,7 +174,7 @@ func capacityNames(r *report.Report, kind string) []string {
 }
 
 // measured returns the N a scenario measured in a mode, ascending.
-func measured(r *report.Report, scenario string, m prober.Mode) []int {
+func measured(r *report.Report, scenario string, m sweep.Mode) []int {
 	var out []int
 	for _, s := range r.Scenarios {
 		if s.Name == scenario {

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/slaprobe/slaprobe/internal/report"
-	"github.com/slaprobe/slaprobe/prober"
+	"github.com/slaprobe/slaprobe/internal/sweep"
 )
 
 // persistentModes returns n TTFTs, in the order the requests ended, of a
@@ -48,13 +48,13 @@ func familyReport(seed uint64) *report.Report {
 	var steps []report.Step
 	for _, n := range []int{1, 2, 4, 8} {
 		k := 44
-		ps := prober.Samples{TTFT: noisy(k, 0.1*float64(n)), ITL: noisy(k, 0.006), Decode: noisy(k, 160), E2E: noisy(k, 0.5), Prefill: noisy(k, 10000)}
+		ps := sweep.Samples{TTFT: noisy(k, 0.1*float64(n)), ITL: noisy(k, 0.006), Decode: noisy(k, 160), E2E: noisy(k, 0.5), Prefill: noisy(k, 10000)}
 		if n == 4 {
 			ps.TTFT = persistentModes(seed, k, 0.8)
 		}
 		steps = append(steps, report.Step{Concurrency: n, RequestsSent: k, RequestsOK: k, SuccessRate: 1, Samples: report.NewSamples(ps)})
 	}
-	r := stepReport(prober.ModeClosedLoop, steps[0])
+	r := stepReport(sweep.ModeClosedLoop, steps[0])
 	r.Config.ClosedLoopLadder = []int{1, 2, 4, 8}
 	r.Scenarios[0].ClosedLoop = steps
 	return r
@@ -77,7 +77,7 @@ func TestFamilyLevel(t *testing.T) {
 	for _, f := range c.Findings() {
 		t.Errorf("rerun of the same engine: significant change %s", report.FindingText(f))
 	}
-	m := c.Step("chat", prober.ModeClosedLoop, 4).Metric(report.MetricTTFT)
+	m := c.Step("chat", sweep.ModeClosedLoop, 4).Metric(report.MetricTTFT)
 	if m == nil || m.Verdict != report.VerdictNoChange || m.Detectable == nil || *m.Detectable < -m.Change {
 		t.Fatalf("N=4 TTFT: %+v; want no detectable change, detectable beyond the %.1f%% seen", m, 100*m.Change)
 	}
@@ -87,7 +87,7 @@ func TestFamilyLevel(t *testing.T) {
 	bg := sliceMedians(base.Scenarios[0].ClosedLoop[2].Samples.TTFT, o.Slices, o.MinSamples)
 	ng := sliceMedians(rerun.Scenarios[0].ClosedLoop[2].Samples.TTFT, o.Slices, o.MinSamples)
 	iv := medianDiffInterval(bg, ng, o.Resamples, o.Level, o.Seed, "chat/closed_loop/4/ttft")
-	if b := prober.Median(bg); verdict(report.MetricTTFT, (prober.Median(ng)-b)/b, iv.Lo/b, iv.Hi/b, o.PracticalFloor) == report.VerdictNoChange {
+	if b := sweep.Median(bg); verdict(report.MetricTTFT, (sweep.Median(ng)-b)/b, iv.Lo/b, iv.Hi/b, o.PracticalFloor) == report.VerdictNoChange {
 		t.Errorf("the figure's own 95%% interval %+.3f … %+.3f: the case no longer shows the false alarm", iv.Lo/b, iv.Hi/b)
 	}
 
@@ -138,8 +138,8 @@ func TestFamilyFalseAlarmRateOnModel(t *testing.T) {
 			bg := sliceMedians(b.Scenarios[0].ClosedLoop[2].Samples.TTFT, o.Slices, o.MinSamples)
 			ng := sliceMedians(n.Scenarios[0].ClosedLoop[2].Samples.TTFT, o.Slices, o.MinSamples)
 			iv := medianDiffInterval(bg, ng, o.Resamples, o.Level, o.Seed, "old")
-			base := prober.Median(bg)
-			if verdict(report.MetricTTFT, (prober.Median(ng)-base)/base, iv.Lo/base, iv.Hi/base, o.PracticalFloor) != report.VerdictNoChange {
+			base := sweep.Median(bg)
+			if verdict(report.MetricTTFT, (sweep.Median(ng)-base)/base, iv.Lo/base, iv.Hi/base, o.PracticalFloor) != report.VerdictNoChange {
 				old++
 			}
 			if len(Compare(b, n, Options{}).Comparison.Findings()) > 0 {
@@ -165,14 +165,14 @@ func BenchmarkCompareDefaultSweep(b *testing.B) {
 		rng := rand.New(rand.NewPCG(seed, 5))
 		noisy := func(n int, mean float64) []float64 { return noisySamples(rng, n, mean, 0.05) }
 		ladder := []int{1, 2, 4, 8, 16, 32}
-		r := stepReport(prober.ModeClosedLoop, report.Step{Concurrency: 1})
+		r := stepReport(sweep.ModeClosedLoop, report.Step{Concurrency: 1})
 		r.Config.ClosedLoopLadder = ladder
 		r.Scenarios = nil
 		for _, name := range []string{"chatbot", "rag", "agentic", "tool_calling"} {
 			sc := report.Scenario{Name: name, InputTokens: 1024, OutputTokens: 256}
 			for _, n := range ladder {
 				k := 500
-				ps := prober.Samples{TTFT: noisy(k, 0.1*float64(n)), ITL: noisy(k, 0.006), Decode: noisy(k, 160), E2E: noisy(k, 2), Prefill: noisy(k, 10000)}
+				ps := sweep.Samples{TTFT: noisy(k, 0.1*float64(n)), ITL: noisy(k, 0.006), Decode: noisy(k, 160), E2E: noisy(k, 2), Prefill: noisy(k, 10000)}
 				sc.ClosedLoop = append(sc.ClosedLoop, report.Step{Concurrency: n, RequestsSent: k, RequestsOK: k, SuccessRate: 1, Samples: report.NewSamples(ps)})
 			}
 			r.Scenarios = append(r.Scenarios, sc)

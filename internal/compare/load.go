@@ -14,8 +14,7 @@ import (
 	"strconv"
 
 	"github.com/slaprobe/slaprobe/internal/report"
-
-	"github.com/slaprobe/slaprobe/prober"
+	"github.com/slaprobe/slaprobe/internal/sweep"
 )
 
 // LoadReport reads a report.json, or the report.json inside a directory.
@@ -98,7 +97,7 @@ func WriteSummary(w io.Writer, c *report.Comparison) {
 		if len(det) > 0 {
 			slices.Sort(det)
 			fmt.Fprintf(w, "%d with no detectable change: each would have seen a change of %s to %s (median %s) or more; run longer to see smaller ones\n",
-				len(det), pct(det[0]), pct(det[len(det)-1]), pct(prober.Median(det)))
+				len(det), pct(det[0]), pct(det[len(det)-1]), pct(sweep.Median(det)))
 		}
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/common/model"
-
+	"github.com/slaprobe/slaprobe/internal/sweep"
 	"github.com/slaprobe/slaprobe/prober"
 )
 
@@ -32,7 +32,7 @@ type SweepConfig struct {
 	// Cooldown is the idle time between steps when the engine has no
 	// /metrics to drain on; it cannot know whether the engine is empty.
 	Cooldown model.Duration `yaml:"cooldown"`
-	// Drain makes every step start on an empty engine (see prober.DrainOptions).
+	// Drain makes every step start on an empty engine (see sweep.DrainOptions).
 	Drain SweepDrainConfig `yaml:"drain"`
 
 	EarlyStop SweepEarlyStopConfig `yaml:"early_stop"`
@@ -127,11 +127,11 @@ type SweepPauseConfig struct {
 }
 
 // DefaultSweepConfig returns the defaults: the reports' ladders and
-// capacity rules from prober.DefaultSweepOptions (the one source of sweep
+// capacity rules from sweep.DefaultOptions (the one source of sweep
 // defaults, for bench and the daemon alike), no schedule, and a job that is
 // off until enabled.
 func DefaultSweepConfig() SweepConfig {
-	d := prober.DefaultSweepOptions(nil)
+	d := sweep.DefaultOptions(nil)
 	return SweepConfig{
 		ClosedLoop: SweepClosedLoopConfig{
 			Concurrency: d.ClosedLoop,
@@ -223,7 +223,7 @@ func (s *SweepConfig) Validate() error {
 	case s.Enabled && s.StateFile == "":
 		return fmt.Errorf("sweep.state_file is empty; expected a path where the daemon keeps sweep results")
 	}
-	if _, err := prober.ParseStat(s.Capacity.Statistic); err != nil {
+	if _, err := sweep.ParseStat(s.Capacity.Statistic); err != nil {
 		return fmt.Errorf("sweep.capacity.statistic: %w", err)
 	}
 	if s.Schedule.Window != "" {
@@ -234,14 +234,14 @@ func (s *SweepConfig) Validate() error {
 	return nil
 }
 
-// Options converts the config into prober.SweepOptions for scenarios.
+// Options converts the config into sweep.Options for scenarios.
 // Hooks (scrape, power, progress) are left for the caller to set.
-func (s SweepConfig) Options(scenarios []prober.Scenario) prober.SweepOptions {
-	st, err := prober.ParseStat(s.Capacity.Statistic)
+func (s SweepConfig) Options(scenarios []prober.Scenario) sweep.Options {
+	st, err := sweep.ParseStat(s.Capacity.Statistic)
 	if err != nil {
-		st = prober.StatMean
+		st = sweep.StatMean
 	}
-	return prober.SweepOptions{
+	return sweep.Options{
 		Scenarios:           scenarios,
 		ClosedLoop:          append([]int(nil), s.ClosedLoop.Concurrency...),
 		Burst:               append([]int(nil), s.Burst.Concurrency...),
@@ -249,11 +249,11 @@ func (s SweepConfig) Options(scenarios []prober.Scenario) prober.SweepOptions {
 		StepDuration:        time.Duration(s.ClosedLoop.Duration),
 		BurstRepeat:         s.Burst.Repeat,
 		Cooldown:            time.Duration(s.Cooldown),
-		Drain:               prober.DrainOptions{Timeout: time.Duration(s.Drain.Timeout), MaxRunning: s.Drain.MaxRunning},
+		Drain:               sweep.DrainOptions{Timeout: time.Duration(s.Drain.Timeout), MaxRunning: s.Drain.MaxRunning},
 		MaxConcurrency:      s.MaxConcurrency,
 		EarlyStopFactor:     s.EarlyStop.Factor,
 		EarlyStopMinSuccess: s.EarlyStop.MinSuccessRatio,
-		Capacity: prober.CapacityOptions{
+		Capacity: sweep.CapacityOptions{
 			MaxSafeTTFT: time.Duration(s.Capacity.MaxSafeTTFT),
 			Stat:        st,
 			MinSuccess:  s.Capacity.MinSuccessRatio,

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/common/model"
-
+	"github.com/slaprobe/slaprobe/internal/sweep"
 	"github.com/slaprobe/slaprobe/prober"
 )
 
@@ -34,8 +34,8 @@ func TestSweepConfigDefaults(t *testing.T) {
 
 	o := want.Options(prober.Builtin()[:1])
 	if o.StepDuration != time.Minute || o.Warmup != 10*time.Second || o.MaxConcurrency != 256 ||
-		o.Capacity.MaxSafeTTFT != 3*time.Second || o.Capacity.Stat != prober.StatMean || o.EarlyStopFactor != 3 ||
-		!reflect.DeepEqual(o.ClosedLoop, prober.DefaultClosedLoopLadder) || !reflect.DeepEqual(o.Burst, []int{1, 8}) {
+		o.Capacity.MaxSafeTTFT != 3*time.Second || o.Capacity.Stat != sweep.StatMean || o.EarlyStopFactor != 3 ||
+		!reflect.DeepEqual(o.ClosedLoop, sweep.DefaultClosedLoopLadder) || !reflect.DeepEqual(o.Burst, []int{1, 8}) {
 		t.Errorf("options = %+v", o)
 	}
 	if got := want.ScenarioNames(); !reflect.DeepEqual(got, prober.DefaultScenarios) {
@@ -90,7 +90,7 @@ sweep:
 		t.Errorf("sweep = %+v", s)
 	}
 	o := s.Options(nil)
-	if o.Capacity.Stat != prober.StatP90 || o.Capacity.MaxSafeTTFT != 2*time.Second || o.BurstRepeat != 2 || o.Cooldown != 5*time.Second {
+	if o.Capacity.Stat != sweep.StatP90 || o.Capacity.MaxSafeTTFT != 2*time.Second || o.BurstRepeat != 2 || o.Cooldown != 5*time.Second {
 		t.Errorf("options = %+v", o)
 	}
 }

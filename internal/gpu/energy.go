@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/slaprobe/slaprobe/internal/engine"
-	"github.com/slaprobe/slaprobe/prober"
+	"github.com/slaprobe/slaprobe/internal/sweep"
 )
 
 // This file turns readings into energy figures: total draw of a set of GPUs,
@@ -254,10 +254,10 @@ var ErrNoPower = errors.New("no GPU power readings (NVML unavailable or no GPU s
 // power and energy come from the driver's energy counter, so they are exact
 // whatever the interval; peak power is sampled every interval.
 //
-// It implements prober.PowerSampler, so a sweep reports power per step:
+// It implements sweep.PowerSampler, so a sweep reports power per step:
 //
 //	s := gpu.NewPowerSampler(reader, selectors, 0)
-//	opts.Power = s                     // prober.SweepOptions
+//	opts.Power = s                     // sweep.Options
 //
 // or, by hand:
 //
@@ -278,7 +278,7 @@ type PowerSampler struct {
 	done    chan struct{}
 }
 
-var _ prober.PowerSampler = (*PowerSampler)(nil)
+var _ sweep.PowerSampler = (*PowerSampler)(nil)
 
 // NewPowerSampler samples the devices of r that match selectors (all when
 // empty) every interval (DefaultSampleInterval when <= 0).
@@ -351,18 +351,18 @@ func (p *PowerSampler) sample() bool {
 
 // Stop takes a last sample, ends the interval and returns what was drawn,
 // summed over the sampled GPUs. Last has the full stats.
-func (p *PowerSampler) Stop() (prober.PowerReading, error) {
+func (p *PowerSampler) Stop() (sweep.PowerReading, error) {
 	if !p.halt() {
-		return prober.PowerReading{}, ErrNoPower
+		return sweep.PowerReading{}, ErrNoPower
 	}
 	p.sample()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.last = statsOf(p.samples)
 	if !p.last.OK() {
-		return prober.PowerReading{}, fmt.Errorf("power interval too short: %d sample(s)", p.last.Samples)
+		return sweep.PowerReading{}, fmt.Errorf("power interval too short: %d sample(s)", p.last.Samples)
 	}
-	return prober.PowerReading{AvgWatts: p.last.AverageWatts, PeakWatts: p.last.PeakWatts, Joules: p.last.EnergyJoules}, nil
+	return sweep.PowerReading{AvgWatts: p.last.AverageWatts, PeakWatts: p.last.PeakWatts, Joules: p.last.EnergyJoules}, nil
 }
 
 // Last returns the stats of the interval the last Stop ended.

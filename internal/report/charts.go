@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/slaprobe/slaprobe/prober"
+	"github.com/slaprobe/slaprobe/internal/sweep"
 )
 
 // Chart names: the data-chart attribute of every figure in report.html (and
@@ -217,7 +217,7 @@ func nAxis(label string, ns []float64) axis {
 }
 
 // ladderOf collects the N values measured in a mode across the scenarios.
-func ladderOf(r *Report, idx []int, m prober.Mode) []float64 {
+func ladderOf(r *Report, idx []int, m sweep.Mode) []float64 {
 	seen := map[int]bool{}
 	var out []float64
 	add := func(s *Scenario) {
@@ -275,7 +275,7 @@ func axisRate(v float64) string {
 func axisPlain(v float64) string { return strconv.FormatFloat(clean(v), 'f', -1, 64) }
 
 // metricSeries builds one line per scenario from a step metric.
-func metricSeries(r *Report, idx []int, m prober.Mode, get func(Step) (float64, bool), tip func(float64) string) ([]series, []float64) {
+func metricSeries(r *Report, idx []int, m sweep.Mode, get func(Step) (float64, bool), tip func(float64) string) ([]series, []float64) {
 	var out []series
 	var vals []float64
 	for _, i := range idx {
@@ -358,10 +358,10 @@ func buildSections(r *Report) []section {
 		th = DefaultThresholds()
 	}
 	if th.MaxSafeQueueStat == "" {
-		th.MaxSafeQueueStat = prober.StatMean
+		th.MaxSafeQueueStat = sweep.StatMean
 	}
-	closedN := ladderOf(r, idx, prober.ModeClosedLoop)
-	burstN := ladderOf(r, idx, prober.ModeBurst)
+	closedN := ladderOf(r, idx, sweep.ModeClosedLoop)
+	burstN := ladderOf(r, idx, sweep.ModeBurst)
 
 	closed := section{ID: "closed-loop", Title: "When am I the fastest?",
 		Intro: "Closed loop: the client keeps exactly N requests in flight and starts the next one as soon as one finishes, so these charts show what each user gets while N users share the server at a steady pace. " +
@@ -436,7 +436,7 @@ type section struct {
 func figDecodeVsN(r *Report, idx []int, ns []float64) figure {
 	f := newFigure(ChartDecodeVsConcurrency, "Per-user decode speed vs concurrency",
 		"Each line is one scenario. Higher is better: this is how fast text streams into one user’s screen while N users share the server. Above 50 tok/s text appears almost at once; below 15 tok/s it is slower than reading.")
-	ss, _ := metricSeries(r, idx, prober.ModeClosedLoop, func(s Step) (float64, bool) { return s.Decode.Mean, s.Decode.Mean > 0 },
+	ss, _ := metricSeries(r, idx, sweep.ModeClosedLoop, func(s Step) (float64, bool) { return s.Decode.Mean, s.Decode.Mean > 0 },
 		func(v float64) string { return fmtRate(v) + " tok/s" })
 	c := chart{ID: f.DOMID, Title: f.Title, X: nAxis("concurrent requests (N)", ns),
 		Y: axis{Label: "decode speed per user (tok/s)", FromZero: true, Fmt: axisRate}, Series: ss, Bands: bandsDecode}
@@ -451,7 +451,7 @@ func figDecodeVsN(r *Report, idx []int, ns []float64) figure {
 func figITLVsN(r *Report, idx []int, ns []float64, th ReferenceLines) figure {
 	f := newFigure(ChartITLVsConcurrency, "Inter-token latency vs concurrency",
 		"The gap between two streamed tokens, averaged per request. Lower is smoother. Under the dashed line streaming feels instant; between 20 and 70 ms it is noticeably slower but fine to read.")
-	ss, _ := metricSeries(r, idx, prober.ModeClosedLoop, func(s Step) (float64, bool) { return s.ITL.Mean * 1000, s.ITL.Mean > 0 },
+	ss, _ := metricSeries(r, idx, sweep.ModeClosedLoop, func(s Step) (float64, bool) { return s.ITL.Mean * 1000, s.ITL.Mean > 0 },
 		func(v float64) string { return fmtMS(v/1000) + " ITL" })
 	var refs []refLine
 	if th.ITLInstantSeconds > 0 {
@@ -485,7 +485,7 @@ func figITLVsN(r *Report, idx []int, ns []float64, th ReferenceLines) figure {
 func figScaling(r *Report, idx []int, ns []float64) figure {
 	f := newFigure(ChartScalingEfficiency, "Scaling efficiency vs concurrency",
 		"System throughput divided by (single-user throughput × N). 100% means adding a user costs the others nothing; the drop shows how the GPU’s memory bandwidth is shared. Above 90% is excellent, below 50% means heavy contention.")
-	ss, vals := metricSeries(r, idx, prober.ModeClosedLoop, func(s Step) (float64, bool) {
+	ss, vals := metricSeries(r, idx, sweep.ModeClosedLoop, func(s Step) (float64, bool) {
 		if s.ScalingEfficiency == nil {
 			return 0, false
 		}
@@ -654,7 +654,7 @@ func figTTFTVsQueue(r *Report, idx []int, ns []float64, th ReferenceLines) figur
 	stat := th.MaxSafeQueueStat
 	f := newFigure(ChartTTFTVsQueueDepth, "TTFT vs queue depth",
 		"The chart to plan production with. N requests arrive together; the later ones wait for earlier prefills, so TTFT climbs with N. Where a line crosses the dashed limit, users start to find the service slow. The value plotted is TTFT "+string(stat)+".")
-	ss, vals := metricSeries(r, idx, prober.ModeBurst, func(s Step) (float64, bool) { v := s.TTFT.Stat(stat); return v, v > 0 }, fmtSeconds)
+	ss, vals := metricSeries(r, idx, sweep.ModeBurst, func(s Step) (float64, bool) { v := s.TTFT.Stat(stat); return v, v > 0 }, fmtSeconds)
 	var refs []refLine
 	if th.MaxSafeQueueTTFTSeconds > 0 {
 		refs = append(refs, refLine{Value: th.MaxSafeQueueTTFTSeconds, Label: fmtSecondsShort(th.MaxSafeQueueTTFTSeconds) + " TTFT limit", Color: colorTTFTLine})
@@ -669,7 +669,7 @@ func figTTFTVsQueue(r *Report, idx []int, ns []float64, th ReferenceLines) figur
 	}
 	for _, i := range idx {
 		for _, e := range r.Scenarios[i].StoppedEarly {
-			if e.Mode == prober.ModeBurst {
+			if e.Mode == sweep.ModeBurst {
 				f.Findings = append(f.Findings, r.Scenarios[i].Name+": "+earlyStopText(e))
 			}
 		}
@@ -680,7 +680,7 @@ func figTTFTVsQueue(r *Report, idx []int, ns []float64, th ReferenceLines) figur
 func figITLVsQueue(r *Report, idx []int, ns []float64, th ReferenceLines) figure {
 	f := newFigure(ChartITLVsQueueDepth, "Inter-token latency vs queue depth",
 		"Streaming smoothness under a burst. Continuous batching shares decode across all running requests, so ITL often levels off while TTFT keeps rising. The dashed line is the memory-bandwidth ceiling typical of large MoE models.")
-	ss, _ := metricSeries(r, idx, prober.ModeBurst, func(s Step) (float64, bool) { return s.ITL.Mean * 1000, s.ITL.Mean > 0 },
+	ss, _ := metricSeries(r, idx, sweep.ModeBurst, func(s Step) (float64, bool) { return s.ITL.Mean * 1000, s.ITL.Mean > 0 },
 		func(v float64) string { return fmtMS(v/1000) + " ITL" })
 	var refs []refLine
 	if th.ITLCeilingSeconds > 0 {
@@ -706,7 +706,7 @@ func figITLVsQueue(r *Report, idx []int, ns []float64, th ReferenceLines) figure
 func figDecodeVsQueue(r *Report, idx []int, ns []float64) figure {
 	f := newFigure(ChartDecodeVsQueueDepth, "Per-user decode speed vs queue depth",
 		"Decode speed of the requests of a burst, once they stream. It usually holds up far better than TTFT: a queued user waits longer to start, then reads at a similar pace.")
-	ss, _ := metricSeries(r, idx, prober.ModeBurst, func(s Step) (float64, bool) { return s.Decode.Mean, s.Decode.Mean > 0 },
+	ss, _ := metricSeries(r, idx, sweep.ModeBurst, func(s Step) (float64, bool) { return s.Decode.Mean, s.Decode.Mean > 0 },
 		func(v float64) string { return fmtRate(v) + " tok/s" })
 	c := chart{ID: f.DOMID, Title: f.Title, X: nAxis("requests sent at once (queue depth)", ns),
 		Y: axis{Label: "decode speed per user (tok/s)", FromZero: true, Fmt: axisRate}, Series: ss, Bands: bandsDecode}
@@ -759,8 +759,8 @@ func figSystem(r *Report, idx []int, closedN, burstN []float64) figure {
 		"Output tokens per second summed over all streams. Solid lines are closed-loop steps, dashed lines the same scenario under burst load. The curve flattens where the server runs out of memory bandwidth or KV cache.")
 	get := func(s Step) (float64, bool) { return s.SystemTokensPerSecond, s.SystemTokensPerSecond > 0 }
 	tip := func(v float64) string { return fmtRate(v) + " tok/s (" + fmtBig(v*3600) + " tokens/h)" }
-	ss, _ := metricSeries(r, idx, prober.ModeClosedLoop, get, tip)
-	bs, _ := metricSeries(r, idx, prober.ModeBurst, get, tip)
+	ss, _ := metricSeries(r, idx, sweep.ModeClosedLoop, get, tip)
+	bs, _ := metricSeries(r, idx, sweep.ModeBurst, get, tip)
 	for i := range bs {
 		bs[i].Dashed = true
 		if bs[i].Faint {
@@ -778,7 +778,7 @@ func figSystem(r *Report, idx []int, closedN, burstN []float64) figure {
 	c.build(&f)
 	h := r.Headline
 	if m := h.MaxSystemThroughput; m != nil {
-		if m.Mode == prober.ModeBurst {
+		if m.Mode == sweep.ModeBurst {
 			f.Findings = append(f.Findings, fmt.Sprintf("Peak: %s tok/s (%s). No closed-loop step ran, so this is a burst draining its queue, not a rate the server was shown to sustain.",
 				fmtRate(m.Value), where(m)))
 		} else {
@@ -819,7 +819,7 @@ func figTokensPerHour(r *Report, idx []int) figure {
 // tokensPerHourTable: one row per scenario, one column per closed-loop N,
 // plus the peak over both modes.
 func tokensPerHourTable(r *Report, idx []int) table {
-	ns := ladderOf(r, idx, prober.ModeClosedLoop)
+	ns := ladderOf(r, idx, sweep.ModeClosedLoop)
 	t := table{Head: []string{"scenario"}, Numeric: []bool{false}}
 	for _, n := range ns {
 		t.Head = append(t.Head, "N="+fmtN(n))
@@ -845,7 +845,7 @@ func tokensPerHourTable(r *Report, idx []int) table {
 		// when the scenario ran no closed loop (its "at" cell says burst).
 		// Busy steps are left out, as in the headline.
 		var best *Step
-		var bestMode prober.Mode
+		var bestMode sweep.Mode
 		for _, m := range modes(s) {
 			if best != nil {
 				break
@@ -863,7 +863,7 @@ func tokensPerHourTable(r *Report, idx []int) table {
 		// Short, so the table fits a laptop screen: a closed-loop peak is
 		// just its N (the column's rule), a burst says what it is.
 		at := fmt.Sprintf("N=%d", best.Concurrency)
-		if bestMode == prober.ModeBurst {
+		if bestMode == sweep.ModeBurst {
 			at = fmt.Sprintf("burst N=%d, not sustained", best.Concurrency)
 		}
 		row = append(row, fmtBig(best.TokensPerHour), at)
@@ -1009,13 +1009,13 @@ func capacitySentence(s *Scenario, u UseCaseCapacity) string {
 	}
 }
 
-func limitStat(u UseCaseCapacity, kind string) prober.Stat {
+func limitStat(u UseCaseCapacity, kind string) sweep.Stat {
 	for _, l := range u.Limits {
 		if l.Kind == kind && l.Stat != "" {
 			return l.Stat
 		}
 	}
-	return prober.StatMean
+	return sweep.StatMean
 }
 
 // base, when not nil, is a comparison's baseline of the same use case: its
@@ -1332,7 +1332,7 @@ func figPower(r *Report, idx []int) figure {
 	// Tiles use every step of every scenario, both modes.
 	var peak, bestJ *Step
 	var peakName, bestJName string
-	var peakMode prober.Mode
+	var peakMode sweep.Mode
 	for i := range r.Scenarios {
 		s := &r.Scenarios[i]
 		for _, m := range modes(s) {

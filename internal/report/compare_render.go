@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/slaprobe/slaprobe/prober"
+	"github.com/slaprobe/slaprobe/internal/sweep"
 )
 
 // baseSuffix names a comparison's baseline series in a legend.
@@ -303,7 +303,7 @@ func capacityChangeText(c *CapacityChange) string {
 }
 
 // stepChangeColumns are the "vs base" columns of a step table.
-func stepChangeColumns(r *Report, s *Scenario, mode prober.Mode) []column {
+func stepChangeColumns(r *Report, s *Scenario, mode sweep.Mode) []column {
 	if r.Comparison == nil {
 		return nil
 	}
@@ -326,7 +326,7 @@ func stepChangeColumns(r *Report, s *Scenario, mode prober.Mode) []column {
 		}
 	}
 	g := "median per request (N > 1: of the slices’ medians), change vs base"
-	if mode == prober.ModeBurst {
+	if mode == sweep.ModeBurst {
 		g = "median per request (repeated bursts: of the rounds’ medians), change vs base"
 	}
 	return []column{

@@ -4,7 +4,7 @@ import (
 	"cmp"
 	"slices"
 
-	"github.com/slaprobe/slaprobe/prober"
+	"github.com/slaprobe/slaprobe/internal/sweep"
 )
 
 // Verdicts of one compared figure.
@@ -107,7 +107,7 @@ type CompareMethod struct {
 // StepChange is one (scenario, mode, N) in either run.
 type StepChange struct {
 	Scenario    string         `json:"scenario"`
-	Mode        prober.Mode    `json:"mode"`
+	Mode        sweep.Mode     `json:"mode"`
 	Concurrency int            `json:"concurrency"`
 	Presence    string         `json:"presence"`
 	Metrics     []MetricChange `json:"metrics,omitempty"` // when in both and measured in both
@@ -175,9 +175,9 @@ func (c CapacityChange) Significant() bool {
 // Finding is one significant change, for the summary at the top.
 type Finding struct {
 	Scenario    string
-	Mode        prober.Mode // empty for capacity
-	Concurrency int         // 0 for capacity
-	Metric      string      // a Metric* or Capacity* name
+	Mode        sweep.Mode // empty for capacity
+	Concurrency int        // 0 for capacity
+	Metric      string     // a Metric* or Capacity* name
 	Worse       bool
 	Step        *MetricChange   // a step metric, or
 	Capacity    *CapacityChange // a capacity figure
@@ -243,7 +243,7 @@ func (c *Comparison) Findings() []Finding {
 }
 
 // Step returns the change of one step, or nil.
-func (c *Comparison) Step(scenario string, mode prober.Mode, n int) *StepChange {
+func (c *Comparison) Step(scenario string, mode sweep.Mode, n int) *StepChange {
 	if c == nil {
 		return nil
 	}

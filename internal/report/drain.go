@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/slaprobe/slaprobe/prober"
+	"github.com/slaprobe/slaprobe/internal/sweep"
 )
 
 // How the steps started: on an engine that /metrics showed empty, after a
@@ -18,7 +18,7 @@ const busyMark = "⚠"
 
 type busyStep struct {
 	Scenario string
-	Mode     prober.Mode
+	Mode     sweep.Mode
 	Step     Step
 }
 
@@ -42,12 +42,12 @@ func summarizeDrain(r *Report) drainSummary {
 				}
 				d.Steps++
 				switch dr.Method {
-				case prober.DrainEngine:
+				case sweep.DrainEngine:
 					d.Engine++
 					if !dr.Busy {
 						d.MaxWait = max(d.MaxWait, dr.WaitedSeconds)
 					}
-				case prober.DrainCooldown:
+				case sweep.DrainCooldown:
 					d.Cooldown++
 					d.CooldownWait = max(d.CooldownWait, dr.WaitedSeconds)
 				}
@@ -129,7 +129,7 @@ func plural(n int, one, many string) string {
 }
 
 // busyCounts: "3 running, 1 waiting".
-func busyCounts(d *prober.DrainResult) string {
+func busyCounts(d *sweep.DrainResult) string {
 	if d == nil {
 		return ""
 	}
@@ -146,7 +146,7 @@ func startCell(s Step) string {
 		return "–"
 	case d.Busy:
 		return busyMark + " busy: " + busyCounts(d)
-	case d.Method == prober.DrainCooldown:
+	case d.Method == sweep.DrainCooldown:
 		return "cooldown " + fmtWait(d.WaitedSeconds)
 	}
 	return "empty after " + fmtWait(d.WaitedSeconds)
@@ -161,14 +161,14 @@ func suspectTip(s Step) string {
 }
 
 // busyStepNote explains a busy step under its scenario's tables.
-func busyStepNote(mode prober.Mode, s Step) string {
+func busyStepNote(mode sweep.Mode, s Step) string {
 	return fmt.Sprintf("%s %s N=%d started while the engine still had %s requests (after waiting %s for it to empty): its numbers are suspect, left out of capacity and the headline.",
 		busyMark, sentence(modeLabel(mode)), s.Concurrency, busyCounts(s.Drain), fmtWait(s.Drain.WaitedSeconds))
 }
 
 // notMeasuredNote explains, under its scenario's tables, a step in which no
 // request ended.
-func notMeasuredNote(mode prober.Mode, s Step) string {
+func notMeasuredNote(mode sweep.Mode, s Step) string {
 	why := s.NotMeasured
 	if why == "" {
 		why = "no request ended in it"

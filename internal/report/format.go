@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/slaprobe/slaprobe/internal/sweep"
 	"github.com/slaprobe/slaprobe/prober"
 )
 
@@ -205,11 +206,11 @@ func where(s *Figure) string {
 	return strings.Join(parts, ", ")
 }
 
-func modeLabel(m prober.Mode) string {
+func modeLabel(m sweep.Mode) string {
 	switch m {
-	case prober.ModeClosedLoop:
+	case sweep.ModeClosedLoop:
 		return "closed loop"
-	case prober.ModeBurst:
+	case sweep.ModeBurst:
 		return "burst"
 	}
 	return string(m)

@@ -4,13 +4,13 @@ import (
 	"fmt"
 
 	"github.com/slaprobe/slaprobe/internal/gpu"
-	"github.com/slaprobe/slaprobe/prober"
+	"github.com/slaprobe/slaprobe/internal/sweep"
 )
 
 // FromSweep maps a sweep onto the report schema. It is the one mapping:
 // bench writes its result and the daemon keeps and exports it. pricePerKWh
 // turns power into cost when power was measured.
-func FromSweep(res *prober.SweepResult, meta Meta, pricePerKWh float64, power bool) *Report {
+func FromSweep(res *sweep.Result, meta Meta, pricePerKWh float64, power bool) *Report {
 	meta.StartedAt, meta.FinishedAt, meta.Interrupted = res.Started, res.Finished, res.Interrupted
 	th := DefaultThresholds()
 	th.MaxSafeQueueTTFTSeconds = res.Settings.MaxSafeTTFTSeconds
@@ -55,9 +55,9 @@ func FromSweep(res *prober.SweepResult, meta Meta, pricePerKWh float64, power bo
 			rs.Burst = append(rs.Burst, fromStep(st, pricePerKWh))
 		}
 		for _, es := range []struct {
-			mode prober.Mode
-			stop *prober.EarlyStop
-		}{{prober.ModeClosedLoop, s.ClosedLoopStop}, {prober.ModeBurst, s.BurstStop}} {
+			mode sweep.Mode
+			stop *sweep.EarlyStop
+		}{{sweep.ModeClosedLoop, s.ClosedLoopStop}, {sweep.ModeBurst, s.BurstStop}} {
 			if es.stop != nil {
 				rs.StoppedEarly = append(rs.StoppedEarly, EarlyStop{Mode: es.mode, AfterN: es.stop.Concurrency,
 					SkippedLadderN: es.stop.Skipped, Reason: es.stop.Reason})
@@ -65,14 +65,14 @@ func FromSweep(res *prober.SweepResult, meta Meta, pricePerKWh float64, power bo
 		}
 		rep.Scenarios = append(rep.Scenarios, rs)
 
-		if c := s.MaxSafeQueue; c != nil && c.Bound != prober.BoundUnknown {
+		if c := s.MaxSafeQueue; c != nil && c.Bound != sweep.BoundUnknown {
 			rep.Capacity.MaxSafeQueue = append(rep.Capacity.MaxSafeQueue, QueueCapacity{
 				Scenario: s.Name, Bound: fromBound(*c), ThresholdSeconds: res.Settings.MaxSafeTTFTSeconds,
 				Stat: stat, MaxTested: c.MaxTested,
 			})
 		}
-		if c := s.Capacity; c != nil && c.Bound != prober.BoundUnknown && s.Thresholds.Any() {
-			uc := UseCaseCapacity{Scenario: s.Name, Mode: prober.ModeClosedLoop, Bound: fromBound(*c),
+		if c := s.Capacity; c != nil && c.Bound != sweep.BoundUnknown && s.Thresholds.Any() {
+			uc := UseCaseCapacity{Scenario: s.Name, Mode: sweep.ModeClosedLoop, Bound: fromBound(*c),
 				LimitedBy: c.LimitedBy, MaxTested: c.MaxTested}
 			for _, l := range c.Limits {
 				if l.Kind == "success" { // not a threshold of the scenario; LimitedBy still names it when it binds
@@ -86,18 +86,18 @@ func FromSweep(res *prober.SweepResult, meta Meta, pricePerKWh float64, power bo
 	return rep
 }
 
-func fromBound(c prober.Capacity) Bound {
+func fromBound(c sweep.Capacity) Bound {
 	switch c.Bound {
-	case prober.BoundAtLeast:
+	case sweep.BoundAtLeast:
 		return Bound{Value: c.N, AtLeast: true}
-	case prober.BoundBelow:
+	case sweep.BoundBelow:
 		return Bound{}
 	}
 	return Bound{Value: c.N, Approximate: c.Approximate}
 }
 
-func fromStep(st prober.StepResult, pricePerKWh float64) Step {
-	dist := func(s prober.Summary) Dist {
+func fromStep(st sweep.StepResult, pricePerKWh float64) Step {
+	dist := func(s sweep.Summary) Dist {
 		return Dist{Mean: s.Mean, P1: s.P1, P10: s.P10, P50: s.P50, P90: s.P90, P95: s.P95, P99: s.P99}
 	}
 	out := Step{
@@ -120,7 +120,7 @@ func fromStep(st prober.StepResult, pricePerKWh float64) Step {
 			out.Errors[string(r)] = n
 		}
 	}
-	if st.Mode == prober.ModeClosedLoop && st.ScalingEfficiency > 0 {
+	if st.Mode == sweep.ModeClosedLoop && st.ScalingEfficiency > 0 {
 		out.ScalingEfficiency = Float(st.ScalingEfficiency)
 	}
 	if p := st.Power; p != nil {

@@ -5,33 +5,34 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slaprobe/slaprobe/internal/sweep"
 	"github.com/slaprobe/slaprobe/prober"
 )
 
 func TestFromSweep(t *testing.T) {
 	t0 := time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)
 	qw := 0.5
-	step := func(mode prober.Mode, n int) prober.StepResult {
-		return prober.StepResult{Mode: mode, Concurrency: n, Requests: n, Succeeded: n, SuccessRatio: 1, WindowSeconds: 60,
-			TTFT: prober.Summary{Mean: 1, P50: 0.9, P90: 1.5, P95: 1.7, P99: 2}, SystemThroughput: 100 * float64(n),
-			Decode:        prober.Summary{Mean: 50, P1: 31, P5: 35, P10: 40, P50: 51, P90: 58, P95: 60, P99: 63},
-			Drain:         &prober.DrainResult{Method: prober.DrainEngine, WaitedSeconds: 120, Busy: n == 2, Running: 3},
+	step := func(mode sweep.Mode, n int) sweep.StepResult {
+		return sweep.StepResult{Mode: mode, Concurrency: n, Requests: n, Succeeded: n, SuccessRatio: 1, WindowSeconds: 60,
+			TTFT: sweep.Summary{Mean: 1, P50: 0.9, P90: 1.5, P95: 1.7, P99: 2}, SystemThroughput: 100 * float64(n),
+			Decode:        sweep.Summary{Mean: 50, P1: 31, P5: 35, P10: 40, P50: 51, P90: 58, P95: 60, P99: 63},
+			Drain:         &sweep.DrainResult{Method: sweep.DrainEngine, WaitedSeconds: 120, Busy: n == 2, Running: 3},
 			TokensPerHour: 360000 * float64(n), ScalingEfficiency: 0.9, QueueWaitSeconds: &qw, PrefillExclQueue: 12345,
-			Prefill: prober.Summary{Mean: 9000}, Errors: map[prober.Reason]int{prober.ReasonTimeout: 1},
-			Power: &prober.PowerReading{AvgWatts: 500, PeakWatts: 600, Joules: 30000, JoulesPerOutputToken: 0.5}}
+			Prefill: sweep.Summary{Mean: 9000}, Errors: map[prober.Reason]int{prober.ReasonTimeout: 1},
+			Power: &sweep.PowerReading{AvgWatts: 500, PeakWatts: 600, Joules: 30000, JoulesPerOutputToken: 0.5}}
 	}
-	res := &prober.SweepResult{
+	res := &sweep.Result{
 		Target: "t", Model: "m", Started: t0, Finished: t0.Add(time.Hour), Interrupted: true,
-		Settings: prober.SweepSettings{ClosedLoop: []int{1, 2}, Burst: []int{4}, StepSeconds: 60, WarmupSeconds: 10,
-			EarlyStopFactor: 3, MaxSafeTTFTSeconds: 3, CapacityStat: prober.StatP90},
-		Scenarios: []prober.ScenarioResult{
+		Settings: sweep.Settings{ClosedLoop: []int{1, 2}, Burst: []int{4}, StepSeconds: 60, WarmupSeconds: 10,
+			EarlyStopFactor: 3, MaxSafeTTFTSeconds: 3, CapacityStat: sweep.StatP90},
+		Scenarios: []sweep.ScenarioResult{
 			{Name: "general_chat", Family: prober.FamilyUseCase, InputTokens: 32768, OutputTokens: 1024,
 				Thresholds:     prober.Thresholds{TTFT: 8 * time.Second, MinDecode: 15},
-				ClosedLoop:     []prober.StepResult{step(prober.ModeClosedLoop, 1), step(prober.ModeClosedLoop, 2)},
-				Burst:          []prober.StepResult{step(prober.ModeBurst, 4)},
-				BurstStop:      &prober.EarlyStop{Concurrency: 4, Skipped: []int{8, 16}, Reason: "every threshold far exceeded"},
-				MaxSafeQueue:   &prober.Capacity{N: 3, Approximate: true, Bound: prober.BoundWithin, MaxTested: 4},
-				Capacity:       &prober.Capacity{N: 2, Bound: prober.BoundAtLeast, MaxTested: 2, Limits: []prober.CapacityLimit{{Kind: "ttft", Threshold: 8, Stat: prober.StatP90, Capacity: prober.Capacity{N: 2, Bound: prober.BoundAtLeast}}}},
+				ClosedLoop:     []sweep.StepResult{step(sweep.ModeClosedLoop, 1), step(sweep.ModeClosedLoop, 2)},
+				Burst:          []sweep.StepResult{step(sweep.ModeBurst, 4)},
+				BurstStop:      &sweep.EarlyStop{Concurrency: 4, Skipped: []int{8, 16}, Reason: "every threshold far exceeded"},
+				MaxSafeQueue:   &sweep.Capacity{N: 3, Approximate: true, Bound: sweep.BoundWithin, MaxTested: 4},
+				Capacity:       &sweep.Capacity{N: 2, Bound: sweep.BoundAtLeast, MaxTested: 2, Limits: []sweep.CapacityLimit{{Kind: "ttft", Threshold: 8, Stat: sweep.StatP90, Capacity: sweep.Capacity{N: 2, Bound: sweep.BoundAtLeast}}}},
 				ClosedLoopStop: nil},
 			{Name: "broken", Error: "calibrate broken: prompt too long"},
 		},
@@ -62,7 +63,7 @@ func TestFromSweep(t *testing.T) {
 	if s.Burst[0].ScalingEfficiency != nil {
 		t.Error("burst steps carry no scaling efficiency in the report")
 	}
-	if len(s.StoppedEarly) != 1 || s.StoppedEarly[0].Mode != prober.ModeBurst || !reflect.DeepEqual(s.StoppedEarly[0].SkippedLadderN, []int{8, 16}) {
+	if len(s.StoppedEarly) != 1 || s.StoppedEarly[0].Mode != sweep.ModeBurst || !reflect.DeepEqual(s.StoppedEarly[0].SkippedLadderN, []int{8, 16}) {
 		t.Errorf("stopped early = %+v", s.StoppedEarly)
 	}
 	q := rep.Capacity.MaxSafeQueue

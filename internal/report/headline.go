@@ -1,6 +1,8 @@
 package report
 
-import "github.com/slaprobe/slaprobe/prober"
+import (
+	"github.com/slaprobe/slaprobe/internal/sweep"
+)
 
 // ComputeHeadline derives the headline tiles from the steps and the capacity
 // results. Peak decode, max system throughput and best TTFT come from
@@ -10,7 +12,7 @@ import "github.com/slaprobe/slaprobe/prober"
 // step in scenario order, ascending N.
 func ComputeHeadline(r *Report) Headline {
 	var h Headline
-	peaks := func(mode prober.Mode) {
+	peaks := func(mode sweep.Mode) {
 		for _, s := range r.Scenarios {
 			for _, st := range s.Steps(mode) {
 				if st.RequestsOK == 0 || st.StartedBusy() {
@@ -31,9 +33,9 @@ func ComputeHeadline(r *Report) Headline {
 			}
 		}
 	}
-	peaks(prober.ModeClosedLoop)
+	peaks(sweep.ModeClosedLoop)
 	if h.PeakDecode == nil && h.MaxSystemThroughput == nil && h.BestTTFT == nil {
-		peaks(prober.ModeBurst)
+		peaks(sweep.ModeBurst)
 	}
 	for _, s := range r.Scenarios {
 		for _, m := range modes(&s) {
@@ -48,7 +50,7 @@ func ComputeHeadline(r *Report) Headline {
 	}
 	for _, q := range r.Capacity.MaxSafeQueue {
 		h.MaxSafeQueue = append(h.MaxSafeQueue, Figure{
-			Value: float64(q.Value), Unit: "requests", Scenario: q.Scenario, Mode: prober.ModeBurst,
+			Value: float64(q.Value), Unit: "requests", Scenario: q.Scenario, Mode: sweep.ModeBurst,
 			Approximate: q.Approximate, AtLeast: q.AtLeast,
 		})
 	}
@@ -68,7 +70,7 @@ func usersAt32K(r *Report) *Figure {
 	}
 	for _, q := range r.Capacity.MaxSafeQueue {
 		if s := r.scenario(q.Scenario); s != nil && is32K(s.InputTokens) {
-			return &Figure{Value: float64(q.Value), Unit: "users", Scenario: q.Scenario, Mode: prober.ModeBurst,
+			return &Figure{Value: float64(q.Value), Unit: "users", Scenario: q.Scenario, Mode: sweep.ModeBurst,
 				Approximate: q.Approximate, AtLeast: q.AtLeast}
 		}
 	}
@@ -90,17 +92,17 @@ func (r *Report) scenario(name string) *Scenario {
 }
 
 type modeSteps struct {
-	mode  prober.Mode
+	mode  sweep.Mode
 	steps []Step
 }
 
 func modes(s *Scenario) []modeSteps {
-	return []modeSteps{{prober.ModeClosedLoop, s.ClosedLoop}, {prober.ModeBurst, s.Burst}}
+	return []modeSteps{{sweep.ModeClosedLoop, s.ClosedLoop}, {sweep.ModeBurst, s.Burst}}
 }
 
 // Steps returns the scenario's steps for a mode.
-func (s *Scenario) Steps(m prober.Mode) []Step {
-	if m == prober.ModeBurst {
+func (s *Scenario) Steps(m sweep.Mode) []Step {
+	if m == sweep.ModeBurst {
 		return s.Burst
 	}
 	return s.ClosedLoop

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/slaprobe/slaprobe/prober"
+	"github.com/slaprobe/slaprobe/internal/sweep"
 )
 
 // page is what the HTML template sees. Every user-provided string stays a
@@ -218,7 +218,7 @@ func headlineTiles(r *Report) []tile {
 	h := r.Headline
 	var out []tile
 	extra := func(s *Figure, more string) string {
-		if s.Mode == prober.ModeBurst {
+		if s.Mode == sweep.ModeBurst {
 			return strings.TrimPrefix(more+"; "+burstNote, "; ")
 		}
 		return more

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/slaprobe/slaprobe/prober"
+	"github.com/slaprobe/slaprobe/internal/sweep"
 )
 
 var (
@@ -167,7 +167,7 @@ func TestHeadline(t *testing.T) {
 	}
 	// A burst of 256 briefly beats every closed-loop step, but a headline
 	// comes from sustained load.
-	if h.MaxSystemThroughput == nil || h.MaxSystemThroughput.Mode != prober.ModeClosedLoop || h.MaxSystemThroughput.Concurrency != 32 {
+	if h.MaxSystemThroughput == nil || h.MaxSystemThroughput.Mode != sweep.ModeClosedLoop || h.MaxSystemThroughput.Concurrency != 32 {
 		t.Errorf("max system = %+v; want the closed-loop N=32 step", h.MaxSystemThroughput)
 	}
 
@@ -177,12 +177,12 @@ func TestHeadline(t *testing.T) {
 		r.Scenarios[i].ClosedLoop = nil
 		for j := range r.Scenarios[i].Burst {
 			if r.Scenarios[i].Burst[j].Concurrency == 1 {
-				r.Scenarios[i].Burst[j].Drain = &prober.DrainResult{Method: prober.DrainEngine, Busy: true, Running: 9}
+				r.Scenarios[i].Burst[j].Drain = &sweep.DrainResult{Method: sweep.DrainEngine, Busy: true, Running: 9}
 			}
 		}
 	}
 	h2 := ComputeHeadline(r)
-	if h2.PeakDecode == nil || h2.PeakDecode.Mode != prober.ModeBurst || h2.PeakDecode.Concurrency == 1 {
+	if h2.PeakDecode == nil || h2.PeakDecode.Mode != sweep.ModeBurst || h2.PeakDecode.Concurrency == 1 {
 		t.Errorf("bursts only, N=1 busy: peak decode = %+v; want a burst step other than the busy N=1", h2.PeakDecode)
 	}
 	if len(h.MaxSafeQueue) != 4 || h.MaxSafeQueue[0].Scenario != "chatbot" {
@@ -513,7 +513,7 @@ func TestBusyStepsMarked(t *testing.T) {
 	for i := range r.Scenarios {
 		for _, steps := range [][]Step{r.Scenarios[i].ClosedLoop, r.Scenarios[i].Burst} {
 			for j := range steps {
-				steps[j].Drain = &prober.DrainResult{Method: prober.DrainCooldown, WaitedSeconds: 5}
+				steps[j].Drain = &sweep.DrainResult{Method: sweep.DrainCooldown, WaitedSeconds: 5}
 			}
 		}
 	}
@@ -613,10 +613,10 @@ func TestLoadV1Report(t *testing.T) {
 }
 
 func TestNewSamples(t *testing.T) {
-	if NewSamples(prober.Samples{}) != nil {
+	if NewSamples(sweep.Samples{}) != nil {
 		t.Error("no values: want nil")
 	}
-	few := NewSamples(prober.Samples{TTFT: []float64{0.3, 0.1234567891, 0.2}})
+	few := NewSamples(sweep.Samples{TTFT: []float64{0.3, 0.1234567891, 0.2}})
 	if few.Subsampled || !reflect.DeepEqual(few.TTFT, []float64{0.3, 0.123457, 0.2}) {
 		t.Errorf("few = %+v; want them in request order, rounded to 6 digits", few)
 	}
@@ -624,7 +624,7 @@ func TestNewSamples(t *testing.T) {
 	for i := range many {
 		many[i] = float64(len(many) - i) // descending
 	}
-	s := NewSamples(prober.Samples{Decode: many})
+	s := NewSamples(sweep.Samples{Decode: many})
 	if !s.Subsampled || len(s.Decode) != MaxSamples {
 		t.Fatalf("%d values kept, subsampled %v; want %d", len(s.Decode), s.Subsampled, MaxSamples)
 	}

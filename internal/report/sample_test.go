@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/slaprobe/slaprobe/internal/sweep"
 	"github.com/slaprobe/slaprobe/prober"
 )
 
@@ -76,7 +77,7 @@ func Sample() *Report {
 			}
 			last := s.Burst[len(s.Burst)-1]
 			limit := m.th.TTFT.Seconds()
-			s.StoppedEarly = append(s.StoppedEarly, EarlyStop{Mode: prober.ModeBurst, AfterN: m.burstStop, SkippedLadderN: skipped,
+			s.StoppedEarly = append(s.StoppedEarly, EarlyStop{Mode: sweep.ModeBurst, AfterN: m.burstStop, SkippedLadderN: skipped,
 				Reason: fmt.Sprintf("TTFT mean %s is more than 4× the %s limit", fmtSeconds(last.TTFT.Mean), fmtSecondsShort(limit))})
 		}
 		r.Config.Scenarios = append(r.Config.Scenarios, s.Name)
@@ -86,10 +87,10 @@ func Sample() *Report {
 	// out): leftovers of the step before inflated their TTFT.
 	for _, b := range []struct {
 		scenario         string
-		mode             prober.Mode
+		mode             sweep.Mode
 		n                int
 		running, waiting float64
-	}{{"agentic", prober.ModeClosedLoop, 16, 2, 0}, {"rag", prober.ModeBurst, 8, 3, 1}} {
+	}{{"agentic", sweep.ModeClosedLoop, 16, 2, 0}, {"rag", sweep.ModeBurst, 8, 3, 1}} {
 		for i := range r.Scenarios {
 			if r.Scenarios[i].Name != b.scenario {
 				continue
@@ -97,7 +98,7 @@ func Sample() *Report {
 			steps := r.Scenarios[i].Steps(b.mode)
 			for j := range steps {
 				if st := &steps[j]; st.Concurrency == b.n {
-					st.Drain = &prober.DrainResult{Method: prober.DrainEngine, WaitedSeconds: 120, Busy: true, Running: b.running, Waiting: b.waiting}
+					st.Drain = &sweep.DrainResult{Method: sweep.DrainEngine, WaitedSeconds: 120, Busy: true, Running: b.running, Waiting: b.waiting}
 					st.TTFT = latency(st.TTFT.Mean*1.6, 0.9)
 					elapsed += 120
 				}
@@ -111,7 +112,7 @@ func Sample() *Report {
 		case FamilyReport:
 			b := sampleBound(s.Burst, func(st Step) float64 { return st.TTFT.Mean }, 3.0, false)
 			r.Capacity.MaxSafeQueue = append(r.Capacity.MaxSafeQueue, QueueCapacity{Scenario: s.Name, Bound: b,
-				ThresholdSeconds: 3.0, Stat: prober.StatMean, MaxTested: s.Burst[len(s.Burst)-1].Concurrency})
+				ThresholdSeconds: 3.0, Stat: sweep.StatMean, MaxTested: s.Burst[len(s.Burst)-1].Concurrency})
 		case FamilyUseCase:
 			r.Capacity.UseCases = append(r.Capacity.UseCases, sampleUseCase(s))
 		}
@@ -218,8 +219,8 @@ func (m sampleModel) closedStep(n int, price float64) Step {
 
 // drain: the engine empties a little after the last stream of the step
 // before ends, longer after a larger step.
-func (m sampleModel) drain(n int, salt string) *prober.DrainResult {
-	return &prober.DrainResult{Method: prober.DrainEngine, WaitedSeconds: round(0.25+0.04*float64(n)*(1+0.3*wobble(m.name, n, salt)), 2)}
+func (m sampleModel) drain(n int, salt string) *sweep.DrainResult {
+	return &sweep.DrainResult{Method: sweep.DrainEngine, WaitedSeconds: round(0.25+0.04*float64(n)*(1+0.3*wobble(m.name, n, salt)), 2)}
 }
 
 func (m sampleModel) burstStep(n int, price float64) Step {
@@ -257,7 +258,7 @@ func (m sampleModel) burstStep(n int, price float64) Step {
 
 // sampleBound finds the largest N within a threshold, interpolating
 // linearly between the last passing and the first failing step. (The real
-// logic lives in prober/capacity.go; this keeps the sample consistent.)
+// logic lives in internal/sweep/capacity.go; this keeps the sample consistent.)
 func sampleBound(steps []Step, val func(Step) float64, thr float64, higherBetter bool) Bound {
 	for i, st := range steps {
 		v := val(st)
@@ -281,10 +282,10 @@ func sampleBound(steps []Step, val func(Step) float64, thr float64, higherBetter
 }
 
 func sampleUseCase(s Scenario) UseCaseCapacity {
-	u := UseCaseCapacity{Scenario: s.Name, Mode: prober.ModeBurst, MaxTested: s.Burst[len(s.Burst)-1].Concurrency}
+	u := UseCaseCapacity{Scenario: s.Name, Mode: sweep.ModeBurst, MaxTested: s.Burst[len(s.Burst)-1].Concurrency}
 	add := func(kind string, thr float64, val func(Step) float64, higherBetter bool) {
 		if thr > 0 {
-			u.Limits = append(u.Limits, Limit{Kind: kind, Threshold: thr, Stat: prober.StatMean, Bound: sampleBound(s.Burst, val, thr, higherBetter)})
+			u.Limits = append(u.Limits, Limit{Kind: kind, Threshold: thr, Stat: sweep.StatMean, Bound: sampleBound(s.Burst, val, thr, higherBetter)})
 		}
 	}
 	add(LimitTTFT, s.Thresholds.TTFT.Seconds(), func(st Step) float64 { return st.TTFT.Mean }, false)

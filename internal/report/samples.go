@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/slaprobe/slaprobe/prober"
+	"github.com/slaprobe/slaprobe/internal/sweep"
 )
 
 // NewSamples keeps a step's per-request values for report.json: each
@@ -16,7 +16,7 @@ import (
 // the distribution, which is what a bootstrap of the median resamples.
 // Values are rounded to 6 significant digits (a microsecond on a second)
 // to keep the file small. It returns nil when the step has no values.
-func NewSamples(s prober.Samples) *Samples {
+func NewSamples(s sweep.Samples) *Samples {
 	out := &Samples{}
 	keep := func(v []float64) []float64 {
 		if len(v) == 0 {

@@ -16,6 +16,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/slaprobe/slaprobe/internal/sweep"
 	"github.com/slaprobe/slaprobe/prober"
 )
 
@@ -35,7 +36,7 @@ const SchemaVersionV1 = "slaprobe.report/v1"
 // knownSchema reports whether this slaprobe reads version v.
 func knownSchema(v string) bool { return v == SchemaVersion || v == SchemaVersionV1 }
 
-// A step's mode is prober.Mode: "closed_loop" keeps exactly N requests in
+// A step's mode is sweep.Mode: "closed_loop" keeps exactly N requests in
 // flight (a new one starts as soon as one finishes, so nothing queues in
 // the client); "burst" sends N at the same instant and later ones queue in
 // the engine.
@@ -126,8 +127,8 @@ type GPU struct {
 // Config is the sweep's configuration, as run.
 type Config struct {
 	Scenarios        []string `json:"scenarios"`          // scenario names, in run order
-	ClosedLoopLadder []int    `json:"closed_loop_ladder"` // N values for prober.ModeClosedLoop
-	BurstLadder      []int    `json:"burst_ladder"`       // N values for prober.ModeBurst
+	ClosedLoopLadder []int    `json:"closed_loop_ladder"` // N values for sweep.ModeClosedLoop
+	BurstLadder      []int    `json:"burst_ladder"`       // N values for sweep.ModeBurst
 	// StepDurationSeconds is how long each closed-loop step measured after
 	// its warm-up; a burst step lasts until its N requests finish.
 	StepDurationSeconds float64 `json:"step_duration_seconds"`
@@ -152,7 +153,7 @@ type ReferenceLines struct {
 	MaxSafeQueueTTFTSeconds float64 `json:"max_safe_queue_ttft_seconds"`
 	// MaxSafeQueueStat is the TTFT statistic judged: "mean", "p50", "p90",
 	// "p95" or "p99".
-	MaxSafeQueueStat prober.Stat `json:"max_safe_queue_stat"`
+	MaxSafeQueueStat sweep.Stat `json:"max_safe_queue_stat"`
 	// ITLInstantSeconds is where streaming stops feeling instant (20 ms).
 	ITLInstantSeconds float64 `json:"itl_instant_seconds"`
 	// ITLCeilingSeconds is the memory-bandwidth ceiling line of large MoE
@@ -166,7 +167,7 @@ type ReferenceLines struct {
 func DefaultThresholds() ReferenceLines {
 	return ReferenceLines{
 		MaxSafeQueueTTFTSeconds: 3.0,
-		MaxSafeQueueStat:        prober.StatMean,
+		MaxSafeQueueStat:        sweep.StatMean,
 		ITLInstantSeconds:       0.020,
 		ITLCeilingSeconds:       0.070,
 	}
@@ -192,10 +193,10 @@ type Scenario struct {
 
 // EarlyStop records where a ladder stopped.
 type EarlyStop struct {
-	Mode           prober.Mode `json:"mode"`
-	AfterN         int         `json:"after_concurrency"` // last N measured
-	SkippedLadderN []int       `json:"skipped"`           // N values not run
-	Reason         string      `json:"reason"`            // e.g. "TTFT p50 41.2 s > 4x 3.0 s"
+	Mode           sweep.Mode `json:"mode"`
+	AfterN         int        `json:"after_concurrency"` // last N measured
+	SkippedLadderN []int      `json:"skipped"`           // N values not run
+	Reason         string     `json:"reason"`            // e.g. "TTFT p50 41.2 s > 4x 3.0 s"
 }
 
 // Step is one (scenario, mode, N) measurement.
@@ -233,7 +234,7 @@ type Step struct {
 	// when the engine has no /metrics). A step with busy set started while
 	// the engine still had requests running or waiting: it is shown marked
 	// and left out of capacity and the headline.
-	Drain *prober.DrainResult `json:"drain,omitempty"`
+	Drain *sweep.DrainResult `json:"drain,omitempty"`
 	// Samples are the per-request values the distributions above describe
 	// (at most MaxSamples per metric); nil in v1 reports.
 	Samples *Samples `json:"samples,omitempty"`
@@ -292,8 +293,8 @@ type Dist struct {
 }
 
 // Stat returns the named statistic of a lower-is-better distribution
-// (prober.Stat.Pick decides, as it does for the sweep's own summaries).
-func (d Dist) Stat(st prober.Stat) float64 {
+// (sweep.Stat.Pick decides, as it does for the sweep's own summaries).
+func (d Dist) Stat(st sweep.Stat) float64 {
 	return st.Pick(d.Mean, d.P50, d.P90, d.P95, d.P99)
 }
 
@@ -334,15 +335,15 @@ type Bound struct {
 type QueueCapacity struct {
 	Scenario string `json:"scenario"`
 	Bound
-	ThresholdSeconds float64     `json:"threshold_seconds"` // TTFT limit judged
-	Stat             prober.Stat `json:"stat"`              // TTFT statistic judged ("mean", "p90", ...)
-	MaxTested        int         `json:"max_tested"`        // largest burst N measured
+	ThresholdSeconds float64    `json:"threshold_seconds"` // TTFT limit judged
+	Stat             sweep.Stat `json:"stat"`              // TTFT statistic judged ("mean", "p90", ...)
+	MaxTested        int        `json:"max_tested"`        // largest burst N measured
 }
 
 // UseCaseCapacity is one scenario's capacity against its own thresholds.
 type UseCaseCapacity struct {
-	Scenario string      `json:"scenario"`
-	Mode     prober.Mode `json:"mode"` // which ladder the limits were read from
+	Scenario string     `json:"scenario"`
+	Mode     sweep.Mode `json:"mode"` // which ladder the limits were read from
 	// Bound is the binding result: the smallest of Limits.
 	Bound
 	LimitedBy string  `json:"limited_by,omitempty"` // Kind of the binding limit; "" when AtLeast
@@ -352,9 +353,9 @@ type UseCaseCapacity struct {
 
 // Limit is the capacity against a single threshold.
 type Limit struct {
-	Kind      string      `json:"kind"`      // LimitTTFT, LimitE2E, LimitITL or LimitDecode
-	Threshold float64     `json:"threshold"` // seconds, or tokens/s for LimitDecode
-	Stat      prober.Stat `json:"stat"`      // statistic judged ("mean", "p50", ...)
+	Kind      string     `json:"kind"`      // LimitTTFT, LimitE2E, LimitITL or LimitDecode
+	Threshold float64    `json:"threshold"` // seconds, or tokens/s for LimitDecode
+	Stat      sweep.Stat `json:"stat"`      // statistic judged ("mean", "p50", ...)
 	Bound
 }
 
@@ -376,13 +377,13 @@ type Headline struct {
 
 // Figure is one headline number and where it was measured.
 type Figure struct {
-	Value       float64     `json:"value"`
-	Unit        string      `json:"unit"` // "tok/s", "s", "requests", "users"
-	Scenario    string      `json:"scenario,omitempty"`
-	Mode        prober.Mode `json:"mode,omitempty"`
-	Concurrency int         `json:"concurrency,omitempty"`
-	Approximate bool        `json:"approximate,omitempty"`
-	AtLeast     bool        `json:"at_least,omitempty"`
+	Value       float64    `json:"value"`
+	Unit        string     `json:"unit"` // "tok/s", "s", "requests", "users"
+	Scenario    string     `json:"scenario,omitempty"`
+	Mode        sweep.Mode `json:"mode,omitempty"`
+	Concurrency int        `json:"concurrency,omitempty"`
+	Approximate bool       `json:"approximate,omitempty"`
+	AtLeast     bool       `json:"at_least,omitempty"`
 }
 
 // Float returns a pointer to v, for the optional fields of Step.
@@ -425,9 +426,9 @@ func (r *Report) Validate() error {
 		}
 		seen[s.Name] = true
 		for _, m := range []struct {
-			mode  prober.Mode
+			mode  sweep.Mode
 			steps []Step
-		}{{prober.ModeClosedLoop, s.ClosedLoop}, {prober.ModeBurst, s.Burst}} {
+		}{{sweep.ModeClosedLoop, s.ClosedLoop}, {sweep.ModeBurst, s.Burst}} {
 			ns := map[int]bool{}
 			for _, st := range m.steps {
 				if st.Concurrency < 1 {

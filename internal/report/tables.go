@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/slaprobe/slaprobe/prober"
+	"github.com/slaprobe/slaprobe/internal/sweep"
 )
 
 // column is one column of a step table; the HTML groups columns under a
@@ -27,7 +27,7 @@ func secCell(v float64) string {
 
 func msCell(v float64) string { return strconv.FormatFloat(v*1000, 'f', 1, 64) }
 
-func stepColumns(steps []Step, mode prober.Mode) []column {
+func stepColumns(steps []Step, mode sweep.Mode) []column {
 	var hasEff, hasQueue, hasPower, hasCost, hasJ, hasP10, hasP1, hasDrain bool
 	for _, st := range steps {
 		hasDrain = hasDrain || st.Drain != nil
@@ -51,7 +51,7 @@ func stepColumns(steps []Step, mode prober.Mode) []column {
 		{0, "requests", "", "ok / sent", func(s Step) string { return fmt.Sprintf("%d / %d", s.RequestsOK, s.RequestsSent) }},
 		{0, "requests", "", "success", func(s Step) string { return fmtPct(s.SuccessRate) }},
 	}
-	dist := func(group, md string, names []prober.Stat, d func(Step) Dist, cell func(float64) string) {
+	dist := func(group, md string, names []sweep.Stat, d func(Step) Dist, cell func(float64) string) {
 		for _, n := range names {
 			n := n
 			cols = append(cols, column{0, group, md, string(n), func(s Step) string { return cell(d(s).Stat(n)) }})
@@ -76,15 +76,15 @@ func stepColumns(steps []Step, mode prober.Mode) []column {
 	if hasP1 {
 		decode("p1 (slowest 1%)", func(d Dist) float64 { return d.P1 })
 	}
-	dist("ITL ms", "ITL ms", []prober.Stat{prober.StatMean, prober.StatP50, prober.StatP90, prober.StatP99}, func(s Step) Dist { return s.ITL }, msCell)
-	dist("TTFT s", "TTFT s", []prober.Stat{prober.StatMean, prober.StatP50, prober.StatP90, prober.StatP95, prober.StatP99}, func(s Step) Dist { return s.TTFT }, secCell)
-	dist("E2E s", "E2E s", []prober.Stat{prober.StatP50, prober.StatP90, prober.StatP99}, func(s Step) Dist { return s.E2E }, secCell)
+	dist("ITL ms", "ITL ms", []sweep.Stat{sweep.StatMean, sweep.StatP50, sweep.StatP90, sweep.StatP99}, func(s Step) Dist { return s.ITL }, msCell)
+	dist("TTFT s", "TTFT s", []sweep.Stat{sweep.StatMean, sweep.StatP50, sweep.StatP90, sweep.StatP95, sweep.StatP99}, func(s Step) Dist { return s.TTFT }, secCell)
+	dist("E2E s", "E2E s", []sweep.Stat{sweep.StatP50, sweep.StatP90, sweep.StatP99}, func(s Step) Dist { return s.E2E }, secCell)
 	cols = append(cols,
 		column{1, "per user", "", "prefill tok/s", func(s Step) string { return fmtRate(s.PrefillTokensPerSecond) }},
 		column{1, "system", "", "system tok/s", func(s Step) string { return fmtRate(s.SystemTokensPerSecond) }},
 		column{1, "system", "", "tokens/h", func(s Step) string { return fmtBig(s.TokensPerHour) }},
 	)
-	if hasEff && mode == prober.ModeClosedLoop {
+	if hasEff && mode == sweep.ModeClosedLoop {
 		cols = append(cols, column{1, "system", "", "scaling efficiency", func(s Step) string {
 			if s.ScalingEfficiency == nil {
 				return "–"
@@ -131,7 +131,7 @@ func stepColumns(steps []Step, mode prober.Mode) []column {
 //
 // In a comparison each table has change columns, and the steps only the
 // baseline measured follow as rows of their own, marked "(base)".
-func stepTables(r *Report, s *Scenario, mode prober.Mode) []table {
+func stepTables(r *Report, s *Scenario, mode sweep.Mode) []table {
 	steps := sortedSteps(s.Steps(mode))
 	baseOnly := map[int]bool{}
 	if c := r.Comparison; c != nil {
@@ -199,11 +199,11 @@ func stepTables(r *Report, s *Scenario, mode prober.Mode) []table {
 	return out
 }
 
-func modeTitle(m prober.Mode) string {
+func modeTitle(m sweep.Mode) string {
 	switch m {
-	case prober.ModeClosedLoop:
+	case sweep.ModeClosedLoop:
 		return "Closed loop (N requests always in flight)"
-	case prober.ModeBurst:
+	case sweep.ModeBurst:
 		return "Burst (N requests sent at once)"
 	}
 	return string(m)

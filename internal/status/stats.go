@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/slaprobe/slaprobe/internal/sweep"
 	"github.com/slaprobe/slaprobe/prober"
 )
 
@@ -85,7 +86,7 @@ func buildRow(m metric, probes []Probe, since time.Time, th prober.Thresholds) m
 	row.N = len(window)
 	if len(window) > 0 {
 		sort.Float64s(window)
-		p50, tail := prober.Quantile(window, 0.5), prober.Quantile(window, m.tail)
+		p50, tail := sweep.Quantile(window, 0.5), sweep.Quantile(window, m.tail)
 		row.P50, row.Tail = formatValue(p50, m.Unit), formatValue(tail, m.Unit)
 		if limit > 0 {
 			row.Verdict = "ok"

@@ -15,6 +15,7 @@ import (
 	"github.com/slaprobe/slaprobe/internal/engine"
 	"github.com/slaprobe/slaprobe/internal/gpu"
 	"github.com/slaprobe/slaprobe/internal/report"
+	"github.com/slaprobe/slaprobe/internal/sweep"
 	"github.com/slaprobe/slaprobe/internal/sweeper"
 	"github.com/slaprobe/slaprobe/prober"
 )
@@ -258,7 +259,7 @@ func TestQuantileAndFormat(t *testing.T) {
 		{[]float64{1, 2, 3, 4, 5}, 0.95, 4.8},
 		{[]float64{1, 2, 3, 4, 5}, 0.10, 1.4},
 	} {
-		if got := prober.Quantile(c.v, c.q); fmt.Sprintf("%.6f", got) != fmt.Sprintf("%.6f", c.want) {
+		if got := sweep.Quantile(c.v, c.q); fmt.Sprintf("%.6f", got) != fmt.Sprintf("%.6f", c.want) {
 			t.Errorf("quantile(%v, %v) = %v, want %v", c.v, c.q, got, c.want)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/slaprobe/slaprobe/internal/config"
+	"github.com/slaprobe/slaprobe/internal/sweep"
 	"github.com/slaprobe/slaprobe/internal/vllmsim"
 	"github.com/slaprobe/slaprobe/prober"
 	"github.com/slaprobe/slaprobe/test/llmd"
@@ -43,7 +44,7 @@ sweep:
 	targets, _ := cfg.Targets()
 	p := prober.New(slog.New(slog.DiscardHandler), prober.SystemClock{})
 
-	run := func(drain bool) prober.StepResult {
+	run := func(drain bool) sweep.StepResult {
 		t.Helper()
 		plan, err := NewPlan(context.Background(), cfg, cfg.Sweep, targets[0], []string{"leftovers"}, Env{})
 		if err != nil {
@@ -69,7 +70,7 @@ sweep:
 	}
 
 	b := run(true)
-	if b.Drain.Method != prober.DrainEngine || b.Drain.Busy || b.Drain.WaitedSeconds < 0.5 {
+	if b.Drain.Method != sweep.DrainEngine || b.Drain.Busy || b.Drain.WaitedSeconds < 0.5 {
 		t.Errorf("drain %+v; want a wait of more than 0.5 s for the leftovers, then an empty engine", *b.Drain)
 	}
 	// Unloaded: the configured TTFT plus the simulator's and client's own
@@ -87,7 +88,7 @@ sweep:
 		t.Logf("without the drain the burst failed (%v); again", nb.Errors)
 		nb = run(false)
 	}
-	if nb.Drain.Method != prober.DrainCooldown {
+	if nb.Drain.Method != sweep.DrainCooldown {
 		t.Errorf("without engine counts: drain %+v; want the cooldown method", *nb.Drain)
 	}
 	if nb.TTFT.Mean < 4*b.TTFT.Mean {
@@ -129,7 +130,7 @@ sweep:
 	}
 	targets, _ := cfg.Targets()
 	p := prober.New(slog.New(slog.DiscardHandler), prober.SystemClock{})
-	burst := func(closedLoop bool) prober.StepResult {
+	burst := func(closedLoop bool) sweep.StepResult {
 		t.Helper()
 		sc := cfg.Sweep
 		if !closedLoop {
@@ -149,7 +150,7 @@ sweep:
 	after := burst(true)
 	t.Logf("burst N=1 TTFT: on the idle engine %.1f ms, after the over-full closed loop %.1f ms (drain %+v)",
 		idle.TTFT.Mean*1000, after.TTFT.Mean*1000, *after.Drain)
-	if after.Drain.Method != prober.DrainEngine || after.Drain.Busy {
+	if after.Drain.Method != sweep.DrainEngine || after.Drain.Busy {
 		t.Errorf("drain %+v; want an empty engine read from its /metrics", *after.Drain)
 	}
 	if after.TTFT.Mean > idle.TTFT.Mean*1.2+0.005 {

@@ -12,11 +12,11 @@ import (
 	"time"
 
 	"github.com/prometheus/common/version"
-
 	"github.com/slaprobe/slaprobe/internal/config"
 	"github.com/slaprobe/slaprobe/internal/engine"
 	"github.com/slaprobe/slaprobe/internal/gpu"
 	"github.com/slaprobe/slaprobe/internal/report"
+	"github.com/slaprobe/slaprobe/internal/sweep"
 	"github.com/slaprobe/slaprobe/prober"
 )
 
@@ -41,9 +41,9 @@ type Plan struct {
 	// Model is the model ChooseModel picked (or the configured one).
 	Model     prober.ModelInfo
 	Scenarios []prober.Scenario
-	// Options are ready for prober.Sweep except BeforeStep and Progress,
+	// Options are ready for sweep.Run except BeforeStep and Progress,
 	// which belong to the caller.
-	Options prober.SweepOptions
+	Options sweep.Options
 	// Engine reads the target's own /metrics; it gates the daemon's steps
 	// and gives the queue wait. EngineFlavor is "" when the first read
 	// failed.
@@ -85,9 +85,9 @@ func NewPlan(ctx context.Context, cfg *config.Config, sc config.SweepConfig, t p
 	} else {
 		p.EngineFlavor = snap.Flavor
 	}
-	p.Options.Scrape = func(ctx context.Context) (prober.EngineCounters, error) {
+	p.Options.Scrape = func(ctx context.Context) (sweep.EngineCounters, error) {
 		s, err := p.Engine(ctx)
-		return prober.EngineCounters{QueueTimeSum: s.QueueTimeSum, QueueTimeCount: s.QueueTimeCount, HasQueueTime: s.HasQueueTime,
+		return sweep.EngineCounters{QueueTimeSum: s.QueueTimeSum, QueueTimeCount: s.QueueTimeCount, HasQueueTime: s.HasQueueTime,
 			Running: s.Running, Waiting: s.Waiting, HasQueue: s.HasQueue}, err
 	}
 	if r := env.GPUs; r != nil && r.Up() {
@@ -115,8 +115,8 @@ func (p *Plan) Meta() report.Meta {
 
 // Run sweeps the plan and maps the result onto the report schema. The
 // result is returned too (complete or not), for callers that feed it on.
-func (p *Plan) Run(ctx context.Context, r prober.Runner, meta report.Meta) (*report.Report, *prober.SweepResult, error) {
-	res, err := prober.Sweep(ctx, r, p.Target, p.Model.ID, p.Options)
+func (p *Plan) Run(ctx context.Context, r sweep.Runner, meta report.Meta) (*report.Report, *sweep.Result, error) {
+	res, err := sweep.Run(ctx, r, p.Target, p.Model.ID, p.Options)
 	if res == nil {
 		return nil, nil, err
 	}

@@ -4,6 +4,8 @@
 // N, and a pause before every step while the engine has requests waiting
 // or its KV cache is nearly full. Results are kept in a state file written
 // atomically and loaded at start, and exported by collector.SweepCollector.
+// The sweep itself (its steps, loads and numbers) is package sweep's Run;
+// this package decides when it runs and keeps what it found.
 package sweeper
 
 import (
@@ -18,7 +20,7 @@ import (
 
 	"github.com/slaprobe/slaprobe/internal/config"
 	"github.com/slaprobe/slaprobe/internal/report"
-	"github.com/slaprobe/slaprobe/prober"
+	"github.com/slaprobe/slaprobe/internal/sweep"
 )
 
 // Pause reasons, the `reason` label of slaprobe_sweep_paused.
@@ -53,7 +55,7 @@ var (
 // Options configure a Sweeper.
 type Options struct {
 	Config config.SweepConfig
-	Runner prober.Runner
+	Runner sweep.Runner
 	// Plans sets up every target's sweep with settings sc when a sweep
 	// starts, so a config reload takes effect at the next sweep; the daemon
 	// passes PlansFor bound to its current config.
@@ -66,7 +68,7 @@ type Options struct {
 	// OnResult, optional, sees every sweep of a target as it ends, complete
 	// or not (e.g. to feed closed-loop N=1 decode speeds to the live
 	// efficiency signal). It must not modify the result.
-	OnResult func(*prober.SweepResult)
+	OnResult func(*sweep.Result)
 	Logger   *slog.Logger
 	// Now and Tick are for tests: the clock, and how often the schedule is
 	// checked (default 15 s).
@@ -91,7 +93,7 @@ type Sweeper struct {
 	running bool
 	current string            // target being swept
 	holding string            // target whose scheduled probes are held
-	step    prober.StepInfo   // step in progress
+	step    sweep.StepInfo    // step in progress
 	paused  map[string]string // target -> pause reason
 	stopRun context.CancelFunc
 	// missed is the earliest time the schedule was due that no sweep has started for yet: a start
@@ -341,7 +343,7 @@ func (s *Sweeper) start(trigger string, names []string, deadline time.Time) erro
 
 func (s *Sweeper) finish() {
 	s.mu.Lock()
-	s.running, s.current, s.step, s.stopRun = false, "", prober.StepInfo{}, nil
+	s.running, s.current, s.step, s.stopRun = false, "", sweep.StepInfo{}, nil
 	clear(s.paused)
 	s.mu.Unlock()
 	s.wg.Done()
@@ -389,7 +391,7 @@ func (s *Sweeper) sweepOne(ctx context.Context, cfg config.SweepConfig, t *Plan,
 	s.current = name
 	s.mu.Unlock()
 
-	t.Options.BeforeStep = func(ctx context.Context, info prober.StepInfo) error {
+	t.Options.BeforeStep = func(ctx context.Context, info sweep.StepInfo) error {
 		s.mu.Lock()
 		s.step = info
 		s.mu.Unlock()
@@ -454,7 +456,7 @@ func (s *Sweeper) sweepOne(ctx context.Context, cfg config.SweepConfig, t *Plan,
 	}
 }
 
-func hasSteps(r *prober.SweepResult) bool {
+func hasSteps(r *sweep.Result) bool {
 	if r == nil {
 		return false
 	}
@@ -547,7 +549,7 @@ type Snapshot struct {
 	Current string `json:"current_target,omitempty"`
 	// Holding is the target whose scheduled probes are held for its sweep.
 	Holding string            `json:"probes_held_target,omitempty"`
-	Step    *prober.StepInfo  `json:"current_step,omitempty"`
+	Step    *sweep.StepInfo   `json:"current_step,omitempty"`
 	Paused  map[string]string `json:"paused,omitempty"` // target -> reason
 	Targets []TargetSnapshot  `json:"targets"`
 	// NextScheduled is when the schedule starts its next sweep (in the past when one is overdue);

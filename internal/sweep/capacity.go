@@ -1,11 +1,15 @@
-package prober
+package sweep
+
+// This file holds what a sweep's steps say about capacity: scaling
+// efficiency, and the largest N whose statistic stays within a threshold.
 
 import (
 	"fmt"
 	"math"
 	"sort"
-	"strings"
 	"time"
+
+	"github.com/slaprobe/slaprobe/prober"
 )
 
 // ScalingEfficiency is system / (baseline × n): the share of ideal linear
@@ -212,10 +216,6 @@ func capacityLess(a, b Capacity) bool {
 	return a.Bound == BoundWithin && b.Bound != BoundWithin
 }
 
-// Stat selects which statistic of a step's per-request distribution a
-// limit is judged on.
-type Stat string
-
 const (
 	StatMean Stat = "mean"
 	StatP50  Stat = "p50"
@@ -223,46 +223,6 @@ const (
 	StatP95  Stat = "p95"
 	StatP99  Stat = "p99"
 )
-
-// ParseStat accepts mean, p50, p90, p95 and p99 (also "median").
-func ParseStat(s string) (Stat, error) {
-	switch st := Stat(strings.ToLower(strings.TrimSpace(s))); st {
-	case StatMean, StatP50, StatP90, StatP95, StatP99:
-		return st, nil
-	case "median":
-		return StatP50, nil
-	}
-	return "", fmt.Errorf("statistic %q: expected one of mean, p50, p90, p95, p99", s)
-}
-
-// Pick returns the statistic s names among those of a lower-is-better
-// distribution (TTFT, E2E, ITL): p90 is the value 90 % of requests stay
-// under. This is the one place a statistic name is resolved; an unknown
-// name (ParseStat rejects them in configs) gives the mean.
-func (s Stat) Pick(mean, p50, p90, p95, p99 float64) float64 {
-	switch s {
-	case StatP50:
-		return p50
-	case StatP90:
-		return p90
-	case StatP95:
-		return p95
-	case StatP99:
-		return p99
-	}
-	return mean
-}
-
-// Worse is the statistic st of a lower-is-better metric (see Stat.Pick).
-func (s Summary) Worse(st Stat) float64 {
-	return st.Pick(s.Mean, s.P50, s.P90, s.P95, s.P99)
-}
-
-// WorseLow is the mirror statistic for a higher-is-better metric (decode
-// speed): p90 selects the 10th percentile, the speed 90 % of users get.
-func (s Summary) WorseLow(st Stat) float64 {
-	return st.Pick(s.Mean, s.P50, s.P10, s.P5, s.P1)
-}
 
 // CapacityOptions set how capacity is judged.
 type CapacityOptions struct {
@@ -289,17 +249,17 @@ func MaxSafeQueue(burst []StepResult, opts CapacityOptions) Capacity {
 	if limit <= 0 {
 		limit = DefaultCapacityOptions().MaxSafeTTFT
 	}
-	return capacityFor(burst, Thresholds{TTFT: limit}, opts)
+	return capacityFor(burst, prober.Thresholds{TTFT: limit}, opts)
 }
 
 // UseCaseCapacityOf is the largest N that keeps every threshold the scenario
 // sets (TTFT, E2E, ITL, minimum decode speed), judged on steps of one mode
 // (the closed loop, in the reports).
-func UseCaseCapacityOf(steps []StepResult, th Thresholds, opts CapacityOptions) Capacity {
+func UseCaseCapacityOf(steps []StepResult, th prober.Thresholds, opts CapacityOptions) Capacity {
 	return capacityFor(steps, th, opts)
 }
 
-func capacityFor(steps []StepResult, th Thresholds, opts CapacityOptions) Capacity {
+func capacityFor(steps []StepResult, th prober.Thresholds, opts CapacityOptions) Capacity {
 	if len(steps) == 0 {
 		return Capacity{Bound: BoundUnknown}
 	}

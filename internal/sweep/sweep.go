@@ -1,4 +1,7 @@
-package prober
+package sweep
+
+// This file holds one sweep from start to end: its Options, Run, which walks
+// each scenario's closed-loop and burst ladders step by step, and Result.
 
 import (
 	"context"
@@ -8,6 +11,8 @@ import (
 	"math"
 	"sort"
 	"time"
+
+	"github.com/slaprobe/slaprobe/prober"
 )
 
 // Mode is how a sweep step loads the target.
@@ -26,87 +31,10 @@ var (
 	DefaultBurstLadder      = []int{1, 2, 4, 8, 16, 32, 64, 128, 256}
 )
 
-// PowerSampler measures accelerator power over an interval. The NVML
-// implementation lives in internal/gpu; a sweep without one reports no power.
-type PowerSampler interface {
-	// Start begins an interval. The sampler polls on its own goroutine.
-	Start(ctx context.Context) error
-	// Stop ends the interval and returns what was drawn during it.
-	Stop() (PowerReading, error)
-}
-
-// PowerReading is the power drawn over one interval, summed over the GPUs
-// the sampler watches.
-type PowerReading struct {
-	AvgWatts  float64 `json:"avg_watts"`
-	PeakWatts float64 `json:"peak_watts"`
-	Joules    float64 `json:"joules"` // energy-counter delta when the GPU has one
-	// JoulesPerOutputToken is Joules over the output tokens counted in the
-	// same interval; filled in by the sweep.
-	JoulesPerOutputToken float64 `json:"joules_per_output_token,omitempty"`
-}
-
-// EngineCounters is what a sweep reads from the target engine's own
-// /metrics: the queue-time histogram's sum and count (vLLM
-// vllm:request_queue_time_seconds, SGLang queue_time_seconds), and the
-// requests running and waiting now (vllm:num_requests_running and
-// vllm:num_requests_waiting), which tell when the engine has drained.
-type EngineCounters struct {
-	QueueTimeSum, QueueTimeCount float64
-	HasQueueTime                 bool
-	Running, Waiting             float64
-	HasQueue                     bool
-}
-
-// Drain methods, in DrainResult.Method.
-const (
-	// DrainEngine: the step waited until the engine's /metrics showed
-	// nothing running and nothing waiting (or DrainOptions.Timeout passed).
-	DrainEngine = "engine_metrics"
-	// DrainCooldown: no engine metrics; the step waited Cooldown and
-	// cannot know whether the engine was empty.
-	DrainCooldown = "cooldown"
-)
-
-// DrainOptions make every step (and every burst round) start on an empty
-// engine. Engines differ in whether and how fast they abort the requests of
-// a client that went away, and some never do: a fixed cooldown cannot know
-// when the leftovers of the previous step are gone, the engine's own
-// running and waiting counts can.
-type DrainOptions struct {
-	// Timeout bounds the wait; a step that starts after it ran out is
-	// marked busy (DrainResult.Busy) and left out of capacity.
-	Timeout time.Duration
-	// MaxRunning is how many running requests still count as drained
-	// (0: none). Set it to the background level on a server that always
-	// has some traffic.
-	MaxRunning float64
-	// PollInterval is how often /metrics is read while waiting.
-	PollInterval time.Duration
-}
-
-// DrainResult is how a step started: after how long a wait, and whether
-// the engine was still busy.
-type DrainResult struct {
-	Method        string  `json:"method"`
-	WaitedSeconds float64 `json:"waited_seconds"`
-	// Busy is true when the engine still had requests running (above
-	// MaxRunning) or waiting when the step or one of its burst rounds
-	// started; Running and Waiting are the most seen then.
-	Busy    bool    `json:"busy,omitempty"`
-	Running float64 `json:"running,omitempty"`
-	Waiting float64 `json:"waiting,omitempty"`
-}
-
-// EngineScraper reads EngineCounters; callers bind engine.Scrape to the
-// target's client and metrics URL. (prober cannot import internal/engine,
-// which imports prober.)
-type EngineScraper func(ctx context.Context) (EngineCounters, error)
-
-// SweepOptions configure Sweep. The zero value of an optional field turns
-// its feature off; DefaultSweepOptions holds the documented defaults.
-type SweepOptions struct {
-	Scenarios  []Scenario
+// Options configure Sweep. The zero value of an optional field turns
+// its feature off; DefaultOptions holds the documented defaults.
+type Options struct {
+	Scenarios  []prober.Scenario
 	ClosedLoop []int // closed-loop ladder; empty: no closed-loop steps
 	Burst      []int // burst ladder; empty: no burst steps
 
@@ -141,15 +69,15 @@ type SweepOptions struct {
 	// measure nothing. `slaprobe bench` sets it.
 	CheckStepDuration bool
 
-	Clock  Clock
+	Clock  prober.Clock
 	Logger *slog.Logger
 }
 
-// DefaultSweepOptions returns the report's settings for the given
+// DefaultOptions returns the report's settings for the given
 // scenarios: the one set of sweep defaults (config.DefaultSweepConfig is
 // built from it). N is capped at 256, the largest burst of the reports.
-func DefaultSweepOptions(scenarios []Scenario) SweepOptions {
-	return SweepOptions{
+func DefaultOptions(scenarios []prober.Scenario) Options {
+	return Options{
 		Scenarios:           scenarios,
 		ClosedLoop:          append([]int(nil), DefaultClosedLoopLadder...),
 		Burst:               append([]int(nil), DefaultBurstLadder...),
@@ -165,16 +93,6 @@ func DefaultSweepOptions(scenarios []Scenario) SweepOptions {
 	}
 }
 
-// StepInfo names one step of a sweep.
-type StepInfo struct {
-	Scenario    string
-	Mode        Mode
-	Concurrency int
-}
-
-// ProgressKind is the kind of a ProgressEvent.
-type ProgressKind string
-
 const (
 	ProgressStepStarted    ProgressKind = "step_started"
 	ProgressStepFinished   ProgressKind = "step_finished"
@@ -182,133 +100,6 @@ const (
 	ProgressScenarioFailed ProgressKind = "scenario_failed" // Prepare failed; Message says why
 	ProgressWarning        ProgressKind = "warning"         // a setting may spoil the steps ahead; Message says what to set
 )
-
-// ProgressEvent reports where a sweep is, for progress bars and logs.
-type ProgressEvent struct {
-	Kind ProgressKind
-	StepInfo
-	Step  int // 1-based index of this step
-	Steps int // steps planned in all; shrinks when a ladder stops early
-	// Elapsed is the time since the sweep started; Remaining a rough
-	// estimate of the time left (0 when unknown).
-	Elapsed, Remaining time.Duration
-	Result             *StepResult // ProgressStepFinished only
-	Message            string
-}
-
-// Summary describes a distribution of per-request values in base units
-// (seconds, tokens/s). Percentiles interpolate linearly between closest
-// ranks.
-type Summary struct {
-	Count int     `json:"count"`
-	Mean  float64 `json:"mean"`
-	Min   float64 `json:"min"`
-	P1    float64 `json:"p1"`
-	P5    float64 `json:"p5"`
-	P10   float64 `json:"p10"`
-	P50   float64 `json:"p50"`
-	P90   float64 `json:"p90"`
-	P95   float64 `json:"p95"`
-	P99   float64 `json:"p99"`
-	Max   float64 `json:"max"`
-}
-
-// Summarize sorts a copy of values and describes it.
-func Summarize(values []float64) Summary {
-	if len(values) == 0 {
-		return Summary{}
-	}
-	v := append([]float64(nil), values...)
-	sort.Float64s(v)
-	var sum float64
-	for _, x := range v {
-		sum += x
-	}
-	return Summary{
-		Count: len(v), Mean: sum / float64(len(v)), Min: v[0], Max: v[len(v)-1],
-		P1: Quantile(v, 0.01), P5: Quantile(v, 0.05), P10: Quantile(v, 0.10),
-		P50: Quantile(v, 0.50), P90: Quantile(v, 0.90), P95: Quantile(v, 0.95), P99: Quantile(v, 0.99),
-	}
-}
-
-// Samples are a step's per-request values over its successful requests,
-// in base units: Decode and ITL of the requests that decoded more than one
-// chunk, Prefill of those not served from the prefix cache.
-type Samples struct {
-	TTFT, ITL, Decode, E2E, Prefill []float64
-	// RoundMedians holds, for a burst step of two or more rounds
-	// (BurstRepeat), each round's median of every metric, one value per
-	// round that measured it. A burst's requests share one queue, so they
-	// are not independent samples; its rounds are, and a comparison
-	// resamples those. Nil otherwise.
-	RoundMedians *Samples
-}
-
-// StepResult is what one (scenario, mode, N) step measured.
-type StepResult struct {
-	Scenario    string    `json:"scenario"`
-	Mode        Mode      `json:"mode"`
-	Concurrency int       `json:"concurrency"`
-	Started     time.Time `json:"started"`
-	Finished    time.Time `json:"finished"`
-	// WindowSeconds is the span system throughput is measured over: the
-	// steady window (closed loop) or release to last token (burst).
-	WindowSeconds float64 `json:"window_seconds"`
-
-	Requests     int            `json:"requests"` // measured requests sent
-	Succeeded    int            `json:"succeeded"`
-	Errors       map[Reason]int `json:"errors,omitempty"`
-	SuccessRatio float64        `json:"success_ratio"`
-	CacheHits    int            `json:"cache_hits,omitempty"` // successes served partly from the prefix cache
-	// ShortOutputs counts the requests the server ended before the tokens
-	// asked for (it ignores ignore_eos). They count as succeeded and in the
-	// distributions below as Result.Timed and DecodeMeasured allow.
-	ShortOutputs int `json:"short_outputs,omitempty"`
-
-	// Per-request distributions over successful requests.
-	Decode  Summary `json:"decode_tokens_per_second"`
-	ITL     Summary `json:"itl_seconds"`
-	TTFT    Summary `json:"ttft_seconds"`
-	E2E     Summary `json:"e2e_seconds"`
-	Prefill Summary `json:"prefill_tokens_per_second"` // prompt tokens / TTFT; cache hits left out
-	// Samples are the per-request values the summaries above describe, in
-	// the order the requests were sent: what a report keeps so that two
-	// runs can be compared with a confidence interval.
-	Samples Samples `json:"-"`
-	// PrefillExclQueue is mean prompt tokens / (mean TTFT − mean queue
-	// wait): the per-user prefill speed with the engine's queueing taken
-	// out, as the reports define it. 0 when queue wait is unknown.
-	PrefillExclQueue float64 `json:"prefill_excl_queue_tokens_per_second,omitempty"`
-	promptTokens     float64 // mean prompt tokens of successes, for PrefillExclQueue
-
-	OutputTokens     float64 `json:"output_tokens"` // output tokens inside the window
-	SystemThroughput float64 `json:"system_tokens_per_second"`
-	TokensPerHour    float64 `json:"tokens_per_hour"`
-	// ScalingEfficiency is SystemThroughput / (N=1 throughput × N) of the
-	// same scenario and mode; 0 when the ladder had no N=1 step.
-	ScalingEfficiency float64 `json:"scaling_efficiency,omitempty"`
-
-	// Drain says how the step started: on a drained engine, or busy.
-	Drain *DrainResult `json:"drain,omitempty"`
-
-	// NotMeasured says why the step has no figures, when no measured
-	// request ended in it (a closed-loop window shorter than a request).
-	// Its distributions are zero because nothing was measured: capacity,
-	// scaling efficiency and headlines leave it out, reports show "–", and
-	// a comparison calls it not measured. Empty when Measured.
-	NotMeasured string `json:"not_measured,omitempty"`
-
-	// QueueWaitSeconds is the mean engine queue time over the step, from
-	// the change in vllm:request_queue_time_seconds; nil when the engine
-	// does not expose it.
-	QueueWaitSeconds *float64      `json:"queue_wait_seconds,omitempty"`
-	Power            *PowerReading `json:"power,omitempty"`
-
-	MaxInFlight int `json:"max_in_flight"` // client side, highest seen
-	// StartSpreadSeconds is the time between the first and the last
-	// request start (burst: how "at once" the burst really was).
-	StartSpreadSeconds float64 `json:"start_spread_seconds"`
-}
 
 // EarlyStop records why a ladder ended before its last rung.
 type EarlyStop struct {
@@ -320,13 +111,13 @@ type EarlyStop struct {
 // ScenarioResult holds one scenario's ladders and the capacity derived
 // from them.
 type ScenarioResult struct {
-	Name         string     `json:"name"`
-	Family       Family     `json:"family"`
-	Description  string     `json:"description,omitempty"`
-	InputTokens  int        `json:"input_tokens"`
-	OutputTokens int        `json:"output_tokens"`
-	Thresholds   Thresholds `json:"thresholds"`
-	Error        string     `json:"error,omitempty"` // the scenario could not be prepared
+	Name         string            `json:"name"`
+	Family       prober.Family     `json:"family"`
+	Description  string            `json:"description,omitempty"`
+	InputTokens  int               `json:"input_tokens"`
+	OutputTokens int               `json:"output_tokens"`
+	Thresholds   prober.Thresholds `json:"thresholds"`
+	Error        string            `json:"error,omitempty"` // the scenario could not be prepared
 
 	ClosedLoop     []StepResult `json:"closed_loop,omitempty"`
 	Burst          []StepResult `json:"burst,omitempty"`
@@ -347,8 +138,8 @@ func (r *ScenarioResult) Steps(m Mode) []StepResult {
 	return r.ClosedLoop
 }
 
-// SweepSettings records how a sweep was run.
-type SweepSettings struct {
+// Settings records how a sweep was run.
+type Settings struct {
 	ClosedLoop          []int   `json:"closed_loop"`
 	Burst               []int   `json:"burst"`
 	WarmupSeconds       float64 `json:"warmup_seconds"`
@@ -362,8 +153,8 @@ type SweepSettings struct {
 	CapacityMinSuccess  float64 `json:"capacity_min_success"`
 }
 
-// SweepResult is everything one sweep of one target measured.
-type SweepResult struct {
+// Result is everything one sweep of one target measured.
+type Result struct {
 	Target   string    `json:"target"`
 	Model    string    `json:"model"`
 	Started  time.Time `json:"started"`
@@ -371,7 +162,7 @@ type SweepResult struct {
 	// Interrupted is true when the sweep was cancelled; the steps that
 	// completed are kept, the one in progress is dropped.
 	Interrupted bool             `json:"interrupted,omitempty"`
-	Settings    SweepSettings    `json:"settings"`
+	Settings    Settings         `json:"settings"`
 	Scenarios   []ScenarioResult `json:"scenarios"`
 }
 
@@ -379,10 +170,10 @@ type SweepResult struct {
 // the burst ladder against t, and derives efficiency and capacity. When
 // ctx is cancelled it stops at once and returns what was measured so far
 // together with ctx's error; the result is never nil.
-func Sweep(ctx context.Context, r Runner, t Target, model string, opts SweepOptions) (*SweepResult, error) {
+func Run(ctx context.Context, r Runner, t prober.Target, model string, opts Options) (*Result, error) {
 	clock := opts.Clock
 	if clock == nil {
-		clock = SystemClock{}
+		clock = prober.SystemClock{}
 	}
 	logger := opts.Logger
 	if logger == nil {
@@ -400,7 +191,7 @@ func Sweep(ctx context.Context, r Runner, t Target, model string, opts SweepOpti
 	closed := ladder(opts.ClosedLoop, opts.MaxConcurrency)
 	burst := ladder(opts.Burst, opts.MaxConcurrency)
 	if len(closed) > 0 && opts.StepDuration <= 0 {
-		return &SweepResult{Target: t.Name, Model: model}, errors.New("sweep: step duration must be positive for the closed loop")
+		return &Result{Target: t.Name, Model: model}, errors.New("sweep: step duration must be positive for the closed loop")
 	}
 
 	sw := &sweepRun{
@@ -408,9 +199,9 @@ func Sweep(ctx context.Context, r Runner, t Target, model string, opts SweepOpti
 		start: clock.Now(),
 	}
 	sw.steps = len(opts.Scenarios) * (len(closed) + len(burst))
-	res := &SweepResult{
+	res := &Result{
 		Target: t.Name, Model: model, Started: sw.start,
-		Settings: SweepSettings{
+		Settings: Settings{
 			ClosedLoop: closed, Burst: burst,
 			WarmupSeconds: opts.Warmup.Seconds(), StepSeconds: opts.StepDuration.Seconds(),
 			BurstRepeat: opts.BurstRepeat, MaxConcurrency: opts.MaxConcurrency,
@@ -470,10 +261,10 @@ func ladder(rungs []int, ceiling int) []int {
 
 type sweepRun struct {
 	r      Runner
-	t      Target
+	t      prober.Target
 	model  string
-	opts   SweepOptions
-	clock  Clock
+	opts   Options
+	clock  prober.Clock
 	logger *slog.Logger
 	start  time.Time
 
@@ -490,7 +281,7 @@ type sweepRun struct {
 
 // scenario runs both ladders of one scenario. It returns a non-nil error
 // only when the sweep must stop (ctx cancelled, BeforeStep refused).
-func (sw *sweepRun) scenario(ctx context.Context, s Scenario, closed, burst []int, sr *ScenarioResult) error {
+func (sw *sweepRun) scenario(ctx context.Context, s prober.Scenario, closed, burst []int, sr *ScenarioResult) error {
 	prep, err := sw.r.Prepare(ctx, sw.t, sw.model, s)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -546,7 +337,7 @@ func (sw *sweepRun) scenario(ctx context.Context, s Scenario, closed, burst []in
 	return nil
 }
 
-func (sw *sweepRun) step(ctx context.Context, s Scenario, prep *Prepared, info StepInfo) (StepResult, error) {
+func (sw *sweepRun) step(ctx context.Context, s prober.Scenario, prep *prober.Prepared, info StepInfo) (StepResult, error) {
 	if sw.opts.BeforeStep != nil {
 		if err := sw.opts.BeforeStep(ctx, info); err != nil {
 			return StepResult{}, err
@@ -638,7 +429,7 @@ func (sw *sweepRun) step(ctx context.Context, s Scenario, prep *Prepared, info S
 
 // burst runs BurstRepeat rounds back to back and merges them; each round
 // starts once the previous one has fully finished.
-func (sw *sweepRun) burst(ctx context.Context, prep *Prepared, n int, startPower, stopPower func(), drain *DrainResult) loadOutcome {
+func (sw *sweepRun) burst(ctx context.Context, prep *prober.Prepared, n int, startPower, stopPower func(), drain *DrainResult) loadOutcome {
 	var merged loadOutcome
 	var span time.Duration
 	for round := range sw.opts.BurstRepeat {
@@ -677,58 +468,6 @@ func (sw *sweepRun) burst(ctx context.Context, prep *Prepared, n int, startPower
 	return merged
 }
 
-// drain waits until the engine reports nothing running (above
-// Drain.MaxRunning) and nothing waiting, for at most Drain.Timeout. Without
-// engine counts it sleeps Cooldown instead (when cool is set: not before
-// the first step). It returns ctx's error when ctx ends.
-func (sw *sweepRun) drain(ctx context.Context, cool bool) (DrainResult, error) {
-	start := sw.clock.Now()
-	d := sw.opts.Drain
-	if d.PollInterval <= 0 {
-		d.PollInterval = 250 * time.Millisecond
-	}
-	c, ok := sw.scrape(ctx)
-	if !ok || !c.HasQueue {
-		if cool && sw.opts.Cooldown > 0 && !sleepUntil(ctx, sw.clock, start.Add(sw.opts.Cooldown)) {
-			return DrainResult{}, ctx.Err()
-		}
-		return DrainResult{Method: DrainCooldown, WaitedSeconds: sw.clock.Now().Sub(start).Seconds()}, ctx.Err()
-	}
-	for {
-		if c.Running <= d.MaxRunning && c.Waiting <= 0 {
-			return DrainResult{Method: DrainEngine, WaitedSeconds: sw.clock.Now().Sub(start).Seconds()}, nil
-		}
-		if sw.clock.Now().Sub(start) >= d.Timeout {
-			return DrainResult{Method: DrainEngine, WaitedSeconds: sw.clock.Now().Sub(start).Seconds(),
-				Busy: true, Running: c.Running, Waiting: c.Waiting}, nil
-		}
-		if !sleepUntil(ctx, sw.clock, sw.clock.Now().Add(d.PollInterval)) {
-			return DrainResult{}, ctx.Err()
-		}
-		next, ok := sw.scrape(ctx)
-		if ok && next.HasQueue {
-			c = next
-		}
-	}
-}
-
-// merge folds the drain of a later burst round into the step's.
-func (d *DrainResult) merge(o DrainResult) {
-	d.WaitedSeconds += o.WaitedSeconds
-	if o.Busy {
-		d.Busy = true
-		d.Running, d.Waiting = max(d.Running, o.Running), max(d.Waiting, o.Waiting)
-	}
-}
-
-// StartedBusy reports whether the step started on an engine that had not
-// drained; such a step measured leftovers or other traffic.
-func (s *StepResult) StartedBusy() bool { return s.Drain != nil && s.Drain.Busy }
-
-// Measured reports whether at least one measured request ended in the step,
-// so that its figures exist (see NotMeasured).
-func (s *StepResult) Measured() bool { return s.Requests > 0 }
-
 // notMeasured explains a step in which no measured request ended, with the
 // step duration to set when a request's length is known.
 func (sw *sweepRun) notMeasured(info StepInfo) string {
@@ -753,7 +492,7 @@ func stepDurationAdvice(e2eSeconds float64) string {
 // sizeRequest sends one request of s before its closed-loop ladder and
 // warns when the step window holds fewer than two of them
 // (CheckStepDuration).
-func (sw *sweepRun) sizeRequest(ctx context.Context, s Scenario, prep *Prepared) {
+func (sw *sweepRun) sizeRequest(ctx context.Context, s prober.Scenario, prep *prober.Prepared) {
 	res := sw.r.Run(ctx, sw.t, prep)
 	if ctx.Err() != nil || !res.Timed() || res.LastToken.IsZero() {
 		return
@@ -790,144 +529,6 @@ func (sw *sweepRun) noteRequest(scenario string, e2eSeconds float64) {
 	sw.requestSeconds[scenario] = max(sw.requestSeconds[scenario], e2eSeconds)
 }
 
-func (sw *sweepRun) scrape(ctx context.Context) (EngineCounters, bool) {
-	if sw.opts.Scrape == nil {
-		return EngineCounters{}, false
-	}
-	snap, err := sw.opts.Scrape(ctx)
-	if err != nil {
-		sw.logger.Debug("sweep engine scrape", "err", err)
-		return EngineCounters{}, false
-	}
-	return snap, true
-}
-
-// queueWait is the mean queue time of the requests the engine finished
-// between two scrapes.
-func queueWait(before, after EngineCounters) *float64 {
-	if !before.HasQueueTime || !after.HasQueueTime {
-		return nil
-	}
-	dc := after.QueueTimeCount - before.QueueTimeCount
-	ds := after.QueueTimeSum - before.QueueTimeSum
-	if dc <= 0 || ds < 0 { // nothing finished, or the engine restarted
-		return nil
-	}
-	v := ds / dc
-	return &v
-}
-
-// summarizeStep turns raw results into a StepResult.
-func summarizeStep(info StepInfo, out loadOutcome) StepResult {
-	st := StepResult{
-		Scenario: info.Scenario, Mode: info.Mode, Concurrency: info.Concurrency,
-		Started: out.Started, Finished: out.Finished,
-		Requests: len(out.Sampled), MaxInFlight: out.MaxInFlight, OutputTokens: out.Tokens,
-	}
-	var prompt float64
-	var first, last time.Time
-	for i := range out.Sampled {
-		r := &out.Sampled[i]
-		if !r.Start.IsZero() {
-			if first.IsZero() || r.Start.Before(first) {
-				first = r.Start
-			}
-			if r.Start.After(last) {
-				last = r.Start
-			}
-		}
-		if r.Kind != KindSuccess && !r.Timed() {
-			if st.Errors == nil {
-				st.Errors = map[Reason]int{}
-			}
-			reason := r.Reason
-			if reason == ReasonNone {
-				reason = Reason(r.Kind)
-			}
-			st.Errors[reason]++
-			continue
-		}
-		st.Succeeded++
-		if r.Short() {
-			st.ShortOutputs++
-		}
-		prompt += float64(r.PromptTokens)
-		if r.CacheHit() {
-			st.CacheHits++
-		}
-	}
-	if st.Requests > 0 {
-		st.SuccessRatio = float64(st.Succeeded) / float64(st.Requests)
-	}
-	if st.Succeeded > 0 {
-		st.promptTokens = prompt / float64(st.Succeeded)
-	}
-	st.StartSpreadSeconds = last.Sub(first).Seconds()
-	sv := sampleValues(out.Sampled)
-	st.Decode, st.ITL, st.TTFT, st.E2E, st.Prefill = Summarize(sv.Decode), Summarize(sv.ITL), Summarize(sv.TTFT), Summarize(sv.E2E), Summarize(sv.Prefill)
-	st.Samples = sv
-	if len(out.RoundEnds) > 1 {
-		st.Samples.RoundMedians = roundMedians(out.Sampled, out.RoundEnds)
-	}
-	if w := out.SpanEnd.Sub(out.SpanStart).Seconds(); w > 0 {
-		st.WindowSeconds = w
-		st.SystemThroughput = out.Tokens / w
-		st.TokensPerHour = st.SystemThroughput * 3600
-	}
-	return st
-}
-
-// sampleValues returns the per-request values of the successful (or timed)
-// results among rs, in order: TTFT and E2E of each, ITL and decode speed of
-// those that decoded enough tokens, prefill speed of those not served from
-// the prefix cache.
-func sampleValues(rs []Result) Samples {
-	var s Samples
-	for i := range rs {
-		r := &rs[i]
-		if r.Kind != KindSuccess && !r.Timed() {
-			continue
-		}
-		s.TTFT = append(s.TTFT, r.TTFT().Seconds())
-		if d, ok := r.E2EAtRequested(); ok {
-			s.E2E = append(s.E2E, d.Seconds())
-		}
-		if r.DecodeMeasured() {
-			s.Decode = append(s.Decode, r.DecodeSpeed())
-			s.ITL = append(s.ITL, r.ITL().Seconds())
-		}
-		if !r.CacheHit() {
-			if v := r.PrefillSpeed(); v > 0 {
-				s.Prefill = append(s.Prefill, v)
-			}
-		}
-	}
-	return s
-}
-
-// roundMedians returns, for the results of a burst step of several rounds
-// (ends: the end index of each round in rs), each round's median of every
-// metric; a round that measured none of a metric adds no value for it.
-func roundMedians(rs []Result, ends []int) *Samples {
-	rm := &Samples{}
-	add := func(dst *[]float64, v []float64) {
-		if len(v) > 0 {
-			*dst = append(*dst, Summarize(v).P50)
-		}
-	}
-	start := 0
-	for _, end := range ends {
-		r := sampleValues(rs[start:end])
-		start = end
-		add(&rm.TTFT, r.TTFT)
-		add(&rm.ITL, r.ITL)
-		add(&rm.Decode, r.Decode)
-		add(&rm.E2E, r.E2E)
-		add(&rm.Prefill, r.Prefill)
-	}
-	return rm
-}
-
 // earlyStop returns why a ladder should stop after step, or "".
 //
 // A step is far out of bounds when it misses every threshold the scenario
@@ -937,7 +538,7 @@ func roundMedians(rs []Result, ends []int) *Samples {
 // test: under queueing ITL plateaus while TTFT keeps growing, so waiting
 // for ITL would never stop a burst ladder. A step whose success ratio
 // falls below opts.EarlyStopMinSuccess also stops the ladder.
-func earlyStop(s StepResult, th Thresholds, mode Mode, opts SweepOptions) string {
+func earlyStop(s StepResult, th prober.Thresholds, mode Mode, opts Options) string {
 	if opts.EarlyStopMinSuccess > 0 && s.Requests > 0 && s.SuccessRatio < opts.EarlyStopMinSuccess {
 		return fmt.Sprintf("success ratio %.2f below %.2f", s.SuccessRatio, opts.EarlyStopMinSuccess)
 	}
@@ -984,7 +585,7 @@ func earlyStop(s StepResult, th Thresholds, mode Mode, opts SweepOptions) string
 }
 
 // finishScenario fills efficiency and capacity once the ladders are done.
-func finishScenario(sr *ScenarioResult, s Scenario, opts SweepOptions) {
+func finishScenario(sr *ScenarioResult, s prober.Scenario, opts Options) {
 	for _, steps := range [][]StepResult{sr.ClosedLoop, sr.Burst} {
 		// Efficiency is relative to N=1; an N=1 step that started busy
 		// measured other traffic too, so no efficiency is derived from it.
@@ -1014,17 +615,6 @@ func finishScenario(sr *ScenarioResult, s Scenario, opts SweepOptions) {
 		c := UseCaseCapacityOf(closed, s.Thresholds, opts.Capacity)
 		sr.Capacity = &c
 	}
-}
-
-// drained returns the steps that did not start busy and measured something.
-func drained(steps []StepResult) []StepResult {
-	out := make([]StepResult, 0, len(steps))
-	for i := range steps {
-		if !steps[i].StartedBusy() && steps[i].Measured() {
-			out = append(out, steps[i])
-		}
-	}
-	return out
 }
 
 // dropPlanned removes from the remaining plan the steps of scenario (and
@@ -1092,17 +682,4 @@ func (sw *sweepRun) remaining() time.Duration {
 		total += float64(sw.opts.BurstRepeat)*est + sw.opts.Cooldown.Seconds()
 	}
 	return time.Duration(total * float64(time.Second))
-}
-
-func (sw *sweepRun) emit(ev ProgressEvent) {
-	if sw.opts.Progress == nil {
-		return
-	}
-	ev.Steps = sw.steps
-	if ev.Step == 0 {
-		ev.Step = sw.done
-	}
-	ev.Elapsed = sw.clock.Now().Sub(sw.start)
-	ev.Remaining = sw.remaining()
-	sw.opts.Progress(ev)
 }

@@ -1,12 +1,10 @@
-package prober
+package sweep
 
 import (
 	"bytes"
 	"context"
 	"fmt"
 	"math"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"runtime"
 	"strconv"
@@ -16,6 +14,7 @@ import (
 	"time"
 
 	"github.com/slaprobe/slaprobe/internal/vllmsim"
+	"github.com/slaprobe/slaprobe/prober"
 	"github.com/slaprobe/slaprobe/test/testproc"
 )
 
@@ -24,16 +23,11 @@ import (
 
 // simTarget serves e on loopback and returns a Target whose client keeps
 // enough idle connections for the ladder.
-func simTarget(t *testing.T, e *vllmsim.Engine) Target {
+func simTarget(t *testing.T, e *vllmsim.Engine) prober.Target {
 	t.Helper()
-	srv := httptest.NewServer(e.Handler())
-	t.Cleanup(srv.Close)
+	url, client := testproc.Serve(t, e.Handler())
 	t.Cleanup(e.Close)
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConnsPerHost = 512
-	client := &http.Client{Transport: tr}
-	t.Cleanup(tr.CloseIdleConnections)
-	return Target{Name: "sim", BaseURL: srv.URL, API: APIChat, Client: client}
+	return prober.Target{Name: "sim", BaseURL: url, API: prober.APIChat, Client: client}
 }
 
 // engineSampler implements PowerSampler to watch the engine's batch during
@@ -88,35 +82,11 @@ func (s *engineSampler) Stop() (PowerReading, error) {
 	return PowerReading{AvgWatts: 1, PeakWatts: 1, Joules: 1}, nil
 }
 
-// timingAttempts runs a timing-sensitive check up to three times: the
-// simulated engine and the client share this machine's cores with
-// whatever else runs, and one late timer must not fail the suite. The
-// check reports problems through errorf; only the last attempt's count.
-func timingAttempts(t *testing.T, check func(errorf func(format string, args ...any))) {
-	t.Helper()
-	testproc.Quiet(t) // not beside a real engine computing, or another timing check
-	const attempts = 3
-	for i := 1; i <= attempts; i++ {
-		var problems []string
-		check(func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) })
-		if len(problems) == 0 {
-			return
-		}
-		for _, p := range problems {
-			if i == attempts {
-				t.Error(p)
-			} else {
-				t.Logf("attempt %d: %s", i, p)
-			}
-		}
-	}
-}
-
 func TestSweepSimClosedLoop(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the simulated engine for a few seconds")
 	}
-	timingAttempts(t, func(errorf func(string, ...any)) { simClosedLoop(t, errorf) })
+	testproc.TimingAttempts(t, func(errorf func(string, ...any)) { simClosedLoop(t, errorf) })
 }
 
 func simClosedLoop(t *testing.T, errorf func(string, ...any)) {
@@ -138,18 +108,18 @@ func simClosedLoop(t *testing.T, errorf func(string, ...any)) {
 	const P, O = 128, 64
 	// The ITL limit the model reaches at N=6, between the rungs 4 and 8.
 	itlLimit := cfg.ITL(6, P, O)
-	s := Scenario{Name: "sim_chat", Family: FamilyCustom, InputTokens: P, OutputTokens: O,
-		Interval: time.Minute, Timeout: 30 * time.Second, Thresholds: Thresholds{TTFT: time.Second, ITL: itlLimit}}
+	s := prober.Scenario{Name: "sim_chat", Family: prober.FamilyCustom, InputTokens: P, OutputTokens: O,
+		Interval: time.Minute, Timeout: 30 * time.Second, Thresholds: prober.Thresholds{TTFT: time.Second, ITL: itlLimit}}
 
 	sampler := &engineSampler{e: e, samples: map[int][]int{}}
-	opts := DefaultSweepOptions([]Scenario{s})
+	opts := DefaultOptions([]prober.Scenario{s})
 	opts.ClosedLoop = []int{1, 2, 4, 8}
 	opts.Burst = nil
 	opts.Warmup = 150 * time.Millisecond
 	opts.StepDuration = time.Second
 	opts.Cooldown = 0
 	opts.Power = sampler
-	res, err := Sweep(context.Background(), New(nil, SystemClock{}), target, cfg.ModelName, opts)
+	res, err := Run(context.Background(), prober.New(nil, prober.SystemClock{}), target, cfg.ModelName, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +190,7 @@ func TestSweepSimBurst(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the simulated engine for a few seconds")
 	}
-	timingAttempts(t, func(errorf func(string, ...any)) { simBurst(t, errorf) })
+	testproc.TimingAttempts(t, func(errorf func(string, ...any)) { simBurst(t, errorf) })
 }
 
 func simBurst(t *testing.T, errorf func(string, ...any)) {
@@ -239,24 +209,24 @@ func simBurst(t *testing.T, errorf func(string, ...any)) {
 		t.Fatal(err)
 	}
 	target := simTarget(t, e)
-	s := Scenario{Name: "sim_burst", Family: FamilyCustom, InputTokens: P, OutputTokens: O,
+	s := prober.Scenario{Name: "sim_burst", Family: prober.FamilyCustom, InputTokens: P, OutputTokens: O,
 		Interval: time.Minute, Timeout: 30 * time.Second}
 
 	var ids [][]string
-	opts := DefaultSweepOptions([]Scenario{s})
+	opts := DefaultOptions([]prober.Scenario{s})
 	opts.ClosedLoop = nil
 	opts.Burst = []int{1, 2, 4, 8, 16, 32}
 	opts.Cooldown = 0
 	const limit = 100 * time.Millisecond
 	opts.Capacity.MaxSafeTTFT = limit
 	opts.EarlyStopFactor = 0
-	runner := &recordingRunner{Runner: New(nil, SystemClock{})}
+	runner := &recordingRunner{Runner: prober.New(nil, prober.SystemClock{})}
 	opts.Progress = func(ev ProgressEvent) {
 		if ev.Kind == ProgressStepFinished {
 			ids = append(ids, runner.take())
 		}
 	}
-	res, err := Sweep(context.Background(), runner, target, cfg.ModelName, opts)
+	res, err := Run(context.Background(), runner, target, cfg.ModelName, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +290,7 @@ type recordingRunner struct {
 	ids []string
 }
 
-func (r *recordingRunner) Run(ctx context.Context, t Target, prep *Prepared) Result {
+func (r *recordingRunner) Run(ctx context.Context, t prober.Target, prep *prober.Prepared) prober.Result {
 	res := r.Runner.Run(ctx, t, prep)
 	r.mu.Lock()
 	r.ids = append(r.ids, res.ResponseID)
@@ -355,16 +325,16 @@ func TestPerfTimingError(t *testing.T) {
 		t.Fatal(err)
 	}
 	target := simTarget(t, e)
-	var scenarios []Scenario
-	for _, n := range DefaultScenarios {
-		s, _ := LookupBuiltin(n)
+	var scenarios []prober.Scenario
+	for _, n := range prober.DefaultScenarios {
+		s, _ := prober.LookupBuiltin(n)
 		scenarios = append(scenarios, s)
 	}
-	opts := DefaultSweepOptions(scenarios)
+	opts := DefaultOptions(scenarios)
 	if d, err := time.ParseDuration(os.Getenv("SLAPROBE_PERF_STEP")); err == nil {
 		opts.StepDuration = d
 	}
-	tr := &traceRunner{Runner: New(nil, SystemClock{}), e: e, byStep: map[string]*lagStats{}}
+	tr := &traceRunner{Runner: prober.New(nil, prober.SystemClock{}), e: e, byStep: map[string]*lagStats{}}
 	opts.BeforeStep = func(_ context.Context, s StepInfo) error {
 		tr.mu.Lock()
 		tr.step = fmt.Sprintf("%s %s N=%d", s.Scenario, s.Mode, s.Concurrency)
@@ -372,7 +342,7 @@ func TestPerfTimingError(t *testing.T) {
 		return nil
 	}
 	cpu0, wall0 := processCPU(), time.Now()
-	res, err := Sweep(context.Background(), tr, target, "", opts)
+	res, err := Run(context.Background(), tr, target, "", opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -436,9 +406,9 @@ func (l *lagStats) fmt(v []float64, scale float64) string {
 	return fmt.Sprintf("%.2f / %.2f / %.2f", s.P50*scale, s.P99*scale, s.Max*scale)
 }
 
-func (r *traceRunner) Run(ctx context.Context, t Target, prep *Prepared) Result {
+func (r *traceRunner) Run(ctx context.Context, t prober.Target, prep *prober.Prepared) prober.Result {
 	res := r.Runner.Run(ctx, t, prep)
-	if res.Kind != KindSuccess {
+	if res.Kind != prober.KindSuccess {
 		return res
 	}
 	tr, ok := r.e.Trace(res.ResponseID)

@@ -1,6 +1,6 @@
 //go:build race
 
-package prober
+package sweep
 
 // raceEnabled: the race detector slows the client several-fold, so timing
 // assertions against the simulated engine are loosened.

@@ -1,9 +1,11 @@
-package prober
+package sweep
 
 import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/slaprobe/slaprobe/prober"
 )
 
 func TestScalingEfficiency(t *testing.T) {
@@ -120,7 +122,7 @@ func swStep(n int, ttft, itl, e2e, decode, success float64) StepResult {
 
 func TestUseCaseCapacity(t *testing.T) {
 	// general_chat: TTFT < 8 s and decode > 15 tok/s. TTFT binds first here.
-	th := Thresholds{TTFT: 8 * time.Second, MinDecode: 15}
+	th := prober.Thresholds{TTFT: 8 * time.Second, MinDecode: 15}
 	steps := []StepResult{
 		swStep(1, 2.0, 0.012, 14, 80, 1),
 		swStep(2, 4.0, 0.020, 24, 50, 1),
@@ -145,7 +147,7 @@ func TestUseCaseCapacity(t *testing.T) {
 
 	// code_completion: E2E < 2 s only.
 	c = UseCaseCapacityOf([]StepResult{swStep(1, 0.05, 0.008, 1.1, 120, 1), swStep(2, 0.06, 0.009, 1.3, 110, 1),
-		swStep(4, 0.08, 0.012, 1.7, 85, 1), swStep(8, 0.1, 0.02, 2.7, 50, 1)}, Thresholds{E2E: 2 * time.Second}, DefaultCapacityOptions())
+		swStep(4, 0.08, 0.012, 1.7, 85, 1), swStep(8, 0.1, 0.02, 2.7, 50, 1)}, prober.Thresholds{E2E: 2 * time.Second}, DefaultCapacityOptions())
 	if c.String() != "~5" || c.LimitedBy != "e2e" {
 		t.Errorf("code_completion capacity = %s by %q; want ~5 by e2e", c, c.LimitedBy)
 	}
@@ -153,7 +155,7 @@ func TestUseCaseCapacity(t *testing.T) {
 	// Failures bind when latencies look fine: a step where half failed is
 	// over the 95 % success floor.
 	c = UseCaseCapacityOf([]StepResult{swStep(1, 1, 0.01, 3, 100, 1), swStep(2, 1, 0.01, 3, 100, 1), swStep(4, 1, 0.01, 3, 100, 0.5)},
-		Thresholds{TTFT: 3 * time.Second}, DefaultCapacityOptions())
+		prober.Thresholds{TTFT: 3 * time.Second}, DefaultCapacityOptions())
 	if c.N != 2 || c.LimitedBy != "success" {
 		t.Errorf("capacity with failures = %s by %q; want 2 by success", c, c.LimitedBy)
 	}

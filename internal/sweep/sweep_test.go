@@ -1,4 +1,4 @@
-package prober
+package sweep
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slaprobe/slaprobe/prober"
 	"github.com/slaprobe/slaprobe/test/testproc"
 )
 
@@ -34,8 +35,8 @@ func (p *swFakePower) Stop() (PowerReading, error) {
 	return PowerReading{AvgWatts: 300, PeakWatts: 450, Joules: 60}, nil
 }
 
-func swFastOptions(s ...Scenario) SweepOptions {
-	o := DefaultSweepOptions(s)
+func swFastOptions(s ...prober.Scenario) Options {
+	o := DefaultOptions(s)
 	o.ClosedLoop = []int{1, 2, 4}
 	o.Burst = []int{1, 2, 4, 8}
 	o.Warmup = 20 * time.Millisecond
@@ -53,7 +54,7 @@ func TestSweep(t *testing.T) {
 	opts.Power = power
 	opts.Progress = func(ev ProgressEvent) { events = append(events, ev) }
 
-	res, err := Sweep(context.Background(), f, Target{Name: "t"}, "m", opts)
+	res, err := Run(context.Background(), f, prober.Target{Name: "t"}, "m", opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +139,7 @@ func TestSweep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var back SweepResult
+	var back Result
 	if err := json.Unmarshal(b, &back); err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +154,7 @@ func TestSweepEarlyStop(t *testing.T) {
 	f.prefill = 4 * time.Millisecond
 	s := swScenario()
 	// Burst TTFT mean ≈ (N+1)/2 × 4 ms: N=8 ≈ 18 ms, N=16 ≈ 34 ms > 3 × 10 ms.
-	s.Thresholds = Thresholds{TTFT: 10 * time.Millisecond, ITL: 70 * time.Millisecond}
+	s.Thresholds = prober.Thresholds{TTFT: 10 * time.Millisecond, ITL: 70 * time.Millisecond}
 	opts := swFastOptions(s)
 	opts.ClosedLoop = nil
 	opts.Burst = []int{1, 2, 4, 8, 16, 32, 64}
@@ -164,7 +165,7 @@ func TestSweepEarlyStop(t *testing.T) {
 			skipped = append(skipped, ev)
 		}
 	}
-	res, err := Sweep(context.Background(), f, Target{Name: "t"}, "m", opts)
+	res, err := Run(context.Background(), f, prober.Target{Name: "t"}, "m", opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +192,7 @@ func TestSweepEarlyStop(t *testing.T) {
 	opts = swFastOptions(swScenario())
 	opts.ClosedLoop = nil
 	opts.EarlyStopMinSuccess = 0.6
-	res, err = Sweep(context.Background(), f, Target{Name: "t"}, "m", opts)
+	res, err = Run(context.Background(), f, prober.Target{Name: "t"}, "m", opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,21 +205,21 @@ func TestSweepEarlyStop(t *testing.T) {
 }
 
 func TestEarlyStopRule(t *testing.T) {
-	opts := DefaultSweepOptions(nil)
-	use := Thresholds{TTFT: 10 * time.Second, MinDecode: 10} // short_chat
+	opts := DefaultOptions(nil)
+	use := prober.Thresholds{TTFT: 10 * time.Second, MinDecode: 10} // short_chat
 	for _, tc := range []struct {
 		name      string
 		ttft, dec float64
 		mode      Mode
-		th        Thresholds
+		th        prober.Thresholds
 		wantStop  bool
 	}{
 		{"both far", 31, 3, ModeClosedLoop, use, true},
 		{"only ttft far", 31, 9, ModeClosedLoop, use, false},
 		{"only decode far", 29, 3, ModeClosedLoop, use, false},
-		{"report family burst: itl ignored", 10, 50, ModeBurst, reportThresholds, true},
-		{"report family closed loop: itl counts", 10, 50, ModeClosedLoop, reportThresholds, false},
-		{"no thresholds", 1e6, 0.001, ModeBurst, Thresholds{}, false},
+		{"report family burst: itl ignored", 10, 50, ModeBurst, prober.ReportThresholds, true},
+		{"report family closed loop: itl counts", 10, 50, ModeClosedLoop, prober.ReportThresholds, false},
+		{"no thresholds", 1e6, 0.001, ModeBurst, prober.Thresholds{}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := swStep(8, tc.ttft, 0.02, tc.ttft+10, tc.dec, 1)
@@ -245,7 +246,7 @@ func TestSweepCancel(t *testing.T) {
 		}
 	}
 	start := time.Now()
-	res, err := Sweep(ctx, f, Target{Name: "t"}, "m", opts)
+	res, err := Run(ctx, f, prober.Target{Name: "t"}, "m", opts)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v; want context.Canceled", err)
 	}
@@ -263,7 +264,7 @@ func TestSweepCancel(t *testing.T) {
 
 type swFailingPrepare struct{ *swFakeEngine }
 
-func (swFailingPrepare) Prepare(context.Context, Target, string, Scenario) (*Prepared, error) {
+func (swFailingPrepare) Prepare(context.Context, prober.Target, string, prober.Scenario) (*prober.Prepared, error) {
 	return nil, errors.New("calibration failed: prompt too long")
 }
 
@@ -275,7 +276,7 @@ func TestSweepPrepareFails(t *testing.T) {
 			failed++
 		}
 	}
-	res, err := Sweep(context.Background(), swFailingPrepare{newSwFakeEngine()}, Target{Name: "t"}, "m", opts)
+	res, err := Run(context.Background(), swFailingPrepare{newSwFakeEngine()}, prober.Target{Name: "t"}, "m", opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +298,7 @@ func TestSweepBeforeStep(t *testing.T) {
 		}
 		return nil
 	}
-	res, err := Sweep(context.Background(), newSwFakeEngine(), Target{Name: "t"}, "m", opts)
+	res, err := Run(context.Background(), newSwFakeEngine(), prober.Target{Name: "t"}, "m", opts)
 	if !errors.Is(err, stopErr) {
 		t.Fatalf("err = %v; want the gate's error", err)
 	}
@@ -334,7 +335,7 @@ func TestSweepStepThatMeasuredNothing(t *testing.T) {
 	opts.Warmup, opts.StepDuration = 20*time.Millisecond, 60*time.Millisecond
 	opts.CheckStepDuration = true
 	opts.Progress = func(ev ProgressEvent) { events = append(events, ev) }
-	res, err := Sweep(context.Background(), f, Target{Name: "t"}, "m", opts)
+	res, err := Run(context.Background(), f, prober.Target{Name: "t"}, "m", opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,22 +1,25 @@
-package prober
+package sweep
+
+// This file holds load generation: the closed loop (N streams, each
+// sending again as soon as its request ends) and the burst (N at once).
 
 import (
 	"context"
-	"io"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/slaprobe/slaprobe/prober"
 )
 
 // Runner is the part of *Prober that load generation needs. Sweeps take it
 // as an interface so tests can drive them with a fake.
 type Runner interface {
-	Prepare(ctx context.Context, t Target, model string, s Scenario) (*Prepared, error)
-	Run(ctx context.Context, t Target, prep *Prepared) Result
+	Prepare(ctx context.Context, t prober.Target, model string, s prober.Scenario) (*prober.Prepared, error)
+	Run(ctx context.Context, t prober.Target, prep *prober.Prepared) prober.Result
 }
 
-var _ Runner = (*Prober)(nil)
+var _ Runner = (*prober.Prober)(nil)
 
 // closedLoopPlan describes one closed-loop step: N workers, each re-issuing
 // a request as soon as its previous one completes.
@@ -24,7 +27,7 @@ type closedLoopPlan struct {
 	N      int
 	Warmup time.Duration // ramp-up excluded from the measurement
 	Window time.Duration // steady window
-	Clock  Clock
+	Clock  prober.Clock
 	// OnWindowStart and OnWindowEnd run on the coordinating goroutine at the
 	// window's edges (power sampling). They must be quick.
 	OnWindowStart, OnWindowEnd func()
@@ -32,7 +35,7 @@ type closedLoopPlan struct {
 
 // loadOutcome is what one step of load produced, before it is summarised.
 type loadOutcome struct {
-	Sampled []Result // requests that make up the per-request statistics
+	Sampled []prober.Result // requests that make up the per-request statistics
 	// RoundEnds holds, for a burst step of several rounds, the end index in
 	// Sampled of each round; nil for one round and for the closed loop.
 	RoundEnds   []int
@@ -72,10 +75,10 @@ func (f *inFlight) dec() { f.cur.Add(-1) }
 // finished, the fillers are cancelled and discarded. System throughput
 // counts only tokens arriving inside [ws, we], from every request that
 // overlaps the window, warm-up ones included.
-func runClosedLoop(ctx context.Context, r Runner, t Target, prep *Prepared, plan closedLoopPlan) loadOutcome {
+func runClosedLoop(ctx context.Context, r Runner, t prober.Target, prep *prober.Prepared, plan closedLoopPlan) loadOutcome {
 	clock := plan.Clock
 	if clock == nil {
-		clock = SystemClock{}
+		clock = prober.SystemClock{}
 	}
 	runCtx, cancelRuns := context.WithCancel(ctx)
 	defer cancelRuns()
@@ -86,12 +89,12 @@ func runClosedLoop(ctx context.Context, r Runner, t Target, prep *Prepared, plan
 		pending  int  // non-filler requests still running
 		drained  = make(chan struct{})
 		signaled bool
-		counted  []Result // every non-filler result (warm-up and sampled)
-		sampled  []Result
+		counted  []prober.Result // every non-filler result (warm-up and sampled)
+		sampled  []prober.Result
 		flight   inFlight
 		wg       sync.WaitGroup
 	)
-	warmConnections(ctx, t, plan.N)
+	t.WarmConnections(ctx, plan.N)
 	t0 := clock.Now()
 	ws := t0.Add(plan.Warmup)
 	we := ws.Add(plan.Window)
@@ -173,17 +176,17 @@ func runClosedLoop(ctx context.Context, r Runner, t Target, prep *Prepared, plan
 // runBurst prepares N goroutines, parks them on a barrier, then releases
 // them together so that all N requests are written at once. It returns when
 // every request has finished.
-func runBurst(ctx context.Context, r Runner, t Target, prep *Prepared, n int, clock Clock, onRelease func()) loadOutcome {
+func runBurst(ctx context.Context, r Runner, t prober.Target, prep *prober.Prepared, n int, clock prober.Clock, onRelease func()) loadOutcome {
 	if clock == nil {
-		clock = SystemClock{}
+		clock = prober.SystemClock{}
 	}
 	var (
 		ready, done sync.WaitGroup
 		release     = make(chan struct{})
-		results     = make([]Result, n)
+		results     = make([]prober.Result, n)
 		flight      inFlight
 	)
-	warmConnections(ctx, t, n)
+	t.WarmConnections(ctx, n)
 	ready.Add(n)
 	done.Add(n)
 	for i := range n {
@@ -222,8 +225,8 @@ func runBurst(ctx context.Context, r Runner, t Target, prep *Prepared, n int, cl
 // countsTokens reports whether r delivered output that counts toward
 // system throughput: completed streams only, as the engine's own counters
 // would also drop an aborted one.
-func countsTokens(r *Result) bool {
-	return (r.Kind == KindSuccess || r.Kind == KindShortOutput) &&
+func countsTokens(r *prober.Result) bool {
+	return (r.Kind == prober.KindSuccess || r.Kind == prober.KindShortOutput) &&
 		r.OutputTokens > 0 && !r.FirstToken.IsZero() && !r.LastToken.Before(r.FirstToken)
 }
 
@@ -233,7 +236,7 @@ func countsTokens(r *Result) bool {
 // FirstToken and the rest are spread evenly over (FirstToken, LastToken].
 // Summed over many streams, the error is a fraction of one token per
 // stream crossing a window edge.
-func tokensInWindow(r *Result, ws, we time.Time) float64 {
+func tokensInWindow(r *prober.Result, ws, we time.Time) float64 {
 	if !countsTokens(r) {
 		return 0
 	}
@@ -274,7 +277,7 @@ func tokensInWindow(r *Result, ws, we time.Time) float64 {
 
 // sleepUntil waits until the clock reads at least deadline. It returns
 // false when ctx ends first.
-func sleepUntil(ctx context.Context, clock Clock, deadline time.Time) bool {
+func sleepUntil(ctx context.Context, clock prober.Clock, deadline time.Time) bool {
 	for {
 		d := deadline.Sub(clock.Now())
 		if d <= 0 {
@@ -288,57 +291,4 @@ func sleepUntil(ctx context.Context, clock Clock, deadline time.Time) bool {
 		case <-timer.C:
 		}
 	}
-}
-
-// warmConnections leaves up to n open connections to t in the client's
-// idle pool, so that the requests of a burst do not queue behind n TCP (and
-// TLS) handshakes and really reach the server together. It sends n
-// concurrent GET /v1/models and holds every response open until all n have
-// arrived (so each needs its own connection), then closes them together.
-// Failures are ignored: the burst still runs, only less tightly. The pool
-// keeps them only up to the transport's MaxIdleConnsPerHost (1000 for
-// clients built from http_client_config, 2 for http.DefaultTransport).
-func warmConnections(ctx context.Context, t Target, n int) {
-	if n < 2 || t.BaseURL == "" {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	var got, done sync.WaitGroup
-	release := make(chan struct{})
-	got.Add(n)
-	done.Add(n)
-	for range n {
-		go func() {
-			defer done.Done()
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURLOf(t.BaseURL)+"/v1/models", nil)
-			if err != nil {
-				got.Done()
-				return
-			}
-			setTargetHeaders(req, t)
-			resp, err := targetClient(t).Do(req)
-			got.Done()
-			if err != nil {
-				return
-			}
-			select { // hold the connection until every request has one
-			case <-release:
-			case <-ctx.Done():
-			}
-			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-			_ = resp.Body.Close()
-		}()
-	}
-	// A transport with MaxConnsPerHost < n cannot open n connections; do
-	// not wait for ever.
-	all := make(chan struct{})
-	go func() { got.Wait(); close(all) }()
-	select {
-	case <-all:
-	case <-time.After(2 * time.Second):
-	case <-ctx.Done():
-	}
-	close(release)
-	done.Wait()
 }

@@ -1,10 +1,12 @@
-package prober
+package sweep
 
 import (
 	"context"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/slaprobe/slaprobe/prober"
 )
 
 // leftoverEngine wraps the fake engine with requests that keep "running"
@@ -53,7 +55,7 @@ func TestSweepWaitsForDrainedEngine(t *testing.T) {
 			opts.ClosedLoop, opts.Burst = nil, []int{1}
 			opts.Scrape = e.counters
 			opts.Drain = DrainOptions{Timeout: tc.timeout, PollInterval: 5 * time.Millisecond}
-			res, err := Sweep(context.Background(), e, Target{Name: "t"}, "m", opts)
+			res, err := Run(context.Background(), e, prober.Target{Name: "t"}, "m", opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -91,7 +93,7 @@ func TestBurstRoundsDrain(t *testing.T) {
 		return c, err
 	}
 	opts.Drain = DrainOptions{Timeout: time.Second, PollInterval: 5 * time.Millisecond}
-	res, err := Sweep(context.Background(), e, Target{Name: "t"}, "m", opts)
+	res, err := Run(context.Background(), e, prober.Target{Name: "t"}, "m", opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +121,7 @@ func TestBurstRoundMedians(t *testing.T) {
 		e := newSwFakeEngine()
 		opts := swFastOptions(swScenario())
 		opts.ClosedLoop, opts.Burst, opts.BurstRepeat = nil, []int{4}, repeat
-		res, err := Sweep(context.Background(), e, Target{Name: "t"}, "m", opts)
+		res, err := Run(context.Background(), e, prober.Target{Name: "t"}, "m", opts)
 		if err != nil {
 			t.Fatal(err)
 		}

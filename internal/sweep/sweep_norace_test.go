@@ -1,6 +1,6 @@
 //go:build !race
 
-package prober
+package sweep
 
 // raceEnabled: see sweep_race_test.go.
 const raceEnabled = false

@@ -1,4 +1,4 @@
-package prober
+package sweep
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slaprobe/slaprobe/prober"
 	"github.com/slaprobe/slaprobe/test/testproc"
 )
 
@@ -60,11 +61,11 @@ func newSwFakeEngine() *swFakeEngine {
 	}
 }
 
-func (f *swFakeEngine) Prepare(_ context.Context, t Target, model string, s Scenario) (*Prepared, error) {
-	return &Prepared{Target: t.Name, Model: model, Scenario: s}, nil
+func (f *swFakeEngine) Prepare(_ context.Context, t prober.Target, model string, s prober.Scenario) (*prober.Prepared, error) {
+	return &prober.Prepared{Target: t.Name, Model: model, Scenario: s}, nil
 }
 
-func (f *swFakeEngine) Run(ctx context.Context, t Target, prep *Prepared) Result {
+func (f *swFakeEngine) Run(ctx context.Context, t prober.Target, prep *prober.Prepared) prober.Result {
 	f.mu.Lock()
 	f.inflight++
 	n := f.inflight
@@ -77,20 +78,20 @@ func (f *swFakeEngine) Run(ctx context.Context, t Target, prep *Prepared) Result
 		f.inflight--
 		f.mu.Unlock()
 	}()
-	res := Result{Target: t.Name, Model: prep.Model, Scenario: prep.Scenario.Name, Start: start,
+	res := prober.Result{Target: t.Name, Model: prep.Model, Scenario: prep.Scenario.Name, Start: start,
 		PromptTokens: prep.Scenario.InputTokens, RequestedTokens: f.out, FirstChunkTokens: 1}
-	fail := func() Result {
-		res.Kind, res.Reason = KindError, ReasonTimeout
+	fail := func() prober.Result {
+		res.Kind, res.Reason = prober.KindError, prober.ReasonTimeout
 		return res
 	}
 	if f.failWhen != nil && f.failWhen(n) {
-		res.Kind, res.Reason = KindError, ReasonHTTP5xx
+		res.Kind, res.Reason = prober.KindError, prober.ReasonHTTP5xx
 		return res
 	}
 
 	f.prefillMu.Lock()
 	queued := time.Since(start)
-	ok := schedSleep(ctx, f.prefill)
+	ok := sleepUntil(ctx, prober.SystemClock{}, time.Now().Add(f.prefill))
 	f.prefillMu.Unlock()
 	f.mu.Lock()
 	f.queueSum += queued.Seconds()
@@ -105,7 +106,7 @@ func (f *swFakeEngine) Run(ctx context.Context, t Target, prep *Prepared) Result
 		f.mu.Lock()
 		cur := f.inflight
 		f.mu.Unlock()
-		if !schedSleep(ctx, f.step(cur)) {
+		if !sleepUntil(ctx, prober.SystemClock{}, time.Now().Add(f.step(cur))) {
 			return fail()
 		}
 		times = append(times, time.Now())
@@ -115,7 +116,7 @@ func (f *swFakeEngine) Run(ctx context.Context, t Target, prep *Prepared) Result
 		f.token(at)
 	}
 	res.OutputTokens = f.out
-	res.Kind = KindSuccess
+	res.Kind = prober.KindSuccess
 	return res
 }
 
@@ -131,9 +132,9 @@ func (f *swFakeEngine) counters(context.Context) (EngineCounters, error) {
 	return EngineCounters{QueueTimeSum: f.queueSum, QueueTimeCount: f.queueCount, HasQueueTime: true}, nil
 }
 
-func swScenario() Scenario {
-	return Scenario{Name: "tiny", Family: FamilyCustom, InputTokens: 100, OutputTokens: 11,
-		Interval: time.Second, Timeout: 10 * time.Second, Thresholds: Thresholds{TTFT: time.Second}}
+func swScenario() prober.Scenario {
+	return prober.Scenario{Name: "tiny", Family: prober.FamilyCustom, InputTokens: 100, OutputTokens: 11,
+		Interval: time.Second, Timeout: 10 * time.Second, Thresholds: prober.Thresholds{TTFT: time.Second}}
 }
 
 func TestClosedLoopHoldsN(t *testing.T) {
@@ -142,7 +143,7 @@ func TestClosedLoopHoldsN(t *testing.T) {
 		f := newSwFakeEngine()
 		f.prefill = 0
 		f.recordTokens = true
-		prep, _ := f.Prepare(context.Background(), Target{Name: "t"}, "m", swScenario())
+		prep, _ := f.Prepare(context.Background(), prober.Target{Name: "t"}, "m", swScenario())
 
 		// Sample the engine's in-flight count through the steady window.
 		var samples, atN int
@@ -170,7 +171,7 @@ func TestClosedLoopHoldsN(t *testing.T) {
 			},
 			OnWindowEnd: func() { close(stop) },
 		}
-		out := runClosedLoop(context.Background(), f, Target{Name: "t"}, prep, plan)
+		out := runClosedLoop(context.Background(), f, prober.Target{Name: "t"}, prep, plan)
 		wg.Wait()
 		if out.Interrupted {
 			t.Fatalf("N=%d: interrupted", n)
@@ -188,7 +189,7 @@ func TestClosedLoopHoldsN(t *testing.T) {
 			t.Errorf("N=%d: %d sampled requests; want at least N", n, len(out.Sampled))
 		}
 		for _, r := range out.Sampled {
-			if r.Kind != KindSuccess {
+			if r.Kind != prober.KindSuccess {
 				t.Errorf("N=%d: sampled request failed (%s): fillers must be dropped, sampled ones must finish", n, r.Reason)
 			}
 			// The worker decides "sampled" just before calling Run, which
@@ -214,9 +215,9 @@ func TestClosedLoopHoldsN(t *testing.T) {
 func TestBurstSendsAtOnce(t *testing.T) {
 	f := newSwFakeEngine()
 	f.prefill = time.Millisecond
-	prep, _ := f.Prepare(context.Background(), Target{Name: "t"}, "m", swScenario())
+	prep, _ := f.Prepare(context.Background(), prober.Target{Name: "t"}, "m", swScenario())
 	const n = 64
-	out := runBurst(context.Background(), f, Target{Name: "t"}, prep, n, nil, nil)
+	out := runBurst(context.Background(), f, prober.Target{Name: "t"}, prep, n, nil, nil)
 	if len(out.Sampled) != n || f.maxIn != n || out.MaxInFlight != n {
 		t.Fatalf("burst of %d: %d results, engine max in flight %d, client %d", n, len(out.Sampled), f.maxIn, out.MaxInFlight)
 	}
@@ -248,7 +249,7 @@ func TestBurstSendsAtOnce(t *testing.T) {
 func TestTokensInWindow(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
-	r := Result{Kind: KindSuccess, Start: at(0), FirstToken: at(1), LastToken: at(11), OutputTokens: 101, FirstChunkTokens: 1}
+	r := prober.Result{Kind: prober.KindSuccess, Start: at(0), FirstToken: at(1), LastToken: at(11), OutputTokens: 101, FirstChunkTokens: 1}
 	for _, tc := range []struct {
 		ws, we float64
 		want   float64
@@ -273,7 +274,7 @@ func TestTokensInWindow(t *testing.T) {
 		t.Errorf("first chunk of 5: %g tokens; want %g", got, 5+96*0.05)
 	}
 	// Failed requests do not count.
-	r.Kind = KindError
+	r.Kind = prober.KindError
 	if got := tokensInWindow(&r, at(0), at(20)); got != 0 {
 		t.Errorf("failed request counted %g tokens", got)
 	}
@@ -281,11 +282,11 @@ func TestTokensInWindow(t *testing.T) {
 
 func TestClosedLoopCancel(t *testing.T) {
 	f := newSwFakeEngine()
-	prep, _ := f.Prepare(context.Background(), Target{Name: "t"}, "m", swScenario())
+	prep, _ := f.Prepare(context.Background(), prober.Target{Name: "t"}, "m", swScenario())
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	out := runClosedLoop(ctx, f, Target{Name: "t"}, prep, closedLoopPlan{N: 8, Warmup: time.Second, Window: 10 * time.Second})
+	out := runClosedLoop(ctx, f, prober.Target{Name: "t"}, prep, closedLoopPlan{N: 8, Warmup: time.Second, Window: 10 * time.Second})
 	if !out.Interrupted {
 		t.Error("step not marked interrupted")
 	}

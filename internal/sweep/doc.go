@@ -1,0 +1,19 @@
+// Package sweep runs one sweep: it loads a target step by step (closed loop
+// at N concurrent streams, then bursts of N requests at once), measures each
+// step from the client's side, and turns the steps into the numbers a report
+// shows: summaries, scaling efficiency and capacity (the largest N within a
+// threshold).
+//
+// It is not package sweeper. sweeper is the daemon's scheduled job: when to
+// sweep, how to stay out of production's way, where the results are kept and
+// exported. A one-shot `slaprobe bench` and the daemon's sweeps both call
+// Run here. One probe (its request, stream and timings) is package prober;
+// sweep imports prober and never the other way.
+//
+// The files, from the bottom up: stats.go (summaries, quantiles, which
+// statistic a threshold reads), capacity.go (scaling efficiency and the
+// largest N within a threshold), power.go and drain.go (what a step reads
+// beside its requests: power, and the engine's queue), progress.go (the
+// events a caller sees), load.go (the two ways of loading a target), step.go
+// (one step's result), sweep.go (Options, Run and Result).
+package sweep

@@ -1,0 +1,208 @@
+package sweep
+
+// This file holds one step's result (StepResult) and how it is summarised
+// from the requests the step sent.
+
+import (
+	"time"
+
+	"github.com/slaprobe/slaprobe/prober"
+)
+
+// Samples are a step's per-request values over its successful requests,
+// in base units: Decode and ITL of the requests that decoded more than one
+// chunk, Prefill of those not served from the prefix cache.
+type Samples struct {
+	TTFT, ITL, Decode, E2E, Prefill []float64
+	// RoundMedians holds, for a burst step of two or more rounds
+	// (BurstRepeat), each round's median of every metric, one value per
+	// round that measured it. A burst's requests share one queue, so they
+	// are not independent samples; its rounds are, and a comparison
+	// resamples those. Nil otherwise.
+	RoundMedians *Samples
+}
+
+// StepResult is what one (scenario, mode, N) step measured.
+type StepResult struct {
+	Scenario    string    `json:"scenario"`
+	Mode        Mode      `json:"mode"`
+	Concurrency int       `json:"concurrency"`
+	Started     time.Time `json:"started"`
+	Finished    time.Time `json:"finished"`
+	// WindowSeconds is the span system throughput is measured over: the
+	// steady window (closed loop) or release to last token (burst).
+	WindowSeconds float64 `json:"window_seconds"`
+
+	Requests     int                   `json:"requests"` // measured requests sent
+	Succeeded    int                   `json:"succeeded"`
+	Errors       map[prober.Reason]int `json:"errors,omitempty"`
+	SuccessRatio float64               `json:"success_ratio"`
+	CacheHits    int                   `json:"cache_hits,omitempty"` // successes served partly from the prefix cache
+	// ShortOutputs counts the requests the server ended before the tokens
+	// asked for (it ignores ignore_eos). They count as succeeded and in the
+	// distributions below as Result.Timed and DecodeMeasured allow.
+	ShortOutputs int `json:"short_outputs,omitempty"`
+
+	// Per-request distributions over successful requests.
+	Decode  Summary `json:"decode_tokens_per_second"`
+	ITL     Summary `json:"itl_seconds"`
+	TTFT    Summary `json:"ttft_seconds"`
+	E2E     Summary `json:"e2e_seconds"`
+	Prefill Summary `json:"prefill_tokens_per_second"` // prompt tokens / TTFT; cache hits left out
+	// Samples are the per-request values the summaries above describe, in
+	// the order the requests were sent: what a report keeps so that two
+	// runs can be compared with a confidence interval.
+	Samples Samples `json:"-"`
+	// PrefillExclQueue is mean prompt tokens / (mean TTFT − mean queue
+	// wait): the per-user prefill speed with the engine's queueing taken
+	// out, as the reports define it. 0 when queue wait is unknown.
+	PrefillExclQueue float64 `json:"prefill_excl_queue_tokens_per_second,omitempty"`
+	promptTokens     float64 // mean prompt tokens of successes, for PrefillExclQueue
+
+	OutputTokens     float64 `json:"output_tokens"` // output tokens inside the window
+	SystemThroughput float64 `json:"system_tokens_per_second"`
+	TokensPerHour    float64 `json:"tokens_per_hour"`
+	// ScalingEfficiency is SystemThroughput / (N=1 throughput × N) of the
+	// same scenario and mode; 0 when the ladder had no N=1 step.
+	ScalingEfficiency float64 `json:"scaling_efficiency,omitempty"`
+
+	// Drain says how the step started: on a drained engine, or busy.
+	Drain *DrainResult `json:"drain,omitempty"`
+
+	// NotMeasured says why the step has no figures, when no measured
+	// request ended in it (a closed-loop window shorter than a request).
+	// Its distributions are zero because nothing was measured: capacity,
+	// scaling efficiency and headlines leave it out, reports show "–", and
+	// a comparison calls it not measured. Empty when Measured.
+	NotMeasured string `json:"not_measured,omitempty"`
+
+	// QueueWaitSeconds is the mean engine queue time over the step, from
+	// the change in vllm:request_queue_time_seconds; nil when the engine
+	// does not expose it.
+	QueueWaitSeconds *float64      `json:"queue_wait_seconds,omitempty"`
+	Power            *PowerReading `json:"power,omitempty"`
+
+	MaxInFlight int `json:"max_in_flight"` // client side, highest seen
+	// StartSpreadSeconds is the time between the first and the last
+	// request start (burst: how "at once" the burst really was).
+	StartSpreadSeconds float64 `json:"start_spread_seconds"`
+}
+
+// StartedBusy reports whether the step started on an engine that had not
+// drained; such a step measured leftovers or other traffic.
+func (s *StepResult) StartedBusy() bool { return s.Drain != nil && s.Drain.Busy }
+
+// Measured reports whether at least one measured request ended in the step,
+// so that its figures exist (see NotMeasured).
+func (s *StepResult) Measured() bool { return s.Requests > 0 }
+
+// summarizeStep turns raw results into a StepResult.
+func summarizeStep(info StepInfo, out loadOutcome) StepResult {
+	st := StepResult{
+		Scenario: info.Scenario, Mode: info.Mode, Concurrency: info.Concurrency,
+		Started: out.Started, Finished: out.Finished,
+		Requests: len(out.Sampled), MaxInFlight: out.MaxInFlight, OutputTokens: out.Tokens,
+	}
+	var prompt float64
+	var first, last time.Time
+	for i := range out.Sampled {
+		r := &out.Sampled[i]
+		if !r.Start.IsZero() {
+			if first.IsZero() || r.Start.Before(first) {
+				first = r.Start
+			}
+			if r.Start.After(last) {
+				last = r.Start
+			}
+		}
+		if r.Kind != prober.KindSuccess && !r.Timed() {
+			if st.Errors == nil {
+				st.Errors = map[prober.Reason]int{}
+			}
+			reason := r.Reason
+			if reason == prober.ReasonNone {
+				reason = prober.Reason(r.Kind)
+			}
+			st.Errors[reason]++
+			continue
+		}
+		st.Succeeded++
+		if r.Short() {
+			st.ShortOutputs++
+		}
+		prompt += float64(r.PromptTokens)
+		if r.CacheHit() {
+			st.CacheHits++
+		}
+	}
+	if st.Requests > 0 {
+		st.SuccessRatio = float64(st.Succeeded) / float64(st.Requests)
+	}
+	if st.Succeeded > 0 {
+		st.promptTokens = prompt / float64(st.Succeeded)
+	}
+	st.StartSpreadSeconds = last.Sub(first).Seconds()
+	sv := sampleValues(out.Sampled)
+	st.Decode, st.ITL, st.TTFT, st.E2E, st.Prefill = Summarize(sv.Decode), Summarize(sv.ITL), Summarize(sv.TTFT), Summarize(sv.E2E), Summarize(sv.Prefill)
+	st.Samples = sv
+	if len(out.RoundEnds) > 1 {
+		st.Samples.RoundMedians = roundMedians(out.Sampled, out.RoundEnds)
+	}
+	if w := out.SpanEnd.Sub(out.SpanStart).Seconds(); w > 0 {
+		st.WindowSeconds = w
+		st.SystemThroughput = out.Tokens / w
+		st.TokensPerHour = st.SystemThroughput * 3600
+	}
+	return st
+}
+
+// sampleValues returns the per-request values of the successful (or timed)
+// results among rs, in order: TTFT and E2E of each, ITL and decode speed of
+// those that decoded enough tokens, prefill speed of those not served from
+// the prefix cache.
+func sampleValues(rs []prober.Result) Samples {
+	var s Samples
+	for i := range rs {
+		r := &rs[i]
+		if r.Kind != prober.KindSuccess && !r.Timed() {
+			continue
+		}
+		s.TTFT = append(s.TTFT, r.TTFT().Seconds())
+		if d, ok := r.E2EAtRequested(); ok {
+			s.E2E = append(s.E2E, d.Seconds())
+		}
+		if r.DecodeMeasured() {
+			s.Decode = append(s.Decode, r.DecodeSpeed())
+			s.ITL = append(s.ITL, r.ITL().Seconds())
+		}
+		if !r.CacheHit() {
+			if v := r.PrefillSpeed(); v > 0 {
+				s.Prefill = append(s.Prefill, v)
+			}
+		}
+	}
+	return s
+}
+
+// roundMedians returns, for the results of a burst step of several rounds
+// (ends: the end index of each round in rs), each round's median of every
+// metric; a round that measured none of a metric adds no value for it.
+func roundMedians(rs []prober.Result, ends []int) *Samples {
+	rm := &Samples{}
+	add := func(dst *[]float64, v []float64) {
+		if len(v) > 0 {
+			*dst = append(*dst, Summarize(v).P50)
+		}
+	}
+	start := 0
+	for _, end := range ends {
+		r := sampleValues(rs[start:end])
+		start = end
+		add(&rm.TTFT, r.TTFT)
+		add(&rm.ITL, r.ITL)
+		add(&rm.Decode, r.Decode)
+		add(&rm.E2E, r.E2E)
+		add(&rm.Prefill, r.Prefill)
+	}
+	return rm
+}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/slaprobe/slaprobe/internal/svgchart"
 	"github.com/slaprobe/slaprobe/internal/sweep"
 )
 
@@ -205,15 +206,15 @@ func chartScenarios(r *Report) []int {
 	return idx
 }
 
-func scenarioSeries(r *Report, i int) series {
+func scenarioSeries(r *Report, i int) svgchart.Series {
 	n := len(scenarioColors)
-	return series{Name: r.Scenarios[i].Name, Color: scenarioColors[i%n], Marker: i % 4, Dashed: i >= n}
+	return svgchart.Series{Name: r.Scenarios[i].Name, Color: scenarioColors[i%n], Marker: i % 4, Dashed: i >= n}
 }
 
 func fmtN(v float64) string { return strconv.Itoa(int(math.Round(v))) }
 
-func nAxis(label string, ns []float64) axis {
-	return axis{Label: label, Log: true, Ticks: ns, Fmt: fmtN}
+func nAxis(label string, ns []float64) svgchart.Axis {
+	return svgchart.Axis{Label: label, Log: true, Ticks: ns, Fmt: fmtN}
 }
 
 // ladderOf collects the N values measured in a mode across the scenarios.
@@ -255,28 +256,9 @@ func spread(vals []float64) float64 {
 	return hi / lo
 }
 
-func axisSeconds(v float64) string {
-	if v == 0 {
-		return "0"
-	}
-	if v < 1 {
-		return strconv.FormatFloat(clean(v*1000), 'f', -1, 64) + " ms"
-	}
-	return strconv.FormatFloat(clean(v), 'f', -1, 64) + " s"
-}
-
-func axisRate(v float64) string {
-	if v >= 10000 {
-		return strconv.FormatFloat(clean(v/1000), 'f', -1, 64) + "k"
-	}
-	return strconv.FormatFloat(clean(v), 'f', -1, 64)
-}
-
-func axisPlain(v float64) string { return strconv.FormatFloat(clean(v), 'f', -1, 64) }
-
 // metricSeries builds one line per scenario from a step metric.
-func metricSeries(r *Report, idx []int, m sweep.Mode, get func(Step) (float64, bool), tip func(float64) string) ([]series, []float64) {
-	var out []series
+func metricSeries(r *Report, idx []int, m sweep.Mode, get func(Step) (float64, bool), tip func(float64) string) ([]svgchart.Series, []float64) {
+	var out []svgchart.Series
 	var vals []float64
 	for _, i := range idx {
 		s := scenarioSeries(r, i)
@@ -286,7 +268,7 @@ func metricSeries(r *Report, idx []int, m sweep.Mode, get func(Step) (float64, b
 				continue
 			}
 			vals = append(vals, v)
-			s.Points = append(s.Points, point{X: float64(st.Concurrency), Y: v, Suspect: st.StartedBusy(),
+			s.Points = append(s.Points, svgchart.Point{X: float64(st.Concurrency), Y: v, Suspect: st.StartedBusy(),
 				Tip: fmt.Sprintf("%s · %s N=%d · %s%s", r.Scenarios[i].Name, modeLabel(m), st.Concurrency, tip(v), suspectTip(st))})
 		}
 		if len(s.Points) > 0 {
@@ -301,7 +283,7 @@ func metricSeries(r *Report, idx []int, m sweep.Mode, get func(Step) (float64, b
 					continue
 				}
 				vals = append(vals, v)
-				bs.Points = append(bs.Points, point{X: float64(st.Concurrency), Y: v, Suspect: st.StartedBusy(),
+				bs.Points = append(bs.Points, svgchart.Point{X: float64(st.Concurrency), Y: v, Suspect: st.StartedBusy(),
 					Tip: fmt.Sprintf("base · %s · %s N=%d · %s%s", b.Name, modeLabel(m), st.Concurrency, tip(v), suspectTip(st))})
 			}
 			if len(bs.Points) > 0 {
@@ -323,7 +305,7 @@ type located struct {
 
 // Points of steps that started on a busy engine are skipped: findings
 // quote only trustworthy steps.
-func extreme(ss []series, max bool) located {
+func extreme(ss []svgchart.Series, max bool) located {
 	var best located
 	for _, s := range ss {
 		if s.Faint {
@@ -341,7 +323,13 @@ func extreme(ss []series, max bool) located {
 	return best
 }
 
-func (c *chart) build(f *figure) {
+// suspectNote is the legend's entry for the points of steps that started
+// on a busy engine.
+const suspectNote = "started on a busy engine: suspect, not used for capacity or the headline"
+
+// draw renders c into f.
+func draw(c *svgchart.Chart, f *figure) {
+	c.SuspectNote = suspectNote
 	f.SVG = c.SVG()
 	f.Legend = c.LegendHTML()
 }
@@ -438,9 +426,9 @@ func figDecodeVsN(r *Report, idx []int, ns []float64) figure {
 		"Each line is one scenario. Higher is better: this is how fast text streams into one user’s screen while N users share the server. Above 50 tok/s text appears almost at once; below 15 tok/s it is slower than reading.")
 	ss, _ := metricSeries(r, idx, sweep.ModeClosedLoop, func(s Step) (float64, bool) { return s.Decode.Mean, s.Decode.Mean > 0 },
 		func(v float64) string { return fmtRate(v) + " tok/s" })
-	c := chart{ID: f.DOMID, Title: f.Title, X: nAxis("concurrent requests (N)", ns),
-		Y: axis{Label: "decode speed per user (tok/s)", FromZero: true, Fmt: axisRate}, Series: ss, Bands: bandsDecode}
-	c.build(&f)
+	c := svgchart.Chart{ID: f.DOMID, Title: f.Title, X: nAxis("concurrent requests (N)", ns),
+		Y: svgchart.Axis{Label: "decode speed per user (tok/s)", FromZero: true, Fmt: svgchart.TickRate}, Series: ss, Bands: bandsDecode}
+	draw(&c, &f)
 	if hi, lo := extreme(ss, true), extreme(ss, false); hi.ok {
 		f.Findings = append(f.Findings, fmt.Sprintf("Per-user decode speed runs from %s tok/s (%s, N=%d) down to %s tok/s (%s, N=%d).",
 			fmtRate(hi.v), hi.scenario, hi.n, fmtRate(lo.v), lo.scenario, lo.n))
@@ -453,13 +441,13 @@ func figITLVsN(r *Report, idx []int, ns []float64, th ReferenceLines) figure {
 		"The gap between two streamed tokens, averaged per request. Lower is smoother. Under the dashed line streaming feels instant; between 20 and 70 ms it is noticeably slower but fine to read.")
 	ss, _ := metricSeries(r, idx, sweep.ModeClosedLoop, func(s Step) (float64, bool) { return s.ITL.Mean * 1000, s.ITL.Mean > 0 },
 		func(v float64) string { return fmtMS(v/1000) + " ITL" })
-	var refs []refLine
+	var refs []svgchart.RefLine
 	if th.ITLInstantSeconds > 0 {
-		refs = append(refs, refLine{Value: th.ITLInstantSeconds * 1000, Label: fmtSecondsShort(th.ITLInstantSeconds) + " instant", Color: colorITLInstant})
+		refs = append(refs, svgchart.RefLine{Value: th.ITLInstantSeconds * 1000, Label: fmtSecondsShort(th.ITLInstantSeconds) + " instant", Color: colorITLInstant})
 	}
-	c := chart{ID: f.DOMID, Title: f.Title, X: nAxis("concurrent requests (N)", ns),
-		Y: axis{Label: "inter-token latency (ms)", FromZero: true, Fmt: axisPlain}, Series: ss, Refs: refs, Bands: bandsITLms}
-	c.build(&f)
+	c := svgchart.Chart{ID: f.DOMID, Title: f.Title, X: nAxis("concurrent requests (N)", ns),
+		Y: svgchart.Axis{Label: "inter-token latency (ms)", FromZero: true, Fmt: svgchart.TickPlain}, Series: ss, Refs: refs, Bands: bandsITLms}
+	draw(&c, &f)
 	if lo, hi := extreme(ss, false), extreme(ss, true); lo.ok {
 		msg := fmt.Sprintf("Best ITL %s (%s, N=%d); worst %s (%s, N=%d).", fmtMS(lo.v/1000), lo.scenario, lo.n, fmtMS(hi.v/1000), hi.scenario, hi.n)
 		if th.ITLInstantSeconds > 0 {
@@ -495,10 +483,10 @@ func figScaling(r *Report, idx []int, ns []float64) figure {
 	for _, v := range vals {
 		ymax = math.Max(ymax, v)
 	}
-	c := chart{ID: f.DOMID, Title: f.Title, X: nAxis("concurrent requests (N)", ns),
-		Y:      axis{Label: "scaling efficiency (%)", Min: 0, Max: math.Ceil(ymax/10) * 10, Fmt: axisPlain},
+	c := svgchart.Chart{ID: f.DOMID, Title: f.Title, X: nAxis("concurrent requests (N)", ns),
+		Y:      svgchart.Axis{Label: "scaling efficiency (%)", Min: 0, Max: math.Ceil(ymax/10) * 10, Fmt: svgchart.TickPlain},
 		Series: ss, Bands: bandsEffPct}
-	c.build(&f)
+	draw(&c, &f)
 	// Findings at the largest N every scenario reached.
 	if len(ss) > 0 {
 		type at struct {
@@ -534,7 +522,7 @@ func figScaling(r *Report, idx []int, ns []float64) figure {
 }
 
 // rangeBand builds a band from the best to the worst scenario at each N.
-func rangeBand(r *Report, idx []int, get func(Step) float64, unit func(float64) string) (area, []string) {
+func rangeBand(r *Report, idx []int, get func(Step) float64, unit func(float64) string) (svgchart.Area, []string) {
 	byN := map[int][]located{}
 	for _, i := range idx {
 		for _, st := range okSteps(r.Scenarios[i].ClosedLoop) {
@@ -549,15 +537,15 @@ func rangeBand(r *Report, idx []int, get func(Step) float64, unit func(float64) 
 		ns = append(ns, n)
 	}
 	sort.Ints(ns)
-	a := area{Name: "best → worst scenario", Color: colorRange}
+	a := svgchart.Area{Name: "best → worst scenario", Color: colorRange}
 	var notes []string
 	for _, n := range ns {
 		pts := byN[n]
 		sort.SliceStable(pts, func(i, j int) bool { return pts[i].v < pts[j].v })
 		lo, hi := pts[0], pts[len(pts)-1]
-		a.Hi = append(a.Hi, point{X: float64(n), Y: hi.v, Suspect: hi.step.StartedBusy(),
+		a.Hi = append(a.Hi, svgchart.Point{X: float64(n), Y: hi.v, Suspect: hi.step.StartedBusy(),
 			Tip: fmt.Sprintf("N=%d · %s: %s%s", n, hi.scenario, unit(hi.v), suspectTip(*hi.step))})
-		a.Lo = append(a.Lo, point{X: float64(n), Y: lo.v, Suspect: lo.step.StartedBusy(),
+		a.Lo = append(a.Lo, svgchart.Point{X: float64(n), Y: lo.v, Suspect: lo.step.StartedBusy(),
 			Tip: fmt.Sprintf("N=%d · %s: %s%s", n, lo.scenario, unit(lo.v), suspectTip(*lo.step))})
 		notes = []string{fmt.Sprintf("At N=%d users get between %s (%s) and %s (%s), depending on context length.",
 			n, unit(lo.v), lo.scenario, unit(hi.v), hi.scenario)}
@@ -571,12 +559,12 @@ func figDecodeRange(r *Report, idx []int, ns []float64) figure {
 	get := func(s Step) float64 { return s.Decode.Mean }
 	unit := func(v float64) string { return fmtRate(v) + " tok/s" }
 	a, notes := rangeBand(r, idx, get, unit)
-	c := chart{ID: f.DOMID, Title: f.Title, X: nAxis("concurrent requests (N)", ns),
-		Y: axis{Label: "decode speed per user (tok/s)", FromZero: true, Fmt: axisRate}, Bands: bandsDecode, Series: baseBand(r, idx, get, unit)}
+	c := svgchart.Chart{ID: f.DOMID, Title: f.Title, X: nAxis("concurrent requests (N)", ns),
+		Y: svgchart.Axis{Label: "decode speed per user (tok/s)", FromZero: true, Fmt: svgchart.TickRate}, Bands: bandsDecode, Series: baseBand(r, idx, get, unit)}
 	if len(a.Hi) > 0 {
-		c.Areas = []area{a}
+		c.Areas = []svgchart.Area{a}
 	}
-	c.build(&f)
+	draw(&c, &f)
 	f.Findings = notes
 	return f
 }
@@ -632,7 +620,7 @@ func figTTFTRange(r *Report, idx []int, ns []float64) figure {
 		notes = append(notes, "The engine measured no queue wait: these TTFTs are scheduling and prefill.")
 	}
 	var vals []float64
-	for _, p := range append(append([]point(nil), a.Hi...), a.Lo...) {
+	for _, p := range append(append([]svgchart.Point(nil), a.Hi...), a.Lo...) {
 		vals = append(vals, p.Y)
 	}
 	for _, s := range bb {
@@ -640,12 +628,12 @@ func figTTFTRange(r *Report, idx []int, ns []float64) figure {
 			vals = append(vals, p.Y)
 		}
 	}
-	c := chart{ID: f.DOMID, Title: f.Title, X: nAxis("concurrent requests (N)", ns),
-		Y: axis{Label: "time to first token", Log: autoLog(vals), FromZero: true, Fmt: axisSeconds}, Bands: bandsTTFT, Series: bb}
+	c := svgchart.Chart{ID: f.DOMID, Title: f.Title, X: nAxis("concurrent requests (N)", ns),
+		Y: svgchart.Axis{Label: "time to first token", Log: autoLog(vals), FromZero: true, Fmt: svgchart.TickSeconds}, Bands: bandsTTFT, Series: bb}
 	if len(a.Hi) > 0 {
-		c.Areas = []area{a}
+		c.Areas = []svgchart.Area{a}
 	}
-	c.build(&f)
+	draw(&c, &f)
 	f.Findings = notes
 	return f
 }
@@ -655,14 +643,14 @@ func figTTFTVsQueue(r *Report, idx []int, ns []float64, th ReferenceLines) figur
 	f := newFigure(ChartTTFTVsQueueDepth, "TTFT vs queue depth",
 		"The chart to plan production with. N requests arrive together; the later ones wait for earlier prefills, so TTFT climbs with N. Where a line crosses the dashed limit, users start to find the service slow. The value plotted is TTFT "+string(stat)+".")
 	ss, vals := metricSeries(r, idx, sweep.ModeBurst, func(s Step) (float64, bool) { v := s.TTFT.Stat(stat); return v, v > 0 }, fmtSeconds)
-	var refs []refLine
+	var refs []svgchart.RefLine
 	if th.MaxSafeQueueTTFTSeconds > 0 {
-		refs = append(refs, refLine{Value: th.MaxSafeQueueTTFTSeconds, Label: fmtSecondsShort(th.MaxSafeQueueTTFTSeconds) + " TTFT limit", Color: colorTTFTLine})
+		refs = append(refs, svgchart.RefLine{Value: th.MaxSafeQueueTTFTSeconds, Label: fmtSecondsShort(th.MaxSafeQueueTTFTSeconds) + " TTFT limit", Color: colorTTFTLine})
 		vals = append(vals, th.MaxSafeQueueTTFTSeconds)
 	}
-	c := chart{ID: f.DOMID, Title: f.Title, X: nAxis("requests sent at once (queue depth)", ns),
-		Y: axis{Label: "time to first token (" + string(stat) + ")", Log: autoLog(vals), FromZero: true, Fmt: axisSeconds}, Series: ss, Refs: refs, Bands: bandsTTFT}
-	c.build(&f)
+	c := svgchart.Chart{ID: f.DOMID, Title: f.Title, X: nAxis("requests sent at once (queue depth)", ns),
+		Y: svgchart.Axis{Label: "time to first token (" + string(stat) + ")", Log: autoLog(vals), FromZero: true, Fmt: svgchart.TickSeconds}, Series: ss, Refs: refs, Bands: bandsTTFT}
+	draw(&c, &f)
 	if lo, hi := extreme(ss, false), extreme(ss, true); lo.ok {
 		f.Findings = append(f.Findings, fmt.Sprintf("TTFT under burst load runs from %s (%s, N=%d) to %s (%s, N=%d).",
 			fmtSeconds(lo.v), lo.scenario, lo.n, fmtSeconds(hi.v), hi.scenario, hi.n))
@@ -682,13 +670,13 @@ func figITLVsQueue(r *Report, idx []int, ns []float64, th ReferenceLines) figure
 		"Streaming smoothness under a burst. Continuous batching shares decode across all running requests, so ITL often levels off while TTFT keeps rising. The dashed line is the memory-bandwidth ceiling typical of large MoE models.")
 	ss, _ := metricSeries(r, idx, sweep.ModeBurst, func(s Step) (float64, bool) { return s.ITL.Mean * 1000, s.ITL.Mean > 0 },
 		func(v float64) string { return fmtMS(v/1000) + " ITL" })
-	var refs []refLine
+	var refs []svgchart.RefLine
 	if th.ITLCeilingSeconds > 0 {
-		refs = append(refs, refLine{Value: th.ITLCeilingSeconds * 1000, Label: fmtSecondsShort(th.ITLCeilingSeconds) + " MoE ceiling", Color: colorITLCeiling})
+		refs = append(refs, svgchart.RefLine{Value: th.ITLCeilingSeconds * 1000, Label: fmtSecondsShort(th.ITLCeilingSeconds) + " MoE ceiling", Color: colorITLCeiling})
 	}
-	c := chart{ID: f.DOMID, Title: f.Title, X: nAxis("requests sent at once (queue depth)", ns),
-		Y: axis{Label: "inter-token latency (ms)", FromZero: true, Fmt: axisPlain}, Series: ss, Refs: refs, Bands: bandsITLms}
-	c.build(&f)
+	c := svgchart.Chart{ID: f.DOMID, Title: f.Title, X: nAxis("requests sent at once (queue depth)", ns),
+		Y: svgchart.Axis{Label: "inter-token latency (ms)", FromZero: true, Fmt: svgchart.TickPlain}, Series: ss, Refs: refs, Bands: bandsITLms}
+	draw(&c, &f)
 	if hi := extreme(ss, true); hi.ok {
 		msg := fmt.Sprintf("Highest ITL under burst: %s (%s, N=%d).", fmtMS(hi.v/1000), hi.scenario, hi.n)
 		if th.ITLCeilingSeconds > 0 {
@@ -708,9 +696,9 @@ func figDecodeVsQueue(r *Report, idx []int, ns []float64) figure {
 		"Decode speed of the requests of a burst, once they stream. It usually holds up far better than TTFT: a queued user waits longer to start, then reads at a similar pace.")
 	ss, _ := metricSeries(r, idx, sweep.ModeBurst, func(s Step) (float64, bool) { return s.Decode.Mean, s.Decode.Mean > 0 },
 		func(v float64) string { return fmtRate(v) + " tok/s" })
-	c := chart{ID: f.DOMID, Title: f.Title, X: nAxis("requests sent at once (queue depth)", ns),
-		Y: axis{Label: "decode speed per user (tok/s)", FromZero: true, Fmt: axisRate}, Series: ss, Bands: bandsDecode}
-	c.build(&f)
+	c := svgchart.Chart{ID: f.DOMID, Title: f.Title, X: nAxis("requests sent at once (queue depth)", ns),
+		Y: svgchart.Axis{Label: "decode speed per user (tok/s)", FromZero: true, Fmt: svgchart.TickRate}, Series: ss, Bands: bandsDecode}
+	draw(&c, &f)
 	if hi, lo := extreme(ss, true), extreme(ss, false); hi.ok {
 		f.Findings = append(f.Findings, fmt.Sprintf("Under burst load per-user decode runs from %s tok/s (%s, N=%d) down to %s tok/s (%s, N=%d).",
 			fmtRate(hi.v), hi.scenario, hi.n, fmtRate(lo.v), lo.scenario, lo.n))
@@ -773,9 +761,9 @@ func figSystem(r *Report, idx []int, closedN, burstN []float64) figure {
 	ns := append(append([]float64(nil), closedN...), burstN...)
 	sort.Float64s(ns)
 	ns = dedupe(ns)
-	c := chart{ID: f.DOMID, Title: f.Title, X: nAxis("concurrent requests (N)", ns),
-		Y: axis{Label: "system throughput (tok/s)", FromZero: true, Fmt: axisRate}, Series: all}
-	c.build(&f)
+	c := svgchart.Chart{ID: f.DOMID, Title: f.Title, X: nAxis("concurrent requests (N)", ns),
+		Y: svgchart.Axis{Label: "system throughput (tok/s)", FromZero: true, Fmt: svgchart.TickRate}, Series: all}
+	draw(&c, &f)
 	h := r.Headline
 	if m := h.MaxSystemThroughput; m != nil {
 		if m.Mode == sweep.ModeBurst {
@@ -1023,31 +1011,31 @@ func limitStat(u UseCaseCapacity, kind string) sweep.Stat {
 func capacityChart(id string, s *Scenario, u UseCaseCapacity, base *Scenario) (template.HTML, template.HTML) {
 	steps := okSteps(s.Steps(u.Mode))
 	var ns []float64
-	itl := series{Name: "ITL mean (left axis)", Color: colorCapITL, Marker: 0}
+	itl := svgchart.Series{Name: "ITL mean (left axis)", Color: colorCapITL, Marker: 0}
 	useE2E := s.Thresholds.E2E.Seconds() > 0
 	useTTFT := s.Thresholds.TTFT.Seconds() > 0 || !useE2E
 	ttftStat, e2eStat := limitStat(u, LimitTTFT), limitStat(u, LimitE2E)
-	ttft := series{Name: "TTFT " + string(ttftStat) + " (right axis)", Color: colorCapTTFT, Marker: 1, Right: true}
-	e2e := series{Name: "E2E " + string(e2eStat) + " (right axis)", Color: colorCapE2E, Marker: 2, Right: true}
+	ttft := svgchart.Series{Name: "TTFT " + string(ttftStat) + " (right axis)", Color: colorCapTTFT, Marker: 1, Right: true}
+	e2e := svgchart.Series{Name: "E2E " + string(e2eStat) + " (right axis)", Color: colorCapE2E, Marker: 2, Right: true}
 	for _, st := range steps {
 		n := float64(st.Concurrency)
 		ns = append(ns, n)
 		if st.ITL.Mean > 0 {
-			itl.Points = append(itl.Points, point{X: n, Y: st.ITL.Mean * 1000, Suspect: st.StartedBusy(),
+			itl.Points = append(itl.Points, svgchart.Point{X: n, Y: st.ITL.Mean * 1000, Suspect: st.StartedBusy(),
 				Tip: fmt.Sprintf("N=%d · ITL %s (≈ %s tok/s per user)%s", st.Concurrency, fmtMS(st.ITL.Mean), fmtRate(st.Decode.Mean), suspectTip(st))})
 		}
 		if v := st.TTFT.Stat(ttftStat); v > 0 {
-			ttft.Points = append(ttft.Points, point{X: n, Y: v, Suspect: st.StartedBusy(),
+			ttft.Points = append(ttft.Points, svgchart.Point{X: n, Y: v, Suspect: st.StartedBusy(),
 				Tip: fmt.Sprintf("N=%d · TTFT %s %s%s", st.Concurrency, ttftStat, fmtSeconds(v), suspectTip(st))})
 		}
 		if v := st.E2E.Stat(e2eStat); v > 0 {
-			e2e.Points = append(e2e.Points, point{X: n, Y: v, Suspect: st.StartedBusy(),
+			e2e.Points = append(e2e.Points, svgchart.Point{X: n, Y: v, Suspect: st.StartedBusy(),
 				Tip: fmt.Sprintf("N=%d · E2E %s %s%s", st.Concurrency, e2eStat, fmtSeconds(v), suspectTip(st))})
 		}
 	}
-	c := chart{ID: id, Title: "Capacity: " + s.Name, X: nAxis("concurrent requests (N, "+modeLabel(u.Mode)+")", ns),
-		Y:  axis{Label: "inter-token latency (ms)", FromZero: true, Fmt: axisPlain},
-		Y2: &axis{Label: "seconds", FromZero: true, Fmt: axisSeconds}}
+	c := svgchart.Chart{ID: id, Title: "Capacity: " + s.Name, X: nAxis("concurrent requests (N, "+modeLabel(u.Mode)+")", ns),
+		Y:  svgchart.Axis{Label: "inter-token latency (ms)", FromZero: true, Fmt: svgchart.TickPlain},
+		Y2: &svgchart.Axis{Label: "seconds", FromZero: true, Fmt: svgchart.TickSeconds}}
 	c.Series = append(c.Series, itl)
 	if useTTFT {
 		c.Series = append(c.Series, ttft)
@@ -1063,13 +1051,13 @@ func capacityChart(id string, s *Scenario, u UseCaseCapacity, base *Scenario) (t
 				ns = append(ns, n)
 			}
 			if st.ITL.Mean > 0 {
-				bi.Points = append(bi.Points, point{X: n, Y: st.ITL.Mean * 1000, Suspect: st.StartedBusy(), Tip: fmt.Sprintf("base · N=%d · ITL %s", st.Concurrency, fmtMS(st.ITL.Mean))})
+				bi.Points = append(bi.Points, svgchart.Point{X: n, Y: st.ITL.Mean * 1000, Suspect: st.StartedBusy(), Tip: fmt.Sprintf("base · N=%d · ITL %s", st.Concurrency, fmtMS(st.ITL.Mean))})
 			}
 			if v := st.TTFT.Stat(ttftStat); v > 0 {
-				bt.Points = append(bt.Points, point{X: n, Y: v, Suspect: st.StartedBusy(), Tip: fmt.Sprintf("base · N=%d · TTFT %s %s", st.Concurrency, ttftStat, fmtSeconds(v))})
+				bt.Points = append(bt.Points, svgchart.Point{X: n, Y: v, Suspect: st.StartedBusy(), Tip: fmt.Sprintf("base · N=%d · TTFT %s %s", st.Concurrency, ttftStat, fmtSeconds(v))})
 			}
 			if v := st.E2E.Stat(e2eStat); v > 0 {
-				be.Points = append(be.Points, point{X: n, Y: v, Suspect: st.StartedBusy(), Tip: fmt.Sprintf("base · N=%d · E2E %s %s", st.Concurrency, e2eStat, fmtSeconds(v))})
+				be.Points = append(be.Points, svgchart.Point{X: n, Y: v, Suspect: st.StartedBusy(), Tip: fmt.Sprintf("base · N=%d · E2E %s %s", st.Concurrency, e2eStat, fmtSeconds(v))})
 			}
 		}
 		sort.Float64s(ns)
@@ -1100,85 +1088,26 @@ func capacityChart(id string, s *Scenario, u UseCaseCapacity, base *Scenario) (t
 	}
 	t := s.Thresholds
 	if t.TTFT.Seconds() > 0 {
-		c.Refs = append(c.Refs, refLine{Value: t.TTFT.Seconds(), Right: true, Color: colorCapTTFT, Label: limitText(LimitTTFT, t.TTFT.Seconds())})
+		c.Refs = append(c.Refs, svgchart.RefLine{Value: t.TTFT.Seconds(), Right: true, Color: colorCapTTFT, Label: limitText(LimitTTFT, t.TTFT.Seconds())})
 	}
 	if t.E2E.Seconds() > 0 {
-		c.Refs = append(c.Refs, refLine{Value: t.E2E.Seconds(), Right: true, Color: colorCapE2E, Label: limitText(LimitE2E, t.E2E.Seconds())})
+		c.Refs = append(c.Refs, svgchart.RefLine{Value: t.E2E.Seconds(), Right: true, Color: colorCapE2E, Label: limitText(LimitE2E, t.E2E.Seconds())})
 	}
 	if t.ITL.Seconds() > 0 {
-		c.Refs = append(c.Refs, refLine{Value: t.ITL.Seconds() * 1000, Color: colorCapITL, Label: limitText(LimitITL, t.ITL.Seconds())})
+		c.Refs = append(c.Refs, svgchart.RefLine{Value: t.ITL.Seconds() * 1000, Color: colorCapITL, Label: limitText(LimitITL, t.ITL.Seconds())})
 	}
 	if t.MinDecode > 0 {
 		// Per request, ITL is the reciprocal of decode speed.
 		itlMax := 1 / t.MinDecode
-		c.Refs = append(c.Refs, refLine{Value: itlMax * 1000, Color: colorCapITL,
+		c.Refs = append(c.Refs, svgchart.RefLine{Value: itlMax * 1000, Color: colorCapITL,
 			Label: limitText(LimitDecode, t.MinDecode) + " (ITL ≤ " + strings.Replace(fmtMS(itlMax), ".0 ms", " ms", 1) + ")"})
 	}
 	if u.Value > 0 {
-		c.Refs = append(c.Refs, refLine{Value: float64(u.Value), Vertical: true, Color: colorCapacityMrk, Label: "capacity " + fmtBound(u.Bound)})
+		c.Refs = append(c.Refs, svgchart.RefLine{Value: float64(u.Value), Vertical: true, Color: colorCapacityMrk, Label: "capacity " + fmtBound(u.Bound)})
 	}
-	separateThresholds(&c)
+	c.SeparateRefs()
+	c.SuspectNote = suspectNote
 	return c.SVG(), c.LegendHTML()
-}
-
-// minRefGap is how far apart (px) two threshold lines on different axes
-// must lie: a label's height and a little air, so neither line nor label
-// sits on the other.
-const minRefGap = 20.0
-
-// refGap is the smallest distance between two horizontal reference lines
-// of different axes (Inf when there is no such pair).
-func refGap(c *chart, l layout) float64 {
-	gap := math.Inf(1)
-	for i, a := range c.Refs {
-		for _, b := range c.Refs[i+1:] {
-			if a.Vertical || b.Vertical || a.Right == b.Right {
-				continue
-			}
-			gap = math.Min(gap, math.Abs(l.refY(a)-l.refY(b)))
-		}
-	}
-	return gap
-}
-
-// separateThresholds keeps the left (ITL) and right (TTFT, E2E) threshold
-// lines apart: two scales that happen to put them at the same height would
-// draw one line on top of the other. It stretches the top of the left axis,
-// then if need be the right one, by the least that gives minRefGap; the
-// data always stays inside the axes.
-func separateThresholds(c *chart) {
-	l := c.layout()
-	if refGap(c, l) >= minRefGap {
-		return
-	}
-	base, baseY2 := c.Y, *c.Y2
-	leftHi, rightLo, rightHi := l.ysc.hi, l.y2sc.lo, l.y2sc.hi
-	bestGap, best := refGap(c, l), [2]float64{1, 1}
-	for _, right := range []float64{1, 2, 5, 10} {
-		for _, left := range []float64{1, 1.2, 1.4, 1.7, 2, 2.5, 3} {
-			if left == 1 && right == 1 {
-				continue
-			}
-			c.Y, *c.Y2 = base, baseY2
-			stretch(c, left, right, leftHi, rightLo, rightHi)
-			if g := refGap(c, c.layout()); g >= minRefGap {
-				return
-			} else if g > bestGap {
-				bestGap, best = g, [2]float64{left, right}
-			}
-		}
-	}
-	c.Y, *c.Y2 = base, baseY2
-	stretch(c, best[0], best[1], leftHi, rightLo, rightHi)
-}
-
-func stretch(c *chart, left, right, leftHi, rightLo, rightHi float64) {
-	if left != 1 {
-		c.Y.Min, c.Y.Max = 0, leftHi*left
-	}
-	if right != 1 {
-		c.Y2.Min, c.Y2.Max = rightLo, rightHi*right
-	}
 }
 
 // contextRows picks one scenario per context length (the first in report
@@ -1199,14 +1128,14 @@ func contextRows(r *Report, idx []int) []*Scenario {
 }
 
 // contextSeries builds one line per closed-loop N with x = context length.
-func contextSeries(rows []*Scenario, get func(Step) (float64, bool), unit func(float64) string) ([]series, []float64) {
-	byN := map[int][]point{}
+func contextSeries(rows []*Scenario, get func(Step) (float64, bool), unit func(float64) string) ([]svgchart.Series, []float64) {
+	byN := map[int][]svgchart.Point{}
 	var ctxs []float64
 	for _, s := range rows {
 		ctxs = append(ctxs, float64(s.InputTokens))
 		for _, st := range okSteps(s.ClosedLoop) {
 			if v, ok := get(st); ok && finite(v) {
-				byN[st.Concurrency] = append(byN[st.Concurrency], point{X: float64(s.InputTokens), Y: v, Suspect: st.StartedBusy(),
+				byN[st.Concurrency] = append(byN[st.Concurrency], svgchart.Point{X: float64(s.InputTokens), Y: v, Suspect: st.StartedBusy(),
 					Tip: fmt.Sprintf("%s (%s) · N=%d · %s%s", s.Name, fmtTokens(float64(s.InputTokens)), st.Concurrency, unit(v), suspectTip(st))})
 			}
 		}
@@ -1216,16 +1145,16 @@ func contextSeries(rows []*Scenario, get func(Step) (float64, bool), unit func(f
 		ns = append(ns, n)
 	}
 	sort.Ints(ns)
-	var out []series
+	var out []svgchart.Series
 	for k, n := range ns {
-		out = append(out, series{Name: fmt.Sprintf("N=%d", n), Color: nColor(k, len(ns)), Marker: k % 4, Points: byN[n]})
+		out = append(out, svgchart.Series{Name: fmt.Sprintf("N=%d", n), Color: nColor(k, len(ns)), Marker: k % 4, Points: byN[n]})
 	}
 	return out, ctxs
 }
 
 // withBaseContext adds a comparison's baseline lines to a context chart:
 // for each N the same colour as NEW's line of that N, faint and dashed.
-func withBaseContext(r *Report, idx []int, ss []series, ctxs []float64, get func(Step) (float64, bool), unit func(float64) string) ([]series, []float64) {
+func withBaseContext(r *Report, idx []int, ss []svgchart.Series, ctxs []float64, get func(Step) (float64, bool), unit func(float64) string) ([]svgchart.Series, []float64) {
 	b := r.baseReport()
 	if b == nil {
 		return ss, ctxs
@@ -1254,8 +1183,8 @@ func withBaseContext(r *Report, idx []int, ss []series, ctxs []float64, get func
 	return ss, ctxs
 }
 
-func ctxAxis(ctxs []float64) axis {
-	return axis{Label: "context length (input tokens)", Log: true, Ticks: ctxs, Fmt: fmtTokens}
+func ctxAxis(ctxs []float64) svgchart.Axis {
+	return svgchart.Axis{Label: "context length (input tokens)", Log: true, Ticks: ctxs, Fmt: fmtTokens}
 }
 
 func figQueueWait(r *Report, idx []int) figure {
@@ -1276,8 +1205,8 @@ func figQueueWait(r *Report, idx []int) figure {
 		f.Placeholder = "Queue wait was not measured: the engine exposes no vllm:request_queue_time_seconds histogram, or no closed-loop sweep ran."
 		return f
 	}
-	c := chart{ID: f.DOMID, Title: f.Title, X: ctxAxis(ctxs), Y: axis{Label: "queue wait", FromZero: true, Fmt: axisSeconds}, Series: ss}
-	c.build(&f)
+	c := svgchart.Chart{ID: f.DOMID, Title: f.Title, X: ctxAxis(ctxs), Y: svgchart.Axis{Label: "queue wait", FromZero: true, Fmt: svgchart.TickSeconds}, Series: ss}
+	draw(&c, &f)
 	if hi := extreme(ss, true); hi.ok {
 		f.Findings = append(f.Findings, fmt.Sprintf("Longest mean queue wait: %s at %s context, %s.", fmtSeconds(hi.v), fmtTokens(float64(hi.n)), hi.scenario))
 	}
@@ -1296,14 +1225,14 @@ func figPrefill(r *Report, idx []int) figure {
 		return f
 	}
 	ss, ctxs = withBaseContext(r, idx, ss, ctxs, pget, punit)
-	c := chart{ID: f.DOMID, Title: f.Title, X: ctxAxis(ctxs), Y: axis{Label: "prefill speed per user (tok/s)", FromZero: true, Fmt: axisRate}, Series: ss}
-	c.build(&f)
+	c := svgchart.Chart{ID: f.DOMID, Title: f.Title, X: ctxAxis(ctxs), Y: svgchart.Axis{Label: "prefill speed per user (tok/s)", FromZero: true, Fmt: svgchart.TickRate}, Series: ss}
+	draw(&c, &f)
 	t := table{Head: []string{"concurrency", "peaks at", "peak prefill speed"}, Numeric: []bool{false, false, true}}
 	for _, s := range ss {
 		if s.Faint {
 			continue
 		}
-		var best point
+		var best svgchart.Point
 		for _, p := range s.Points {
 			if p.Y > best.Y {
 				best = p
@@ -1369,7 +1298,7 @@ func figPower(r *Report, idx []int) figure {
 		f.Placeholder = "No closed-loop step carried power readings, so the chart is empty."
 		return f
 	}
-	c := chart{ID: f.DOMID, Title: f.Title, X: ctxAxis(ctxs), Y: axis{Label: "average GPU power (W)", FromZero: true, Fmt: axisPlain}, Series: ss}
-	c.build(&f)
+	c := svgchart.Chart{ID: f.DOMID, Title: f.Title, X: ctxAxis(ctxs), Y: svgchart.Axis{Label: "average GPU power (W)", FromZero: true, Fmt: svgchart.TickPlain}, Series: ss}
+	draw(&c, &f)
 	return f
 }

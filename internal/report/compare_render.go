@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/slaprobe/slaprobe/internal/svgchart"
 	"github.com/slaprobe/slaprobe/internal/sweep"
 )
 
@@ -14,7 +15,7 @@ const baseSuffix = " (base)"
 
 // baseOf turns a series into its baseline twin: the same colour and
 // marker, dashed and faint, named "(base)".
-func baseOf(s series) series {
+func baseOf(s svgchart.Series) svgchart.Series {
 	s.Name += baseSuffix
 	s.Dashed, s.Faint = true, true
 	s.Points = nil
@@ -341,7 +342,7 @@ func stepChangeColumns(r *Report, s *Scenario, mode sweep.Mode) []column {
 
 // baseBand draws a comparison's baseline range as its two edges, faint
 // and dashed, over NEW's shaded band.
-func baseBand(r *Report, idx []int, get func(Step) float64, unit func(float64) string) []series {
+func baseBand(r *Report, idx []int, get func(Step) float64, unit func(float64) string) []svgchart.Series {
 	b := r.baseReport()
 	if b == nil {
 		return nil
@@ -358,8 +359,8 @@ func baseBand(r *Report, idx []int, get func(Step) float64, unit func(float64) s
 	if len(a.Hi) == 0 {
 		return nil
 	}
-	hi := series{Name: "highest scenario" + baseSuffix, Color: colorRange, Marker: 2, Dashed: true, Faint: true}
-	lo := series{Name: "lowest scenario" + baseSuffix, Color: colorRange, Marker: 3, Dashed: true, Faint: true}
+	hi := svgchart.Series{Name: "highest scenario" + baseSuffix, Color: colorRange, Marker: 2, Dashed: true, Faint: true}
+	lo := svgchart.Series{Name: "lowest scenario" + baseSuffix, Color: colorRange, Marker: 3, Dashed: true, Faint: true}
 	for _, p := range a.Hi {
 		p.Tip = "base · " + p.Tip
 		hi.Points = append(hi.Points, p)
@@ -368,5 +369,5 @@ func baseBand(r *Report, idx []int, get func(Step) float64, unit func(float64) s
 		p.Tip = "base · " + p.Tip
 		lo.Points = append(lo.Points, p)
 	}
-	return []series{hi, lo}
+	return []svgchart.Series{hi, lo}
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/slaprobe/slaprobe/internal/svgchart"
 	"github.com/slaprobe/slaprobe/internal/sweep"
 	"github.com/slaprobe/slaprobe/prober"
 )
@@ -153,9 +154,9 @@ func limitText(kind string, v float64) string {
 // fmtSecondsShort drops trailing zeros: 3 s, 2.5 s, 200 ms.
 func fmtSecondsShort(v float64) string {
 	if v < 1 {
-		return strconv.FormatFloat(clean(v*1000), 'f', -1, 64) + " ms"
+		return strconv.FormatFloat(svgchart.Clean(v*1000), 'f', -1, 64) + " ms"
 	}
-	return strconv.FormatFloat(clean(v), 'f', -1, 64) + " s"
+	return strconv.FormatFloat(svgchart.Clean(v), 'f', -1, 64) + " s"
 }
 
 // thresholdTexts lists a scenario's thresholds in a stable order.
@@ -225,3 +226,6 @@ func statBound(s *Figure) Bound {
 func fmtPctFine(ratio float64) string {
 	return strconv.FormatFloat(math.Round(ratio*100_000)/1000, 'f', -1, 64) + "%"
 }
+
+// finite reports whether v is a number that can be shown (not NaN or ±Inf).
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

@@ -4,62 +4,19 @@ import (
 	"fmt"
 	"html"
 	"math"
-	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/slaprobe/slaprobe/internal/svgchart"
 )
 
-func TestLinearTicksAreClean(t *testing.T) {
-	s := fitScale(axis{FromZero: true, Fmt: axisSeconds}, []float64{0.012, 0.303})
-	var labels []string
-	for _, v := range s.ticks {
-		labels = append(labels, s.fmt(v))
-	}
-	want := []string{"0", "100 ms", "200 ms", "300 ms", "400 ms"} // 3 × 0.1 is not 0.3 in binary
-	if !reflect.DeepEqual(labels, want) {
-		t.Errorf("ticks = %q; want %q", labels, want)
-	}
-	if s.lo != 0 || s.hi < 0.303 {
-		t.Errorf("domain = [%g, %g]", s.lo, s.hi)
-	}
-}
-
-func TestNiceStep(t *testing.T) {
-	for _, c := range []struct {
-		span float64
-		want float64
-	}{{100, 20}, {1, 0.2}, {7, 2}, {0.3, 0.1}, {4000, 1000}, {0, 1}} {
-		if got := niceStep(c.span, 5); math.Abs(got-c.want) > 1e-12 {
-			t.Errorf("niceStep(%g) = %g; want %g", c.span, got, c.want)
-		}
-	}
-}
-
-func TestLogTicks(t *testing.T) {
-	s := fitScale(axis{Log: true}, []float64{0.189, 72.7, 3.0})
-	if s.lo != 0.1 || s.hi != 100 {
-		t.Errorf("domain = [%g, %g]; want [0.1, 100]", s.lo, s.hi)
-	}
-	want := []float64{0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100}
-	if !reflect.DeepEqual(s.ticks, want) {
-		t.Errorf("ticks = %v; want %v", s.ticks, want)
-	}
-	// Wide spans keep only the decades.
-	s = fitScale(axis{Log: true}, []float64{0.01, 500})
-	for _, v := range s.ticks {
-		if d := math.Log10(v); math.Abs(d-math.Round(d)) > 1e-9 {
-			t.Errorf("tick %g is not a decade", v)
-		}
-	}
-}
-
 func TestExplicitTicksAndOverlap(t *testing.T) {
-	c := chart{ID: "t", Title: "t", X: nAxis("N", []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}),
-		Y:      axis{Label: "y", FromZero: true, Fmt: axisPlain},
-		Series: []series{{Name: "s", Color: "#000", Points: []point{{X: 1, Y: 1}, {X: 16, Y: 2}}}}}
+	c := svgchart.Chart{ID: "t", Title: "t", X: nAxis("N", []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}),
+		Y:      svgchart.Axis{Label: "y", FromZero: true, Fmt: svgchart.TickPlain},
+		Series: []svgchart.Series{{Name: "s", Color: "#000", Points: []svgchart.Point{{X: 1, Y: 1}, {X: 16, Y: 2}}}}}
 	svg := string(c.SVG())
 	// On a log axis 15 and 16 sit a few pixels apart: the later label is dropped.
 	if strings.Contains(svg, `text-anchor="middle">15</text>`) && strings.Contains(svg, `text-anchor="middle">16</text>`) {
@@ -71,7 +28,7 @@ func TestExplicitTicksAndOverlap(t *testing.T) {
 }
 
 func TestEmptyChart(t *testing.T) {
-	c := chart{ID: "e", Title: "e", X: nAxis("N", nil), Y: axis{Label: "y"}, Empty: "nothing here"}
+	c := svgchart.Chart{ID: "e", Title: "e", X: nAxis("N", nil), Y: svgchart.Axis{Label: "y"}, Empty: "nothing here"}
 	if svg := string(c.SVG()); !strings.Contains(svg, "nothing here") {
 		t.Error("empty chart has no message")
 	}
@@ -82,9 +39,9 @@ func TestEmptyChart(t *testing.T) {
 
 func TestLabelsAvoidLines(t *testing.T) {
 	// A line hugging the right end of a threshold: its label must move.
-	c := chart{ID: "l", Title: "l", X: nAxis("N", []float64{1, 32}), Y: axis{Label: "y", FromZero: true, Fmt: axisPlain},
-		Series: []series{{Name: "s", Color: "#000", Points: []point{{X: 1, Y: 5}, {X: 16, Y: 12}, {X: 32, Y: 21}}}},
-		Refs:   []refLine{{Value: 20, Label: "20 ms instant", Color: "#080"}}}
+	c := svgchart.Chart{ID: "l", Title: "l", X: nAxis("N", []float64{1, 32}), Y: svgchart.Axis{Label: "y", FromZero: true, Fmt: svgchart.TickPlain},
+		Series: []svgchart.Series{{Name: "s", Color: "#000", Points: []svgchart.Point{{X: 1, Y: 5}, {X: 16, Y: 12}, {X: 32, Y: 21}}}},
+		Refs:   []svgchart.RefLine{{Value: 20, Label: "20 ms instant", Color: "#080"}}}
 	svg := string(c.SVG())
 	m := regexp.MustCompile(`<text class="ref-label" x="([0-9.]+)" y="[0-9.]+" text-anchor="(\w+)"`).FindStringSubmatch(svg)
 	if m == nil {
@@ -119,7 +76,7 @@ var (
 
 type svgLabel struct {
 	text string
-	b    box
+	b    svgchart.Box
 }
 
 type svgRef struct {
@@ -142,7 +99,7 @@ func parseRefs(t *testing.T, svg string) ([]svgLabel, []svgRef) {
 	var labels []svgLabel
 	for _, m := range refLabelRe.FindAllStringSubmatch(svg, -1) {
 		text := html.UnescapeString(m[4])
-		labels = append(labels, svgLabel{text, labelBox(num(t, m[1]), num(t, m[2]), m[3], text)})
+		labels = append(labels, svgLabel{text, svgchart.LabelBox(num(t, m[1]), num(t, m[2]), m[3], text)})
 	}
 	var refs []svgRef
 	for _, m := range refLineRe.FindAllStringSubmatch(svg, -1) {
@@ -159,15 +116,15 @@ func labelProblems(t *testing.T, svg string) []string {
 	labels, refs := parseRefs(t, svg)
 	for i, a := range labels {
 		for _, b := range labels[i+1:] {
-			if a.b.overlaps(b.b) {
+			if a.b.Overlaps(b.b) {
 				out = append(out, fmt.Sprintf("label %q overlaps label %q", a.text, b.text))
 			}
 		}
 		for _, r := range refs {
 			x0, x1 := math.Min(r.x1, r.x2), math.Max(r.x1, r.x2)
 			y0, y1 := math.Min(r.y1, r.y2), math.Max(r.y1, r.y2)
-			if x0 < a.b.x1 && a.b.x0 < x1 || x0 == x1 && x0 > a.b.x0 && x0 < a.b.x1 {
-				if y0 < a.b.y1 && a.b.y0 < y1 || y0 == y1 && y0 > a.b.y0 && y0 < a.b.y1 {
+			if x0 < a.b.X1 && a.b.X0 < x1 || x0 == x1 && x0 > a.b.X0 && x0 < a.b.X1 {
+				if y0 < a.b.Y1 && a.b.Y0 < y1 || y0 == y1 && y0 > a.b.Y0 && y0 < a.b.Y1 {
 					out = append(out, fmt.Sprintf("label %q lies across the %s line at x=%g..%g y=%g..%g", a.text, r.color, r.x1, r.x2, r.y1, r.y2))
 				}
 			}
@@ -176,7 +133,7 @@ func labelProblems(t *testing.T, svg string) []string {
 	for i, a := range refs {
 		for _, b := range refs[i+1:] {
 			horizontal := a.y1 == a.y2 && b.y1 == b.y2
-			if horizontal && (a.color == colorCapITL) != (b.color == colorCapITL) && math.Abs(a.y1-b.y1) < minRefGap {
+			if horizontal && (a.color == colorCapITL) != (b.color == colorCapITL) && math.Abs(a.y1-b.y1) < svgchart.MinRefGap {
 				out = append(out, fmt.Sprintf("the %s and %s threshold lines are %.1f px apart", a.color, b.color, math.Abs(a.y1-b.y1)))
 			}
 		}

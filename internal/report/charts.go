@@ -348,6 +348,7 @@ func buildSections(r *Report) []section {
 	if th.MaxSafeQueueStat == "" {
 		th.MaxSafeQueueStat = sweep.StatMean
 	}
+	lines := byNCharts(th)
 	closedN := ladderOf(r, idx, sweep.ModeClosedLoop)
 	burstN := ladderOf(r, idx, sweep.ModeBurst)
 
@@ -355,9 +356,9 @@ func buildSections(r *Report) []section {
 		Intro: "Closed loop: the client keeps exactly N requests in flight and starts the next one as soon as one finishes, so these charts show what each user gets while N users share the server at a steady pace. " +
 			closedQueueText(closedQueueWait(r, idx))}
 	closed.Figures = append(closed.Figures,
-		figDecodeVsN(r, idx, closedN),
-		figITLVsN(r, idx, closedN, th),
-		figScaling(r, idx, closedN),
+		lines[ChartDecodeVsConcurrency].figure(r, idx, closedN),
+		lines[ChartITLVsConcurrency].figure(r, idx, closedN),
+		lines[ChartScalingEfficiency].figure(r, idx, closedN),
 		figDecodeRange(r, idx, closedN),
 		figTTFTRange(r, idx, closedN),
 	)
@@ -365,9 +366,9 @@ func buildSections(r *Report) []section {
 	burst := section{ID: "burst", Title: "When should I scale up?",
 		Intro: "Burst: N requests arrive at the same instant. The engine starts what fits and queues the rest, so time to first token grows with the queue. Use these charts for SLA and autoscaling decisions."}
 	burst.Figures = append(burst.Figures,
-		figTTFTVsQueue(r, idx, burstN, th),
-		figITLVsQueue(r, idx, burstN, th),
-		figDecodeVsQueue(r, idx, burstN),
+		lines[ChartTTFTVsQueueDepth].figure(r, idx, burstN),
+		lines[ChartITLVsQueueDepth].figure(r, idx, burstN),
+		lines[ChartDecodeVsQueueDepth].figure(r, idx, burstN),
 		figMaxSafeQueue(r, th),
 	)
 
@@ -419,106 +420,6 @@ func split(f *figure) {
 type section struct {
 	ID, Title, Intro string
 	Figures          []figure
-}
-
-func figDecodeVsN(r *Report, idx []int, ns []float64) figure {
-	f := newFigure(ChartDecodeVsConcurrency, "Per-user decode speed vs concurrency",
-		"Each line is one scenario. Higher is better: this is how fast text streams into one user’s screen while N users share the server. Above 50 tok/s text appears almost at once; below 15 tok/s it is slower than reading.")
-	ss, _ := metricSeries(r, idx, sweep.ModeClosedLoop, func(s Step) (float64, bool) { return s.Decode.Mean, s.Decode.Mean > 0 },
-		func(v float64) string { return fmtRate(v) + " tok/s" })
-	c := svgchart.Chart{ID: f.DOMID, Title: f.Title, X: nAxis("concurrent requests (N)", ns),
-		Y: svgchart.Axis{Label: "decode speed per user (tok/s)", FromZero: true, Fmt: svgchart.TickRate}, Series: ss, Bands: bandsDecode}
-	draw(&c, &f)
-	if hi, lo := extreme(ss, true), extreme(ss, false); hi.ok {
-		f.Findings = append(f.Findings, fmt.Sprintf("Per-user decode speed runs from %s tok/s (%s, N=%d) down to %s tok/s (%s, N=%d).",
-			fmtRate(hi.v), hi.scenario, hi.n, fmtRate(lo.v), lo.scenario, lo.n))
-	}
-	return f
-}
-
-func figITLVsN(r *Report, idx []int, ns []float64, th ReferenceLines) figure {
-	f := newFigure(ChartITLVsConcurrency, "Inter-token latency vs concurrency",
-		"The gap between two streamed tokens, averaged per request. Lower is smoother. Under the dashed line streaming feels instant; between 20 and 70 ms it is noticeably slower but fine to read.")
-	ss, _ := metricSeries(r, idx, sweep.ModeClosedLoop, func(s Step) (float64, bool) { return s.ITL.Mean * 1000, s.ITL.Mean > 0 },
-		func(v float64) string { return fmtMS(v/1000) + " ITL" })
-	var refs []svgchart.RefLine
-	if th.ITLInstantSeconds > 0 {
-		refs = append(refs, svgchart.RefLine{Value: th.ITLInstantSeconds * 1000, Label: fmtSecondsShort(th.ITLInstantSeconds) + " instant", Color: colorITLInstant})
-	}
-	c := svgchart.Chart{ID: f.DOMID, Title: f.Title, X: nAxis("concurrent requests (N)", ns),
-		Y: svgchart.Axis{Label: "inter-token latency (ms)", FromZero: true, Fmt: svgchart.TickPlain}, Series: ss, Refs: refs, Bands: bandsITLms}
-	draw(&c, &f)
-	if lo, hi := extreme(ss, false), extreme(ss, true); lo.ok {
-		msg := fmt.Sprintf("Best ITL %s (%s, N=%d); worst %s (%s, N=%d).", fmtMS(lo.v/1000), lo.scenario, lo.n, fmtMS(hi.v/1000), hi.scenario, hi.n)
-		if th.ITLInstantSeconds > 0 {
-			under, total := 0, 0
-			for _, s := range ss {
-				if s.Faint {
-					continue // a comparison's baseline
-				}
-				for _, p := range s.Points {
-					total++
-					if p.Y <= th.ITLInstantSeconds*1000 {
-						under++
-					}
-				}
-			}
-			msg += fmt.Sprintf(" %d of %d measured points stay under %s.", under, total, fmtSecondsShort(th.ITLInstantSeconds))
-		}
-		f.Findings = append(f.Findings, msg)
-	}
-	return f
-}
-
-func figScaling(r *Report, idx []int, ns []float64) figure {
-	f := newFigure(ChartScalingEfficiency, "Scaling efficiency vs concurrency",
-		"System throughput divided by (single-user throughput × N). 100% means adding a user costs the others nothing; the drop shows how the GPU’s memory bandwidth is shared. Above 90% is excellent, below 50% means heavy contention.")
-	ss, vals := metricSeries(r, idx, sweep.ModeClosedLoop, func(s Step) (float64, bool) {
-		if s.ScalingEfficiency == nil {
-			return 0, false
-		}
-		return *s.ScalingEfficiency * 100, true
-	}, func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) + "% efficiency" })
-	ymax := 100.0
-	for _, v := range vals {
-		ymax = math.Max(ymax, v)
-	}
-	c := svgchart.Chart{ID: f.DOMID, Title: f.Title, X: nAxis("concurrent requests (N)", ns),
-		Y:      svgchart.Axis{Label: "scaling efficiency (%)", Min: 0, Max: math.Ceil(ymax/10) * 10, Fmt: svgchart.TickPlain},
-		Series: ss, Bands: bandsEffPct}
-	draw(&c, &f)
-	// Findings at the largest N every scenario reached.
-	if len(ss) > 0 {
-		type at struct {
-			name string
-			v    float64
-		}
-		maxN := 0.0
-		for _, n := range ns {
-			maxN = n
-		}
-		var row []at
-		for _, s := range ss {
-			if s.Faint {
-				continue // a comparison's baseline
-			}
-			for _, p := range s.Points {
-				if p.X == maxN {
-					row = append(row, at{s.Name, p.Y})
-				}
-			}
-		}
-		if len(row) > 0 {
-			sort.SliceStable(row, func(i, j int) bool { return row[i].v > row[j].v })
-			if len(row) == 1 {
-				f.Findings = append(f.Findings, fmt.Sprintf("At N=%d scaling efficiency is %.0f%% (%s).", int(maxN), row[0].v, row[0].name))
-			} else {
-				f.Findings = append(f.Findings, fmt.Sprintf("At N=%d scaling efficiency ranges from %.0f%% (%s) to %.0f%% (%s).",
-					int(maxN), row[0].v, row[0].name, row[len(row)-1].v, row[len(row)-1].name))
-			}
-		}
-	}
-	return f
 }
 
 // rangeBand builds a band from the best to the worst scenario at each N.
@@ -635,74 +536,6 @@ func figTTFTRange(r *Report, idx []int, ns []float64) figure {
 	}
 	draw(&c, &f)
 	f.Findings = notes
-	return f
-}
-
-func figTTFTVsQueue(r *Report, idx []int, ns []float64, th ReferenceLines) figure {
-	stat := th.MaxSafeQueueStat
-	f := newFigure(ChartTTFTVsQueueDepth, "TTFT vs queue depth",
-		"The chart to plan production with. N requests arrive together; the later ones wait for earlier prefills, so TTFT climbs with N. Where a line crosses the dashed limit, users start to find the service slow. The value plotted is TTFT "+string(stat)+".")
-	ss, vals := metricSeries(r, idx, sweep.ModeBurst, func(s Step) (float64, bool) { v := s.TTFT.Stat(stat); return v, v > 0 }, fmtSeconds)
-	var refs []svgchart.RefLine
-	if th.MaxSafeQueueTTFTSeconds > 0 {
-		refs = append(refs, svgchart.RefLine{Value: th.MaxSafeQueueTTFTSeconds, Label: fmtSecondsShort(th.MaxSafeQueueTTFTSeconds) + " TTFT limit", Color: colorTTFTLine})
-		vals = append(vals, th.MaxSafeQueueTTFTSeconds)
-	}
-	c := svgchart.Chart{ID: f.DOMID, Title: f.Title, X: nAxis("requests sent at once (queue depth)", ns),
-		Y: svgchart.Axis{Label: "time to first token (" + string(stat) + ")", Log: autoLog(vals), FromZero: true, Fmt: svgchart.TickSeconds}, Series: ss, Refs: refs, Bands: bandsTTFT}
-	draw(&c, &f)
-	if lo, hi := extreme(ss, false), extreme(ss, true); lo.ok {
-		f.Findings = append(f.Findings, fmt.Sprintf("TTFT under burst load runs from %s (%s, N=%d) to %s (%s, N=%d).",
-			fmtSeconds(lo.v), lo.scenario, lo.n, fmtSeconds(hi.v), hi.scenario, hi.n))
-	}
-	for _, i := range idx {
-		for _, e := range r.Scenarios[i].StoppedEarly {
-			if e.Mode == sweep.ModeBurst {
-				f.Findings = append(f.Findings, r.Scenarios[i].Name+": "+earlyStopText(e))
-			}
-		}
-	}
-	return f
-}
-
-func figITLVsQueue(r *Report, idx []int, ns []float64, th ReferenceLines) figure {
-	f := newFigure(ChartITLVsQueueDepth, "Inter-token latency vs queue depth",
-		"Streaming smoothness under a burst. Continuous batching shares decode across all running requests, so ITL often levels off while TTFT keeps rising. The dashed line is the memory-bandwidth ceiling typical of large MoE models.")
-	ss, _ := metricSeries(r, idx, sweep.ModeBurst, func(s Step) (float64, bool) { return s.ITL.Mean * 1000, s.ITL.Mean > 0 },
-		func(v float64) string { return fmtMS(v/1000) + " ITL" })
-	var refs []svgchart.RefLine
-	if th.ITLCeilingSeconds > 0 {
-		refs = append(refs, svgchart.RefLine{Value: th.ITLCeilingSeconds * 1000, Label: fmtSecondsShort(th.ITLCeilingSeconds) + " MoE ceiling", Color: colorITLCeiling})
-	}
-	c := svgchart.Chart{ID: f.DOMID, Title: f.Title, X: nAxis("requests sent at once (queue depth)", ns),
-		Y: svgchart.Axis{Label: "inter-token latency (ms)", FromZero: true, Fmt: svgchart.TickPlain}, Series: ss, Refs: refs, Bands: bandsITLms}
-	draw(&c, &f)
-	if hi := extreme(ss, true); hi.ok {
-		msg := fmt.Sprintf("Highest ITL under burst: %s (%s, N=%d).", fmtMS(hi.v/1000), hi.scenario, hi.n)
-		if th.ITLCeilingSeconds > 0 {
-			if hi.v <= th.ITLCeilingSeconds*1000 {
-				msg += " Every point stays under the " + fmtSecondsShort(th.ITLCeilingSeconds) + " ceiling."
-			} else {
-				msg += " Some points cross the " + fmtSecondsShort(th.ITLCeilingSeconds) + " ceiling."
-			}
-		}
-		f.Findings = append(f.Findings, msg)
-	}
-	return f
-}
-
-func figDecodeVsQueue(r *Report, idx []int, ns []float64) figure {
-	f := newFigure(ChartDecodeVsQueueDepth, "Per-user decode speed vs queue depth",
-		"Decode speed of the requests of a burst, once they stream. It usually holds up far better than TTFT: a queued user waits longer to start, then reads at a similar pace.")
-	ss, _ := metricSeries(r, idx, sweep.ModeBurst, func(s Step) (float64, bool) { return s.Decode.Mean, s.Decode.Mean > 0 },
-		func(v float64) string { return fmtRate(v) + " tok/s" })
-	c := svgchart.Chart{ID: f.DOMID, Title: f.Title, X: nAxis("requests sent at once (queue depth)", ns),
-		Y: svgchart.Axis{Label: "decode speed per user (tok/s)", FromZero: true, Fmt: svgchart.TickRate}, Series: ss, Bands: bandsDecode}
-	draw(&c, &f)
-	if hi, lo := extreme(ss, true), extreme(ss, false); hi.ok {
-		f.Findings = append(f.Findings, fmt.Sprintf("Under burst load per-user decode runs from %s tok/s (%s, N=%d) down to %s tok/s (%s, N=%d).",
-			fmtRate(hi.v), hi.scenario, hi.n, fmtRate(lo.v), lo.scenario, lo.n))
-	}
 	return f
 }
 
@@ -1188,25 +1021,7 @@ func ctxAxis(ctxs []float64) svgchart.Axis {
 }
 
 func figQueueWait(r *Report, idx []int) figure {
-	f := newFigure(ChartQueueWait, "Queue wait vs context and concurrency",
-		"Time a request waited inside the engine before its prefill began, from the engine’s own queue-time histogram. Near zero means the GPU took every request at once; growth means requests wait for a batch slot or KV cache.")
-	rows := contextRows(r, idx)
-	qget := func(s Step) (float64, bool) {
-		if s.QueueWaitSeconds == nil {
-			return 0, false
-		}
-		return *s.QueueWaitSeconds, true
-	}
-	ss, ctxs := contextSeries(rows, qget, fmtSeconds)
-	if len(ss) > 0 {
-		ss, ctxs = withBaseContext(r, idx, ss, ctxs, qget, fmtSeconds)
-	}
-	if len(ss) == 0 {
-		f.Placeholder = "Queue wait was not measured: the engine exposes no vllm:request_queue_time_seconds histogram, or no closed-loop sweep ran."
-		return f
-	}
-	c := svgchart.Chart{ID: f.DOMID, Title: f.Title, X: ctxAxis(ctxs), Y: svgchart.Axis{Label: "queue wait", FromZero: true, Fmt: svgchart.TickSeconds}, Series: ss}
-	draw(&c, &f)
+	f, ss := queueWaitByContext.figure(r, idx)
 	if hi := extreme(ss, true); hi.ok {
 		f.Findings = append(f.Findings, fmt.Sprintf("Longest mean queue wait: %s at %s context, %s.", fmtSeconds(hi.v), fmtTokens(float64(hi.n)), hi.scenario))
 	}
@@ -1214,19 +1029,10 @@ func figQueueWait(r *Report, idx []int) figure {
 }
 
 func figPrefill(r *Report, idx []int) figure {
-	f := newFigure(ChartPrefillVsContext, "Per-user prefill speed vs context",
-		"Prompt tokens processed per second for one request, TTFT minus queue wait. It usually rises with context while the GPU fills up, peaks, then falls as attention cost grows or chunked prefill caps each step.")
-	rows := contextRows(r, idx)
-	pget := func(s Step) (float64, bool) { return s.PrefillTokensPerSecond, s.PrefillTokensPerSecond > 0 }
-	punit := func(v float64) string { return fmtRate(v) + " tok/s" }
-	ss, ctxs := contextSeries(rows, pget, punit)
+	f, ss := prefillByContext.figure(r, idx)
 	if len(ss) == 0 {
-		f.Placeholder = "Prefill speed was not measured."
 		return f
 	}
-	ss, ctxs = withBaseContext(r, idx, ss, ctxs, pget, punit)
-	c := svgchart.Chart{ID: f.DOMID, Title: f.Title, X: ctxAxis(ctxs), Y: svgchart.Axis{Label: "prefill speed per user (tok/s)", FromZero: true, Fmt: svgchart.TickRate}, Series: ss}
-	draw(&c, &f)
 	t := table{Head: []string{"concurrency", "peaks at", "peak prefill speed"}, Numeric: []bool{false, false, true}}
 	for _, s := range ss {
 		if s.Faint {
@@ -1245,19 +1051,9 @@ func figPrefill(r *Report, idx []int) figure {
 }
 
 func figPower(r *Report, idx []int) figure {
-	f := newFigure(ChartPower, "GPU power vs context and concurrency",
-		"Average GPU draw during each closed-loop step, summed over the target’s GPUs. Budget cooling and power for the peak, and cost for the average.")
-	rows := contextRows(r, idx)
-	wget := func(s Step) (float64, bool) {
-		if s.Power == nil {
-			return 0, false
-		}
-		return s.Power.AvgWatts, true
-	}
-	ss, ctxs := contextSeries(rows, wget, fmtWatts)
-	if len(ss) > 0 {
-		ss, ctxs = withBaseContext(r, idx, ss, ctxs, wget, fmtWatts)
-	}
+	b := powerByContext
+	f := newFigure(b.chart, b.title, b.how)
+	ss, ctxs := b.series(r, idx)
 	// Tiles use every step of every scenario, both modes.
 	var peak, bestJ *Step
 	var peakName, bestJName string
@@ -1294,11 +1090,6 @@ func figPower(r *Report, idx []int) figure {
 		f.Tiles = append(f.Tiles, tile{Label: "best energy per token", Value: strconv.FormatFloat(bestJ.Power.JoulesPerToken, 'f', 2, 64) + " J",
 			Sub: fmt.Sprintf("%s, N=%d", bestJName, bestJ.Concurrency)})
 	}
-	if len(ss) == 0 {
-		f.Placeholder = "No closed-loop step carried power readings, so the chart is empty."
-		return f
-	}
-	c := svgchart.Chart{ID: f.DOMID, Title: f.Title, X: ctxAxis(ctxs), Y: svgchart.Axis{Label: "average GPU power (W)", FromZero: true, Fmt: svgchart.TickPlain}, Series: ss}
-	draw(&c, &f)
+	b.draw(&f, ss, ctxs)
 	return f
 }

@@ -9,7 +9,6 @@ package browser
 
 import (
 	"bytes"
-	"context"
 	"image"
 	"image/png"
 	"io"
@@ -59,8 +58,6 @@ func Chromium(t testing.TB) string {
 // and returns stdout and stderr.
 func Run(t testing.TB, bin, page string, args ...string) (string, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	base := []string{
 		"--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
 		"--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -68,20 +65,11 @@ func Run(t testing.TB, bin, page string, args ...string) (string, string) {
 		"--user-data-dir=" + t.TempDir(),
 		"--enable-logging=stderr", "--v=0",
 	}
-	cmd := exec.CommandContext(ctx, bin, append(append(base, args...), page)...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("chromium %v %s: %v\n%s", args, page, err, tail(stderr.String(), 2000))
+	stdout, stderr, err := testproc.Run(exec.Command(bin, append(append(base, args...), page)...), 2*time.Minute)
+	if err != nil {
+		t.Fatalf("chromium %v %s: %v", args, page, err)
 	}
-	return stdout.String(), stderr.String()
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return s[len(s)-n:]
-	}
-	return s
+	return stdout, stderr
 }
 
 // Console returns the console lines Chromium logged for the page (a CSP

@@ -108,7 +108,7 @@ scrape_configs:
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("after %.0fs: %v\n%s", since(start), err, sp.output())
+			t.Fatalf("after %.0fs: %v\n%s", since(start), err, sp.Output())
 		case <-time.After(time.Second):
 		}
 	}

@@ -158,7 +158,7 @@ func TestDashboardQueriesAfterSweep(t *testing.T) {
 		case <-ctx.Done():
 			sort.Strings(missing)
 			t.Fatalf("dashboard queries without data after a sweep and a live run:\n  %s\n%s",
-				strings.Join(missing, "\n  "), sw.output())
+				strings.Join(missing, "\n  "), sw.Output())
 		case <-time.After(2 * time.Second):
 		}
 	}

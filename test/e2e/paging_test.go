@@ -15,10 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/slaprobe/slaprobe/internal/alertgen"
 	"github.com/slaprobe/slaprobe/test/llmd"
+	"github.com/slaprobe/slaprobe/test/testproc"
+	"gopkg.in/yaml.v3"
 )
 
 const (
@@ -187,24 +187,24 @@ func checkPage(t *testing.T, a amAlert, spAddr string) {
 var listeningRE = regexp.MustCompile(`msg="Listening on" address=(127\.0\.0\.1:\d+)`)
 
 // waitListening reads the address slaprobe bound (port 0) from its log.
-func waitListening(t *testing.T, ctx context.Context, p *process) string {
+func waitListening(t *testing.T, ctx context.Context, p *testproc.Process) string {
 	t.Helper()
 	for {
-		if m := listeningRE.FindStringSubmatch(p.stderr.String()); m != nil {
+		if m := listeningRE.FindStringSubmatch(p.Stderr()); m != nil {
 			return m[1]
 		}
 		select {
-		case <-p.exited:
-			t.Fatalf("%s exited: %v\n%s", p.name, p.err, p.output())
+		case <-p.Exited():
+			t.Fatalf("%s exited: %v\n%s", p.Name(), p.Err(), p.Output())
 		case <-ctx.Done():
-			t.Fatalf("%s logged no listen address\n%s", p.name, p.output())
+			t.Fatalf("%s logged no listen address\n%s", p.Name(), p.Output())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }
 
 // waitFor polls check until it passes.
-func waitFor(t *testing.T, ctx context.Context, what string, check func() error, p *prometheus, sp *process) {
+func waitFor(t *testing.T, ctx context.Context, what string, check func() error, p *prometheus, sp *testproc.Process) {
 	t.Helper()
 	for {
 		err := check()
@@ -213,7 +213,7 @@ func waitFor(t *testing.T, ctx context.Context, what string, check func() error,
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("%s: %v\n--- prometheus log ---\n%s\n%s", what, err, tail(p.logs.String(), 30), sp.output())
+			t.Fatalf("%s: %v\n--- prometheus log ---\n%s\n%s", what, err, tail(p.logs.Stderr(), 30), sp.Output())
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
@@ -273,11 +273,11 @@ receivers:
 		if err == nil {
 			return addr
 		}
-		if try < 3 && strings.Contains(proc.output(), "address already in use") {
-			proc.stopOnce.Do(func() {})
+		if try < 3 && strings.Contains(proc.Output(), "address already in use") {
+			proc.Stop(0)
 			continue
 		}
-		t.Fatalf("alertmanager not ready: %v\n%s", err, proc.output())
+		t.Fatalf("alertmanager not ready: %v\n%s", err, proc.Output())
 	}
 }
 
@@ -311,7 +311,7 @@ func (h *webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // wait returns the first page notification with the given status.
-func (h *webhook) wait(t *testing.T, ctx context.Context, status string, p *prometheus, sp *process) amAlert {
+func (h *webhook) wait(t *testing.T, ctx context.Context, status string, p *prometheus, sp *testproc.Process) amAlert {
 	t.Helper()
 	for {
 		h.mu.Lock()
@@ -327,7 +327,7 @@ func (h *webhook) wait(t *testing.T, ctx context.Context, status string, p *prom
 		case <-ctx.Done():
 			res, _ := p.query(context.Background(), `{__name__=~"ALERTS|target_scenario:slaprobe_sla_bad_probes:ratio_10s|target_scenario:slaprobe_sla_bad_probes:increase40s|target_scenario:slaprobe_sla_probes:increase40s"}`)
 			t.Fatalf("no %s %s notification; webhook got %s; Prometheus: %v\n--- prometheus log ---\n%s\n%s",
-				status, pageAlert, got, res, tail(p.logs.String(), 30), sp.output())
+				status, pageAlert, got, res, tail(p.logs.Stderr(), 30), sp.Output())
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

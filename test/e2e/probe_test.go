@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/slaprobe/slaprobe/test/testproc"
 )
 
 // Basic auth on every web endpoint: the password is fleet-secret.
@@ -86,7 +88,7 @@ scenarios:
 	webCfg := write("web.yml", fleetWebCfg)
 	// Two slaprobe instances: Prometheus shards the engines over them with hashmod.
 	addrs := []string{freeAddr(t), freeAddr(t)}
-	procs := make([]*process, len(addrs))
+	procs := make([]*testproc.Process, len(addrs))
 	for i, a := range addrs {
 		procs[i] = startProcess(t, fmt.Sprintf("slaprobe run %d", i), bin, "run", "--config.file="+cfg,
 			"--web.config.file="+webCfg, "--web.listen-address="+a)
@@ -139,7 +141,7 @@ scrape_configs:
 			select {
 			case <-ctx.Done():
 				t.Fatalf("after %.0fs, %s: %v\n--- prometheus log (tail) ---\n%s\n%s",
-					since(start), what, err, tail(p.logs.String(), 30), sp.output())
+					since(start), what, err, tail(p.logs.Stderr(), 30), sp.Output())
 			case <-time.After(time.Second):
 			}
 		}
@@ -183,8 +185,8 @@ scrape_configs:
 	if err := p.wantEmpty(ctx, `slaprobe_probe_failure{job="slaprobe-probe"}`); err != nil {
 		t.Error(err)
 	}
-	if !strings.Contains(sp.stderr.String(), "file_sd target files changed") {
-		t.Errorf("slaprobe did not log the target file change\n%s", sp.output())
+	if !strings.Contains(sp.Stderr(), "file_sd target files changed") {
+		t.Errorf("slaprobe did not log the target file change\n%s", sp.Output())
 	}
 }
 
@@ -196,7 +198,7 @@ func hashmod(value string, modulus uint64) int {
 }
 
 // waitHTTP polls url until it answers want (with fleet basic auth when auth is set).
-func waitHTTP(t *testing.T, ctx context.Context, proc *process, url string, want int, auth bool) {
+func waitHTTP(t *testing.T, ctx context.Context, proc *testproc.Process, url string, want int, auth bool) {
 	t.Helper()
 	hc := &http.Client{Timeout: 5 * time.Second}
 	var last string
@@ -216,10 +218,10 @@ func waitHTTP(t *testing.T, ctx context.Context, proc *process, url string, want
 			last = err.Error()
 		}
 		select {
-		case <-proc.exited:
-			t.Fatalf("%s exited: %v\n%s", proc.name, proc.err, proc.output())
+		case <-proc.Exited():
+			t.Fatalf("%s exited: %v\n%s", proc.Name(), proc.Err(), proc.Output())
 		case <-ctx.Done():
-			t.Fatalf("GET %s: %s, want %d\n%s", url, last, want, proc.output())
+			t.Fatalf("GET %s: %s, want %d\n%s", url, last, want, proc.Output())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

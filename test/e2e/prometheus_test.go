@@ -20,10 +20,10 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/slaprobe/slaprobe/test/testproc"
 	"gopkg.in/yaml.v3"
 )
 
@@ -179,7 +179,7 @@ func checkPrometheus(t *testing.T, ctx context.Context, p *prometheus, m histogr
 				}
 			}
 			t.Fatalf("after %.0fs, still failing:%s\n--- prometheus log (tail) ---\n%s\n%s",
-				since(start), msg.String(), tail(p.logs.String(), 30), demo.proc.output())
+				since(start), msg.String(), tail(p.logs.Stderr(), 30), demo.proc.Output())
 		case <-time.After(time.Second):
 		}
 	}
@@ -203,7 +203,7 @@ func checkPrometheus(t *testing.T, ctx context.Context, p *prometheus, m histogr
 
 type demoProcess struct {
 	metrics, engine string // scrape URLs
-	proc            *process
+	proc            *testproc.Process
 }
 
 var (
@@ -216,29 +216,29 @@ func startDemo(t *testing.T, ctx context.Context, bin string) *demoProcess {
 	t.Helper()
 	proc := startProcess(t, "slaprobe demo", bin, "demo", "--web.listen-address=127.0.0.1:0")
 	for {
-		out := proc.stdout.String()
+		out := proc.Stdout()
 		m, e := demoMetricsRE.FindStringSubmatch(out), demoEngineRE.FindStringSubmatch(out)
 		if m != nil && e != nil {
 			return &demoProcess{metrics: m[1], engine: e[1], proc: proc}
 		}
 		select {
-		case <-proc.exited:
-			t.Fatalf("slaprobe demo exited before printing its URLs: %v\n%s", proc.err, proc.output())
+		case <-proc.Exited():
+			t.Fatalf("slaprobe demo exited before printing its URLs: %v\n%s", proc.Err(), proc.Output())
 		case <-ctx.Done():
-			t.Fatalf("slaprobe demo printed no URLs\n%s", proc.output())
+			t.Fatalf("slaprobe demo printed no URLs\n%s", proc.Output())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }
 
-func (d *demoProcess) stop(t *testing.T) { d.proc.stop(t) }
+func (d *demoProcess) stop(t *testing.T) { stopProcess(t, d.proc) }
 
 // ---------------------------------------------------------------------------------------------------
 // Prometheus
 
 type prometheus struct {
-	base string // http://127.0.0.1:port
-	logs *syncBuffer
+	base string            // http://127.0.0.1:port
+	logs *testproc.Process // its stderr is the log
 	hc   *http.Client
 }
 
@@ -268,16 +268,16 @@ func startPrometheusWith(t *testing.T, ctx context.Context, bin, dir string, con
 			"--log.level=warn", // what is left is what went wrong
 		}, flags...)
 		proc := startProcess(t, "prometheus", bin, args...)
-		p := &prometheus{base: "http://" + addr, logs: proc.stderr, hc: &http.Client{Timeout: 5 * time.Second}}
+		p := &prometheus{base: "http://" + addr, logs: proc, hc: &http.Client{Timeout: 5 * time.Second}}
 		err := waitReady(ctx, p.base+"/-/ready", proc)
 		if err == nil {
 			return p
 		}
-		if try < 3 && strings.Contains(proc.output(), "address already in use") {
-			proc.stopOnce.Do(func() {}) // it exited as it should have: nothing to stop or report
+		if try < 3 && strings.Contains(proc.Output(), "address already in use") {
+			proc.Stop(0) // it exited as it should have: nothing to stop or report
 			continue
 		}
-		t.Fatalf("prometheus not ready: %v\n%s", err, proc.output())
+		t.Fatalf("prometheus not ready: %v\n%s", err, proc.Output())
 	}
 }
 
@@ -317,7 +317,7 @@ func prometheusConfig(t *testing.T, demo *demoProcess, ruleFiles []string) []byt
 }
 
 // waitReady polls url (a /-/ready endpoint) until it answers 200, the process exits or ctx ends.
-func waitReady(ctx context.Context, url string, proc *process) error {
+func waitReady(ctx context.Context, url string, proc *testproc.Process) error {
 	hc := &http.Client{Timeout: 2 * time.Second}
 	for {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -329,8 +329,8 @@ func waitReady(ctx context.Context, url string, proc *process) error {
 			}
 		}
 		select {
-		case <-proc.exited:
-			return fmt.Errorf("exited: %v", proc.err)
+		case <-proc.Exited():
+			return fmt.Errorf("exited: %v", proc.Err())
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(100 * time.Millisecond):
@@ -654,79 +654,24 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// process is a child process whose output is kept for failure messages.
-type process struct {
-	name           string
-	cmd            *exec.Cmd
-	stdout, stderr *syncBuffer
-	exited         chan struct{} // closed when the process has exited; err is set then
-	err            error
-	stopOnce       sync.Once
-}
-
-// startProcess starts a program; it is stopped when the test ends, if the test did not stop it.
-func startProcess(t *testing.T, name, bin string, args ...string) *process {
+// startProcess starts a program; it is stopped when the test ends, if the test did not stop it, and
+// must then exit 0 within 15 s of SIGINT.
+func startProcess(t *testing.T, name, bin string, args ...string) *testproc.Process {
 	t.Helper()
-	p := &process{name: name, cmd: exec.Command(bin, args...), stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
-	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
+	p, err := testproc.StartNamed(name, exec.Command(bin, args...))
+	if err != nil {
+		t.Fatal(err)
 	}
-	go func() {
-		p.err = p.cmd.Wait()
-		close(p.exited)
-	}()
-	t.Cleanup(func() { p.stop(t) })
+	t.Cleanup(func() { stopProcess(t, p) })
 	return p
 }
 
-// stop sends SIGTERM and expects a clean exit (status 0) within 15 s; it kills the process otherwise.
-func (p *process) stop(t *testing.T) {
+// stopProcess stops p, which must exit 0 within 15 s of SIGINT.
+func stopProcess(t *testing.T, p *testproc.Process) {
 	t.Helper()
-	p.stopOnce.Do(func() {
-		select {
-		case <-p.exited:
-			t.Errorf("%s exited early: %v\n%s", p.name, p.err, p.output())
-			return
-		default:
-		}
-		if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
-			t.Errorf("signal %s: %v", p.name, err)
-		}
-		select {
-		case <-p.exited:
-			if p.err != nil {
-				t.Errorf("%s did not exit cleanly after SIGINT: %v\n%s", p.name, p.err, p.output())
-			}
-		case <-time.After(15 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-p.exited
-			t.Errorf("%s did not exit within 15 s of SIGINT; killed\n%s", p.name, p.output())
-		}
-	})
-}
-
-func (p *process) output() string {
-	return fmt.Sprintf("--- %s stdout (tail) ---\n%s\n--- %s stderr (tail) ---\n%s",
-		p.name, tail(p.stdout.String(), 20), p.name, tail(p.stderr.String(), 40))
-}
-
-// syncBuffer collects a process's output for reading while it runs.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	if err := p.StopClean(15 * time.Second); err != nil {
+		t.Error(err)
+	}
 }
 
 // tail returns the last n lines of s.

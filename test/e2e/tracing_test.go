@@ -181,7 +181,7 @@ scrape_configs:
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("after %.0fs: %v\n--- prometheus log ---\n%s\n%s", since(start), err, tail(p.logs.String(), 20), sp.output())
+			t.Fatalf("after %.0fs: %v\n--- prometheus log ---\n%s\n%s", since(start), err, tail(p.logs.Stderr(), 20), sp.Output())
 		case <-time.After(time.Second):
 		}
 	}

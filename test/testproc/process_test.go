@@ -41,3 +41,59 @@ func TestProcess(t *testing.T) {
 		t.Errorf("WaitHTTP on a program that exited: %v, want an error saying so", err)
 	}
 }
+
+// TestStopClean: a program that exits 0 on the interrupt is a clean stop;
+// one that had already exited, one that exits non-zero and one that
+// ignores the interrupt are each reported as such.
+func TestStopClean(t *testing.T) {
+	for _, tc := range []struct {
+		name, script string
+		early        bool
+		want         string // "" for a clean stop
+	}{
+		{"clean", `trap 'exit 0' INT; echo up; while :; do sleep 0.05; done`, false, ""},
+		{"exited early", `echo bye; exit 3`, true, "exited early: exit status 3"},
+		{"unclean", `trap 'exit 4' INT; echo up; while :; do sleep 0.05; done`, false, "did not exit cleanly after SIGINT: exit status 4"},
+		{"ignores SIGINT", `trap '' INT; echo up; while :; do sleep 0.05; done`, false, "killed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := StartNamed("fixture "+tc.name, exec.Command("sh", "-c", tc.script))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.early {
+				<-p.Exited()
+			} else {
+				for !strings.Contains(p.Stdout(), "up") { // the trap is set
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+			err = p.StopClean(300 * time.Millisecond)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("StopClean: %v, want a clean stop", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "fixture "+tc.name)):
+				t.Errorf("StopClean: %v, want an error naming the process and saying %q", err, tc.want)
+			}
+			if err := p.StopClean(time.Second); err != nil {
+				t.Errorf("second StopClean: %v, want nil", err)
+			}
+		})
+	}
+}
+
+// TestRun: Run returns both outputs whole, names a failed program with its
+// stderr, and kills one that outlives its timeout.
+func TestRun(t *testing.T) {
+	out, errOut, err := Run(exec.Command("sh", "-c", "echo out; echo err >&2"), 5*time.Second)
+	if err != nil || out != "out\n" || errOut != "err\n" {
+		t.Errorf("Run = %q, %q, %v; want out, err, nil", out, errOut, err)
+	}
+	if _, _, err := Run(exec.Command("sh", "-c", "echo broken >&2; exit 2"), 5*time.Second); err == nil ||
+		!strings.Contains(err.Error(), "sh: exit status 2") || !strings.Contains(err.Error(), "broken") {
+		t.Errorf("Run of a failing program: %v, want its name, status and stderr", err)
+	}
+	if _, _, err := Run(exec.Command("sleep", "30"), 100*time.Millisecond); err == nil || !strings.Contains(err.Error(), "killed") {
+		t.Errorf("Run past its timeout: %v, want killed", err)
+	}
+}

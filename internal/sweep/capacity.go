@@ -216,14 +216,6 @@ func capacityLess(a, b Capacity) bool {
 	return a.Bound == BoundWithin && b.Bound != BoundWithin
 }
 
-const (
-	StatMean Stat = "mean"
-	StatP50  Stat = "p50"
-	StatP90  Stat = "p90"
-	StatP95  Stat = "p95"
-	StatP99  Stat = "p99"
-)
-
 // CapacityOptions set how capacity is judged.
 type CapacityOptions struct {
 	// MaxSafeTTFT is the TTFT limit for the max safe queue depth (reports: 3 s).

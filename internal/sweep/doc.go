@@ -10,10 +10,11 @@
 // Run here. One probe (its request, stream and timings) is package prober;
 // sweep imports prober and never the other way.
 //
-// The files, from the bottom up: stats.go (summaries, quantiles, which
-// statistic a threshold reads), capacity.go (scaling efficiency and the
-// largest N within a threshold), power.go and drain.go (what a step reads
-// beside its requests: power, and the engine's queue), progress.go (the
-// events a caller sees), load.go (the two ways of loading a target), step.go
-// (one step's result), sweep.go (Options, Run and Result).
+// The files, from the bottom up, each using only those below it: stats.go
+// (summaries, quantiles, which statistic a threshold reads), power.go and
+// drain.go (what a step reads beside its requests: power, and the engine's
+// queue), load.go (the two ways of loading a target), step.go (one step and
+// its result), capacity.go (scaling efficiency and the largest N within a
+// threshold), progress.go (the events a caller sees), sweep.go (Options, Run
+// and Result).
 package sweep

@@ -1,7 +1,8 @@
 package sweep
 
-// This file holds how each step starts on an empty engine: the engine's
-// counters a sweep reads, and the wait for its queue to drain.
+// This file holds what tells a sweep that the engine is empty before a
+// step: the engine's counters it reads, the drain options, and how a step
+// started (DrainResult). The wait itself is the sweep's (sweep.go).
 
 import (
 	"context"
@@ -65,41 +66,6 @@ type DrainResult struct {
 // and tests can count a fake engine's queue.
 type EngineScraper func(ctx context.Context) (EngineCounters, error)
 
-// drain waits until the engine reports nothing running (above
-// Drain.MaxRunning) and nothing waiting, for at most Drain.Timeout. Without
-// engine counts it sleeps Cooldown instead (when cool is set: not before
-// the first step). It returns ctx's error when ctx ends.
-func (sw *sweepRun) drain(ctx context.Context, cool bool) (DrainResult, error) {
-	start := sw.clock.Now()
-	d := sw.opts.Drain
-	if d.PollInterval <= 0 {
-		d.PollInterval = 250 * time.Millisecond
-	}
-	c, ok := sw.scrape(ctx)
-	if !ok || !c.HasQueue {
-		if cool && sw.opts.Cooldown > 0 && !sleepUntil(ctx, sw.clock, start.Add(sw.opts.Cooldown)) {
-			return DrainResult{}, ctx.Err()
-		}
-		return DrainResult{Method: DrainCooldown, WaitedSeconds: sw.clock.Now().Sub(start).Seconds()}, ctx.Err()
-	}
-	for {
-		if c.Running <= d.MaxRunning && c.Waiting <= 0 {
-			return DrainResult{Method: DrainEngine, WaitedSeconds: sw.clock.Now().Sub(start).Seconds()}, nil
-		}
-		if sw.clock.Now().Sub(start) >= d.Timeout {
-			return DrainResult{Method: DrainEngine, WaitedSeconds: sw.clock.Now().Sub(start).Seconds(),
-				Busy: true, Running: c.Running, Waiting: c.Waiting}, nil
-		}
-		if !sleepUntil(ctx, sw.clock, sw.clock.Now().Add(d.PollInterval)) {
-			return DrainResult{}, ctx.Err()
-		}
-		next, ok := sw.scrape(ctx)
-		if ok && next.HasQueue {
-			c = next
-		}
-	}
-}
-
 // merge folds the drain of a later burst round into the step's.
 func (d *DrainResult) merge(o DrainResult) {
 	d.WaitedSeconds += o.WaitedSeconds
@@ -107,18 +73,6 @@ func (d *DrainResult) merge(o DrainResult) {
 		d.Busy = true
 		d.Running, d.Waiting = max(d.Running, o.Running), max(d.Waiting, o.Waiting)
 	}
-}
-
-func (sw *sweepRun) scrape(ctx context.Context) (EngineCounters, bool) {
-	if sw.opts.Scrape == nil {
-		return EngineCounters{}, false
-	}
-	snap, err := sw.opts.Scrape(ctx)
-	if err != nil {
-		sw.logger.Debug("sweep engine scrape", "err", err)
-		return EngineCounters{}, false
-	}
-	return snap, true
 }
 
 // queueWait is the mean queue time of the requests the engine finished
@@ -134,15 +88,4 @@ func queueWait(before, after EngineCounters) *float64 {
 	}
 	v := ds / dc
 	return &v
-}
-
-// drained returns the steps that did not start busy and measured something.
-func drained(steps []StepResult) []StepResult {
-	out := make([]StepResult, 0, len(steps))
-	for i := range steps {
-		if !steps[i].StartedBusy() && steps[i].Measured() {
-			out = append(out, steps[i])
-		}
-	}
-	return out
 }

@@ -6,13 +6,6 @@ import (
 	"time"
 )
 
-// StepInfo names one step of a sweep.
-type StepInfo struct {
-	Scenario    string
-	Mode        Mode
-	Concurrency int
-}
-
 // ProgressKind is the kind of a ProgressEvent.
 type ProgressKind string
 
@@ -27,17 +20,4 @@ type ProgressEvent struct {
 	Elapsed, Remaining time.Duration
 	Result             *StepResult // ProgressStepFinished only
 	Message            string
-}
-
-func (sw *sweepRun) emit(ev ProgressEvent) {
-	if sw.opts.Progress == nil {
-		return
-	}
-	ev.Steps = sw.steps
-	if ev.Step == 0 {
-		ev.Step = sw.done
-	}
-	ev.Elapsed = sw.clock.Now().Sub(sw.start)
-	ev.Remaining = sw.remaining()
-	sw.opts.Progress(ev)
 }

@@ -114,3 +114,11 @@ func (s Summary) Worse(st Stat) float64 {
 func (s Summary) WorseLow(st Stat) float64 {
 	return st.Pick(s.Mean, s.P50, s.P10, s.P5, s.P1)
 }
+
+const (
+	StatMean Stat = "mean"
+	StatP50  Stat = "p50"
+	StatP90  Stat = "p90"
+	StatP95  Stat = "p95"
+	StatP99  Stat = "p99"
+)

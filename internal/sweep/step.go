@@ -1,7 +1,8 @@
 package sweep
 
-// This file holds one step's result (StepResult) and how it is summarised
-// from the requests the step sent.
+// This file holds one step: its Mode (closed loop or burst), its name
+// (StepInfo), its result (StepResult) and how that is summarised from the
+// requests the step sent.
 
 import (
 	"time"
@@ -206,3 +207,20 @@ func roundMedians(rs []prober.Result, ends []int) *Samples {
 	}
 	return rm
 }
+
+// StepInfo names one step of a sweep.
+type StepInfo struct {
+	Scenario    string
+	Mode        Mode
+	Concurrency int
+}
+
+// Mode is how a sweep step loads the target.
+type Mode string
+
+const (
+	// ModeClosedLoop holds exactly N requests in flight ("when am I the fastest?").
+	ModeClosedLoop Mode = "closed_loop"
+	// ModeBurst sends N requests at once ("when to scale up").
+	ModeBurst Mode = "burst"
+)

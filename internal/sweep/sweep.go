@@ -15,16 +15,6 @@ import (
 	"github.com/slaprobe/slaprobe/prober"
 )
 
-// Mode is how a sweep step loads the target.
-type Mode string
-
-const (
-	// ModeClosedLoop holds exactly N requests in flight ("when am I the fastest?").
-	ModeClosedLoop Mode = "closed_loop"
-	// ModeBurst sends N requests at once ("when to scale up").
-	ModeBurst Mode = "burst"
-)
-
 // Default ladders, as in the reports.
 var (
 	DefaultClosedLoopLadder = []int{1, 2, 4, 8, 16, 32}
@@ -682,4 +672,75 @@ func (sw *sweepRun) remaining() time.Duration {
 		total += float64(sw.opts.BurstRepeat)*est + sw.opts.Cooldown.Seconds()
 	}
 	return time.Duration(total * float64(time.Second))
+}
+
+// drain waits until the engine reports nothing running (above
+// Drain.MaxRunning) and nothing waiting, for at most Drain.Timeout. Without
+// engine counts it sleeps Cooldown instead (when cool is set: not before
+// the first step). It returns ctx's error when ctx ends.
+func (sw *sweepRun) drain(ctx context.Context, cool bool) (DrainResult, error) {
+	start := sw.clock.Now()
+	d := sw.opts.Drain
+	if d.PollInterval <= 0 {
+		d.PollInterval = 250 * time.Millisecond
+	}
+	c, ok := sw.scrape(ctx)
+	if !ok || !c.HasQueue {
+		if cool && sw.opts.Cooldown > 0 && !sleepUntil(ctx, sw.clock, start.Add(sw.opts.Cooldown)) {
+			return DrainResult{}, ctx.Err()
+		}
+		return DrainResult{Method: DrainCooldown, WaitedSeconds: sw.clock.Now().Sub(start).Seconds()}, ctx.Err()
+	}
+	for {
+		if c.Running <= d.MaxRunning && c.Waiting <= 0 {
+			return DrainResult{Method: DrainEngine, WaitedSeconds: sw.clock.Now().Sub(start).Seconds()}, nil
+		}
+		if sw.clock.Now().Sub(start) >= d.Timeout {
+			return DrainResult{Method: DrainEngine, WaitedSeconds: sw.clock.Now().Sub(start).Seconds(),
+				Busy: true, Running: c.Running, Waiting: c.Waiting}, nil
+		}
+		if !sleepUntil(ctx, sw.clock, sw.clock.Now().Add(d.PollInterval)) {
+			return DrainResult{}, ctx.Err()
+		}
+		next, ok := sw.scrape(ctx)
+		if ok && next.HasQueue {
+			c = next
+		}
+	}
+}
+
+func (sw *sweepRun) scrape(ctx context.Context) (EngineCounters, bool) {
+	if sw.opts.Scrape == nil {
+		return EngineCounters{}, false
+	}
+	snap, err := sw.opts.Scrape(ctx)
+	if err != nil {
+		sw.logger.Debug("sweep engine scrape", "err", err)
+		return EngineCounters{}, false
+	}
+	return snap, true
+}
+
+// drained returns the steps that did not start busy and measured something.
+func drained(steps []StepResult) []StepResult {
+	out := make([]StepResult, 0, len(steps))
+	for i := range steps {
+		if !steps[i].StartedBusy() && steps[i].Measured() {
+			out = append(out, steps[i])
+		}
+	}
+	return out
+}
+
+func (sw *sweepRun) emit(ev ProgressEvent) {
+	if sw.opts.Progress == nil {
+		return
+	}
+	ev.Steps = sw.steps
+	if ev.Step == 0 {
+		ev.Step = sw.done
+	}
+	ev.Elapsed = sw.clock.Now().Sub(sw.start)
+	ev.Remaining = sw.remaining()
+	sw.opts.Progress(ev)
 }

@@ -13,7 +13,7 @@ import (
 
 // page is what the HTML template sees. Every user-provided string stays a
 // plain string so html/template escapes it; only the SVG and legends (built
-// with esc in svg.go) are template.HTML.
+// by internal/svgchart, which escapes every text) are template.HTML.
 type page struct {
 	Title         string
 	Subtitle      string

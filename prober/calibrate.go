@@ -453,18 +453,6 @@ func postJSON(ctx context.Context, t Target, url string, body []byte) (int, []by
 	return resp.StatusCode, b, nil
 }
 
-// transportError wraps err with its Reason, using the context's cause when
-// the context ended.
-func transportError(ctx context.Context, err error) error {
-	cause := err
-	if ctx.Err() != nil {
-		cause = context.Cause(ctx)
-	}
-	return &ReasonError{Reason: ClassifyError(cause), Err: err}
-}
-
-func baseURLOf(u string) string { return strings.TrimRight(u, "/") }
-
 func absInt(x int) int {
 	if x < 0 {
 		return -x

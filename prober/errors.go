@@ -259,3 +259,13 @@ func (e *PromptCutError) Error() string {
 	}
 	return b.String()
 }
+
+// transportError wraps err with its Reason, using the context's cause when
+// the context ended.
+func transportError(ctx context.Context, err error) error {
+	cause := err
+	if ctx.Err() != nil {
+		cause = context.Cause(ctx)
+	}
+	return &ReasonError{Reason: ClassifyError(cause), Err: err}
+}

@@ -511,20 +511,3 @@ func (s *startStamp) get() (time.Time, bool) {
 	defer s.mu.Unlock()
 	return s.t, !s.t.IsZero()
 }
-
-func targetClient(t Target) *http.Client {
-	if t.Client != nil {
-		return t.Client
-	}
-	return http.DefaultClient
-}
-
-func setTargetHeaders(req *http.Request, t Target) {
-	for k, v := range t.Headers {
-		if http.CanonicalHeaderKey(k) == "Host" {
-			req.Host = v // net/http ignores a Host entry in Header
-			continue
-		}
-		req.Header.Set(k, v)
-	}
-}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 )
@@ -122,4 +123,23 @@ func (t Target) WarmConnections(ctx context.Context, n int) {
 	}
 	close(release)
 	done.Wait()
+}
+
+func baseURLOf(u string) string { return strings.TrimRight(u, "/") }
+
+func targetClient(t Target) *http.Client {
+	if t.Client != nil {
+		return t.Client
+	}
+	return http.DefaultClient
+}
+
+func setTargetHeaders(req *http.Request, t Target) {
+	for k, v := range t.Headers {
+		if http.CanonicalHeaderKey(k) == "Host" {
+			req.Host = v // net/http ignores a Host entry in Header
+			continue
+		}
+		req.Header.Set(k, v)
+	}
 }

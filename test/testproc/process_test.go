@@ -22,6 +22,13 @@ func TestProcess(t *testing.T) {
 	if err := p.WaitHTTP(srv.URL, 5*time.Second, func(status int, body []byte) bool { return status == 200 && string(body) == "ok" }); err != nil {
 		t.Fatalf("WaitHTTP on a serving URL: %v", err)
 	}
+	// The program's output is kept as it comes (an interrupt sent before the
+	// shell ran its echo would end it with nothing written).
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(p.Logs(), "started"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("logs %q after 30 s, want the program's output", p.Logs())
+		}
+	}
 	p.Stop(time.Second)
 	select {
 	case <-p.Exited():
@@ -29,7 +36,7 @@ func TestProcess(t *testing.T) {
 		t.Fatal("Stop returned before the process exited")
 	}
 	if !strings.Contains(p.Logs(), "started") {
-		t.Errorf("logs %q, want the program's output", p.Logs())
+		t.Errorf("logs %q after Stop, want the program's output kept", p.Logs())
 	}
 	p.Stop(time.Second) // twice is fine
 
@@ -64,8 +71,10 @@ func TestStopClean(t *testing.T) {
 			if tc.early {
 				<-p.Exited()
 			} else {
-				for !strings.Contains(p.Stdout(), "up") { // the trap is set
-					time.Sleep(10 * time.Millisecond)
+				for deadline := time.Now().Add(30 * time.Second); !strings.Contains(p.Stdout(), "up"); time.Sleep(10 * time.Millisecond) {
+					if time.Now().After(deadline) { // "up": the trap is set
+						t.Fatalf("no output after 30 s\n%s", p.Output())
+					}
 				}
 			}
 			err = p.StopClean(300 * time.Millisecond)

@@ -3,9 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -40,14 +37,9 @@ func TestFourAPIs(t *testing.T) {
 		names = append(names, name)
 		fmt.Fprintf(&scen, "  - {name: %s, api: %s, input_tokens: 200, output_tokens: 16, interval: 2s, timeout: 10s}\n", name, api)
 	}
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "slaprobe.yml")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("global: {jitter: 0}\ntargets:\n  - {name: sim, url: \"http://%s\", scenarios: [%s]}\nscenarios:\n%s",
-		simAddr, strings.Join(names, ", "), scen.String())), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	sp := startProcess(t, "slaprobe run", bin, "run", "--config.file="+cfg, "--web.listen-address="+webAddr)
-	waitHTTP(t, ctx, sp, "http://"+webAddr+"/-/ready", http.StatusOK, false)
+	cfg := writeFile(t, t.TempDir(), "slaprobe.yml", fmt.Sprintf("global: {jitter: 0}\ntargets:\n  - {name: sim, url: \"http://%s\", scenarios: [%s]}\nscenarios:\n%s",
+		simAddr, strings.Join(names, ", "), scen.String()))
+	sp := startRun(t, ctx, bin, cfg, webAddr)
 	p := startPrometheusWith(t, ctx, promBin, t.TempDir(), []byte(fmt.Sprintf(`
 global: {scrape_interval: 1s, scrape_timeout: 1s, evaluation_interval: 1s}
 scrape_configs:

@@ -67,15 +67,7 @@ func TestProbeFleet(t *testing.T) {
 	}
 	writeTargets(sims[0])
 
-	write := func(name, content string) string {
-		t.Helper()
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	cfg := write("slaprobe.yml", `
+	cfg := writeFile(t, dir, "slaprobe.yml", `
 global: {jitter: 0}
 targets: []
 file_sd_configs:
@@ -85,7 +77,7 @@ file_sd_configs:
 scenarios:
   - {name: tiny, input_tokens: 200, output_tokens: 16, interval: 3s, timeout: 10s}
 `)
-	webCfg := write("web.yml", fleetWebCfg)
+	webCfg := writeFile(t, dir, "web.yml", fleetWebCfg)
 	// Two slaprobe instances: Prometheus shards the engines over them with hashmod.
 	addrs := []string{freeAddr(t), freeAddr(t)}
 	procs := make([]*testproc.Process, len(addrs))
@@ -101,7 +93,7 @@ scenarios:
 	waitHTTP(t, ctx, sp, "http://"+addr+"/probe?scenario=tiny&target="+sims[0], http.StatusUnauthorized, false)
 	t.Logf("%5.1fs slaprobe up at %v, engines at %v", since(start), addrs, sims)
 	// The image's health check: `slaprobe healthcheck`, with the credentials the web config asks for.
-	hcCfg := write("healthcheck-http.yml", fmt.Sprintf("basic_auth: {username: %s, password: %s}\n", fleetUser, fleetPassword))
+	hcCfg := writeFile(t, dir, "healthcheck-http.yml", fmt.Sprintf("basic_auth: {username: %s, password: %s}\n", fleetUser, fleetPassword))
 	if out, err := exec.Command(bin, "healthcheck", "--healthcheck.url="+addr, "--healthcheck.http-config.file="+hcCfg).CombinedOutput(); err != nil {
 		t.Errorf("slaprobe healthcheck: %v\n%s", err, out)
 	}

@@ -643,6 +643,25 @@ func buildSlaprobe(t *testing.T, root string) string {
 	return bin
 }
 
+// writeFile writes content to dir/name and returns its path.
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// startRun starts `slaprobe run` on the config file cfg, listening on webAddr, and waits until it is
+// ready; it is stopped, and must exit 0, when the test ends.
+func startRun(t *testing.T, ctx context.Context, bin, cfg, webAddr string) *testproc.Process {
+	t.Helper()
+	sp := startProcess(t, "slaprobe run", bin, "run", "--config.file="+cfg, "--web.listen-address="+webAddr)
+	waitHTTP(t, ctx, sp, "http://"+webAddr+"/-/ready", http.StatusOK, false)
+	return sp
+}
+
 // freeAddr returns a loopback address with a port that was free a moment ago.
 func freeAddr(t *testing.T) string {
 	t.Helper()

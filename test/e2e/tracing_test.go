@@ -9,8 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -116,20 +114,12 @@ func TestExemplarsAndEngineSpans(t *testing.T) {
 	t.Cleanup(recv.Close)
 
 	dir := t.TempDir()
-	write := func(name, content string) string {
-		t.Helper()
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
 	simAddr := freeAddr(t)
-	simCfg := write("sim.yml", fmt.Sprintf("otlp_traces_endpoint: %s/v1/traces\notlp_traces_protocol: http/protobuf\n", recv.URL))
+	simCfg := writeFile(t, dir, "sim.yml", fmt.Sprintf("otlp_traces_endpoint: %s/v1/traces\notlp_traces_protocol: http/protobuf\n", recv.URL))
 	startProcess(t, "slaprobe sim", bin, "sim", "--sim.listen-address="+simAddr, "--sim.time-scale=0.1", "--sim.config.file="+simCfg)
 
 	otlpAddr, webAddr := freeAddr(t), freeAddr(t)
-	cfg := write("slaprobe.yml", fmt.Sprintf(`
+	cfg := writeFile(t, dir, "slaprobe.yml", fmt.Sprintf(`
 global: {jitter: 0}
 targets:
   - {name: sim, url: "http://%s", scenarios: [tiny]}
@@ -141,8 +131,7 @@ tracing:
   export_endpoint: %s/v1/traces
   export_protocol: http/protobuf
 `, simAddr, otlpAddr, recv.URL))
-	sp := startProcess(t, "slaprobe run", bin, "run", "--config.file="+cfg, "--web.listen-address="+webAddr)
-	waitHTTP(t, ctx, sp, "http://"+webAddr+"/-/ready", http.StatusOK, false)
+	sp := startRun(t, ctx, bin, cfg, webAddr)
 	log.mu.Lock()
 	log.forward = "http://" + otlpAddr + "/v1/traces"
 	log.mu.Unlock()

@@ -354,6 +354,17 @@ func etAttr(s sdktrace.ReadOnlySpan, key string) (attribute.Value, bool) {
 	return attribute.Value{}, false
 }
 
+// tracedProber is a prober whose probe spans go to the returned recorder.
+func tracedProber(t *testing.T) (*Prober, *tracetest.SpanRecorder) {
+	t.Helper()
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	p := New(nil, nil)
+	p.SetTracerProvider(tp)
+	return p, rec
+}
+
 // TestRunTraceContext: a probe sends its span's context (a sampled W3C
 // traceparent and X-Request-Id) and records it in the Result; its span
 // carries the arrival events and ends with the probe.
@@ -364,11 +375,7 @@ func TestRunTraceContext(t *testing.T) {
 		hdr.keep(c.r)
 		playSteps(c, etVLLMStream(`,"metrics":{"queue_time_ms":1,"time_to_first_token_ms":2,"generation_time_ms":3,"mean_itl_ms":1}`))
 	})
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	p := New(nil, nil)
-	p.SetTracerProvider(tp)
+	p, rec := tracedProber(t)
 
 	r := p.Run(context.Background(), testTarget(srv), preparedFor(t, APIChat, s))
 	if r.Kind != KindSuccess {
@@ -454,11 +461,7 @@ func TestRunTraceContextFailure(t *testing.T) {
 		_, _ = io.WriteString(w, `{"object":"error","message":"engine dead","type":"InternalServerError","code":500}`)
 	}))
 	t.Cleanup(srv.Close)
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	p := New(nil, nil)
-	p.SetTracerProvider(tp)
+	p, rec := tracedProber(t)
 
 	r := p.Run(context.Background(), testTarget(srv), preparedFor(t, APIChat, s))
 	if r.Kind != KindError {
@@ -514,11 +517,7 @@ func TestRunTraceContextDefaultProvider(t *testing.T) {
 func TestRunSpanRecordsACutPrompt(t *testing.T) {
 	s := probeScenario(4, 10*time.Second)
 	srv := sseServer(t, func(c *sseConn) { playSteps(c, sseTokenStream(50, 4, 1, msec, msec)) })
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	p := New(nil, nil)
-	p.SetTracerProvider(tp)
+	p, rec := tracedProber(t)
 	r := p.Run(context.Background(), testTarget(srv), preparedFor(t, APIChat, s))
 	if r.Kind != KindError || r.Reason != ReasonPromptTruncated {
 		t.Fatalf("%s/%s: %v; want prompt_truncated", r.Kind, r.Reason, r.Err)

@@ -51,13 +51,14 @@ func (e *engineTimingMetrics) init(target, model, scenario, api string) {
 	}
 }
 
-// TTFTRecorded reports whether r's TTFT goes into slaprobe_ttft_seconds:
-// a timed answer with a cold prompt, or a warm follow-up; not a warm
-// scenario's priming turn, nor a cold probe that hit the prefix cache. Its
-// engine timing is recorded for the same probes, so that the split adds up
-// to the TTFT histogram.
+// TTFTRecorded reports whether r's timings (TTFT, E2E, prefill) go into
+// their histograms: a timed answer with a cold prompt, or a warm follow-up;
+// not a warm scenario's successful priming turn (warm.go keeps it apart),
+// nor a cold probe that hit the prefix cache. observe records the client's
+// timings and ObserveEngineTurn the engine's for exactly these probes, so
+// that the split adds up to the TTFT histogram.
 func TTFTRecorded(r *prober.Result) bool {
-	if r.Turn == 1 || !r.Timed() {
+	if (r.Turn == 1 && r.Kind == prober.KindSuccess) || !r.Timed() {
 		return false
 	}
 	return r.FollowUp() || !r.CacheHit()

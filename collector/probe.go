@@ -267,10 +267,9 @@ func (m *ProbeMetrics) observe(r *prober.Result) {
 			}
 		} else if r.CacheHit() {
 			m.cacheHits.WithLabelValues(lv...).Inc()
-			break
 		}
-		if !r.Timed() {
-			break // an empty answer: no token, no timing
+		if !TTFTRecorded(r) {
+			break // a cold prompt served from the cache, or an empty answer: no token, no timing
 		}
 		if d := r.TTFT(); d > 0 {
 			observeWithTrace(m.ttft.WithLabelValues(lv...), d.Seconds(), r.TraceID)

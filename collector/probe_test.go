@@ -414,3 +414,66 @@ func TestMetricsContract(t *testing.T) {
 		}
 	}
 }
+
+// TestEngineTimingFollowsTTFT: the engine's timing is recorded for exactly
+// the probes whose TTFT is (one predicate, TTFTRecorded, decides both), so
+// the split adds up to the TTFT histogram: a cold answer, a cache hit, an
+// empty answer, an error, both turns of a warm conversation, and a priming
+// turn the server ended short.
+func TestEngineTimingFollowsTTFT(t *testing.T) {
+	withEngine := func(r *prober.Result) {
+		r.Engine = prober.EngineTiming{Source: prober.TimingResponse, Queue: time.Millisecond, HasQueue: true,
+			Prefill: 50 * time.Millisecond, HasPrefill: true}
+	}
+	for _, tc := range []struct {
+		name   string
+		result func() prober.Result
+		ttft   uint64 // TTFT samples, as TestObserveSemantics has them
+	}{
+		{"cold success", success, 1},
+		{"cache hit", func() prober.Result { r := success(); r.CachedTokens = 1; return r }, 0},
+		{"empty answer", func() prober.Result {
+			r := success()
+			r.Kind, r.OutputTokens, r.FirstToken, r.LastToken = prober.KindShortOutput, 1, time.Time{}, time.Time{}
+			return r
+		}, 0},
+		{"error", func() prober.Result {
+			r := success()
+			r.Kind, r.Reason = prober.KindError, prober.ReasonStall
+			return r
+		}, 0},
+		{"warm conversation", warmConversation, 1}, // the follow-up; the priming turn is kept apart
+		{"short priming turn", func() prober.Result {
+			r := warmConversation().Earlier[0]
+			r.Kind, r.OutputTokens, r.FinishReason = prober.KindShortOutput, 100, "stop"
+			return r
+		}, 1}, // counted as a short_output probe of its scenario, with its timings
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, m := newTestMetrics(t)
+			r := tc.result()
+			withEngine(&r)
+			for i := range r.Earlier {
+				withEngine(&r.Earlier[i])
+			}
+			m.Observe(&r)
+			lv := []string{"a", "m", r.Scenario, "chat"}
+			ttft := histCount(t, m.ttft.WithLabelValues(lv...))
+			if ttft != tc.ttft {
+				t.Errorf("TTFT samples = %d, want %d", ttft, tc.ttft)
+			}
+			for name, h := range map[string]*prometheus.HistogramVec{"queue": m.engine.queue, "prefill": m.engine.prefill, "outside": m.engine.outside} {
+				if got := histCount(t, h.WithLabelValues(lv...)); got != ttft {
+					t.Errorf("engine %s samples = %d, TTFT samples = %d: want the same probes", name, got, ttft)
+				}
+			}
+			var timed float64
+			for _, s := range prober.TimingSources {
+				timed += testutil.ToFloat64(m.engine.timing.WithLabelValues(append(lv, string(s))...))
+			}
+			if timed != float64(ttft) {
+				t.Errorf("probe_engine_timing_total = %g, TTFT samples = %d: want the same probes", timed, ttft)
+			}
+		})
+	}
+}

@@ -103,16 +103,10 @@ func buildSplit(probes []Probe, since time.Time) *splitView {
 
 // dur formats a part of a TTFT: milliseconds below a second.
 func dur(d time.Duration) string {
-	s := d.Seconds()
-	switch {
-	case d < 0:
-		return fmt.Sprintf("%.1f ms", s*1000)
-	case d < time.Millisecond:
-		return fmt.Sprintf("%.2f ms", s*1000)
-	case d < time.Second:
-		return fmt.Sprintf("%.1f ms", s*1000)
+	if d >= 0 && d < time.Millisecond {
+		return fmt.Sprintf("%.2f ms", d.Seconds()*1000) // an empty queue: tens of microseconds
 	}
-	return fmt.Sprintf("%.2f s", s)
+	return formatValue(d.Seconds(), "s")
 }
 
 // probeSplit describes one probe's split for the probes page.

@@ -95,11 +95,11 @@ func TestStopClean(t *testing.T) {
 // TestRun: Run returns both outputs whole, names a failed program with its
 // stderr, and kills one that outlives its timeout.
 func TestRun(t *testing.T) {
-	out, errOut, err := Run(exec.Command("sh", "-c", "echo out; echo err >&2"), 5*time.Second)
+	out, errOut, err := Run(exec.Command("sh", "-c", "echo out; echo err >&2"), time.Minute)
 	if err != nil || out != "out\n" || errOut != "err\n" {
 		t.Errorf("Run = %q, %q, %v; want out, err, nil", out, errOut, err)
 	}
-	if _, _, err := Run(exec.Command("sh", "-c", "echo broken >&2; exit 2"), 5*time.Second); err == nil ||
+	if _, _, err := Run(exec.Command("sh", "-c", "echo broken >&2; exit 2"), time.Minute); err == nil ||
 		!strings.Contains(err.Error(), "sh: exit status 2") || !strings.Contains(err.Error(), "broken") {
 		t.Errorf("Run of a failing program: %v, want its name, status and stderr", err)
 	}

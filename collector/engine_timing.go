@@ -19,6 +19,7 @@ var (
 type engineTimingMetrics struct {
 	queue, prefill, itl, outside *prometheus.HistogramVec
 	timing                       *prometheus.CounterVec
+	implausible                  *prometheus.CounterVec
 }
 
 func newEngineTimingMetrics(o ProbeMetricsOptions) engineTimingMetrics {
@@ -33,21 +34,29 @@ func newEngineTimingMetrics(o ProbeMetricsOptions) engineTimingMetrics {
 		outside: newHistogram("ttft_outside_engine_seconds",
 			"Client TTFT minus the engine's queue and prefill: the network, gateway, proxy, API server and tokenizer. Probes whose engine reported both its queue and its prefill.", spans),
 		timing: newCounter("probe_engine_timing_total",
-			"Probes whose TTFT is recorded, by where the engine's timing came from: response (the response carried it), trace (the engine's span, joined by trace id) or none (not reported; nothing is recorded as zero).", "source"),
+			"Probes whose TTFT is recorded, by where the engine's timing came from: response (the response carried it), trace (the engine's span, the child of the probe's span) or none (not reported, or dropped as implausible; nothing is recorded as zero).", "source"),
+		implausible: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "probe_engine_timing_implausible_total",
+			Help: "Probes whose TTFT is recorded and whose engine timing was dropped (they count as source=\"none\"), by where it came from (response or trace) and why: invalid (a part not finite, negative or over a day) or exceeds_ttft (queue + prefill longer than the client's own TTFT plus 10 ms)."},
+			[]string{"target", "source", "reason"}),
 	}
 }
 
 func (e *engineTimingMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{e.queue, e.prefill, e.itl, e.outside, e.timing}
+	return []prometheus.Collector{e.queue, e.prefill, e.itl, e.outside, e.timing, e.implausible}
 }
 
 func (e *engineTimingMetrics) vecs() []*prometheus.MetricVec {
-	return []*prometheus.MetricVec{e.queue.MetricVec, e.prefill.MetricVec, e.itl.MetricVec, e.outside.MetricVec, e.timing.MetricVec}
+	return []*prometheus.MetricVec{e.queue.MetricVec, e.prefill.MetricVec, e.itl.MetricVec, e.outside.MetricVec, e.timing.MetricVec, e.implausible.MetricVec}
 }
 
 func (e *engineTimingMetrics) init(target, model, scenario, api string) {
 	for _, s := range prober.TimingSources {
 		e.timing.WithLabelValues(target, model, scenario, api, string(s))
+	}
+	for _, s := range []prober.TimingSource{prober.TimingResponse, prober.TimingTrace} {
+		for _, r := range prober.ImplausibleReasons {
+			e.implausible.WithLabelValues(target, string(s), r)
+		}
 	}
 }
 
@@ -86,6 +95,9 @@ func (m *ProbeMetrics) ObserveEngineTurn(r *prober.Result) {
 		src = prober.TimingNone
 	}
 	m.engine.timing.WithLabelValues(r.Target, r.Model, r.Scenario, apiOf(r), string(src)).Inc()
+	if d := e.Dropped; d.Reason != "" {
+		m.engine.implausible.WithLabelValues(r.Target, string(d.From), d.Reason).Inc()
+	}
 	if src == prober.TimingNone {
 		return
 	}

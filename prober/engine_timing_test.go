@@ -3,6 +3,7 @@ package prober
 import (
 	"context"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -120,15 +121,22 @@ func TestDecoderEngineTiming(t *testing.T) {
 			want:  EngineTiming{Source: TimingNone},
 		},
 		{
-			name:  "negative numbers are ignored",
+			// Numbers that are no duration mark the timing Invalid: the probe
+			// drops all of it (CheckEngine, TestCheckEngine).
+			name:  "negative numbers make it invalid",
 			steps: etVLLMStream(`,"metrics":{"queue_time_ms":-1,"time_to_first_token_ms":-0.5,"generation_time_ms":-30,"mean_itl_ms":-10}`),
-			want:  EngineTiming{Source: TimingNone},
+			want:  EngineTiming{Source: TimingResponse, Invalid: true},
 		},
 		{
-			name: "malformed fields are dropped, good ones kept",
+			name:  "1e10 s, which would wrap a Duration, is invalid",
+			steps: etVLLMStream(`,"metrics":{"queue_time_ms":1e13,"time_to_first_token_ms":2}`),
+			want:  EngineTiming{Source: TimingResponse, Prefill: 2 * msec, HasPrefill: true, Invalid: true},
+		},
+		{
+			name: "malformed fields are dropped, good ones kept; a negative one makes it invalid",
 			steps: etVLLMStream(`,"metrics":{"queue_time_ms":-1,"time_to_first_token_ms":"12",` +
 				`"generation_time_ms":true,"mean_itl_ms":4.5}`),
-			want: EngineTiming{Source: TimingResponse, ITL: 4500 * us, HasITL: true},
+			want: EngineTiming{Source: TimingResponse, ITL: 4500 * us, HasITL: true, Invalid: true},
 		},
 		{
 			name:  "nested objects are not numbers",
@@ -173,9 +181,9 @@ func TestDecoderEngineTiming(t *testing.T) {
 			want:  EngineTiming{Source: TimingNone},
 		},
 		{
-			name:  "llama.cpp timings with negative numbers are ignored",
+			name:  "llama.cpp timings with negative numbers are invalid",
 			steps: etLlamaStream(`,"timings":{"prompt_ms":-25,"predicted_n":4,"predicted_ms":-30}`),
-			want:  EngineTiming{Source: TimingNone},
+			want:  EngineTiming{Source: TimingResponse, Invalid: true},
 		},
 		{
 			name:  "no timing at all",
@@ -195,7 +203,7 @@ func TestDecoderEngineTiming(t *testing.T) {
 			if r.Engine != tc.want {
 				t.Errorf("Engine =\n\t%+v\nwant\n\t%+v", r.Engine, tc.want)
 			}
-			if got, want := r.Engine.Reported(), tc.want.Source == TimingResponse; got != want {
+			if got, want := r.Engine.Reported(), tc.want.Source == TimingResponse && (!tc.want.Invalid || tc.want.Reported()); got != want {
 				t.Errorf("Reported() = %v, want %v", got, want)
 			}
 		})
@@ -528,5 +536,153 @@ func TestRunSpanRecordsACutPrompt(t *testing.T) {
 	}
 	if st := span.Status(); st.Code != codes.Error {
 		t.Errorf("span status %v, want Error", st.Code)
+	}
+}
+
+// TestCheckEngine: an engine timing is used only when every part is a
+// usable duration and queue + prefill fits in the client's own TTFT plus
+// EngineTimingTolerance; anything else leaves Source none and says why.
+func TestCheckEngine(t *testing.T) {
+	start := time.Unix(1000, 0)
+	timed := func(ttft time.Duration, e EngineTiming) Result {
+		return Result{Kind: KindSuccess, Start: start, FirstToken: start.Add(ttft), LastToken: start.Add(ttft + 10*msec), OutputTokens: 4, Engine: e}
+	}
+	qp := func(src TimingSource, q, p time.Duration) EngineTiming {
+		return EngineTiming{Source: src, Queue: q, HasQueue: true, Prefill: p, HasPrefill: true}
+	}
+	tol := EngineTimingTolerance
+	tests := []struct {
+		name   string
+		r      Result
+		reason string
+	}{
+		{"inside the TTFT", timed(100*msec, qp(TimingResponse, 10*msec, 60*msec)), ""},
+		{"equal to the TTFT", timed(100*msec, qp(TimingTrace, 40*msec, 60*msec)), ""},
+		{"at the TTFT plus the tolerance", timed(100*msec, qp(TimingTrace, 40*msec, 60*msec+tol)), ""},
+		{"1 ms beyond it", timed(100*msec, qp(TimingTrace, 40*msec, 61*msec+tol)), ImplausibleExceedsTTFT},
+		{"10 s of queue on a 100 ms TTFT", timed(100*msec, qp(TimingTrace, 10*time.Second, 60*msec)), ImplausibleExceedsTTFT},
+		{"queue alone beyond it", timed(100*msec, EngineTiming{Source: TimingResponse, Queue: time.Second, HasQueue: true}), ImplausibleExceedsTTFT},
+		{"prefill alone beyond it (llama.cpp)", timed(100*msec, EngineTiming{Source: TimingResponse, Prefill: 200 * msec, HasPrefill: true}), ImplausibleExceedsTTFT},
+		{"decode is not bounded by TTFT", timed(100*msec, EngineTiming{Source: TimingResponse, Decode: time.Minute, HasDecode: true}), ""},
+		{"invalid from the parser", timed(100*msec, EngineTiming{Source: TimingResponse, Invalid: true}), ImplausibleInvalid},
+		{"invalid beside good parts", timed(100*msec, EngineTiming{Source: TimingTrace, Queue: msec, HasQueue: true, Invalid: true}), ImplausibleInvalid},
+		{"a negative part set by hand", timed(100*msec, qp(TimingTrace, -msec, 10*msec)), ImplausibleInvalid},
+		{"nothing reported", timed(100*msec, EngineTiming{Source: TimingNone}), ""},
+		{"no TTFT to judge by", Result{Kind: KindError, Engine: qp(TimingResponse, 10*time.Second, 0)}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := tc.r
+			before := r.Engine
+			got := r.CheckEngine()
+			if got != tc.reason {
+				t.Fatalf("CheckEngine = %q, want %q (engine %+v, TTFT %v)", got, tc.reason, before, r.TTFT())
+			}
+			if tc.reason == "" {
+				if r.Engine != before {
+					t.Errorf("a plausible timing changed: %+v, was %+v", r.Engine, before)
+				}
+				return
+			}
+			want := EngineTiming{Source: TimingNone, Dropped: TimingDrop{From: before.Source, Reason: tc.reason}}
+			if r.Engine != want {
+				t.Errorf("Engine = %+v, want %+v", r.Engine, want)
+			}
+			if _, ok := r.Split(); ok {
+				t.Error("a dropped timing still splits the TTFT")
+			}
+		})
+	}
+}
+
+// TestDurationOf: no conversion overflows; the limits are inclusive.
+func TestDurationOf(t *testing.T) {
+	day := MaxEngineDuration
+	for _, tc := range []struct {
+		v    float64
+		unit time.Duration
+		want time.Duration
+		ok   bool
+	}{
+		{1.5, time.Millisecond, 1500 * time.Microsecond, true},
+		{0, time.Second, 0, true},
+		{day.Seconds(), time.Second, day, true},
+		{day.Seconds() * 1000, time.Millisecond, day, true},
+		{day.Seconds() + 1, time.Second, 0, false},
+		{1e10, time.Second, 0, false}, // wraps to a negative Duration unguarded
+		{1e13, time.Millisecond, 0, false},
+		{math.MaxFloat64, time.Second, 0, false},
+		{-1e-9, time.Second, 0, false},
+		{math.NaN(), time.Second, 0, false},
+		{math.Inf(1), time.Millisecond, 0, false},
+	} {
+		got, ok := DurationOf(tc.v, tc.unit)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("DurationOf(%v, %v) = %v, %v; want %v, %v", tc.v, tc.unit, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// TestRunDropsImplausibleEngineTiming: a probe whose response claims more
+// queue than its whole TTFT, or a latency that is no duration, has no
+// engine timing (source none) and says why; the span still records the
+// probe.
+func TestRunDropsImplausibleEngineTiming(t *testing.T) {
+	s := probeScenario(4, 10*time.Second)
+	for _, tc := range []struct{ name, metrics, reason string }{
+		{"10 s of queue", `{"queue_time_ms":10000,"time_to_first_token_ms":2}`, ImplausibleExceedsTTFT},
+		{"1e10 s of prefill", `{"queue_time_ms":1,"time_to_first_token_ms":1e13}`, ImplausibleInvalid},
+		{"negative queue", `{"queue_time_ms":-5,"time_to_first_token_ms":2}`, ImplausibleInvalid},
+		{"plausible", `{"queue_time_ms":1,"time_to_first_token_ms":2}`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := sseServer(t, func(c *sseConn) { playSteps(c, etVLLMStream(`,"metrics":`+tc.metrics)) })
+			r := New(nil, nil).Run(context.Background(), testTarget(srv), preparedFor(t, APIChat, s))
+			if r.Kind != KindSuccess {
+				t.Fatalf("%s/%s: %v", r.Kind, r.Reason, r.Err)
+			}
+			if tc.reason == "" {
+				if r.Engine.Source != TimingResponse || r.Engine.Dropped != (TimingDrop{}) {
+					t.Errorf("Engine = %+v, want the response's timing", r.Engine)
+				}
+				return
+			}
+			want := EngineTiming{Source: TimingNone, Dropped: TimingDrop{From: TimingResponse, Reason: tc.reason}}
+			if r.Engine != want {
+				t.Errorf("Engine = %+v, want %+v", r.Engine, want)
+			}
+		})
+	}
+}
+
+// TestRunRequestKind: the probe span names what sent it: a scheduled probe
+// by default (warm from turn 1), else the context's kind.
+func TestRunRequestKind(t *testing.T) {
+	s := probeScenario(4, 10*time.Second)
+	srv := sseServer(t, func(c *sseConn) { playSteps(c, etVLLMStream("")) })
+	for _, tc := range []struct {
+		ctx  context.Context
+		want RequestKind
+	}{
+		{context.Background(), RequestScheduled},
+		{WithRequestKind(context.Background(), RequestSweep), RequestSweep},
+		{WithRequestKind(context.Background(), RequestProbe), RequestProbe},
+	} {
+		p, rec := tracedProber(t)
+		if r := p.Run(tc.ctx, testTarget(srv), preparedFor(t, APIChat, s)); r.Kind != KindSuccess {
+			t.Fatalf("%s/%s: %v", r.Kind, r.Reason, r.Err)
+		}
+		span := etProbeSpan(t, rec)
+		if v, ok := etAttr(span, AttrRequestKind); !ok || v.AsString() != string(tc.want) {
+			t.Errorf("%s = %q, want %q", AttrRequestKind, v.Emit(), tc.want)
+		}
+	}
+	if requestKindOf(context.Background(), 1) != RequestWarm || requestKindOf(context.Background(), 3) != RequestWarm {
+		t.Error("a warm scenario's turns are not of kind warm")
+	}
+	for k, want := range map[RequestKind]bool{RequestScheduled: true, RequestWarm: true, RequestSweep: false, RequestProbe: false} {
+		if k.Recorded() != want {
+			t.Errorf("%s.Recorded() = %v, want %v", k, k.Recorded(), want)
+		}
 	}
 }

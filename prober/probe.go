@@ -343,6 +343,9 @@ func (p *Prober) runTurn(ctx context.Context, t Target, prep *Prepared, turn int
 			}
 		}
 	}
+	// The engine's figures from the response are used only when they fit
+	// inside the client's own TTFT (engine_timing.go).
+	res.CheckEngine()
 	if res.Kind != KindSuccess {
 		p.logger.Debug("probe failed", "target", t.Name, "model", prep.Model, "scenario", s.Name, "turn", turn,
 			"kind", res.Kind, "reason", res.Reason, "err", res.Err)

@@ -31,6 +31,49 @@ const (
 	EventLastToken  = "last_token"
 )
 
+// AttrRequestKind is the probe span attribute naming what sent the request
+// (a RequestKind): a trace back end, and slaprobe's own joiner and sampler,
+// tell scheduled probes from sweep and /probe traffic by it.
+const AttrRequestKind = "slaprobe.probe.kind"
+
+// RequestKind is what sent a request through the prober.
+type RequestKind string
+
+const (
+	// RequestScheduled: a scheduled probe of a cold scenario.
+	RequestScheduled RequestKind = "scheduled"
+	// RequestWarm: a turn of a scheduled warm scenario's conversation.
+	RequestWarm RequestKind = "warm"
+	// RequestSweep: a request of a sweep (or a bench run).
+	RequestSweep RequestKind = "sweep"
+	// RequestProbe: a probe asked for on /probe.
+	RequestProbe RequestKind = "probe"
+)
+
+// Recorded reports whether requests of kind k are scheduled probes, whose
+// metrics (the TTFT split among them) slaprobe records: only they wait
+// for the engine's span.
+func (k RequestKind) Recorded() bool { return k == RequestScheduled || k == RequestWarm }
+
+type requestKindKey struct{}
+
+// WithRequestKind marks the requests sent with ctx as k's. The scheduler
+// sends none: a request without a kind is a scheduled probe.
+func WithRequestKind(ctx context.Context, k RequestKind) context.Context {
+	return context.WithValue(ctx, requestKindKey{}, k)
+}
+
+// requestKindOf is ctx's kind, else a scheduled probe's (warm from turn 1).
+func requestKindOf(ctx context.Context, turn int) RequestKind {
+	if k, ok := ctx.Value(requestKindKey{}).(RequestKind); ok && k != "" {
+		return k
+	}
+	if turn >= 1 {
+		return RequestWarm
+	}
+	return RequestScheduled
+}
+
 // RequestIDHeader is the request id header every probe sends, so an engine
 // that logs or tags request ids (vLLM's X-Request-Id) names the probe.
 const RequestIDHeader = "X-Request-Id"
@@ -70,6 +113,7 @@ func (p *Prober) startProbeSpan(ctx context.Context, req *http.Request, prep *Pr
 		trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithTimestamp(start),
 		trace.WithAttributes(
+			attribute.String(AttrRequestKind, string(requestKindOf(ctx, turn))),
 			attribute.String("slaprobe.target", prep.Target),
 			attribute.String("slaprobe.scenario", prep.Scenario.Name),
 			attribute.String("slaprobe.api", string(prep.API)),

@@ -21,7 +21,14 @@ func (a *App) addTracing(tc config.TracingConfig, grpcLn net.Listener) error {
 	d, logger := a.Daemon, a.Daemon.Logger().With("component", "tracing")
 	var j *tracing.Joiner
 	if tc.Receives() || grpcLn != nil {
-		j = tracing.NewJoiner(time.Duration(tc.JoinTimeout))
+		j = tracing.NewJoinerWith(tracing.JoinerOptions{
+			Timeout: time.Duration(tc.JoinTimeout),
+			// An authenticated receiver takes spans from its clients alone:
+			// any parent in a probe's trace is the engine's (behind a
+			// gateway whose spans do not reach slaprobe).
+			TrustAnyParent: receiverAuthenticated(tc),
+			Logger:         logger,
+		})
 		if err := d.AddCollector(j.Collector()); err != nil {
 			return err
 		}
@@ -65,12 +72,14 @@ func (a *App) addTracing(tc config.TracingConfig, grpcLn net.Listener) error {
 	}
 	tp, err := tracing.NewTracerProvider(tracing.ExportOptions{
 		Endpoint: tc.ExportEndpoint, Protocol: tc.ExportProtocol, Version: version.Version,
+		SweepRatio: tc.SweepExportRatio,
 	}, j)
 	if err != nil {
 		return err
 	}
 	if tc.ExportEndpoint != "" {
-		logger.Info("exporting probe spans", "endpoint", tc.ExportEndpoint, "protocol", tc.ExportProtocol)
+		logger.Info("exporting probe spans", "endpoint", tc.ExportEndpoint, "protocol", tc.ExportProtocol,
+			"sweep_export_ratio", tc.SweepExportRatio)
 	}
 	d.Prober().SetTracerProvider(tp)
 	a.closers = append(a.closers, func() { shutdownTracer(tp) })
@@ -83,3 +92,9 @@ func shutdownTracer(tp *sdktrace.TracerProvider) {
 	defer cancel()
 	_ = tp.Shutdown(ctx)
 }
+
+// receiverAuthenticated reports whether the OTLP receivers authenticate
+// their clients. The receivers' web configuration (TLS and basic auth)
+// connects here; until then they do not, and a span joins a probe only as
+// the child of the probe's own span (or through a gateway's spans).
+func receiverAuthenticated(config.TracingConfig) bool { return false }

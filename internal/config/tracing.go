@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"time"
@@ -31,11 +32,17 @@ type TracingConfig struct {
 	ExportEndpoint string `yaml:"export_endpoint"`
 	// ExportProtocol is "grpc" (default) or "http/protobuf".
 	ExportProtocol string `yaml:"export_protocol"`
+	// SweepExportRatio is the share of sweep and /probe requests whose span
+	// is sampled: exported (with ExportEndpoint) and sent with a sampled
+	// traceparent, so the engine traces it. 0 to 1, default 0.01.
+	// Scheduled probes are always sampled.
+	SweepExportRatio float64 `yaml:"sweep_export_ratio"`
 }
 
-// DefaultTracingConfig: no receiver, no export, a 30 s join timeout.
+// DefaultTracingConfig: no receiver, no export, a 30 s join timeout, one
+// sweep or /probe span in a hundred sampled.
 func DefaultTracingConfig() TracingConfig {
-	return TracingConfig{JoinTimeout: model.Duration(30 * time.Second), ExportProtocol: "grpc"}
+	return TracingConfig{JoinTimeout: model.Duration(30 * time.Second), ExportProtocol: "grpc", SweepExportRatio: 0.01}
 }
 
 // Receives reports whether a receiver is configured.
@@ -79,6 +86,9 @@ func (t TracingConfig) Validate() error {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return fmt.Errorf("tracing.export_endpoint=%q; expected an http:// or https:// URL, e.g. http://tempo:4317", t.ExportEndpoint)
 		}
+	}
+	if r := t.SweepExportRatio; math.IsNaN(r) || r < 0 || r > 1 {
+		return fmt.Errorf("tracing.sweep_export_ratio=%v; expected a number from 0 to 1, e.g. 0.01", r)
 	}
 	switch t.ExportProtocol {
 	case "grpc", "http/protobuf":

@@ -71,6 +71,9 @@ type Daemon struct {
 	hooks   []prober.ProbeHook
 	// joiner settles engine timing from traces; nil without a receiver.
 	joiner EngineJoiner
+	// implausibleLogged holds the targets whose dropped engine timing was
+	// logged (engine_timing.go): once per target.
+	implausibleLogged sync.Map
 
 	onReloadMu sync.Mutex
 	onReload   []func(*config.Config)

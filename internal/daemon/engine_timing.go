@@ -8,8 +8,11 @@ import (
 // EngineJoiner settles the engine timing of a probe whose response carried
 // none, from the engine's trace (tracing.Joiner): done gets the probe with
 // its Engine set, later. Join reports false when it cannot (no trace id).
+// Skip tells it that a probe will not wait (its response carried the
+// timing, or its TTFT is not recorded), so its span counts for nothing.
 type EngineJoiner interface {
 	Join(r prober.Result, done func(prober.Result)) bool
+	Skip(r prober.Result)
 }
 
 // EngineTimingHook is a ProbeHook that also wants a probe's engine timing
@@ -32,6 +35,10 @@ type probeObserver struct {
 }
 
 func (o probeObserver) Observe(r *prober.Result) {
+	for i := range r.Earlier {
+		o.d.logImplausible(&r.Earlier[i])
+	}
+	o.d.logImplausible(r)
 	j := o.d.joiner
 	if j == nil {
 		o.ProbeMetrics.Observe(r)
@@ -44,23 +51,45 @@ func (o probeObserver) Observe(r *prober.Result) {
 	o.observeEngine(j, r)
 }
 
+// observeEngine records r's engine timing, or has it wait for the engine's
+// span when its response carried none (not even a dropped one) and its
+// TTFT is recorded; the joiner is told of every other probe, so their
+// spans count for nothing.
 func (o probeObserver) observeEngine(j EngineJoiner, r *prober.Result) {
-	if r.Engine.Source != prober.TimingResponse && collector.TTFTRecorded(r) {
-		turn := *r
-		turn.Earlier = nil
+	turn := *r
+	turn.Earlier = nil
+	if r.Engine.Source != prober.TimingResponse && r.Engine.Dropped.Reason == "" && collector.TTFTRecorded(r) {
 		if j.Join(turn, o.settled) {
 			return
 		}
+	} else {
+		j.Skip(turn)
 	}
 	o.ObserveEngineTurn(r)
 }
 
 // settled records a probe turn whose engine timing the joiner settled.
 func (o probeObserver) settled(r prober.Result) {
+	o.d.logImplausible(&r)
 	o.ObserveEngineTurn(&r)
 	for _, h := range (hookSet{o.d}).list() {
 		if eh, ok := h.(EngineTimingHook); ok {
 			eh.EngineTimed(&r)
 		}
 	}
+}
+
+// logImplausible logs, once per target, an engine timing dropped as
+// implausible (prober.Result.CheckEngine); the metrics count every one.
+func (d *Daemon) logImplausible(r *prober.Result) {
+	drop := r.Engine.Dropped
+	if drop.Reason == "" || !collector.TTFTRecorded(r) {
+		return
+	}
+	if _, seen := d.implausibleLogged.LoadOrStore(r.Target, true); seen {
+		return
+	}
+	d.logger.Warn("engine timing dropped as implausible; the probe's engine timing is source none (logged once per target, slaprobe_probe_engine_timing_implausible_total counts every one)",
+		"target", r.Target, "scenario", r.Scenario, "from", drop.From, "reason", drop.Reason,
+		"ttft", r.TTFT(), "tolerance", prober.EngineTimingTolerance)
 }

@@ -117,6 +117,7 @@ targets:
 	for _, r := range prober.Reasons {
 		allowed["reason"] = append(allowed["reason"], string(r))
 	}
+	allowed["reason"] = append(allowed["reason"], prober.ImplausibleReasons...)
 	allowed["result"] = []string{string(prober.KindSuccess), string(prober.KindError), string(prober.KindShortOutput)}
 	for name, f := range scrape() {
 		if !strings.HasPrefix(name, "slaprobe_") || name == "slaprobe_build_info" {

@@ -186,7 +186,9 @@ func (h *Handler) probe(ctx context.Context, logger *slog.Logger, t prober.Targe
 	logger.Debug("prompt calibrated", "model", p.prep.Model, "method", p.prep.Method,
 		"prompt_tokens", p.prep.PromptTokens, "words", p.prep.Words, "max_model_len", p.prep.MaxModelLen,
 		"took", calTime)
-	return h.opts.Runner.Run(ctx, t, p.prep)
+	// Its span says it is a /probe request: it waits for no engine span,
+	// and is exported at tracing.sweep_export_ratio.
+	return h.opts.Runner.Run(prober.WithRequestKind(ctx, prober.RequestProbe), t, p.prep)
 }
 
 func logResult(logger *slog.Logger, r *prober.Result) {

@@ -161,6 +161,9 @@ type Result struct {
 // ctx is cancelled it stops at once and returns what was measured so far
 // together with ctx's error; the result is never nil.
 func Run(ctx context.Context, r Runner, t prober.Target, model string, opts Options) (*Result, error) {
+	// Its requests' spans say they are a sweep's: they wait for no engine
+	// span, and are exported at tracing.sweep_export_ratio.
+	ctx = prober.WithRequestKind(ctx, prober.RequestSweep)
 	clock := opts.Clock
 	if clock == nil {
 		clock = prober.SystemClock{}

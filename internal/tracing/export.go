@@ -12,6 +12,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+
+	"github.com/slaprobe/slaprobe/prober"
 )
 
 // Export protocols.
@@ -29,15 +31,53 @@ type ExportOptions struct {
 	Protocol string
 	// Version is slaprobe's, for the service.version resource attribute.
 	Version string
+	// SweepRatio is the share of sweep and /probe requests whose span is
+	// sampled (0 to 1): exported when Endpoint is set, and sent with a
+	// sampled traceparent, so an engine that samples by its parent
+	// (vLLM does) traces only those. Scheduled probes are always sampled.
+	SweepRatio float64
 }
 
-// NewTracerProvider returns the provider of probe spans: every span sampled
-// (the traceparent a probe sends must ask the engine to trace it), the
-// joiner told of every probe (when j is not nil), and the spans exported to
-// o.Endpoint in batches (when set). Shut it down to send the last batch.
+// DefaultSweepExportRatio is tracing.sweep_export_ratio's default: one
+// sweep or /probe request in a hundred. A sweep of 50 000 requests exports
+// about 500 spans; scheduled probes export one span each, at their interval.
+const DefaultSweepExportRatio = 0.01
+
+// kindSampler samples every scheduled probe's span (its traceparent must
+// ask the engine to trace it) and a share of the sweep and /probe ones.
+type kindSampler struct {
+	sweep sdktrace.Sampler
+}
+
+func newKindSampler(ratio float64) kindSampler {
+	return kindSampler{sweep: sdktrace.TraceIDRatioBased(ratio)}
+}
+
+func (s kindSampler) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
+	for _, kv := range p.Attributes {
+		if string(kv.Key) == prober.AttrRequestKind && !prober.RequestKind(kv.Value.AsString()).Recorded() {
+			return s.sweep.ShouldSample(p)
+		}
+	}
+	return sdktrace.AlwaysSample().ShouldSample(p)
+}
+
+func (s kindSampler) Description() string {
+	return "slaprobe: scheduled probes always, sweep and /probe requests " + s.sweep.Description()
+}
+
+// NewTracerProvider returns the provider of probe spans: every scheduled
+// probe's span sampled (the traceparent a probe sends must ask the engine
+// to trace it), sweep and /probe ones at o.SweepRatio, the joiner told of
+// every scheduled probe (when j is not nil), and the sampled spans exported
+// to o.Endpoint in batches (when set), a probe's once its join is settled.
+// Shut it down to send the last batch.
 func NewTracerProvider(o ExportOptions, j *Joiner) (*sdktrace.TracerProvider, error) {
+	if o.SweepRatio < 0 || o.SweepRatio > 1 {
+		return nil, fmt.Errorf("tracing.sweep_export_ratio=%v; expected 0 to 1", o.SweepRatio)
+	}
 	opts := []sdktrace.TracerProviderOption{
-		sdktrace.WithSampler(sdktrace.AlwaysSample()),
+		sdktrace.WithSampler(newKindSampler(o.SweepRatio)),
 		sdktrace.WithResource(resource.NewSchemaless(
 			semconv.ServiceName("slaprobe"), attribute.String("service.version", o.Version))),
 	}
@@ -60,7 +100,11 @@ func NewTracerProvider(o ExportOptions, j *Joiner) (*sdktrace.TracerProvider, er
 		if err != nil {
 			return nil, fmt.Errorf("tracing.export_endpoint=%q: %w", o.Endpoint, err)
 		}
-		opts = append(opts, sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(2*time.Second)))
+		var sp sdktrace.SpanProcessor = sdktrace.NewBatchSpanProcessor(exp, sdktrace.WithBatchTimeout(2*time.Second))
+		if j != nil {
+			sp = j.HoldExport(sp)
+		}
+		opts = append(opts, sdktrace.WithSpanProcessor(sp))
 	}
 	return sdktrace.NewTracerProvider(opts...), nil
 }

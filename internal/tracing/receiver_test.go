@@ -6,10 +6,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -71,12 +73,27 @@ func vllmKeyValues() []attribute.KeyValue {
 	}
 }
 
-// export is an OTLP export of one span.
+// probeSpans maps the trace id of each probe startProbe started to its
+// span's id, so that export sends the engine's span as the probe span's
+// child, as vLLM does.
+var probeSpans sync.Map
+
+// export is an OTLP export of one span: the child of the probe span of
+// trace id, when startProbe started one.
 func export(id trace.TraceID, name string, attrs []*commonpb.KeyValue) *coltracepb.ExportTraceServiceRequest {
-	spanID := [8]byte{1, 2, 3, 4, 5, 6, 7, 8}
+	var parent []byte
+	if p, ok := probeSpans.Load(id); ok {
+		sid := p.(trace.SpanID)
+		parent = sid[:]
+	}
+	return exportChild(id, trace.SpanID{1, 2, 3, 4, 5, 6, 7, 8}, parent, name, attrs)
+}
+
+// exportChild is an OTLP export of one span with the given ids.
+func exportChild(id trace.TraceID, spanID trace.SpanID, parent []byte, name string, attrs []*commonpb.KeyValue) *coltracepb.ExportTraceServiceRequest {
 	return &coltracepb.ExportTraceServiceRequest{ResourceSpans: []*tracepb.ResourceSpans{{
 		ScopeSpans: []*tracepb.ScopeSpans{{Spans: []*tracepb.Span{{
-			TraceId: id[:], SpanId: spanID[:], Name: name, Kind: tracepb.Span_SPAN_KIND_SERVER,
+			TraceId: id[:], SpanId: spanID[:], ParentSpanId: parent, Name: name, Kind: tracepb.Span_SPAN_KIND_SERVER,
 			StartTimeUnixNano: 1, EndTimeUnixNano: 2, Attributes: attrs,
 		}}}},
 	}}}
@@ -102,9 +119,20 @@ func startProbe(t *testing.T, tp trace.TracerProvider) (context.Context, prober.
 	t.Helper()
 	ctx, span := tp.Tracer(prober.TracerName).Start(context.Background(), prober.ProbeSpanName)
 	span.End()
+	probeSpans.Store(span.SpanContext().TraceID(), span.SpanContext().SpanID())
 	id := span.SpanContext().TraceID().String()
 	return ctx, prober.Result{Kind: prober.KindSuccess, TraceID: id, RequestID: "slaprobe-" + id,
 		Engine: prober.EngineTiming{Source: prober.TimingNone}}
+}
+
+// probeSpanID is the span id of r's probe span, as its traceparent sent it.
+func probeSpanID(t *testing.T, r prober.Result) string {
+	t.Helper()
+	p, ok := probeSpans.Load(traceIDOfResult(t, r))
+	if !ok {
+		t.Fatalf("no probe span started for trace %s", r.TraceID)
+	}
+	return p.(trace.SpanID).String()
 }
 
 func traceIDOfResult(t *testing.T, r prober.Result) trace.TraceID {
@@ -120,7 +148,7 @@ func traceIDOfResult(t *testing.T, r prober.Result) trace.TraceID {
 func spanCounts(t *testing.T, j *Joiner) map[string]float64 {
 	t.Helper()
 	out := map[string]float64{}
-	for _, r := range []string{SpanJoined, SpanLate, SpanOther, SpanIgnored} {
+	for _, r := range SpanResults {
 		var m dto.Metric
 		if err := j.spans.WithLabelValues(r).Write(&m); err != nil {
 			t.Fatal(err)
@@ -179,7 +207,8 @@ func TestJoinSpanBeforeJoin(t *testing.T) {
 	j := NewJoiner(time.Minute)
 	_, res := startProbe(t, probeProvider(t, j))
 	feed(j, traceIDOfResult(t, res), SpanLLMRequest, vllmAttrs())
-	checkCounts(t, j, map[string]float64{SpanJoined: 1})
+	// Counted when the probe shows it waits for it (Join), not before.
+	checkCounts(t, j, map[string]float64{})
 
 	w := newJoinWait()
 	if !j.Join(res, w.done) {
@@ -190,6 +219,7 @@ func TestJoinSpanBeforeJoin(t *testing.T) {
 		t.Fatalf("done called %d times when Join returned, want once, synchronously", n)
 	}
 	got := <-w.ch
+	checkCounts(t, j, map[string]float64{SpanJoined: 1})
 	if got.Engine != wantTraceTiming {
 		t.Errorf("Engine =\n\t%+v\nwant\n\t%+v", got.Engine, wantTraceTiming)
 	}
@@ -368,8 +398,21 @@ func TestSpanTiming(t *testing.T) {
 			prober.EngineTiming{Source: prober.TimingTrace, HasDecode: true}, true},
 		{"no completion tokens: no ITL", []*commonpb.KeyValue{kv(attrDecode, 0.01)},
 			prober.EngineTiming{Source: prober.TimingTrace, Decode: 10 * ms, HasDecode: true}, true},
-		{"negative and string latencies are absent", []*commonpb.KeyValue{kv(attrTimeInQueue, -0.001), kv(attrPrefill, "0.01"), kv(attrDecode, 0.02), kv(attrCompletionToken, 3)},
+		{"string latencies are absent", []*commonpb.KeyValue{kv(attrPrefill, "0.01"), kv(attrDecode, 0.02), kv(attrCompletionToken, 3)},
 			prober.EngineTiming{Source: prober.TimingTrace, Decode: 20 * ms, HasDecode: true, ITL: 10 * ms, HasITL: true}, true},
+		// Numbers that are no duration make the timing invalid: the join drops it as implausible.
+		{"negative latency: invalid", []*commonpb.KeyValue{kv(attrTimeInQueue, -0.001), kv(attrDecode, 0.02), kv(attrCompletionToken, 3)},
+			prober.EngineTiming{Source: prober.TimingTrace, Decode: 20 * ms, HasDecode: true, ITL: 10 * ms, HasITL: true, Invalid: true}, true},
+		{"1e10 s, which would wrap a Duration: invalid", []*commonpb.KeyValue{kv(attrTimeInQueue, 1e10)},
+			prober.EngineTiming{Source: prober.TimingTrace, Invalid: true}, true},
+		{"NaN: invalid", []*commonpb.KeyValue{kv(attrPrefill, math.NaN())},
+			prober.EngineTiming{Source: prober.TimingTrace, Invalid: true}, true},
+		{"-Inf: invalid", []*commonpb.KeyValue{kv(attrDecode, math.Inf(-1))},
+			prober.EngineTiming{Source: prober.TimingTrace, Invalid: true}, true},
+		{"a day is the most", []*commonpb.KeyValue{kv(attrTimeInQueue, 86400.0)},
+			prober.EngineTiming{Source: prober.TimingTrace, Queue: 24 * time.Hour, HasQueue: true}, true},
+		{"huge completion count: no ITL", []*commonpb.KeyValue{kv(attrDecode, 0.02), kv(attrCompletionToken, 1e300)},
+			prober.EngineTiming{Source: prober.TimingTrace, Decode: 20 * ms, HasDecode: true}, true},
 		{"no latency at all", []*commonpb.KeyValue{kv(attrCompletionToken, 3), kv("gen_ai.usage.prompt_tokens", 100)}, prober.EngineTiming{}, false},
 		{"nothing", nil, prober.EngineTiming{}, false},
 	}
@@ -534,12 +577,12 @@ func TestReceiverHTTPSpecJSON(t *testing.T) {
 	t.Cleanup(srv.Close)
 	_, res := startProbe(t, probeProvider(t, j))
 	body := fmt.Sprintf(`{"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"vllm"}}]},
-"scopeSpans":[{"scope":{"name":"vllm.llm_engine"},"spans":[{"traceId":%q,"spanId":"0102030405060708","parentSpanId":"1112131415161718",
+"scopeSpans":[{"scope":{"name":"vllm.llm_engine"},"spans":[{"traceId":%q,"spanId":"0102030405060708","parentSpanId":%q,
 "name":"llm_request","kind":2,"startTimeUnixNano":"1","endTimeUnixNano":"2","attributes":[
 {"key":"gen_ai.latency.time_in_queue","value":{"doubleValue":0.0015}},
 {"key":"gen_ai.latency.time_in_model_prefill","value":{"doubleValue":0.0125}},
 {"key":"gen_ai.latency.time_in_model_decode","value":{"doubleValue":0.03}},
-{"key":"gen_ai.usage.completion_tokens","value":{"intValue":"4"}}]}]}]}]}`, res.TraceID)
+{"key":"gen_ai.usage.completion_tokens","value":{"intValue":"4"}}]}]}]}]}`, res.TraceID, probeSpanID(t, res))
 	resp, out := post(t, srv.URL+"/v1/traces", http.MethodPost, "application/json", "", []byte(body))
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("status %d %q, want 200", resp.StatusCode, out)

@@ -1,9 +1,9 @@
 package tracing
 
 import (
-	"math"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
@@ -25,20 +25,22 @@ const (
 // spanTiming reads the engine timing of a vLLM llm_request span: queue from
 // time_in_queue, prefill from time_in_model_prefill (scheduled to first
 // token), decode from time_in_model_decode and the mean ITL from decode
-// over completion tokens − 1. ok is false when the span has none of them.
+// over completion tokens − 1. ok is false when the span has none of them;
+// a latency that is no usable duration (negative, not finite, over
+// prober.MaxEngineDuration) sets Invalid, and the join drops the timing.
 func spanTiming(attrs []*commonpb.KeyValue) (prober.EngineTiming, bool) {
 	var e prober.EngineTiming
 	completion := -1
 	for _, kv := range attrs {
 		switch kv.GetKey() {
 		case attrTimeInQueue:
-			e.Queue, e.HasQueue = seconds(kv.GetValue())
+			e.Queue, e.HasQueue = seconds(&e, kv.GetValue())
 		case attrPrefill:
-			e.Prefill, e.HasPrefill = seconds(kv.GetValue())
+			e.Prefill, e.HasPrefill = seconds(&e, kv.GetValue())
 		case attrDecode:
-			e.Decode, e.HasDecode = seconds(kv.GetValue())
+			e.Decode, e.HasDecode = seconds(&e, kv.GetValue())
 		case attrCompletionToken:
-			if v, ok := number(kv.GetValue()); ok && v >= 0 {
+			if v, ok := number(kv.GetValue()); ok && v >= 0 && v <= maxCompletionTokens {
 				completion = int(v)
 			}
 		}
@@ -46,12 +48,16 @@ func spanTiming(attrs []*commonpb.KeyValue) (prober.EngineTiming, bool) {
 	if e.HasDecode && completion >= 2 {
 		e.ITL, e.HasITL = e.Decode/time.Duration(completion-1), true
 	}
-	if !e.Reported() {
+	if !e.Reported() && !e.Invalid {
 		return prober.EngineTiming{}, false
 	}
 	e.Source = prober.TimingTrace
 	return e, true
 }
+
+// maxCompletionTokens bounds the token count read from a span, so its
+// conversion to int is exact.
+const maxCompletionTokens = 1 << 40
 
 func number(v *commonpb.AnyValue) (float64, bool) {
 	switch x := v.GetValue().(type) {
@@ -63,12 +69,18 @@ func number(v *commonpb.AnyValue) (float64, bool) {
 	return 0, false
 }
 
-func seconds(v *commonpb.AnyValue) (time.Duration, bool) {
+// seconds reads a latency in seconds; a number that is no usable duration
+// sets e.Invalid.
+func seconds(e *prober.EngineTiming, v *commonpb.AnyValue) (time.Duration, bool) {
 	f, ok := number(v)
-	if !ok || f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
+	if !ok {
 		return 0, false
 	}
-	return time.Duration(math.Round(f * float64(time.Second))), true
+	d, ok := prober.DurationOf(f, time.Second)
+	if !ok {
+		e.Invalid = true
+	}
+	return d, ok
 }
 
 // addResourceSpans hands every span of an OTLP export to the joiner.
@@ -83,9 +95,20 @@ func (j *Joiner) addResourceSpans(rss []*tracepb.ResourceSpans) (spans int) {
 					continue
 				}
 				attrs := s.GetAttributes()
-				j.addSpan(id, s.GetName(), func() (prober.EngineTiming, bool) { return spanTiming(attrs) })
+				j.addSpan(id, spanIDOf(s.GetSpanId()), spanIDOf(s.GetParentSpanId()), s.GetName(),
+					func() (prober.EngineTiming, bool) { return spanTiming(attrs) })
 			}
 		}
 	}
 	return spans
+}
+
+// spanIDOf reads an 8-byte OTLP span id; anything else is the zero
+// (invalid) id, which is no probe's.
+func spanIDOf(b []byte) trace.SpanID {
+	var id trace.SpanID
+	if len(b) == len(id) {
+		copy(id[:], b)
+	}
+	return id
 }

@@ -480,3 +480,28 @@ func TestRequestSpansOff(t *testing.T) {
 		t.Fatalf("status %d: %s", res.status, res.body)
 	}
 }
+
+// TestRequestSpansUnsampledParent: as vLLM (its TracerProvider samples by
+// the parent, the OpenTelemetry default), a request whose traceparent is
+// not sampled sends no span: slaprobe's unsampled sweep requests put no
+// load on the trace pipeline.
+func TestRequestSpansUnsampledParent(t *testing.T) {
+	sink, endpoint := startSink(t, "http/protobuf")
+	cfg := fastConfig()
+	cfg.OTLPTracesEndpoint = endpoint
+	cfg.OTLPTracesProtocol = "http/protobuf"
+	ts := start(t, cfg)
+	for _, flags := range []string{"00", "01"} {
+		res := ts.post(t, "/v1/chat/completions", chatBody("hello there", 2, nil),
+			map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e47" + flags + "-00f067aa0ba902b7-" + flags})
+		if res.status != http.StatusOK || !res.done {
+			t.Fatalf("status %d, done %v: %s", res.status, res.done, res.body)
+		}
+	}
+	ts.srv.Close()
+	ts.e.Close()
+	spans, _ := sink.got()
+	if len(spans) != 1 || fmt.Sprintf("%x", spans[0].GetTraceId()) != "4bf92f3577b34da6a3ce929d0e0e4701" {
+		t.Fatalf("%d spans, want only the sampled request's: %v", len(spans), spans)
+	}
+}

@@ -22,7 +22,8 @@ const (
 	TimingNone TimingSource = "none"
 	// TimingResponse: read from the response itself.
 	TimingResponse TimingSource = "response"
-	// TimingTrace: read from the engine's trace span, joined by trace id.
+	// TimingTrace: read from the engine's trace span, the child of the
+	// probe's span in its trace (internal/tracing).
 	TimingTrace TimingSource = "trace"
 )
 

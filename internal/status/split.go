@@ -128,6 +128,8 @@ func probeSplit(p *Probe) string {
 			parts += "engine ITL " + dur(p.Engine.ITL)
 		}
 		return parts + " (" + string(p.Engine.Source) + "; no queue time, so no split)"
+	case p.Engine.Dropped.Reason != "":
+		return fmt.Sprintf("engine timing from the %s dropped as implausible (%s)", p.Engine.Dropped.From, p.Engine.Dropped.Reason)
 	}
 	return "engine timing not reported"
 }

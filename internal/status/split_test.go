@@ -83,3 +83,20 @@ func TestSplitNotReported(t *testing.T) {
 		t.Errorf("probe split text = %q", s)
 	}
 }
+
+// TestSplitDropped: a probe whose engine timing was dropped as implausible
+// says so, and has no split.
+func TestSplitDropped(t *testing.T) {
+	c := newClock()
+	r := NewRecorder(0, c.now)
+	res := okResult("a", "chatbot", c.now())
+	res.Engine = prober.EngineTiming{Source: prober.TimingNone, Dropped: prober.TimingDrop{From: prober.TimingTrace, Reason: prober.ImplausibleExceedsTTFT}}
+	probe(r, c, res)
+	done, _ := r.Probes("a", "chatbot")
+	if done[0].HasSplit {
+		t.Error("a dropped timing has a split")
+	}
+	if s := probeSplit(&done[0]); s != "engine timing from the trace dropped as implausible (exceeds_ttft)" {
+		t.Errorf("probe split text = %q", s)
+	}
+}

@@ -38,11 +38,6 @@ type ExportOptions struct {
 	SweepRatio float64
 }
 
-// DefaultSweepExportRatio is tracing.sweep_export_ratio's default: one
-// sweep or /probe request in a hundred. A sweep of 50 000 requests exports
-// about 500 spans; scheduled probes export one span each, at their interval.
-const DefaultSweepExportRatio = 0.01
-
 // kindSampler samples every scheduled probe's span (its traceparent must
 // ask the engine to trace it) and a share of the sweep and /probe ones.
 type kindSampler struct {

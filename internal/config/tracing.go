@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"path/filepath"
 	"time"
 
 	"github.com/prometheus/common/model"
+
+	"github.com/slaprobe/slaprobe/internal/tracing"
 )
 
 // TracingConfig configures distributed tracing (docs/tracing.md): the OTLP
@@ -21,6 +24,12 @@ type TracingConfig struct {
 	// OTLPHTTPListenAddress opens an OTLP/HTTP receiver (POST /v1/traces,
 	// ":4318" by convention).
 	OTLPHTTPListenAddress string `yaml:"otlp_http_listen_address"`
+	// ReceiverWebConfigFile is an exporter-toolkit web configuration file
+	// (the format of --web.config.file) whose TLS (with optional client
+	// certificates) and basic auth users apply to both receivers. Relative
+	// to the config file's directory. Empty: plain text, no authentication,
+	// which is for a loopback address only (slaprobe warns otherwise).
+	ReceiverWebConfigFile string `yaml:"receiver_web_config_file"`
 	// JoinTimeout is how long a probe whose response carried no engine
 	// timing waits for its engine span (default 30s); then it counts as
 	// source="none".
@@ -84,6 +93,25 @@ func (t TracingConfig) Validate() error {
 	case "grpc", "http/protobuf":
 	default:
 		return fmt.Errorf("tracing.export_protocol=%q; expected grpc or http/protobuf", t.ExportProtocol)
+	}
+	return nil
+}
+
+// checkTracingFiles resolves tracing.receiver_web_config_file against dir,
+// the config file's directory, and validates the file it names.
+func (c *Config) checkTracingFiles(dir string) error {
+	t := &c.Tracing
+	if t.ReceiverWebConfigFile == "" {
+		return nil
+	}
+	if dir != "" && !filepath.IsAbs(t.ReceiverWebConfigFile) {
+		t.ReceiverWebConfigFile = filepath.Join(dir, t.ReceiverWebConfigFile)
+	}
+	if !t.Receives() {
+		return fmt.Errorf("tracing.receiver_web_config_file=%q, but no receiver is configured; expected otlp_grpc_listen_address or otlp_http_listen_address too", t.ReceiverWebConfigFile)
+	}
+	if err := tracing.CheckReceiverWebConfig(t.ReceiverWebConfigFile); err != nil {
+		return fmt.Errorf("tracing.receiver_web_config_file=%q: %v; expected an exporter-toolkit web configuration file (tls_server_config, basic_auth_users with bcrypt hashes), as for --web.config.file", t.ReceiverWebConfigFile, err)
 	}
 	return nil
 }

@@ -262,6 +262,8 @@ func TestReceiverAuthModes(t *testing.T) {
 				"OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY":         pki.clientKey,
 			}, ok: true},
 			{name: "no client certificate", env: map[string]string{"OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE": pki.caFile}},
+			// A Go client keeps back a certificate the server's CAs did not
+			// sign (TestReceiverTLSHandshake sends one anyway).
 			{name: "client certificate of another CA", env: map[string]string{
 				"OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE":        pki.caFile,
 				"OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE": pki.rogueClientCert,
@@ -291,9 +293,11 @@ func TestReceiverAuthModes(t *testing.T) {
 				path = pki.webConfig(t, m.tls, m.mTLS, m.basic)
 			}
 			r, j, grpcAddr, httpAddr := authReceiver(t, path)
-			scheme := "http"
+			// The endpoints of docs/tracing.md: http:// or https://, and
+			// /v1/traces for HTTP.
+			grpcScheme, httpScheme := "http", "http"
 			if m.tls {
-				scheme = "https"
+				grpcScheme, httpScheme = "https", "https"
 			}
 			for _, proto := range []string{"grpc", "http/protobuf"} {
 				protocol := map[string]string{"grpc": "grpc", "http/protobuf": "http"}[proto]
@@ -301,9 +305,9 @@ func TestReceiverAuthModes(t *testing.T) {
 					t.Run(protocol+"/"+a.name, func(t *testing.T) {
 						env := map[string]string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": proto}
 						if proto == "grpc" {
-							env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = scheme + "://" + grpcAddr
+							env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = grpcScheme + "://" + grpcAddr
 						} else {
-							env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = scheme + "://" + httpAddr + "/v1/traces"
+							env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = httpScheme + "://" + httpAddr + "/v1/traces"
 						}
 						for k, v := range a.env {
 							env[k] = v

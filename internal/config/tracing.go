@@ -9,7 +9,7 @@ import (
 
 	"github.com/prometheus/common/model"
 
-	"github.com/slaprobe/slaprobe/internal/tracing"
+	"github.com/slaprobe/slaprobe/internal/tracing/webconfig"
 )
 
 // TracingConfig configures distributed tracing (docs/tracing.md): the OTLP
@@ -110,7 +110,7 @@ func (c *Config) checkTracingFiles(dir string) error {
 	if !t.Receives() {
 		return fmt.Errorf("tracing.receiver_web_config_file=%q, but no receiver is configured; expected otlp_grpc_listen_address or otlp_http_listen_address too", t.ReceiverWebConfigFile)
 	}
-	if err := tracing.CheckReceiverWebConfig(t.ReceiverWebConfigFile); err != nil {
+	if _, err := webconfig.Read(t.ReceiverWebConfigFile); err != nil {
 		return fmt.Errorf("tracing.receiver_web_config_file=%q: %v; expected an exporter-toolkit web configuration file (tls_server_config, basic_auth_users with bcrypt hashes), as for --web.config.file", t.ReceiverWebConfigFile, err)
 	}
 	return nil

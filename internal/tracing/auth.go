@@ -1,19 +1,15 @@
 package tracing
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"crypto/tls"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -27,7 +23,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
-	"gopkg.in/yaml.v3"
+
+	"github.com/slaprobe/slaprobe/internal/tracing/webconfig"
 )
 
 // Why an export was refused: the `reason` label of
@@ -43,7 +40,7 @@ const (
 )
 
 // The bound on the CPU that password checks may burn. A bcrypt comparison
-// is slow on purpose (about 50 ms at cost 10), so a client that sends
+// is slow on purpose (tens of milliseconds at cost 10), so a client that sends
 // wrong passwords as fast as it can would keep a core busy. Credentials
 // that passed once are remembered (as a SHA-256, never in clear), so a
 // client with the right password costs one comparison per restart; every
@@ -53,7 +50,6 @@ const (
 const (
 	bcryptShare        = 0.25 // seconds of bcrypt per second: a quarter of one core at most
 	bcryptBurst        = 2 * time.Second
-	maxBcryptCost      = 14 // about a second per check; more makes the first export of a restart time out
 	maxGoodCredentials = 64
 )
 
@@ -89,22 +85,14 @@ func (a *ReceiverAuth) ClientCertificates() bool { return a != nil && a.clientCe
 // or a verified client certificate. TLS alone does not.
 func (a *ReceiverAuth) Authenticates() bool { return a.BasicAuth() || a.ClientCertificates() }
 
-// CheckReceiverWebConfig validates the web configuration file at path as
-// LoadReceiverAuth would use it, without building anything. The error names
-// what is wrong, never a password hash.
-func CheckReceiverWebConfig(path string) error {
-	_, err := readWebConfig(path)
-	return err
-}
-
 // LoadReceiverAuth reads the web configuration file at path.
 func LoadReceiverAuth(path string) (*ReceiverAuth, error) {
-	c, err := readWebConfig(path)
+	c, err := webconfig.Read(path)
 	if err != nil {
 		return nil, err
 	}
 	a := &ReceiverAuth{http2: c.HTTPConfig.HTTP2, headers: c.HTTPConfig.Header}
-	if hasTLS(&c.TLSConfig) {
+	if webconfig.HasTLS(&c.TLSConfig) {
 		if a.tls, err = web.ConfigToTLSConfig(&c.TLSConfig); err != nil {
 			return nil, fmt.Errorf("tls_server_config: %w", err)
 		}
@@ -116,58 +104,6 @@ func LoadReceiverAuth(path string) (*ReceiverAuth, error) {
 		}
 	}
 	return a, nil
-}
-
-// readWebConfig parses and validates the file with exporter-toolkit's own
-// rules (web.Validate), then with the receivers' own: something must be
-// set, and no bcrypt cost above maxBcryptCost.
-func readWebConfig(path string) (*web.Config, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	// exporter-toolkit's defaults; web.Validate below parses strictly.
-	c := &web.Config{
-		TLSConfig:  web.TLSConfig{MinVersion: tls.VersionTLS12, MaxVersion: tls.VersionTLS13, PreferServerCipherSuites: true},
-		HTTPConfig: web.HTTPConfig{HTTP2: true},
-	}
-	if err := yaml.NewDecoder(bytes.NewReader(b)).Decode(c); err != nil && !errors.Is(err, io.EOF) {
-		return nil, err
-	}
-	c.TLSConfig.SetDirectory(filepath.Dir(path))
-	// The users first: exporter-toolkit's error would not name the user.
-	for _, u := range sortedKeys(c.Users) {
-		cost, err := bcrypt.Cost([]byte(c.Users[u]))
-		if err != nil {
-			return nil, fmt.Errorf("basic_auth_users: user %q: not a bcrypt hash (%v)", u, err)
-		}
-		if cost > maxBcryptCost {
-			return nil, fmt.Errorf("basic_auth_users: user %q: bcrypt cost %d; expected at most %d (each check of a new connection's password would take seconds)", u, cost, maxBcryptCost)
-		}
-	}
-	if err := web.Validate(path); err != nil {
-		return nil, err
-	}
-	if !hasTLS(&c.TLSConfig) && len(c.Users) == 0 {
-		return nil, errors.New("sets neither tls_server_config nor basic_auth_users; expected at least one")
-	}
-	return c, nil
-}
-
-// hasTLS is exporter-toolkit's test for a TLS configuration: anything set
-// in tls_server_config.
-func hasTLS(c *web.TLSConfig) bool {
-	return c.TLSCertPath != "" || c.TLSCert != "" || c.TLSKeyPath != "" || c.TLSKey != "" ||
-		c.ClientCAs != "" || c.ClientCAsText != "" || c.ClientAuth != ""
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
 }
 
 // newRefusedCounter is slaprobe_otlp_exports_refused_total.
@@ -325,7 +261,7 @@ func newBasicAuth[S ~string](users map[string]S) (*basicAuth, error) {
 	}
 	b.filled = b.now()
 	maxCost := bcrypt.MinCost
-	for _, u := range sortedKeys(users) {
+	for _, u := range slices.Sorted(maps.Keys(users)) {
 		h := []byte(users[u])
 		cost, err := bcrypt.Cost(h)
 		if err != nil {

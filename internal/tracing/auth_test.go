@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -523,5 +524,18 @@ func TestReadWebConfig(t *testing.T) {
 	}
 	if _, err := webconfig.Read(filepath.Join(dir, "absent.yml")); err == nil {
 		t.Error("a missing file: no error")
+	}
+}
+
+// TestRefusedCounterLint: slaprobe_otlp_exports_refused_total is promlint
+// clean and exports its four series from zero.
+func TestRefusedCounterLint(t *testing.T) {
+	c := NewReceiver(NewJoiner(time.Minute), nil, nil).Collector()
+	problems, err := testutil.CollectAndLint(c)
+	if err != nil || len(problems) > 0 {
+		t.Errorf("promlint: %v %v", err, problems)
+	}
+	if n := testutil.CollectAndCount(c, "slaprobe_otlp_exports_refused_total"); n != 4 {
+		t.Errorf("%d series, want 4 (grpc, http × unauthenticated, throttled)", n)
 	}
 }

@@ -46,7 +46,7 @@ const (
 // client with the right password costs one comparison per restart; every
 // other comparison runs one at a time and draws on a budget of bcrypt time
 // that refills at bcryptShare per second up to bcryptBurst. Once it is
-// spent, unknown credentials are refused as throttled without a check.
+// spent, credentials not yet known good are refused as throttled, unchecked.
 const (
 	bcryptShare        = 0.25 // seconds of bcrypt per second: a quarter of one core at most
 	bcryptBurst        = 2 * time.Second
@@ -110,7 +110,7 @@ func LoadReceiverAuth(path string) (*ReceiverAuth, error) {
 func newRefusedCounter() *prometheus.CounterVec {
 	return prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "slaprobe", Name: "otlp_exports_refused_total",
-		Help: "OTLP trace exports the receiver refused before reading them, by protocol (grpc, http) and reason: unauthenticated (no or wrong basic auth credentials: HTTP 401, gRPC Unauthenticated), throttled (unknown credentials while the password checks' CPU budget is spent: HTTP 429, gRPC Unavailable, both retried). A failed TLS handshake (a missing or wrong client certificate, a plain-text client) is no export and is not counted.",
+		Help: "OTLP trace exports the receivers refused for their credentials, before taking any span, by protocol (grpc, http) and reason: unauthenticated (no or wrong basic auth credentials: HTTP 401, gRPC Unauthenticated), throttled (unknown credentials while the password checks' CPU budget is spent: HTTP 429, gRPC Unavailable, both retried). A failed TLS handshake (a missing or wrong client certificate, a plain-text client) is no export and is not counted.",
 	}, []string{"protocol", "reason"})
 }
 

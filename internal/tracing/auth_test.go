@@ -11,12 +11,16 @@ import (
 	"encoding/base64"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -538,4 +542,91 @@ func TestRefusedCounterLint(t *testing.T) {
 	if n := testutil.CollectAndCount(c, "slaprobe_otlp_exports_refused_total"); n != 4 {
 		t.Errorf("%d series, want 4 (grpc, http × unauthenticated, throttled)", n)
 	}
+}
+
+// BenchmarkWrongPasswordFlood floods the OTLP/HTTP receiver (basic auth,
+// a bcrypt hash of cost 10) with wrong passwords from 8 × GOMAXPROCS
+// parallel clients and reports, per second of wall time, the bcrypt time
+// spent (bcrypt-cores), the process's CPU (cores, the HTTP clients and
+// server included) and comparisons (bcrypt/s), and the share of requests
+// refused as throttled. "budget" is the receiver as it is, from an empty
+// budget (the steady state of a long flood, without the 2 s burst); "no
+// budget" the same with a budget that never runs out, which leaves
+// comparisons one at a time only (exporter-toolkit's own bound). No
+// assertion: figures for docs/tracing.md.
+func BenchmarkWrongPasswordFlood(b *testing.B) {
+	hash, err := bcrypt.GenerateFromPassword([]byte(authPass), 10)
+	if err != nil {
+		b.Fatal(err)
+	}
+	path := filepath.Join(b.TempDir(), "web.yml")
+	if err := os.WriteFile(path, []byte(fmt.Sprintf("basic_auth_users: {%s: %s}\n", authUser, hash)), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	for _, unbounded := range []bool{false, true} {
+		name := map[bool]string{false: "budget", true: "no budget"}[unbounded]
+		b.Run(name, func(b *testing.B) {
+			auth, err := LoadReceiverAuth(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if unbounded {
+				// A clock that stands still: no comparison draws on the budget.
+				frozen := time.Now()
+				auth.basic.now = func() time.Time { return frozen }
+			} else {
+				auth.basic.budget = 0 // the steady state, without the burst
+			}
+			var compares, spent atomic.Int64
+			auth.basic.compare = func(h, p []byte) error {
+				t0 := time.Now()
+				err := bcrypt.CompareHashAndPassword(h, p)
+				spent.Add(int64(time.Since(t0)))
+				compares.Add(1)
+				return err
+			}
+			r := NewReceiver(NewJoiner(time.Minute), nil, auth)
+			srv := httptest.NewServer(r.http.Handler)
+			defer srv.Close()
+			var n atomic.Int64
+			b.SetParallelism(8)
+			cpu0, start := cpuTime(b), time.Now()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/traces", strings.NewReader("x"))
+					req.SetBasicAuth(authUser, fmt.Sprint("wrong-", n.Add(1)))
+					resp, err := srv.Client().Do(req)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			})
+			b.StopTimer()
+			wall := time.Since(start).Seconds()
+			b.ReportMetric(time.Duration(spent.Load()).Seconds()/wall, "bcrypt-cores")
+			b.ReportMetric((cpuTime(b)-cpu0).Seconds()/wall, "cores")
+			b.ReportMetric(float64(compares.Load())/wall, "bcrypt/s")
+			b.ReportMetric(refusedCountB(b, r, RefusedThrottled)/float64(n.Load()), "throttled/op")
+		})
+	}
+}
+
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func refusedCountB(b *testing.B, r *Receiver, reason string) float64 {
+	var m dto.Metric
+	if err := r.refused.WithLabelValues("http", reason).Write(&m); err != nil {
+		b.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
 }

@@ -18,11 +18,12 @@ import (
 // every probe sends a sampled traceparent and an X-Request-Id either way.
 // Read once at start: a change needs a restart.
 type TracingConfig struct {
-	// OTLPGRPCListenAddress opens an OTLP/gRPC trace receiver (":4317" by
-	// convention); point the engine's --otlp-traces-endpoint at it.
+	// OTLPGRPCListenAddress opens an OTLP/gRPC trace receiver (port 4317
+	// by convention; 127.0.0.1:4317 beside the engine, anything wider with
+	// ReceiverWebConfigFile); point the engine's --otlp-traces-endpoint at it.
 	OTLPGRPCListenAddress string `yaml:"otlp_grpc_listen_address"`
 	// OTLPHTTPListenAddress opens an OTLP/HTTP receiver (POST /v1/traces,
-	// ":4318" by convention).
+	// port 4318 by convention).
 	OTLPHTTPListenAddress string `yaml:"otlp_http_listen_address"`
 	// ReceiverWebConfigFile is an exporter-toolkit web configuration file
 	// (the format of --web.config.file) whose TLS (with optional client
@@ -74,7 +75,7 @@ func (t TracingConfig) Validate() error {
 			continue
 		}
 		if _, _, err := net.SplitHostPort(f.v); err != nil {
-			return fmt.Errorf("tracing.%s=%q; expected host:port, e.g. :4317 (%v)", f.name, f.v, err)
+			return fmt.Errorf("tracing.%s=%q; expected host:port, e.g. 127.0.0.1:4317 (%v)", f.name, f.v, err)
 		}
 	}
 	if t.OTLPGRPCListenAddress != "" && t.OTLPGRPCListenAddress == t.OTLPHTTPListenAddress {

@@ -128,8 +128,8 @@ func (r *Receiver) Collector() prometheus.Collector {
 // grpcAuthOptions are the gRPC server's TLS credentials and the basic auth
 // check: a tap refuses a stream without credentials, or with credentials
 // it can settle without a bcrypt comparison (known good, or throttled),
-// before the message is read; the interceptor checks the rest, outside the
-// connection's I/O goroutine.
+// before the message is read; the interceptor of Export, OTLP's one
+// (unary) method, checks the rest, outside the connection's I/O goroutine.
 func (r *Receiver) grpcAuthOptions() []grpc.ServerOption {
 	a := r.auth
 	var opts []grpc.ServerOption
@@ -176,9 +176,6 @@ func (r *Receiver) grpcAuthOptions() []grpc.ServerOption {
 				return nil, refuse(reason)
 			}
 			return h(ctx, req)
-		}),
-		grpc.StreamInterceptor(func(any, grpc.ServerStream, *grpc.StreamServerInfo, grpc.StreamHandler) error {
-			return refuse(RefusedUnauthenticated) // OTLP has no streaming method
 		}),
 	)
 }

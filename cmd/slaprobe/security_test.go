@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -24,7 +25,12 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"golang.org/x/crypto/bcrypt"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/slaprobe/slaprobe/internal/vllmsim"
 )
@@ -307,5 +313,164 @@ sweep:
 				t.Errorf("%s contains a secret (%.12s…): …%s…", name, secret, out[max(0, i-200):min(len(out), i+len(secret)+50)])
 			}
 		}
+	}
+}
+
+// TestSecurityOTLPReceivers runs `slaprobe run` with both OTLP trace
+// receivers behind TLS and basic auth from tracing.receiver_web_config_file
+// (relative names, resolved against the config's and the web config's
+// directories), then exports a span with the OpenTelemetry SDK's exporters:
+// without credentials and with a wrong password each protocol refuses it
+// and /metrics counts the refusal; the right password gets it in; a
+// plain-text client gets nothing in. check-config refuses a bad file.
+func TestSecurityOTLPReceivers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs slaprobe")
+	}
+	bin := binary(t)
+	eng, err := vllmsim.New(vllmsim.DefaultConfig(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine := httptest.NewServer(eng.Handler())
+	t.Cleanup(engine.Close)
+	t.Cleanup(eng.Close)
+	dir := t.TempDir()
+	_, _, pool := writeSelfSigned(t, dir)
+	const otlpPass = "otlp-slaprobe-PASSWORD-91c3"
+	hash, err := bcrypt.GenerateFromPassword([]byte(otlpPass), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "otlp-web.yml"), []byte(fmt.Sprintf(
+		"tls_server_config: {cert_file: web.crt, key_file: web.key}\nbasic_auth_users:\n  vllm: %s\n", hash)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	grpcAddr, httpAddr, webAddr := freePort(t), freePort(t), freePort(t)
+	writeConfig := func(webConfig string) string {
+		path := filepath.Join(dir, "slaprobe.yml")
+		cfg := "targets: [{name: sim, url: " + engine.URL + "}]\n" +
+			"scenarios: [{name: chatbot, interval: 1m}]\nengine: {enabled: false}\npower: {nvml: false}\n" +
+			"tracing:\n  otlp_grpc_listen_address: " + grpcAddr + "\n  otlp_http_listen_address: " + httpAddr +
+			"\n  receiver_web_config_file: " + webConfig + "\n"
+		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+
+	// A bad file is refused at load, naming the field and the user.
+	if err := os.WriteFile(filepath.Join(dir, "bad-web.yml"), []byte("basic_auth_users: {vllm: "+otlpPass+"}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bin, "check-config", "--config.file="+writeConfig("bad-web.yml")).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), `tracing.receiver_web_config_file="`+filepath.Join(dir, "bad-web.yml")+`": basic_auth_users: user "vllm": not a bcrypt hash`) {
+		t.Errorf("check-config with a bad receiver_web_config_file: %v\n%s", err, out)
+	}
+	if strings.Contains(string(out), otlpPass) {
+		t.Errorf("check-config shows the bad file's secret:\n%s", out)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "run", "--config.file="+writeConfig("otlp-web.yml"), "--web.listen-address="+webAddr, "--log.level=debug")
+	logs, exited := startProcess(t, cmd)
+	metrics := func() string {
+		t.Helper()
+		resp, err := http.Get("http://" + webAddr + "/metrics")
+		if err != nil {
+			return ""
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(metrics(), "slaprobe_otlp_exports_refused_total") {
+		select {
+		case err := <-exited:
+			t.Fatalf("slaprobe exited: %v\n%s", err, logs.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no slaprobe_otlp_exports_refused_total on /metrics within 60 s\n%s", logs.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	export := func(protocol string, tlsOn bool, headers map[string]string) error {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		var (
+			exp sdktrace.SpanExporter
+			err error
+		)
+		if protocol == "grpc" {
+			opts := []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(grpcAddr), otlptracegrpc.WithHeaders(headers),
+				otlptracegrpc.WithRetry(otlptracegrpc.RetryConfig{Enabled: false})}
+			if tlsOn {
+				opts = append(opts, otlptracegrpc.WithTLSCredentials(credentials.NewClientTLSFromCert(pool, "")))
+			} else {
+				opts = append(opts, otlptracegrpc.WithInsecure())
+			}
+			exp, err = otlptracegrpc.New(ctx, opts...)
+		} else {
+			opts := []otlptracehttp.Option{otlptracehttp.WithEndpoint(httpAddr), otlptracehttp.WithHeaders(headers),
+				otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: false})}
+			if tlsOn {
+				opts = append(opts, otlptracehttp.WithTLSClientConfig(&tls.Config{RootCAs: pool}))
+			} else {
+				opts = append(opts, otlptracehttp.WithInsecure())
+			}
+			exp, err = otlptracehttp.New(ctx, opts...)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = exp.Shutdown(context.Background()) }()
+		rec := tracetest.NewSpanRecorder()
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+		_, span := tp.Tracer("vllm.llm_engine").Start(context.Background(), "llm_request")
+		span.End()
+		return exp.ExportSpans(ctx, rec.Ended())
+	}
+	basic := func(user, pass string) map[string]string {
+		return map[string]string{"Authorization": "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+pass))}
+	}
+	for _, protocol := range []string{"grpc", "http"} {
+		if err := export(protocol, true, nil); err == nil {
+			t.Errorf("%s, no credentials: accepted", protocol)
+		}
+		if err := export(protocol, true, basic("vllm", "wrong")); err == nil {
+			t.Errorf("%s, wrong password: accepted", protocol)
+		}
+		if err := export(protocol, false, basic("vllm", otlpPass)); err == nil {
+			t.Errorf("%s, plain text to the TLS receiver: accepted", protocol)
+		}
+		if err := export(protocol, true, basic("vllm", otlpPass)); err != nil {
+			t.Errorf("%s, the password: %v", protocol, err)
+		}
+	}
+	m := metrics()
+	for _, want := range []string{
+		`slaprobe_otlp_exports_refused_total{protocol="grpc",reason="unauthenticated"} 2`,
+		`slaprobe_otlp_exports_refused_total{protocol="http",reason="unauthenticated"} 2`,
+		`slaprobe_otlp_exports_refused_total{protocol="grpc",reason="throttled"} 0`,
+		`slaprobe_otlp_exports_refused_total{protocol="http",reason="throttled"} 0`,
+		`slaprobe_engine_spans_received_total{result="other"} 2`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics has no %s", want)
+		}
+	}
+	if !strings.Contains(logs.String(), "OTLP receivers secured") || strings.Contains(logs.String(), "every interface") {
+		t.Errorf("the log does not say the receivers are secured, or warns about them:\n%s", logs.String())
+	}
+	if strings.Contains(logs.String(), otlpPass) || strings.Contains(logs.String(), string(hash)) {
+		t.Error("the log shows the receivers' password or its hash")
+	}
+	if t.Failed() {
+		t.Logf("/metrics:\n%s\nlogs:\n%s", m, logs.String())
 	}
 }

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"time"
 
@@ -21,18 +22,32 @@ func (a *App) addTracing(tc config.TracingConfig, grpcLn net.Listener) error {
 	d, logger := a.Daemon, a.Daemon.Logger().With("component", "tracing")
 	var j *tracing.Joiner
 	if tc.Receives() || grpcLn != nil {
+		var auth *tracing.ReceiverAuth
+		if tc.ReceiverWebConfigFile != "" {
+			var err error
+			if auth, err = tracing.LoadReceiverAuth(tc.ReceiverWebConfigFile); err != nil {
+				return fmt.Errorf("tracing.receiver_web_config_file=%q: %w", tc.ReceiverWebConfigFile, err)
+			}
+			logger.Info("OTLP receivers secured", "file", tc.ReceiverWebConfigFile, "tls", auth.TLS(),
+				"client_certificates", auth.ClientCertificates(), "basic_auth", auth.BasicAuth(),
+				"trust_any_parent", auth.Authenticates())
+		}
 		j = tracing.NewJoinerWith(tracing.JoinerOptions{
 			Timeout: time.Duration(tc.JoinTimeout),
-			// An authenticated receiver takes spans from its clients alone:
-			// any parent in a probe's trace is the engine's (behind a
-			// gateway whose spans do not reach slaprobe).
-			TrustAnyParent: receiverAuthenticated(tc),
+			// An authenticated receiver (basic auth or required client
+			// certificates) takes spans from its clients alone: any parent in a
+			// probe's trace is the engine's, behind a gateway whose own spans
+			// do not reach slaprobe.
+			TrustAnyParent: auth.Authenticates(),
 			Logger:         logger,
 		})
 		if err := d.AddCollector(j.Collector()); err != nil {
 			return err
 		}
-		r := tracing.NewReceiver(j, logger)
+		r := tracing.NewReceiver(j, logger, auth)
+		if err := d.AddCollector(r.Collector()); err != nil {
+			return err
+		}
 		var lns []net.Listener
 		if grpcLn == nil && tc.OTLPGRPCListenAddress != "" {
 			ln, err := net.Listen("tcp", tc.OTLPGRPCListenAddress)
@@ -65,6 +80,7 @@ func (a *App) addTracing(tc config.TracingConfig, grpcLn net.Listener) error {
 		a.TraceAddrs = make([]net.Addr, len(lns))
 		for i, ln := range lns {
 			a.TraceAddrs[i] = ln.Addr()
+			warnOpenReceiver(logger, ln.Addr().String(), auth)
 		}
 		a.closers = append(a.closers, r.Close)
 		d.SetEngineJoiner(j)
@@ -86,15 +102,28 @@ func (a *App) addTracing(tc config.TracingConfig, grpcLn net.Listener) error {
 	return nil
 }
 
+// warnOpenReceiver warns when a receiver at addr takes spans from anyone
+// who can reach it: every interface, and neither basic auth nor required
+// client certificates. A span sets a probe's queue and prefill, so such a
+// client can move the TTFT split and the alert on it. It also warns when
+// passwords would cross the network in clear.
+func warnOpenReceiver(logger *slog.Logger, addr string, auth *tracing.ReceiverAuth) {
+	if !tracing.ListensOnEveryInterface(addr) {
+		return
+	}
+	switch {
+	case !auth.Authenticates():
+		logger.Warn("the OTLP trace receiver listens on every interface without authentication: anyone who can reach it can post spans that set the probes' engine timing; listen on a loopback address (127.0.0.1:4317 beside the engine) or set tracing.receiver_web_config_file (docs/tracing.md)",
+			"address", addr, "tls", auth.TLS())
+	case auth.BasicAuth() && !auth.TLS():
+		logger.Warn("the OTLP trace receiver listens on every interface with basic auth but without TLS: passwords cross the network in clear; add tls_server_config to tracing.receiver_web_config_file",
+			"address", addr)
+	}
+}
+
 // shutdownTracer sends the last batch of probe spans (5 s at most).
 func shutdownTracer(tp *sdktrace.TracerProvider) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = tp.Shutdown(ctx)
 }
-
-// receiverAuthenticated reports whether the OTLP receivers authenticate
-// their clients. The receivers' web configuration (TLS and basic auth)
-// connects here; until then they do not, and a span joins a probe only as
-// the child of the probe's own span (or through a gateway's spans).
-func receiverAuthenticated(config.TracingConfig) bool { return false }

@@ -219,6 +219,9 @@ func build(data []byte, dir string, f Flags) (*Config, error) {
 	if err := c.checkProbe(dir); err != nil {
 		return nil, err
 	}
+	if err := c.checkTracingFiles(dir); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 

@@ -5,9 +5,12 @@ import (
 	"math"
 	"net"
 	"net/url"
+	"path/filepath"
 	"time"
 
 	"github.com/prometheus/common/model"
+
+	"github.com/slaprobe/slaprobe/internal/tracing/webconfig"
 )
 
 // TracingConfig configures distributed tracing (docs/tracing.md): the OTLP
@@ -16,12 +19,19 @@ import (
 // every probe sends a sampled traceparent and an X-Request-Id either way.
 // Read once at start: a change needs a restart.
 type TracingConfig struct {
-	// OTLPGRPCListenAddress opens an OTLP/gRPC trace receiver (":4317" by
-	// convention); point the engine's --otlp-traces-endpoint at it.
+	// OTLPGRPCListenAddress opens an OTLP/gRPC trace receiver (port 4317
+	// by convention; 127.0.0.1:4317 beside the engine, anything wider with
+	// ReceiverWebConfigFile); point the engine's --otlp-traces-endpoint at it.
 	OTLPGRPCListenAddress string `yaml:"otlp_grpc_listen_address"`
 	// OTLPHTTPListenAddress opens an OTLP/HTTP receiver (POST /v1/traces,
-	// ":4318" by convention).
+	// port 4318 by convention).
 	OTLPHTTPListenAddress string `yaml:"otlp_http_listen_address"`
+	// ReceiverWebConfigFile is an exporter-toolkit web configuration file
+	// (the format of --web.config.file) whose TLS (with optional client
+	// certificates) and basic auth users apply to both receivers. Relative
+	// to the config file's directory. Empty: plain text, no authentication,
+	// which is for a loopback address only (slaprobe warns otherwise).
+	ReceiverWebConfigFile string `yaml:"receiver_web_config_file"`
 	// JoinTimeout is how long a probe whose response carried no engine
 	// timing waits for its engine span (default 30s); then it counts as
 	// source="none".
@@ -72,7 +82,7 @@ func (t TracingConfig) Validate() error {
 			continue
 		}
 		if _, _, err := net.SplitHostPort(f.v); err != nil {
-			return fmt.Errorf("tracing.%s=%q; expected host:port, e.g. :4317 (%v)", f.name, f.v, err)
+			return fmt.Errorf("tracing.%s=%q; expected host:port, e.g. 127.0.0.1:4317 (%v)", f.name, f.v, err)
 		}
 	}
 	if t.OTLPGRPCListenAddress != "" && t.OTLPGRPCListenAddress == t.OTLPHTTPListenAddress {
@@ -94,6 +104,25 @@ func (t TracingConfig) Validate() error {
 	case "grpc", "http/protobuf":
 	default:
 		return fmt.Errorf("tracing.export_protocol=%q; expected grpc or http/protobuf", t.ExportProtocol)
+	}
+	return nil
+}
+
+// checkTracingFiles resolves tracing.receiver_web_config_file against dir,
+// the config file's directory, and validates the file it names.
+func (c *Config) checkTracingFiles(dir string) error {
+	t := &c.Tracing
+	if t.ReceiverWebConfigFile == "" {
+		return nil
+	}
+	if dir != "" && !filepath.IsAbs(t.ReceiverWebConfigFile) {
+		t.ReceiverWebConfigFile = filepath.Join(dir, t.ReceiverWebConfigFile)
+	}
+	if !t.Receives() {
+		return fmt.Errorf("tracing.receiver_web_config_file=%q, but no receiver is configured; expected otlp_grpc_listen_address or otlp_http_listen_address too", t.ReceiverWebConfigFile)
+	}
+	if _, err := webconfig.Read(t.ReceiverWebConfigFile); err != nil {
+		return fmt.Errorf("tracing.receiver_web_config_file=%q: %v; expected an exporter-toolkit web configuration file (tls_server_config, basic_auth_users with bcrypt hashes), as for --web.config.file", t.ReceiverWebConfigFile, err)
 	}
 	return nil
 }

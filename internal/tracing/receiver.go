@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/grpc"
@@ -33,19 +34,24 @@ type Receiver struct {
 	logger *slog.Logger
 	grpc   *grpc.Server
 	http   *http.Server
+
+	auth    *ReceiverAuth          // TLS and basic auth (auth.go); nil: neither
+	refused *prometheus.CounterVec // slaprobe_otlp_exports_refused_total
 }
 
-// NewReceiver returns a Receiver feeding j. A nil logger discards.
-func NewReceiver(j *Joiner, logger *slog.Logger) *Receiver {
+// NewReceiver returns a Receiver feeding j. A nil logger discards; a nil
+// auth serves plain text to anyone.
+func NewReceiver(j *Joiner, logger *slog.Logger, auth *ReceiverAuth) *Receiver {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	r := &Receiver{j: j, logger: logger}
-	r.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(maxExportBytes))
+	r := &Receiver{j: j, logger: logger, auth: auth, refused: newRefusedCounter()}
+	r.grpc = grpc.NewServer(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(maxExportBytes)}, r.grpcAuthOptions()...)...)
 	coltracepb.RegisterTraceServiceServer(r.grpc, traceService{j: j})
 	mux := http.NewServeMux()
-	mux.Handle("/v1/traces", r.HTTPHandler())
+	mux.Handle("/v1/traces", r.authHTTP(r.HTTPHandler()))
 	r.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	r.useHTTPTLS(r.http)
 	return r
 }
 
@@ -58,7 +64,11 @@ func (r *Receiver) ServeGRPC(ln net.Listener) error {
 // ServeHTTP serves OTLP/HTTP (POST /v1/traces) on ln until Close.
 func (r *Receiver) ServeHTTP(ln net.Listener) error {
 	r.logger.Info("OTLP/HTTP trace receiver listening", "address", ln.Addr().String(), "path", "/v1/traces")
-	if err := r.http.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+	serve := r.http.Serve
+	if r.http.TLSConfig != nil {
+		serve = func(ln net.Listener) error { return r.http.ServeTLS(ln, "", "") }
+	}
+	if err := serve(ln); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil

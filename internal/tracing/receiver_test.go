@@ -469,7 +469,7 @@ func post(t *testing.T, url, method, contentType, encoding string, body []byte) 
 func TestReceiverHTTP(t *testing.T) {
 	j := NewJoiner(time.Minute)
 	tp := probeProvider(t, j)
-	srv := httptest.NewServer(NewReceiver(j, nil).HTTPHandler())
+	srv := httptest.NewServer(NewReceiver(j, nil, nil).HTTPHandler())
 	t.Cleanup(srv.Close)
 	url := srv.URL + "/v1/traces"
 
@@ -573,7 +573,7 @@ func TestReceiverHTTP(t *testing.T) {
 // it): trace and span ids as hex strings, not protojson's base64.
 func TestReceiverHTTPSpecJSON(t *testing.T) {
 	j := NewJoiner(time.Minute)
-	srv := httptest.NewServer(NewReceiver(j, nil).HTTPHandler())
+	srv := httptest.NewServer(NewReceiver(j, nil, nil).HTTPHandler())
 	t.Cleanup(srv.Close)
 	_, res := startProbe(t, probeProvider(t, j))
 	body := fmt.Sprintf(`{"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"vllm"}}]},
@@ -630,7 +630,7 @@ func TestReceiverExporters(t *testing.T) {
 	for _, tc := range exporterCases {
 		t.Run(tc.name, func(t *testing.T) {
 			j := NewJoiner(time.Minute)
-			recv := NewReceiver(j, nil)
+			recv := NewReceiver(j, nil, nil)
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
 				t.Fatal(err)

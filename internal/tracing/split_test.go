@@ -108,7 +108,7 @@ func newRig(t *testing.T, inBand bool, seqs int) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recv := tracing.NewReceiver(j, nil)
+	recv := tracing.NewReceiver(j, nil, nil)
 	go recv.ServeGRPC(ln)
 	t.Cleanup(recv.Close)
 

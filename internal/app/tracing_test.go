@@ -52,3 +52,39 @@ func TestWarnOpenReceiver(t *testing.T) {
 		}
 	}
 }
+
+// TestTrustAnyParentFollowsAuth: the joiner accepts an engine span under
+// any parent exactly when the receivers authenticate their clients; a
+// receiver without a web configuration joins only the children of the
+// probe's span.
+func TestTrustAnyParentFollowsAuth(t *testing.T) {
+	dir := t.TempDir()
+	hash, err := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "web.yml"), []byte("basic_auth_users: {vllm: "+string(hash)+"}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		tracing string
+		want    bool
+	}{
+		{"tracing: {otlp_http_listen_address: '127.0.0.1:0'}\n", false},
+		{"tracing: {otlp_http_listen_address: '127.0.0.1:0', receiver_web_config_file: web.yml}\n", true},
+	} {
+		cfg := filepath.Join(dir, "slaprobe.yml")
+		body := "targets: [{name: sim, url: 'http://127.0.0.1:1'}]\nengine: {enabled: false}\npower: {nvml: false}\n" + tc.tracing
+		if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		a, err := New(Options{ConfigFile: cfg})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.tracing, err)
+		}
+		if a.Joiner == nil || a.Joiner.TrustsAnyParent() != tc.want {
+			t.Errorf("%s: joiner trusts any parent = %v, want %v", strings.TrimSpace(tc.tracing), a.Joiner != nil && a.Joiner.TrustsAnyParent(), tc.want)
+		}
+		a.close()
+	}
+}

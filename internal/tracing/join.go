@@ -200,6 +200,10 @@ func (c collectors) Collect(ch chan<- prometheus.Metric) {
 // Timeout is how long Join waits for a span.
 func (j *Joiner) Timeout() time.Duration { return j.timeout }
 
+// TrustsAnyParent reports whether any llm_request span in a probe's trace
+// joins it, whatever its parent (JoinerOptions.TrustAnyParent).
+func (j *Joiner) TrustsAnyParent() bool { return j.trustAny }
+
 // count adds n to a result's count.
 func (j *Joiner) count(result string, n int) {
 	if n > 0 {

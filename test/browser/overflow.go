@@ -33,7 +33,8 @@ var boxes=document.querySelectorAll(SELECTOR);
 out.unshift('boxes '+boxes.length);
 boxes.forEach(function(box){
   var b=box.getBoundingClientRect(), n=0;
-  var who=box.tagName.toLowerCase()+'.'+box.getAttribute('class').trim().split(/\s+/)[0]+' '+(box.id||box.getAttribute('href')||'');
+  var cls=(box.getAttribute('class')||'').trim().split(/\s+/)[0];
+  var who=box.tagName.toLowerCase()+(cls?'.'+cls:'')+' '+(box.id||box.getAttribute('href')||'');
   function check(node){
     var r;
     if(node.nodeType===3){

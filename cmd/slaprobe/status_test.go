@@ -16,7 +16,8 @@ var statusURLRE = regexp.MustCompile(`status page:\s+(http://127\.0\.0\.1:\d+)/`
 
 // TestDemoStatusPageInChromium is what a new user does first: start the
 // demo, open the URL it prints, and expect the four default scenarios to
-// show live numbers within a minute, with every link on the page working.
+// show live numbers within a minute, with every link on the page working
+// and the page fitting a laptop's and a phone's width.
 // SLAPROBE_SHOT_DIR=dir keeps the screenshots (demo-status.png,
 // demo-probes.png).
 func TestDemoStatusPageInChromium(t *testing.T) {
@@ -86,6 +87,16 @@ func TestDemoStatusPageInChromium(t *testing.T) {
 	}
 	if n := len(regexp.MustCompile(`\d+\.\d ms`).FindAllString(dom, -1)); n < 8 {
 		t.Errorf("only %d millisecond figures on the page; want TTFT and ITL of every scenario", n)
+	}
+	// What a new user sees fits the window, on a laptop and on a phone.
+	for _, w := range []int{1280, 500} {
+		problems, boxes := browser.Overflow(t, bin, dom, ".card, .tile", w, 900)
+		if boxes != 2*len(scenarios) {
+			t.Errorf("at %d px: %d cards and tiles measured; want %d", w, boxes, 2*len(scenarios))
+		}
+		for _, p := range problems {
+			t.Errorf("at %d px: %s", w, p)
+		}
 	}
 	browser.Screenshot(t, bin, base+"/", "demo-status.png", 1400, 1400)
 	browser.Screenshot(t, bin, base+"/probes?target=sim", "demo-probes.png", 1400, 1400)

@@ -5,9 +5,9 @@ import (
 	"html/template"
 	"math"
 	"sort"
-	"strings"
 	"time"
 
+	"github.com/slaprobe/slaprobe/internal/svgchart"
 	"github.com/slaprobe/slaprobe/internal/sweep"
 	"github.com/slaprobe/slaprobe/prober"
 )
@@ -41,16 +41,15 @@ var metrics = []metric{
 
 // metricRow is one metric of one scenario on the status page.
 type metricRow struct {
-	Name, Unit   string
-	Last         string // the last successful probe's value
-	P50, Tail    string
-	TailLabel    string // "p95" or "p10"
-	Limit        string // the threshold, "" when none
-	LimitOp      string // "≤" or "≥"
-	N            int    // values in the window
-	Verdict      string // "ok", "breach" or "" (no threshold or no data)
-	Spark        template.HTML
-	SparkCaption string
+	Name, Unit string
+	Last       string // the last successful probe's value
+	P50, Tail  string
+	TailLabel  string        // "p95" or "p10"
+	Limit      string        // the threshold, "" when none
+	LimitOp    string        // "≤" or "≥"
+	N          int           // values in the window
+	Verdict    string        // "ok", "breach" or "" (no threshold or no data)
+	Spark      template.HTML // the recent probes' values: a sparkline as wide as its cell
 }
 
 // buildRow computes one metric over the probes in the window (for p50 and
@@ -65,7 +64,7 @@ func buildRow(m metric, probes []Probe, since time.Time, th prober.Thresholds) m
 		row.Limit = formatValue(limit, m.Unit)
 	}
 	var window []float64
-	var chart []sparkPoint
+	var chart []svgchart.SparkPoint
 	for i := range probes {
 		p := &probes[i]
 		v, ok := m.value(p)
@@ -73,7 +72,7 @@ func buildRow(m metric, probes []Probe, since time.Time, th prober.Thresholds) m
 			continue
 		}
 		if i >= len(probes)-sparkMax {
-			chart = append(chart, sparkPoint{v: v, ok: ok, failed: !p.Timed()}) // a short answer without this metric is a gap, not a failure
+			chart = append(chart, svgchart.SparkPoint{V: v, OK: ok, Failed: !p.Timed()}) // a short answer without this metric is a gap, not a failure
 		}
 		if !ok {
 			continue
@@ -95,8 +94,9 @@ func buildRow(m metric, probes []Probe, since time.Time, th prober.Thresholds) m
 			}
 		}
 	}
-	row.Spark = sparkline(chart, limit, m.Lower)
-	row.SparkCaption = fmt.Sprintf("%s of the last %d probes", m.Name, len(chart))
+	spark := svgchart.Sparkline{Title: fmt.Sprintf("%s of the last %d probes", m.Name, len(chart)), Points: chart,
+		Limit: limit, Lower: m.Lower, Empty: "no probe yet"}
+	row.Spark = spark.SVG()
 	return row
 }
 
@@ -115,76 +115,6 @@ func formatValue(v float64, unit string) string {
 	}
 }
 
-type sparkPoint struct {
-	v      float64
-	ok     bool // v is a valid value
-	failed bool // the probe failed (drawn as a red tick)
-}
-
-const sparkW, sparkH = 150, 32
-
 // sparkMax is how many of the latest probes a sparkline draws: more would
-// not fit its width.
+// crowd a phone's width.
 const sparkMax = 60
-
-// sparkline draws the values as an inline SVG polyline, oldest on the
-// left, with the threshold as a dashed line and failed probes as red ticks
-// on the baseline. It needs no script and no external asset.
-func sparkline(pts []sparkPoint, limit float64, lower bool) template.HTML {
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg class="spark" width="%d" height="%d" viewBox="0 0 %d %d" role="img">`, sparkW, sparkH, sparkW, sparkH)
-	// The scale starts at zero and tops the largest value by a quarter;
-	// the threshold joins it once a value comes within half of it, so a
-	// far-off threshold does not flatten the line.
-	top := 0.0
-	for _, p := range pts {
-		if p.ok && p.v > top {
-			top = p.v
-		}
-	}
-	hi := top * 1.25
-	if limit > 0 && top*2 >= limit {
-		hi = max(hi, limit*1.15)
-	}
-	if hi <= 0 {
-		hi = 1
-	}
-	const pad = 3.0
-	x := func(i int) float64 {
-		if len(pts) <= 1 {
-			return sparkW / 2
-		}
-		return pad + float64(i)*(sparkW-2*pad)/float64(len(pts)-1)
-	}
-	y := func(v float64) float64 { return sparkH - pad - v/hi*(sparkH-2*pad) }
-	if limit > 0 && limit <= hi && top > 0 {
-		fmt.Fprintf(&b, `<line class="limit" x1="0" x2="%d" y1="%.1f" y2="%.1f"/>`, sparkW, y(limit), y(limit))
-	}
-	var line, dots []string
-	var last string
-	for i, p := range pts {
-		switch {
-		case p.ok:
-			pt := fmt.Sprintf("%.1f,%.1f", x(i), y(p.v))
-			line = append(line, pt)
-			cls := "dot"
-			if limit > 0 && ((lower && p.v > limit) || (!lower && p.v < limit)) {
-				cls = "dot over"
-				dots = append(dots, fmt.Sprintf(`<circle class="%s" cx="%.1f" cy="%.1f" r="2"/>`, cls, x(i), y(p.v)))
-			}
-			last = fmt.Sprintf(`<circle class="%s" cx="%.1f" cy="%.1f" r="2"/>`, cls, x(i), y(p.v))
-		case p.failed:
-			fmt.Fprintf(&b, `<line class="fail" x1="%.1f" x2="%.1f" y1="%d" y2="%d"/>`, x(i), x(i), sparkH, sparkH-8)
-		}
-	}
-	if len(line) > 1 {
-		fmt.Fprintf(&b, `<polyline class="series" points="%s"/>`, strings.Join(line, " "))
-	}
-	b.WriteString(strings.Join(dots, ""))
-	b.WriteString(last)
-	if len(pts) == 0 {
-		fmt.Fprintf(&b, `<text x="%d" y="%d" class="none">no probe yet</text>`, sparkW/2, sparkH/2+4)
-	}
-	b.WriteString(`</svg>`)
-	return template.HTML(b.String())
-}

@@ -4,53 +4,73 @@ import "html/template"
 
 // style is shared by both pages: system fonts, no external asset.
 const style = `
-:root{--ok:#1a7f37;--bad:#cf222e;--warn:#bc4c00;--mute:#59636e;--line:#d1d9e0;--bg:#f6f8fa}
+:root{--ok:#1a7f37;--bad:#cf222e;--warn:#bc4c00;--mute:#59636e;--line:#d1d9e0;--bg:#f6f8fa;--pad:24px}
 *{box-sizing:border-box}
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1f2328;background:#fff}
-header{background:#24292f;color:#fff;padding:10px 24px;display:flex;flex-wrap:wrap;align-items:baseline;gap:6px 20px}
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1f2328;background:#fff;overflow-wrap:break-word}
+header{background:#24292f;color:#fff;padding:10px var(--pad);display:flex;flex-wrap:wrap;align-items:baseline;gap:6px 20px}
 header h1{font-size:20px;margin:0}
 header a{color:#9ecbff}
-header .desc{color:#d0d7de}
-nav{padding:6px 24px;background:var(--bg);border-bottom:1px solid var(--line)}
-nav a{margin-right:16px}
-main{padding:12px 24px 40px;max-width:1500px}
+header .desc{color:#d0d7de;min-width:0}
+nav{padding:6px var(--pad);background:var(--bg);border-bottom:1px solid var(--line);display:flex;flex-wrap:wrap;gap:2px 16px}
+nav a{min-width:0}
+main{padding:12px var(--pad) 40px;max-width:1800px}
 h2{font-size:17px;margin:22px 0 8px;border-bottom:1px solid var(--line);padding-bottom:4px}
-h3{font-size:15px;margin:0}
+h3{font-size:15px;margin:0;min-width:0}
+header,nav,h2,h3,dd,.tile,.badge,.err{overflow-wrap:anywhere}
 a{color:#0969da;text-decoration:none}a:hover{text-decoration:underline}
 .mute{color:var(--mute)}
 .small{font-size:12px}
 code,pre{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12px}
 .tiles{display:flex;flex-wrap:wrap;gap:8px}
-.tile{display:block;border:1px solid var(--line);border-left:6px solid var(--mute);border-radius:6px;padding:6px 10px;min-width:200px;color:inherit}
+.tile{display:block;border:1px solid var(--line);border-left:6px solid var(--mute);border-radius:6px;padding:6px 10px;min-width:min(200px,100%);max-width:100%;color:inherit}
 .tile b,.tile span{display:block}
 .st-ok{border-left-color:var(--ok)}.st-breach{border-left-color:var(--warn)}.st-failing{border-left-color:var(--bad)}
-.badge{display:inline-block;border-radius:10px;padding:1px 8px;font-size:12px;font-weight:600;color:#fff;background:var(--mute)}
+.badge{display:inline-block;max-width:100%;border-radius:10px;padding:1px 8px;font-size:12px;font-weight:600;color:#fff;background:var(--mute)}
 .b-disabled{background:#8c959f}.b-ok{background:var(--ok)}.b-breach{background:var(--warn)}.b-failing{background:var(--bad)}
-.cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(600px,1fr));gap:12px}
-.card{border:1px solid var(--line);border-radius:6px;padding:10px 12px}
-.card .head{display:flex;justify-content:space-between;align-items:baseline;gap:8px;flex-wrap:wrap}
-.facts{display:grid;grid-template-columns:max-content 1fr;gap:1px 12px;margin:6px 0}
+.cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(590px,100%),1fr));gap:12px}
+.card{border:1px solid var(--line);border-radius:6px;padding:10px 12px;min-width:0;container-type:inline-size}
+.card .head{display:flex;justify-content:space-between;align-items:baseline;gap:4px 8px;flex-wrap:wrap}
+.facts{display:grid;grid-template-columns:max-content minmax(0,1fr);gap:1px 12px;margin:6px 0}
 .facts dt{color:var(--mute)}.facts dd{margin:0}
 table{border-collapse:collapse}
-.card table{width:100%}
+.scroll{max-width:100%;overflow-x:auto}
 td,th{padding:3px 8px;border-bottom:1px solid var(--line);text-align:left;vertical-align:middle}
-th{font-weight:600;color:var(--mute);font-size:12px}
+th,.mhead>*{font-weight:600;color:var(--mute);font-size:12px}
 td.num{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}
+.metrics{display:grid;grid-template-columns:repeat(5,auto) minmax(60px,1fr);margin-top:4px}
+.mrow{display:contents}
+.mrow>*{padding:3px 6px;border-bottom:1px solid var(--line);display:flex;align-items:center;min-width:0}
+.mrow>.num{justify-content:flex-end;text-align:right;font-variant-numeric:tabular-nums}
+.mrow .num .mute{margin-right:.3em}
+.spark-cell{contain:inline-size}.spark-cell svg{display:block}
+@container (max-width:559px){
+.metrics{grid-template-columns:repeat(5,auto)}
+.mrow>*{border-bottom:0}
+.mhead>*{border-bottom:1px solid var(--line)}
+.mhead>.spark-cell{display:none}
+.mrow>.spark-cell{grid-column:1/-1;border-bottom:1px solid var(--line);padding-top:0}
+}
 .v-ok{color:var(--ok);font-weight:600}.v-breach{color:var(--warn);font-weight:600}
 .err{color:var(--bad)}
-.spark .series{fill:none;stroke:#0969da;stroke-width:1.5}
-.spark .limit{stroke:var(--bad);stroke-dasharray:4 3;stroke-width:1}
-.spark .dot{fill:#0969da}.spark .dot.over{fill:var(--warn)}
-.spark .fail{stroke:var(--bad);stroke-width:2}
-.spark .none{font-size:11px;fill:var(--mute);text-anchor:middle}
 .logs{background:var(--bg);border:1px solid var(--line);border-radius:4px;padding:4px 8px;margin:4px 0 0;white-space:pre-wrap;word-break:break-all}
 .split{margin:8px 0 2px}
-.split .bar{display:flex;height:14px;background:var(--bg);border-radius:2px;overflow:hidden;min-width:240px}
+.split-rows{display:grid;grid-template-columns:max-content minmax(0,1fr);gap:4px 8px;margin:2px 0}
+.split-row{display:contents}
+.split .bar{display:flex;height:14px;background:var(--bg);border-radius:2px;overflow:hidden}
 .split .bar span{display:block;height:100%}
 .sp-out{background:#bc4c00}.sp-queue{background:#8250df}.sp-prefill{background:#0969da}
-.split td{border:0;padding:1px 6px}
 .key{display:inline-block;width:10px;height:10px;border-radius:2px;margin:0 3px 0 8px;vertical-align:-1px}
 .lv-WARN{color:var(--warn)}.lv-ERROR{color:var(--bad)}.lv-DEBUG{color:var(--mute)}
+@media (max-width:600px){
+:root{--pad:10px}
+.card{padding:8px}
+.tile{flex:1 1 100%}
+.stack,.stack tbody,.stack tr,.stack td{display:block}
+.stack tr:first-child{display:none}
+.stack tr{border-bottom:1px solid var(--line);padding:4px 0}
+.stack td{border:0;padding:2px 0}
+.stack td[data-label]::before{content:attr(data-label);display:block;font-size:12px;font-weight:600;color:var(--mute)}
+}
 `
 
 var funcs = template.FuncMap{"css": func() template.CSS { return template.CSS(style) }}
@@ -98,23 +118,23 @@ var pageTmpl = template.Must(template.New("page").Funcs(funcs).Parse(`<!DOCTYPE 
 <dt>Next probe</dt><dd>{{.Next}}</dd>
 <dt>Success</dt><dd>{{if .SuccessRate}}{{.SuccessRate}} in the window{{else}}<span class="mute">no probe in the window</span>{{end}} · <a href="{{.ProbesURL}}">probes and logs</a></dd>
 </dl>
-<table>
-<tr><th>metric</th><th>last</th><th>p50</th><th>tail</th><th>SLA</th><th>recent probes</th></tr>
-{{range .Rows}}<tr data-metric="{{.Name}}">
-<td>{{.Name}}</td>
-<td class="num">{{or .Last "–"}}</td>
-<td class="num">{{or .P50 "–"}}</td>
-<td class="num">{{if .Tail}}{{.TailLabel}} {{.Tail}}{{else}}–{{end}}</td>
-<td class="num">{{if .Limit}}<span class="v-{{.Verdict}}">{{.LimitOp}} {{.Limit}}</span>{{else}}<span class="mute">none</span>{{end}}</td>
-<td title="{{.SparkCaption}}">{{.Spark}}</td>
-</tr>{{end}}
-</table>
+<div class="metrics" role="table" aria-label="{{.Name}}: latest, p50 and tail of each metric, its SLA, its recent probes">
+<div class="mrow mhead" role="row"><span role="columnheader">metric</span><span role="columnheader" class="num">last</span><span role="columnheader" class="num">p50</span><span role="columnheader" class="num">tail</span><span role="columnheader" class="num">SLA</span><span role="columnheader" class="spark-cell">recent probes</span></div>
+{{range .Rows}}<div class="mrow" role="row" data-metric="{{.Name}}">
+<span role="cell">{{.Name}}</span>
+<span role="cell" class="num">{{or .Last "–"}}</span>
+<span role="cell" class="num">{{or .P50 "–"}}</span>
+<span role="cell" class="num">{{if .Tail}}<span class="mute">{{.TailLabel}}</span> {{.Tail}}{{else}}–{{end}}</span>
+<span role="cell" class="num">{{if .Limit}}<span class="v-{{.Verdict}}">{{.LimitOp}} {{.Limit}}</span>{{else}}<span class="mute">none</span>{{end}}</span>
+<span role="cell" class="spark-cell">{{.Spark}}</span>
+</div>{{end}}
+</div>
 {{with .Split}}<div class="split" data-split="{{if .None}}none{{else}}yes{{end}}">
 <div class="small"><b>Where TTFT goes</b><span class="key sp-out"></span>outside the engine<span class="key sp-queue"></span>queue<span class="key sp-prefill"></span>prefill</div>
 {{if .None}}<p class="small mute">The engine reports no per-request timing: turn on vLLM's <code>--enable-per-request-metrics</code>, or its <code>--otlp-traces-endpoint</code> with slaprobe's OTLP receiver.</p>
-{{else}}<table>{{range .Rows}}<tr data-quantile="{{.Label}}"><td class="small num">{{.Label}} {{.TTFT}}</td>
-<td style="width:100%"><div class="bar" title="outside {{.Outside}} · queue {{.Queue}} · prefill {{.Prefill}}"><span class="sp-out" style="width:{{printf "%.2f" .OutsideW}}%"></span><span class="sp-queue" style="width:{{printf "%.2f" .QueueW}}%"></span><span class="sp-prefill" style="width:{{printf "%.2f" .PrefillW}}%"></span></div>
-<span class="small">outside {{.Outside}} ({{.OutsideShare}}) · queue {{.Queue}} · prefill {{.Prefill}}</span></td></tr>{{end}}</table>{{end}}
+{{else}}<div class="split-rows">{{range .Rows}}<div class="split-row" data-quantile="{{.Label}}"><span class="small num">{{.Label}} {{.TTFT}}</span>
+<div><div class="bar" title="outside {{.Outside}} · queue {{.Queue}} · prefill {{.Prefill}}"><span class="sp-out" style="width:{{printf "%.2f" .OutsideW}}%"></span><span class="sp-queue" style="width:{{printf "%.2f" .QueueW}}%"></span><span class="sp-prefill" style="width:{{printf "%.2f" .PrefillW}}%"></span></div>
+<span class="small">outside {{.Outside}} ({{.OutsideShare}}) · queue {{.Queue}} · prefill {{.Prefill}}</span></div></div>{{end}}</div>{{end}}
 <p class="small mute">{{.Sources}}. Each bar averages the probes around that TTFT quantile.</p></div>{{end}}
 </section>
 {{end}}
@@ -124,9 +144,9 @@ var pageTmpl = template.Must(template.New("page").Funcs(funcs).Parse(`<!DOCTYPE 
 <h2>GPUs (NVML)</h2>
 {{if .GPU.Up}}
 <p class="small mute">read {{or .GPU.ReadAgo "not yet"}}</p>
-<table><tr><th>GPU</th><th>name</th><th>power</th><th>utilization</th><th>memory</th><th>temperature</th></tr>
+<div class="scroll"><table><tr><th>GPU</th><th>name</th><th>power</th><th>utilization</th><th>memory</th><th>temperature</th></tr>
 {{range .GPU.Devices}}<tr><td>{{.Index}}</td><td>{{.Name}} <span class="mute small">{{.UUID}}</span></td><td class="num">{{or .Power "–"}}</td><td class="num">{{or .Util "–"}}</td><td class="num">{{or .Memory "–"}}</td><td class="num">{{or .Temp "–"}}</td></tr>
-{{end}}</table>
+{{end}}</table></div>
 {{else if .GPU.Off}}<p class="mute">NVML is off (<code>power.nvml: false</code>): no GPU power, energy or cost metrics.</p>
 {{else}}<p class="mute">NVML is not available here (no NVIDIA driver, or no GPU matched <code>power.devices</code>): <code>slaprobe_nvml_up</code> is 0 and power metrics are absent. Run slaprobe on the GPU host to read them.</p>{{end}}
 
@@ -135,13 +155,13 @@ var pageTmpl = template.Must(template.New("page").Funcs(funcs).Parse(`<!DOCTYPE 
 <p>{{if .Enabled}}The daemon's sweep job is <b>on</b>{{else}}The daemon's sweep job is <b>off</b> (<code>sweep.enabled: false</code>){{end}}{{if .Running}}; <b>sweeping {{.Current}}</b>{{if .Step}} ({{.Step}}){{end}}{{end}}.
 {{if .Enabled}}<span class="mute">Start one with <code>curl -X POST http://HOST/-/sweep</code> (add <code>?target=NAME</code> for one target).</span>{{end}}</p>
 {{range .Paused}}<p class="err">paused: {{.}}</p>{{end}}
-{{if .Targets}}<table><tr><th>target</th><th>latest sweep</th><th>headline</th><th>what got worse</th><th>last attempt</th></tr>
-{{range .Targets}}<tr><td>{{.Target}}</td>
-<td>{{if .HasReport}}<a href="{{.HTML}}">report.html</a> · <a href="{{.JSON}}">report.json</a><br><span class="small mute">{{.Model}}, finished {{.Finished}}{{if .Interrupted}}, interrupted{{end}}</span>{{else}}<span class="mute">none kept</span>{{end}}</td>
-<td class="small">{{range .Headline}}{{.}}<br>{{end}}</td>
-<td class="small" data-worse="{{.WorseCount}}">{{if .Compared}}{{if .Worse}}<span class="err">{{.WorseCount}} significant regression(s) {{.Compared}}:</span><br>{{range .Worse}}{{.}}<br>{{end}}{{else}}<span class="mute">nothing significantly worse {{.Compared}}</span>{{end}}{{else}}<span class="mute">no earlier sweep to compare with</span>{{end}}</td>
-<td class="small">{{.Attempt}}{{if .AttemptUnsuccessful}}<br><span class="err">{{if .AttemptErr}}{{.AttemptErr}}{{else}}incomplete{{end}}</span>{{end}}</td></tr>
-{{end}}</table>{{else}}<p class="mute">No sweep has run yet.</p>{{end}}
+{{if .Targets}}<div class="scroll"><table class="stack"><tr><th>target</th><th>latest sweep</th><th>headline</th><th>what got worse</th><th>last attempt</th></tr>
+{{range .Targets}}<tr><td><b>{{.Target}}</b></td>
+<td data-label="latest sweep">{{if .HasReport}}<a href="{{.HTML}}">report.html</a> · <a href="{{.JSON}}">report.json</a><br><span class="small mute">{{.Model}}, finished {{.Finished}}{{if .Interrupted}}, interrupted{{end}}</span>{{else}}<span class="mute">none kept</span>{{end}}</td>
+<td class="small" data-label="headline">{{range .Headline}}{{.}}<br>{{end}}</td>
+<td class="small" data-label="what got worse" data-worse="{{.WorseCount}}">{{if .Compared}}{{if .Worse}}<span class="err">{{.WorseCount}} significant regression(s) {{.Compared}}:</span><br>{{range .Worse}}{{.}}<br>{{end}}{{else}}<span class="mute">nothing significantly worse {{.Compared}}</span>{{end}}{{else}}<span class="mute">no earlier sweep to compare with</span>{{end}}</td>
+<td class="small" data-label="last attempt">{{.Attempt}}{{if .AttemptUnsuccessful}}<br><span class="err">{{if .AttemptErr}}{{.AttemptErr}}{{else}}incomplete{{end}}</span>{{end}}</td></tr>
+{{end}}</table></div>{{else}}<p class="mute">No sweep has run yet.</p>{{end}}
 {{else}}<p class="mute">This daemon has no sweep job.</p>{{end}}
 </main></body></html>
 `))
@@ -162,7 +182,7 @@ var probesTmpl = template.Must(template.New("probes").Funcs(funcs).Parse(`<!DOCT
 {{else}}
 <p>Scenario: {{range .Scenarios}}{{if .Current}}<b>{{.Name}}</b>{{else}}<a href="{{.URL}}">{{.Name}}</a>{{end}} {{end}}</p>
 <p class="small mute">Newest first{{if gt .Total (len .Probes)}}: the {{len .Probes}} newest of the {{.Total}} kept{{end}}. Each probe shows the log lines it caused, at every level (also those <code>--log.level</code> hides).</p>
-{{if .Probes}}<table>
+{{if .Probes}}<div class="scroll"><table>
 <tr><th>sent</th><th>scenario</th><th>result</th><th>TTFT</th><th>ITL</th><th>decode</th><th>E2E</th><th>tokens</th></tr>
 {{range .Probes}}<tr class="probe" data-ok="{{.OK}}">
 <td class="small">{{.Sent}}<br><span class="mute">{{.Ago}}</span></td>
@@ -173,7 +193,7 @@ var probesTmpl = template.Must(template.New("probes").Funcs(funcs).Parse(`<!DOCT
 <tr><td></td><td colspan="7">{{if .Split}}<span class="small" data-split>TTFT: {{.Split}}</span><br>{{end}}{{if .Err}}<code class="err">{{.Err}}</code>{{end}}
 {{if .Logs}}<pre class="logs">{{range .Logs}}<span class="lv-{{.Level}}">{{.Time}} {{.Level}} {{.Text}}</span>
 {{end}}</pre>{{else}}<span class="small mute">no log line</span>{{end}}</td></tr>
-{{end}}</table>{{else}}<p class="mute">No probe yet.</p>{{end}}
+{{end}}</table></div>{{else}}<p class="mute">No probe yet.</p>{{end}}
 <h2>Log lines of {{.Target}} outside any probe</h2>
 <p class="small mute">Model listing, calibration, sweeps: what concerned the target between probes.</p>
 {{if .TargetLogs}}<pre class="logs">{{range .TargetLogs}}<span class="lv-{{.Level}}">{{.Time}} {{.Level}} {{.Text}}</span>

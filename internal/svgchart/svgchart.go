@@ -3,7 +3,8 @@
 // vertical), shaded bands behind the plot, linear or log axes with nice
 // ticks, an optional right axis, <title> tooltips on every point, and a
 // legend in HTML (it wraps; SVG text does not). Reference labels are placed
-// where they cover the least data and no other label.
+// where they cover the least data and no other label. Sparklines (spark.go)
+// are the small kind: one series, no axes, as wide as their container.
 //
 // It knows axes, series, areas, lines, bands and legends, and nothing of
 // what is plotted: callers name the bands, colour the series and write the

@@ -3,6 +3,9 @@ package svgchart
 import (
 	"math"
 	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -47,5 +50,64 @@ func TestLogTicks(t *testing.T) {
 		if d := math.Log10(v); math.Abs(d-math.Round(d)) > 1e-9 {
 			t.Errorf("tick %g is not a decade", v)
 		}
+	}
+}
+
+// A sparkline stretches to its container's width: width 100 %, a viewBox
+// that is not kept square, strokes that do not stretch, and everything
+// inside the viewBox. Values past the threshold get a dot, as does the
+// latest; failures are ticks.
+func TestSparkline(t *testing.T) {
+	s := Sparkline{Title: "TTFT <of> the last 5", Limit: 3, Lower: true, Points: []SparkPoint{
+		{V: 1, OK: true}, {V: 4, OK: true}, {Failed: true}, {}, {V: 2, OK: true}}}
+	svg := string(s.SVG())
+	for _, want := range []string{`<svg class="spark" width="100%" height="32" viewBox="0 0 100 32" preserveAspectRatio="none"`,
+		`<title>TTFT &lt;of&gt; the last 5</title>`, `class="limit"`, `class="series"`} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("sparkline lacks %s:\n%s", want, svg)
+		}
+	}
+	if n, want := strings.Count(svg, `vector-effect="non-scaling-stroke"`), 5; n != want { // limit, tick, line, two dots
+		t.Errorf("%d strokes keep their width; want %d:\n%s", n, want, svg)
+	}
+	if strings.Count(svg, `class="dot over"`) != 1 || strings.Count(svg, `class="dot"`) != 1 || strings.Count(svg, `class="fail"`) != 1 {
+		t.Errorf("want one dot past the threshold, one on the latest value, one failure tick:\n%s", svg)
+	}
+	for _, m := range regexp.MustCompile(`(?:x1?|x2|cx)="([-0-9.]+)"|M([-0-9.]+) ([-0-9.]+)|points="([^"]*)"`).FindAllStringSubmatch(svg, -1) {
+		var nums []string
+		switch {
+		case m[1] != "":
+			nums = []string{m[1]}
+		case m[2] != "":
+			nums = []string{m[2]}
+			if y, _ := strconv.ParseFloat(m[3], 64); y < 0 || y > SparkHeight {
+				t.Errorf("dot at y=%g, outside 0..%d", y, SparkHeight)
+			}
+		default:
+			for _, pt := range strings.Fields(m[4]) {
+				xy := strings.Split(pt, ",")
+				nums = append(nums, xy[0])
+				if y, _ := strconv.ParseFloat(xy[1], 64); y < 0 || y > SparkHeight {
+					t.Errorf("line point at y=%g, outside 0..%d", y, SparkHeight)
+				}
+			}
+		}
+		for _, n := range nums {
+			if x, _ := strconv.ParseFloat(n, 64); x < 0 || x > 100 {
+				t.Errorf("x=%g outside the viewBox", x)
+			}
+		}
+	}
+	// The scale runs from 0 to 5 (the top value and a quarter) over 29..3:
+	// the threshold 3 at 13.4, the value 4 at 8.2.
+	for _, want := range []string{`class="limit" x1="0" x2="100" y1="13.4" y2="13.4"`, `class="dot over" d="M26.5 8.2h0"`} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("sparkline lacks %s:\n%s", want, svg)
+		}
+	}
+
+	empty := string((&Sparkline{Empty: "no probe yet"}).SVG())
+	if !strings.Contains(empty, ">no probe yet</text>") || strings.Contains(empty, "preserveAspectRatio") {
+		t.Errorf("an empty sparkline shows its text unstretched:\n%s", empty)
 	}
 }

@@ -10,6 +10,9 @@
 #     installed with npm ci into test/grafana/transforms/node_modules.
 # Usage: scripts/test-deps.sh [apt|llmd|ollama|grafana|all]   (default: all)
 #        scripts/test-deps.sh ollama-flags                     prints the flags Ollama is built with
+#        scripts/test-deps.sh ollama-flags-for GOARCH NATIVE EXTRA < OPTIONS
+#                                                              the same from a given compiler's option
+#                                                              list (the test's fixtures)
 #        scripts/test-deps.sh check-ollama-flags [FLAGS]       fails when FLAGS (default: those) would
 #                                                              break Ollama's link (an __AMX_* macro)
 # SLAPROBE_OLLAMA_EXTRA_FLAGS adds C/C++ flags to Ollama's build, after -march=native.
@@ -147,22 +150,76 @@ llmd_dep() {
 # runs several times slower (docs/testing.md has the figures). The stamp holds the pins, the flags and
 # the CPU's features, since a -march=native binary is only good on the CPU it was built for.
 
-# ollama_flags: the C and C++ flags of Ollama's build: -O3 -march=native, then
-# $SLAPROBE_OLLAMA_EXTRA_FLAGS, then every AMX extension this compiler knows turned off again.
-# On a CPU with AMX (Intel Xeon since Sapphire Rapids), -march=native defines __AMX_INT8__, and with
-# it ggml-cpu.cpp calls ggml_backend_amx_buffer_type(), whose sources (ggml-cpu/amx/) are not part of
-# Ollama's cgo build: the link fails with an undefined reference. AMX only speeds up ggml's quantized
-# matrix products on such CPUs, which the tests' tiny model does not need; AVX-512 and the rest of
-# the CPU's features stay on.
+# ollama_flags_for GOARCH NATIVE EXTRA < OPTIONS: the C and C++ flags of Ollama's build, from what the
+# compiler accepts. A pure function (its input is its arguments and stdin), so that the test feeds it
+# the option lists of compilers and machines that are not here (test/ollama/flags_test.go):
+#   GOARCH   the architecture Ollama is built for (go env GOARCH);
+#   NATIVE   the CPU-tuning flags the compiler accepted on a try-compile, in any order: -march=native
+#            and/or -mcpu=native (none on a cross compiler, which knows no "native");
+#   EXTRA    $SLAPROBE_OLLAMA_EXTRA_FLAGS;
+#   OPTIONS  the compiler's target options, one a line, as `gcc -Q --help=target` prints them.
+# The flags: -O3, the native flag (-march=native on x86-64, where ggml's own build uses it;
+# -mcpu=native first elsewhere: on arm64 ggml uses it, and it sets the tuning too), EXTRA, then, on
+# x86-64 only, -mno- of every -mamx-* option the compiler lists, sorted, so the result does not
+# depend on the order of the list. On a CPU with AMX (Intel Xeon since Sapphire Rapids),
+# -march=native defines __AMX_INT8__, and with it ggml-cpu.cpp calls ggml_backend_amx_buffer_type(),
+# whose sources (ggml-cpu/amx/) are not part of Ollama's cgo build: the link fails with an undefined
+# reference. Each AMX option must be named (in gcc 12, -mno-amx-tile alone leaves __AMX_INT8__
+# defined); a compiler that lists none cannot turn AMX on either, and gets no -mno-amx-* (it would
+# reject them, as every arm64 compiler does). AMX only speeds up ggml's quantized matrix products on
+# such CPUs, which the tests' tiny model does not need; AVX-512 and the rest stay on.
+ollama_flags_for() {
+	local arch=$1 native=$2 extra=${3:-} pick= f amx_off=
+	local -a prefer=(-march=native -mcpu=native)
+	[ "$arch" = amd64 ] || prefer=(-mcpu=native -march=native)
+	for f in "${prefer[@]}"; do
+		case " $native " in *" $f "*)
+			pick=$f
+			break
+			;;
+		esac
+	done
+	if [ "$arch" = amd64 ]; then
+		amx_off=$(awk '$1 ~ /^-mamx-[a-z0-9-]+$/ { sub(/^-m/, "-mno-", $1); print $1 }' | LC_ALL=C sort -u | paste -sd' ')
+	else
+		cat >/dev/null
+	fi
+	printf '%s\n' "-O3${pick:+ $pick}${extra:+ $extra}${amx_off:+ $amx_off}"
+}
+
+# accepts COMPILER FLAG: the compiler compiles an empty C++ unit with FLAG.
+accepts() {
+	# shellcheck disable=SC2086 # COMPILER may carry flags of its own (go env CXX)
+	$1 "$2" -x c++ -c -o /dev/null - </dev/null >/dev/null 2>&1
+}
+
+# target_options COMPILER: the compiler's target options, one a line. gcc lists them
+# (-Q --help=target); a compiler that does not (clang) gets a list of the AMX options it accepts on
+# a try-compile, which are all ollama_flags_for needs from it.
+target_options() {
+	local cxx=$1 opts x
+	# shellcheck disable=SC2086
+	opts=$($cxx -Q --help=target 2>/dev/null) || opts=
+	if grep -q '^ *-m' <<<"$opts"; then
+		printf '%s\n' "$opts"
+		return
+	fi
+	for x in amx-avx512 amx-bf16 amx-complex amx-fp16 amx-fp8 amx-int8 amx-movrs amx-tf32 amx-tile amx-transpose; do
+		accepts "$cxx" "-m$x" && printf '  -m%s [accepted]\n' "$x"
+	done
+	return 0
+}
+
+# ollama_flags: ollama_flags_for fed what this machine's C++ compiler (go env CXX) accepts.
 ollama_flags() {
-	local cxx amx_off
+	local cxx arch native= f
 	cxx=$(go env CXX 2>/dev/null) || cxx=g++
 	cxx=${cxx:-g++}
-	# gcc 12 knows amx-tile, -int8 and -bf16, later ones more; each must be named (in gcc 12,
-	# -mno-amx-tile leaves __AMX_INT8__ defined).
-	amx_off=$($cxx -Q --help=target 2>/dev/null | awk '$1 ~ /^-mamx-/ { sub(/^-m/, "-mno-", $1); print $1 }' | sort -u | paste -sd' ')
-	[ -n "$amx_off" ] || amx_off="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
-	printf '%s\n' "-O3 -march=native${SLAPROBE_OLLAMA_EXTRA_FLAGS:+ $SLAPROBE_OLLAMA_EXTRA_FLAGS} $amx_off"
+	arch=$(go env GOARCH 2>/dev/null) || arch=$(uname -m)
+	for f in -march=native -mcpu=native; do
+		accepts "$cxx" "$f" && native="$native $f"
+	done
+	target_options "$cxx" | ollama_flags_for "$arch" "$native" "${SLAPROBE_OLLAMA_EXTRA_FLAGS:-}"
 }
 
 # check_ollama_flags FLAGS: the guard that keeps that link error from coming back. It asks the
@@ -293,6 +350,7 @@ ollama)
 	built ollama tinymodel
 	;;
 ollama-flags) ollama_flags ;;
+ollama-flags-for) ollama_flags_for "${2:?GOARCH}" "${3:-}" "${4:-}" ;;
 check-ollama-flags) check_ollama_flags "${2:-$(ollama_flags)}" ;;
 grafana) grafana_dep ;;
 all)
@@ -304,7 +362,7 @@ all)
 	grafana_dep
 	;;
 *)
-	echo "usage: $0 [apt|llmd|ollama|grafana|all|ollama-flags|check-ollama-flags [FLAGS]]" >&2
+	echo "usage: $0 [apt|llmd|ollama|grafana|all|ollama-flags|ollama-flags-for GOARCH NATIVE EXTRA|check-ollama-flags [FLAGS]]" >&2
 	exit 2
 	;;
 esac

@@ -305,7 +305,13 @@ ollama_dep() {
 		echo "test/tools/ollama/go.mod does not require github.com/ollama/ollama" >&2
 		return 1
 	fi
-	local flags
+	local flags cxx
+	cxx=$(go env CXX 2>/dev/null) || cxx=g++
+	cxx=${cxx:-g++}
+	if ! command -v "${cxx%% *}" >/dev/null 2>&1; then
+		echo "building Ollama needs a C++ compiler, $cxx (go env CXX), and there is none: apt-get install g++ (scripts/test-deps.sh apt)" >&2
+		return 1
+	fi
 	flags=$(ollama_flags)
 	check_ollama_flags "$flags" || return 1
 	cpu=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | sha256sum | cut -c1-12)

@@ -123,6 +123,9 @@ dashboards:
 
 .PHONY: checkrules
 checkrules:
+	@for c in promtool:prometheus amtool:prometheus-alertmanager; do \
+		command -v $${c%%:*} >/dev/null 2>&1 || { echo "$${c%%:*} not found: run \`make test-deps\` (Debian package $${c#*:}; .tools/apt-missing says what to do where apt cannot install it)" >&2; exit 1; }; \
+	done
 ifeq ($(strip $(RULE_FILES)),)
 	@echo '==> checkrules: no rule files in alerts/, nothing to check'
 else

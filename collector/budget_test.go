@@ -30,7 +30,7 @@ var seriesBudget = map[ClassicBuckets]int{
 func fullResult(target, scenario string, i int) *prober.Result {
 	t0 := time.Unix(1_800_000_000, 0).Add(time.Duration(i) * time.Second)
 	return &prober.Result{
-		Target: target, Model: "m", Scenario: scenario, Kind: prober.KindSuccess,
+		API: prober.APIChat, Target: target, Model: "m", Scenario: scenario, Kind: prober.KindSuccess,
 		Start: t0, FirstToken: t0.Add(300 * time.Millisecond), FirstContent: t0.Add(900 * time.Millisecond),
 		LastToken: t0.Add(3 * time.Second), Reasoning: true,
 		PromptTokens: 1000, OutputTokens: 256, RequestedTokens: 256, FirstChunkTokens: 1,

@@ -308,7 +308,7 @@ func TestLiveSpecDecodeAcceptance(t *testing.T) {
 			t.Fatal(err)
 		}
 		srv := httptest.NewServer(sim.Handler())
-		target := prober.Target{Name: "sim", BaseURL: srv.URL, Client: srv.Client()}
+		target := prober.Target{Name: "sim", API: prober.APIChat, BaseURL: srv.URL, Client: srv.Client()}
 		pool := engine.NewPool(engine.Options{Interval: time.Second, ProbeTimeout: time.Second, Fresh: 10 * time.Millisecond}, nil)
 		pool.Sync([]prober.Target{target})
 		live := NewLive(pool, LiveOptions{})
@@ -353,7 +353,7 @@ func decodeBoundSim(t *testing.T, fresh time.Duration) (vllmsim.Config, *vllmsim
 	t.Cleanup(sim.Close)
 	srv := httptest.NewServer(sim.Handler())
 	t.Cleanup(srv.Close)
-	target := prober.Target{Name: "sim", BaseURL: srv.URL, Client: srv.Client()}
+	target := prober.Target{Name: "sim", API: prober.APIChat, BaseURL: srv.URL, Client: srv.Client()}
 	pool := engine.NewPool(engine.Options{Interval: 200 * time.Millisecond, ProbeTimeout: 500 * time.Millisecond, Fresh: fresh}, nil)
 	t.Cleanup(pool.Close)
 	pool.Sync([]prober.Target{target})

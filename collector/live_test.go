@@ -99,7 +99,7 @@ func (r *liveRig) probe(s prober.Scenario, running, waiting float64, ttft time.D
 	r.clk.Add(time.Second) // past the watcher's Fresh window: a new scrape
 	r.live.BeforeProbe(context.Background(), prober.Target{Name: "a"}, s)
 	start := r.clk.Now()
-	res := &prober.Result{Target: "a", Model: r.model, Scenario: s.Name, Start: start, FirstChunkTokens: 1, PromptTokens: s.InputTokens}
+	res := &prober.Result{API: prober.APIChat, Target: "a", Model: r.model, Scenario: s.Name, Start: start, FirstChunkTokens: 1, PromptTokens: s.InputTokens}
 	if reason != prober.ReasonNone {
 		res.Kind, res.Reason = prober.KindError, reason
 		r.clk.Add(s.Timeout)
@@ -337,8 +337,8 @@ func TestLivePendingMatchesStart(t *testing.T) {
 	r.live.BeforeProbe(context.Background(), tgt, liveChatbot)
 	startB := r.clk.Now()
 	// B finishes first.
-	r.live.AfterProbe(&prober.Result{Target: "a", Model: "m", Scenario: "chatbot", Kind: prober.KindSuccess, Start: startB, FirstToken: startB.Add(5 * time.Second)})
-	r.live.AfterProbe(&prober.Result{Target: "a", Model: "m", Scenario: "chatbot", Kind: prober.KindSuccess, Start: startA, FirstToken: startA.Add(100 * time.Millisecond)})
+	r.live.AfterProbe(&prober.Result{API: prober.APIChat, Target: "a", Model: "m", Scenario: "chatbot", Kind: prober.KindSuccess, Start: startB, FirstToken: startB.Add(5 * time.Second)})
+	r.live.AfterProbe(&prober.Result{API: prober.APIChat, Target: "a", Model: "m", Scenario: "chatbot", Kind: prober.KindSuccess, Start: startA, FirstToken: startA.Add(100 * time.Millisecond)})
 	for label, sum := range map[string]float64{"0": 0.1, "32-63": 5} {
 		ms := liveFind(t, r.live, "slaprobe_ttft_by_queue_depth_seconds", map[string]string{"queue_depth": label})
 		if len(ms) != 1 || math.Abs(ms[0].GetHistogram().GetSampleSum()-sum) > 1e-9 {
@@ -356,7 +356,7 @@ func TestLiveEngineDown(t *testing.T) {
 	start := time.Now()
 	l.BeforeProbe(context.Background(), prober.Target{Name: "a"}, liveChatbot)
 	l.BeforeProbe(context.Background(), prober.Target{Name: "unknown"}, liveChatbot)
-	l.AfterProbe(&prober.Result{Target: "a", Scenario: "chatbot", Kind: prober.KindSuccess, Start: start, FirstToken: start.Add(time.Second)})
+	l.AfterProbe(&prober.Result{API: prober.APIChat, Target: "a", Scenario: "chatbot", Kind: prober.KindSuccess, Start: start, FirstToken: start.Add(time.Second)})
 	l.AfterProbe(nil)
 	if ms := liveFind(t, l, "slaprobe_ttft_by_queue_depth_seconds", nil); len(ms) != 0 {
 		t.Error("recorded a probe without engine state")
@@ -379,7 +379,7 @@ func TestLiveWithoutPool(t *testing.T) {
 	l := NewLive(nil, LiveOptions{})
 	l.BeforeProbe(context.Background(), prober.Target{Name: "a"}, liveChatbot)
 	now := time.Now()
-	l.AfterProbe(&prober.Result{Target: "a", Scenario: "chatbot", Kind: prober.KindSuccess, Start: now, FirstToken: now.Add(time.Second)})
+	l.AfterProbe(&prober.Result{API: prober.APIChat, Target: "a", Scenario: "chatbot", Kind: prober.KindSuccess, Start: now, FirstToken: now.Add(time.Second)})
 	if n := len(liveFind(t, l, "slaprobe_ttft_by_queue_depth_seconds", nil)); n != 0 {
 		t.Errorf("%d series without engine state", n)
 	}

@@ -81,9 +81,9 @@ func (o ProbeMetricsOptions) buckets(full, reduced []float64) []float64 {
 // messages), so one target probed on several APIs keeps them apart.
 var probeLabels = []string{"target", "model", "scenario", "api"}
 
-// apiOf is the `api` label of a result: chat when it does not say (a
-// result built by hand, or before the API was known).
-func apiOf(r *prober.Result) string { return string(r.API.OrDefault()) }
+// apiOf is the `api` label of a result: the API it was probed on, which the
+// prober always sets (config resolves a target's default).
+func apiOf(r *prober.Result) string { return string(r.API) }
 
 // ProbeMetrics turns probe results into the slaprobe_* probe metrics of the
 // metrics contract (docs/architecture.md). It is safe for concurrent use.
@@ -335,11 +335,10 @@ func (m *ProbeMetrics) observe(r *prober.Result) {
 }
 
 // SetScenarioEnabled sets slaprobe_scenario_enabled of a scenario probed on
-// api (chat when empty). Enabling a scenario
+// api (the scenario's API on that target). Enabling a scenario
 // also creates its counters at zero, so that rate() and absence alerts
 // work from the first scrape.
 func (m *ProbeMetrics) SetScenarioEnabled(target, model, scenario, api string, enabled bool) {
-	api = string(prober.API(api).OrDefault())
 	v := 0.0
 	if enabled {
 		v = 1

@@ -27,7 +27,7 @@ var t0 = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 // of 10 ms after the first token.
 func success() prober.Result {
 	return prober.Result{
-		Target: "a", Model: "m", Scenario: "chatbot", Kind: prober.KindSuccess,
+		API: prober.APIChat, Target: "a", Model: "m", Scenario: "chatbot", Kind: prober.KindSuccess,
 		Start:            t0,
 		FirstToken:       t0.Add(200 * time.Millisecond),
 		LastToken:        t0.Add(200*time.Millisecond + 255*10*time.Millisecond),
@@ -73,7 +73,7 @@ func goldenCases() []prober.Result {
 	short.Engine = prober.EngineTiming{Source: prober.TimingTrace, Prefill: 150 * time.Millisecond, HasPrefill: true}
 
 	timeout := prober.Result{
-		Target: "a", Model: "m", Scenario: "rag", Kind: prober.KindError, Reason: prober.ReasonTimeout,
+		API: prober.APIChat, Target: "a", Model: "m", Scenario: "rag", Kind: prober.KindError, Reason: prober.ReasonTimeout,
 		Err: errors.New("probe timeout"), Start: t0.Add(time.Minute),
 	}
 
@@ -90,7 +90,7 @@ func goldenCases() []prober.Result {
 
 	// A scenario whose prompt the server cuts to its 8192-token context.
 	cut := prober.Result{
-		Target: "a", Model: "m", Scenario: "agentic", Kind: prober.KindError, Reason: prober.ReasonPromptTruncated,
+		API: prober.APIChat, Target: "a", Model: "m", Scenario: "agentic", Kind: prober.KindError, Reason: prober.ReasonPromptTruncated,
 		Start: t0.Add(2 * time.Minute), RequestedTokens: 256, PromptTokens: 8192,
 		Err: &prober.PromptCutError{Read: 8192, Want: 16384, Needed: 16640},
 	}
@@ -325,7 +325,7 @@ func TestForget(t *testing.T) {
 		m.SetScenarioEnabled(target, "m", "chatbot", "chat", true)
 		m.SetPlannedTokensPerHour(target, 1)
 	}
-	unknown := prober.Result{Target: "b", Scenario: "chatbot", Kind: prober.KindError, Reason: prober.ReasonConnectionRefused, Start: t0}
+	unknown := prober.Result{API: prober.APIChat, Target: "b", Scenario: "chatbot", Kind: prober.KindError, Reason: prober.ReasonConnectionRefused, Start: t0}
 	m.Observe(&unknown)
 
 	m.ForgetModel("b", "")

@@ -33,7 +33,7 @@ func TestWarmMetricsAgainstSim(t *testing.T) {
 			srv := httptest.NewServer(sim.Handler())
 			t.Cleanup(srv.Close)
 			t.Cleanup(sim.Close)
-			target := prober.Target{Name: "sim", BaseURL: srv.URL}
+			target := prober.Target{Name: "sim", API: prober.APIChat, BaseURL: srv.URL}
 
 			s, _ := prober.LookupBuiltin("general_chat_followup")
 			s.OutputTokens, s.Timeout = 16, time.Minute

@@ -48,7 +48,7 @@ func llmdTarget(t *testing.T, opts llmd.Options, rec *accTransport) (*llmd.Serve
 		rec.base = tr
 		rt = rec
 	}
-	return srv, prober.Target{Name: "llmd", BaseURL: srv.URL, Model: srv.Model, Client: &http.Client{Transport: rt}}
+	return srv, prober.Target{Name: "llmd", API: prober.APIChat, BaseURL: srv.URL, Model: srv.Model, Client: &http.Client{Transport: rt}}
 }
 
 // TestLLMDAccuracyPromptLength: calibration converges with the simulator's
@@ -114,7 +114,7 @@ func llmdObserved(t *testing.T, opts llmd.Options, rec *accTransport, wrap func(
 		rec.base = rt
 		rt = rec
 	}
-	return srv, prober.Target{Name: "llmd", BaseURL: proxy.URL, Model: srv.Model, Client: &http.Client{Transport: rt}}, ic
+	return srv, prober.Target{Name: "llmd", API: prober.APIChat, BaseURL: proxy.URL, Model: srv.Model, Client: &http.Client{Transport: rt}}, ic
 }
 
 // llmdCheckTiming checks one probe's TTFT and ITL against obs, the

@@ -46,7 +46,7 @@ func ollamaTarget(t *testing.T, opts ollama.Options, rec *accTransport) (*ollama
 		rt = rec
 	}
 	// No model given: slaprobe finds it on /v1/models, as `slaprobe run` does.
-	return srv, prober.Target{Name: "ollama", BaseURL: srv.URL, Client: &http.Client{Transport: rt}}
+	return srv, prober.Target{Name: "ollama", API: prober.APIChat, BaseURL: srv.URL, Client: &http.Client{Transport: rt}}
 }
 
 // TestOllamaAccuracy: on the real engine, slaprobe sizes a 1K prompt
@@ -75,7 +75,7 @@ func TestOllamaAccuracy(t *testing.T) {
 			ic := &indepClient{upstream: srv.URL, native: native, client: &http.Client{Transport: tr}}
 			proxy := httptest.NewServer(ic)
 			t.Cleanup(proxy.Close)
-			target := prober.Target{Name: "ollama", BaseURL: proxy.URL, Client: proxy.Client()}
+			target := prober.Target{Name: "ollama", API: prober.APIChat, BaseURL: proxy.URL, Client: proxy.Client()}
 			p := prober.New(nil, prober.SystemClock{})
 			prep := accPrepare(t, p, target, accScenario(in, out))
 			if prep.Method != prober.CalibrationUsage || prep.Model != srv.Model {
@@ -237,7 +237,7 @@ func TestOllamaAPIs(t *testing.T) {
 			ic := &indepClient{upstream: srv.URL, client: &http.Client{Transport: tr}}
 			proxy := httptest.NewServer(ic)
 			t.Cleanup(proxy.Close)
-			target := prober.Target{Name: "ollama", BaseURL: proxy.URL, Client: proxy.Client()}
+			target := prober.Target{Name: "ollama", API: prober.APIChat, BaseURL: proxy.URL, Client: proxy.Client()}
 			p := prober.New(nil, prober.SystemClock{})
 			s := accScenario(in, out)
 			s.API = api // the scenario's API, not the target's (chat)
@@ -297,7 +297,7 @@ func TestOllamaAPIsShortAndCut(t *testing.T) {
 	ollama.SkipIfMissing(t)
 	short, _ := ollamaTarget(t, ollama.Options{EOSLogit: "1"}, nil)
 	_, cut := ollamaTarget(t, ollama.Options{ContextLength: 2048}, nil)
-	shortTarget := prober.Target{Name: "ollama", BaseURL: short.URL}
+	shortTarget := prober.Target{Name: "ollama", API: prober.APIChat, BaseURL: short.URL}
 	for _, api := range []prober.API{prober.APIResponses, prober.APIMessages} {
 		t.Run(string(api), func(t *testing.T) {
 			p := prober.New(nil, prober.SystemClock{})

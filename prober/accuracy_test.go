@@ -87,7 +87,7 @@ func accStartSim(t testing.TB, mutate func(*vllmsim.Config)) *accSim {
 	t.Cleanup(tr.CloseIdleConnections)
 	return &accSim{
 		e: e, cfg: cfg, url: srv.URL, tr: tr,
-		target: prober.Target{Name: "sim", BaseURL: srv.URL, Model: cfg.ModelName, Client: &http.Client{Transport: tr}},
+		target: prober.Target{Name: "sim", API: prober.APIChat, BaseURL: srv.URL, Model: cfg.ModelName, Client: &http.Client{Transport: tr}},
 	}
 }
 

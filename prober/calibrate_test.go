@@ -67,7 +67,7 @@ func newFakeVLLM(t *testing.T, f *fakeVLLM) (*fakeVLLM, Target) {
 	f.t = t
 	srv := httptest.NewServer(f)
 	t.Cleanup(srv.Close)
-	return f, Target{Name: "fake", BaseURL: srv.URL + "/", Client: srv.Client()} // trailing slash on purpose
+	return f, Target{Name: "fake", API: APIChat, BaseURL: srv.URL + "/", Client: srv.Client()} // trailing slash on purpose
 }
 
 func (f *fakeVLLM) prompt(body map[string]any) (string, API) {
@@ -477,7 +477,7 @@ func TestProbeReasonWhenCalibrationFails(t *testing.T) {
 		{broken.URL, ReasonHTTP5xx, "tokenizer exploded"},
 	}
 	for _, tc := range tests {
-		r := New(nil, nil).Probe(context.Background(), Target{Name: "x", BaseURL: tc.url}, "m", calScenario("s", 512, 8))
+		r := New(nil, nil).Probe(context.Background(), Target{Name: "x", API: APIChat, BaseURL: tc.url}, "m", calScenario("s", 512, 8))
 		if r.Kind != KindError || r.Reason != tc.reason || !strings.Contains(r.Err.Error(), tc.errHas) {
 			t.Errorf("%s: %s/%s %v", tc.url, r.Kind, r.Reason, r.Err)
 		}
@@ -495,7 +495,7 @@ func TestTokenizeUnknownModelIsNotAMissingEndpoint(t *testing.T) {
 	}))
 	defer srv.Close()
 	p := New(nil, nil)
-	_, err := p.Prepare(context.Background(), Target{BaseURL: srv.URL}, "nope", calScenario("s", 512, 8))
+	_, err := p.Prepare(context.Background(), Target{API: APIChat, BaseURL: srv.URL}, "nope", calScenario("s", 512, 8))
 	if err == nil || !strings.Contains(err.Error(), "does not exist") || ClassifyError(err) != ReasonHTTP4xx || completions.Load() != 0 {
 		t.Fatalf("err = %v (reason %q), %d fallback requests", err, ClassifyError(err), completions.Load())
 	}
@@ -529,7 +529,7 @@ func TestDetectModelIsRemembered(t *testing.T) {
 		f.ServeHTTP(w, r)
 	}))
 	defer srv.Close()
-	target := Target{Name: "fake", BaseURL: srv.URL}
+	target := Target{Name: "fake", API: APIChat, BaseURL: srv.URL}
 	p := New(nil, nil)
 	for range 3 {
 		if r := p.Probe(context.Background(), target, "", calScenario("s", 256, 4)); r.Kind != KindSuccess || r.Model != "auto-model" {

@@ -207,7 +207,7 @@ func newFaultRig(t *testing.T) *faultRig {
 }
 
 func (r *faultRig) target(url string, tr *http.Transport) prober.Target {
-	return prober.Target{Name: "t", BaseURL: url, Model: r.model, Client: &http.Client{Transport: tr},
+	return prober.Target{Name: "t", API: prober.APIChat, BaseURL: url, Model: r.model, Client: &http.Client{Transport: tr},
 		StallTimeout: 300 * time.Millisecond}
 }
 

@@ -108,7 +108,7 @@ func TestModelChoiceAgrees(t *testing.T) {
 			{"id":"base","root":"base","max_model_len":32768}]}`)
 	}))
 	defer srv.Close()
-	tg := Target{Name: "t", BaseURL: srv.URL, Client: srv.Client()}
+	tg := Target{Name: "t", API: APIChat, BaseURL: srv.URL, Client: srv.Client()}
 	m, listed, err := DetectModel(context.Background(), tg)
 	if err != nil || !listed || m.ID != "base" {
 		t.Fatalf("DetectModel = %+v, %v, %v; want base", m, listed, err)

@@ -116,6 +116,13 @@ func (p *Prober) Prepare(ctx context.Context, t Target, model string, s Scenario
 		return nil, fmt.Errorf("calibrate %s: input_tokens=%d output_tokens=%d; both must be positive",
 			s.Name, s.InputTokens, s.OutputTokens)
 	}
+	if api := s.APIOn(t); !api.Valid() {
+		// Its default is resolved where the config is read (internal/config): an empty API here is
+		// a caller that built a Target by hand, and probing it on a guessed API would label the
+		// metrics with what nobody asked for.
+		return nil, fmt.Errorf("calibrate %s: target %q: api=%q; expected chat, completions, responses or messages",
+			s.Name, t.Name, api)
+	}
 	if model == "" {
 		model = t.Model
 	}
@@ -261,7 +268,7 @@ func (p *Prober) detectModel(ctx context.Context, t Target) (string, error) {
 //     chunks, see stampReader.
 func (p *Prober) Run(ctx context.Context, t Target, prep *Prepared) (res Result) {
 	if prep == nil || prep.body == nil {
-		return Result{Target: t.Name, API: t.API.OrDefault(), Kind: KindError, Reason: ReasonCalibration,
+		return Result{Target: t.Name, API: t.API, Kind: KindError, Reason: ReasonCalibration,
 			Err: errors.New("probe: Run needs a Prepared from Prepare")}
 	}
 	if prep.Scenario.IsWarm() {

@@ -30,7 +30,7 @@ func preparedFor(t *testing.T, api API, s Scenario) *Prepared {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Prepared{Target: "unit", Model: "test-model", Scenario: s, API: api.OrDefault(), Words: 40, body: body}
+	return &Prepared{Target: "unit", Model: "test-model", Scenario: s, API: api, Words: 40, body: body}
 }
 
 // sseConn writes canned SSE to a test client, flushing every write.
@@ -74,7 +74,7 @@ func sseServer(t *testing.T, handle func(c *sseConn)) *httptest.Server {
 }
 
 func testTarget(srv *httptest.Server) Target {
-	return Target{Name: "unit", BaseURL: srv.URL, Client: srv.Client()}
+	return Target{Name: "unit", API: APIChat, BaseURL: srv.URL, Client: srv.Client()}
 }
 
 // playSteps sends a scripted stream with real sleeps.
@@ -289,7 +289,7 @@ func TestRunFailures(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			target := Target{Name: "unit", BaseURL: tc.url, StallTimeout: tc.stall}
+			target := Target{Name: "unit", API: APIChat, BaseURL: tc.url, StallTimeout: tc.stall}
 			switch {
 			case tc.handler != nil:
 				srv := httptest.NewServer(tc.handler)

@@ -88,13 +88,13 @@ func marshalRequest(r requestSpec) ([]byte, error) {
 		opts = &vllmStreamOptions{IncludeUsage: true, ContinuousUsageStats: true}
 	}
 	forced := r.MinTokens > 0
-	switch r.API.OrDefault() {
+	switch r.API {
 	case APIResponses:
 		return marshalResponsesRequest(r)
 	case APIMessages:
 		return marshalMessagesRequest(r)
 	}
-	if r.API.OrDefault() == APICompletions {
+	if r.API == APICompletions {
 		return json.Marshal(vllmCompletionRequest{
 			CompletionRequest: openai.CompletionRequest{
 				Model:     r.Model,
@@ -124,7 +124,7 @@ func marshalRequest(r requestSpec) ([]byte, error) {
 
 // marshalTokenize encodes a /tokenize request for the API's prompt form.
 func marshalTokenize(api API, model, prompt string) ([]byte, error) {
-	if api.OrDefault() == APICompletions {
+	if api == APICompletions {
 		return json.Marshal(tokenizeCompletionRequest{Model: model, Prompt: prompt})
 	}
 	return json.Marshal(tokenizeChatRequest{
@@ -185,7 +185,7 @@ func newBodyTemplate(api API, model string, words, outputTokens int) (*bodyTempl
 }
 
 // apiHasCacheSalt reports whether the API's request has vLLM's cache_salt.
-func apiHasCacheSalt(api API) bool { return api.OrDefault() != APIMessages }
+func apiHasCacheSalt(api API) bool { return api != APIMessages }
 
 // size is the body length for a nonce and salt.
 func (t *bodyTemplate) size(nonce, salt string) int64 {

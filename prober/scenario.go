@@ -110,7 +110,7 @@ func (s Scenario) APIOn(t Target) API {
 	if s.API != "" {
 		return s.API
 	}
-	return t.API.OrDefault()
+	return t.API
 }
 
 // Warm describes a warm-context scenario: a conversation whose first turn

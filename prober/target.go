@@ -26,15 +26,6 @@ const (
 // APIs lists every API, so counters can be initialised and values checked.
 var APIs = []API{APIChat, APICompletions, APIResponses, APIMessages}
 
-// OrDefault is a, or APIChat when a is empty: the API a target or result
-// that does not say is probed on.
-func (a API) OrDefault() API {
-	if a == "" {
-		return APIChat
-	}
-	return a
-}
-
 // Valid reports whether a is one of APIs.
 func (a API) Valid() bool {
 	for _, x := range APIs {
@@ -51,7 +42,7 @@ type Target struct {
 	BaseURL    string       // e.g. http://vllm:8000 (no trailing /v1)
 	Model      string       // empty: auto-detect from /v1/models
 	MetricsURL string       // engine metrics; default BaseURL + "/metrics"
-	API        API          // default APIChat
+	API        API          // required: config resolves its default (chat); Prepare rejects an empty one
 	Client     *http.Client // built from the target's http_client_config
 	// StallTimeout fails a probe whose stream sends nothing for this long
 	// once the first token has arrived. Zero means the scenario timeout only.

@@ -169,7 +169,7 @@ func benchChildProcess(b *testing.B, streams int) benchSim {
 	client := &http.Client{Transport: tr}
 	return benchSim{
 		tr:     tr,
-		target: prober.Target{Name: "sim", BaseURL: base, Model: cfg.ModelName, Client: client},
+		target: prober.Target{Name: "sim", API: prober.APIChat, BaseURL: base, Model: cfg.ModelName, Client: client},
 		// Times decoded from JSON carry no monotonic reading, so they are
 		// compared with the client's on the wall clock.
 		pid: cmd.Process.Pid,

@@ -10,6 +10,9 @@
 #     installed with npm ci into test/grafana/transforms/node_modules.
 # Usage: scripts/test-deps.sh [apt|llmd|ollama|grafana|all]   (default: all)
 #        scripts/test-deps.sh ollama-flags                     prints the flags Ollama is built with
+#        scripts/test-deps.sh ollama-flags-for GOARCH NATIVE EXTRA < OPTIONS
+#                                                              the same from a given compiler's option
+#                                                              list (the test's fixtures)
 #        scripts/test-deps.sh check-ollama-flags [FLAGS]       fails when FLAGS (default: those) would
 #                                                              break Ollama's link (an __AMX_* macro)
 # SLAPROBE_OLLAMA_EXTRA_FLAGS adds C/C++ flags to Ollama's build, after -march=native.
@@ -23,59 +26,110 @@ say() { printf '==> %s\n' "$*"; }
 warn() { printf '==> WARNING: %s\n' "$*" >&2; }
 
 # ---------------------------------------------------------------------------------------------
-# Debian packages. Installed only when a command is missing; apt-get update runs once, and only then.
+# Debian packages. Each is installed on its own, and only when what it provides is missing, so that
+# one apt cannot install (Ubuntu's chromium is a snap; universe not enabled) leaves the others in and
+# fails only the tests that need it. apt-get update runs once, and only when something is missing.
+# What could not be installed is listed in .tools/apt-missing (package, why, what needs it, what to
+# do instead), which make test prints in its summary; a later run that installs it removes the line.
+
+# apt_table: one package a line, |-separated: the package; what shows it is there (commands, any one
+# of them on PATH, or a file when it starts with /); what needs it; what to do where apt cannot
+# install it.
+apt_table() {
+	cat <<'EOF'
+prometheus|promtool|make checkrules, scripts/e2e.sh, test/e2e, test/deploy|on Ubuntu enable universe (add-apt-repository universe); elsewhere put promtool and prometheus from Prometheus' release tarball (prometheus.io/download) on PATH
+prometheus-alertmanager|amtool|make checkrules, test/e2e (paging)|on Ubuntu enable universe; elsewhere put amtool, and alertmanager as prometheus-alertmanager, from Alertmanager's release tarball on PATH
+chromium|chromium chromium-browser|the headless-browser tests (test/browser: the status page, report.html)|Ubuntu ships Chromium only as a snap (its chromium-browser package installs the snap, which needs snapd: snap install chromium, then /snap/bin/chromium); or install Google Chrome (google-chrome-stable) or any Chromium build; then set SLAPROBE_CHROMIUM to the binary
+curl|curl|scripts/e2e.sh|any curl on PATH
+systemd|systemd-analyze|test/deploy (the systemd unit)|any systemd-analyze on PATH
+nodejs|node|test/grafana, test/e2e (Grafana's transformations)|Node.js 20 or later (nodejs.org, NodeSource) on PATH
+npm|npm|npm ci of @grafana/data (test/grafana)|npm comes with Node.js from nodejs.org
+g++|g++|the Ollama build (test/ollama and every test that runs Ollama)|any g++ on PATH (go env CXX)
+nlohmann-json3-dev|/usr/include/nlohmann/json.hpp|the Ollama build|on Ubuntu enable universe; elsewhere copy nlohmann/json.hpp (github.com/nlohmann/json releases) to /usr/include/nlohmann/
+libstb-dev|/usr/include/stb/stb_image.h|the Ollama build|on Ubuntu enable universe; elsewhere copy stb_image.h (github.com/nothings/stb) to /usr/include/stb/
+EOF
+}
+
+# apt_field PACKAGE N: field N of the package's line in apt_table.
+apt_field() {
+	apt_table | awk -F'|' -v p="$1" -v n="$2" '$1 == p { print $n; exit }'
+}
+
+# apt_has WHAT: the package's command (any of several) or file is there. SLAPROBE_CHROMIUM, when it
+# names an executable, stands for chromium (test/browser looks there first).
+apt_has() {
+	local c
+	for c in $1; do
+		case $c in
+		/*) [ -f "$c" ] && return 0 ;;
+		*) command -v "$c" >/dev/null 2>&1 && return 0 ;;
+		esac
+	done
+	case " $1 " in *" chromium "*) [ -n "${SLAPROBE_CHROMIUM:-}" ] && [ -x "$SLAPROBE_CHROMIUM" ] && return 0 ;; esac
+	return 1
+}
+
 apt_deps() {
-	local -a missing=()
-	command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
-	command -v amtool >/dev/null 2>&1 || missing+=(prometheus-alertmanager)
-	command -v chromium >/dev/null 2>&1 || missing+=(chromium)
-	command -v curl >/dev/null 2>&1 || missing+=(curl) # scripts/e2e.sh
-	command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd) # test/deploy: the unit file
-	command -v node >/dev/null 2>&1 || missing+=(nodejs)             # test/grafana/transforms
-	command -v npm >/dev/null 2>&1 || missing+=(npm)
-	command -v g++ >/dev/null 2>&1 || missing+=(g++)                              # Ollama's cgo build
-	[ -f /usr/include/nlohmann/json.hpp ] || missing+=(nlohmann-json3-dev)       # llama.cpp's vendor/
-	[ -f /usr/include/stb/stb_image.h ] || missing+=(libstb-dev)                 # headers, left out
+	local missing_file=$root/.tools/apt-missing
+	local -a missing=() sudo=() failed=()
+	local pkg has why="" out
+	while IFS="|" read -r pkg has _; do
+		apt_has "$has" || missing+=("$pkg")
+	done < <(apt_table)
+	mkdir -p "$root/.tools"
 	if [ ${#missing[@]} -eq 0 ]; then
+		rm -f "$missing_file"
 		say "apt: promtool, amtool, chromium, curl, systemd-analyze, node, npm, g++ and Ollama's headers already installed"
 		return 0
 	fi
 
-	local -a sudo=()
 	if [ "$(id -u)" -ne 0 ]; then
 		if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
 			sudo=(sudo -n)
 		else
-			warn "missing ${missing[*]} and not root: install them with 'apt-get install ${missing[*]}'; tests that need them will skip"
-			return 0
+			why="not root and no passwordless sudo: apt-get install ${missing[*]}"
 		fi
 	fi
-	if ! command -v apt-get >/dev/null 2>&1; then
-		warn "missing ${missing[*]} and no apt-get here: install them by hand; tests that need them will skip"
-		return 0
+	if [ -z "$why" ] && ! command -v apt-get >/dev/null 2>&1; then
+		why="no apt-get here"
+	fi
+	if [ -n "$why" ]; then
+		failed=("${missing[@]}")
+	else
+		say "apt: installing ${missing[*]}, one package at a time"
+		# policy-rc.d keeps the packages' services (prometheus, alertmanager) from being started.
+		local policy=/usr/sbin/policy-rc.d created_policy=
+		if [ ! -e "$policy" ] && [ ${#sudo[@]} -eq 0 ]; then
+			printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy" && created_policy=1
+		fi
+		if ! out=$("${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq 2>&1); then
+			warn "apt-get update failed; installing from the package lists already here: $(tail -n 2 <<<"$out" | paste -sd' ')"
+		fi
+		for pkg in "${missing[@]}"; do
+			if out=$("${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+				-o Dpkg::Use-Pty=0 "$pkg" 2>&1) && apt_has "$(apt_field "$pkg" 2)"; then
+				say "apt: installed $pkg"
+			else
+				failed+=("$pkg")
+				warn "apt-get install $pkg failed: $(grep -E '^(E:|dpkg:)' <<<"$out" | tail -n 2 | paste -sd' ')"
+			fi
+		done
+		[ -n "$created_policy" ] && rm -f "$policy"
+		why="apt-get install failed"
 	fi
 
-	say "apt: installing ${missing[*]}"
-	# policy-rc.d keeps the packages' services (prometheus, alertmanager) from being started.
-	local policy=/usr/sbin/policy-rc.d created_policy=
-	if [ ! -e "$policy" ] && [ ${#sudo[@]} -eq 0 ]; then
-		printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy" && created_policy=1
+	if [ ${#failed[@]} -eq 0 ]; then
+		rm -f "$missing_file"
+		return 0
 	fi
-	local rc=0
-	{
-		"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
-			"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-				-o Dpkg::Use-Pty=0 "${missing[@]}" >/dev/null
-	} || rc=$?
-	[ -n "$created_policy" ] && rm -f "$policy"
-	if [ $rc -ne 0 ]; then
-		echo "apt-get failed (rc=$rc) installing ${missing[*]}" >&2
-		return $rc
-	fi
-	for c in promtool amtool chromium curl systemd-analyze node npm; do
-		command -v "$c" >/dev/null 2>&1 || { echo "$c still missing after apt-get install" >&2; return 1; }
+	: >"$missing_file.tmp"
+	for pkg in "${failed[@]}"; do
+		printf '%s\t%s\t%s\t%s\n' "$pkg" "$why" "$(apt_field "$pkg" 3)" "$(apt_field "$pkg" 4)" >>"$missing_file.tmp"
+		warn "$pkg not installed ($why). Needed by: $(apt_field "$pkg" 3). Instead: $(apt_field "$pkg" 4)." \
+			"The tests that need it fail naming it (make test) or skip (go test); everything else runs."
 	done
-	say "apt: installed ${missing[*]}"
+	mv -f "$missing_file.tmp" "$missing_file"
+	return 0
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -147,22 +201,76 @@ llmd_dep() {
 # runs several times slower (docs/testing.md has the figures). The stamp holds the pins, the flags and
 # the CPU's features, since a -march=native binary is only good on the CPU it was built for.
 
-# ollama_flags: the C and C++ flags of Ollama's build: -O3 -march=native, then
-# $SLAPROBE_OLLAMA_EXTRA_FLAGS, then every AMX extension this compiler knows turned off again.
-# On a CPU with AMX (Intel Xeon since Sapphire Rapids), -march=native defines __AMX_INT8__, and with
-# it ggml-cpu.cpp calls ggml_backend_amx_buffer_type(), whose sources (ggml-cpu/amx/) are not part of
-# Ollama's cgo build: the link fails with an undefined reference. AMX only speeds up ggml's quantized
-# matrix products on such CPUs, which the tests' tiny model does not need; AVX-512 and the rest of
-# the CPU's features stay on.
+# ollama_flags_for GOARCH NATIVE EXTRA < OPTIONS: the C and C++ flags of Ollama's build, from what the
+# compiler accepts. A pure function (its input is its arguments and stdin), so that the test feeds it
+# the option lists of compilers and machines that are not here (test/ollama/flags_test.go):
+#   GOARCH   the architecture Ollama is built for (go env GOARCH);
+#   NATIVE   the CPU-tuning flags the compiler accepted on a try-compile, in any order: -march=native
+#            and/or -mcpu=native (none on a cross compiler, which knows no "native");
+#   EXTRA    $SLAPROBE_OLLAMA_EXTRA_FLAGS;
+#   OPTIONS  the compiler's target options, one a line, as `gcc -Q --help=target` prints them.
+# The flags: -O3, the native flag (-march=native on x86-64, where ggml's own build uses it;
+# -mcpu=native first elsewhere: on arm64 ggml uses it, and it sets the tuning too), EXTRA, then, on
+# x86-64 only, -mno- of every -mamx-* option the compiler lists, sorted, so the result does not
+# depend on the order of the list. On a CPU with AMX (Intel Xeon since Sapphire Rapids),
+# -march=native defines __AMX_INT8__, and with it ggml-cpu.cpp calls ggml_backend_amx_buffer_type(),
+# whose sources (ggml-cpu/amx/) are not part of Ollama's cgo build: the link fails with an undefined
+# reference. Each AMX option must be named (in gcc 12, -mno-amx-tile alone leaves __AMX_INT8__
+# defined); a compiler that lists none cannot turn AMX on either, and gets no -mno-amx-* (it would
+# reject them, as every arm64 compiler does). AMX only speeds up ggml's quantized matrix products on
+# such CPUs, which the tests' tiny model does not need; AVX-512 and the rest stay on.
+ollama_flags_for() {
+	local arch=$1 native=$2 extra=${3:-} pick="" f amx_off=""
+	local -a prefer=(-march=native -mcpu=native)
+	[ "$arch" = amd64 ] || prefer=(-mcpu=native -march=native)
+	for f in "${prefer[@]}"; do
+		case " $native " in *" $f "*)
+			pick=$f
+			break
+			;;
+		esac
+	done
+	if [ "$arch" = amd64 ]; then
+		amx_off=$(awk '$1 ~ /^-mamx-[a-z0-9-]+$/ { sub(/^-m/, "-mno-", $1); print $1 }' | LC_ALL=C sort -u | paste -sd' ')
+	else
+		cat >/dev/null
+	fi
+	printf '%s\n' "-O3${pick:+ $pick}${extra:+ $extra}${amx_off:+ $amx_off}"
+}
+
+# accepts COMPILER FLAG: the compiler compiles an empty C++ unit with FLAG.
+accepts() {
+	# shellcheck disable=SC2086 # COMPILER may carry flags of its own (go env CXX)
+	$1 "$2" -x c++ -c -o /dev/null - </dev/null >/dev/null 2>&1
+}
+
+# target_options COMPILER: the compiler's target options, one a line. gcc lists them
+# (-Q --help=target); a compiler that does not (clang) gets a list of the AMX options it accepts on
+# a try-compile, which are all ollama_flags_for needs from it.
+target_options() {
+	local cxx=$1 opts x
+	# shellcheck disable=SC2086
+	opts=$($cxx -Q --help=target 2>/dev/null) || opts=
+	if grep -q '^ *-m' <<<"$opts"; then
+		printf '%s\n' "$opts"
+		return
+	fi
+	for x in amx-avx512 amx-bf16 amx-complex amx-fp16 amx-fp8 amx-int8 amx-movrs amx-tf32 amx-tile amx-transpose; do
+		accepts "$cxx" "-m$x" && printf '  -m%s [accepted]\n' "$x"
+	done
+	return 0
+}
+
+# ollama_flags: ollama_flags_for fed what this machine's C++ compiler (go env CXX) accepts.
 ollama_flags() {
-	local cxx amx_off
+	local cxx arch native="" f
 	cxx=$(go env CXX 2>/dev/null) || cxx=g++
 	cxx=${cxx:-g++}
-	# gcc 12 knows amx-tile, -int8 and -bf16, later ones more; each must be named (in gcc 12,
-	# -mno-amx-tile leaves __AMX_INT8__ defined).
-	amx_off=$($cxx -Q --help=target 2>/dev/null | awk '$1 ~ /^-mamx-/ { sub(/^-m/, "-mno-", $1); print $1 }' | sort -u | paste -sd' ')
-	[ -n "$amx_off" ] || amx_off="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
-	printf '%s\n' "-O3 -march=native${SLAPROBE_OLLAMA_EXTRA_FLAGS:+ $SLAPROBE_OLLAMA_EXTRA_FLAGS} $amx_off"
+	arch=$(go env GOARCH 2>/dev/null) || arch=$(uname -m)
+	for f in -march=native -mcpu=native; do
+		accepts "$cxx" "$f" && native="$native $f"
+	done
+	target_options "$cxx" | ollama_flags_for "$arch" "$native" "${SLAPROBE_OLLAMA_EXTRA_FLAGS:-}"
 }
 
 # check_ollama_flags FLAGS: the guard that keeps that link error from coming back. It asks the
@@ -197,7 +305,13 @@ ollama_dep() {
 		echo "test/tools/ollama/go.mod does not require github.com/ollama/ollama" >&2
 		return 1
 	fi
-	local flags
+	local flags cxx
+	cxx=$(go env CXX 2>/dev/null) || cxx=g++
+	cxx=${cxx:-g++}
+	if ! command -v "${cxx%% *}" >/dev/null 2>&1; then
+		echo "building Ollama needs a C++ compiler, $cxx (go env CXX), and there is none: apt-get install g++ (scripts/test-deps.sh apt)" >&2
+		return 1
+	fi
 	flags=$(ollama_flags)
 	check_ollama_flags "$flags" || return 1
 	cpu=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | sha256sum | cut -c1-12)
@@ -293,6 +407,7 @@ ollama)
 	built ollama tinymodel
 	;;
 ollama-flags) ollama_flags ;;
+ollama-flags-for) ollama_flags_for "${2:?GOARCH}" "${3:-}" "${4:-}" ;;
 check-ollama-flags) check_ollama_flags "${2:-$(ollama_flags)}" ;;
 grafana) grafana_dep ;;
 all)
@@ -304,7 +419,7 @@ all)
 	grafana_dep
 	;;
 *)
-	echo "usage: $0 [apt|llmd|ollama|grafana|all|ollama-flags|check-ollama-flags [FLAGS]]" >&2
+	echo "usage: $0 [apt|llmd|ollama|grafana|all|ollama-flags|ollama-flags-for GOARCH NATIVE EXTRA|check-ollama-flags [FLAGS]]" >&2
 	exit 2
 	;;
 esac

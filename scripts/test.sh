@@ -254,9 +254,31 @@ stage go-test go-build ollama "SLAPROBE_QUIET_DEFER='$deferred' CGO_ENABLED=1 $G
 stage go-test-tools go-build ollama "SLAPROBE_QUIET_DEFER='$deferred' CGO_ENABLED=1 $GO test -race -count=1 -p 1 -timeout 20m \$(cat '$logs/pkgs-tools')"
 stage go-test-quiet "" go-test,go-test-tools,test-e2e-go,checkrules,e2e,test-deploy,test-grafana,fuzz-short "scripts/test.sh --quiet-pass '$deferred'"
 
+# missing_summary: what could not be installed (.tools/apt-missing, written by the apt stage) and the
+# tests that failed because a program was missing (testproc and test/browser end such a failure with
+# "(SLAPROBE_REQUIRE_DEPS=1)"), each under the name go test gave it.
+missing_summary() {
+	local f=$root/.tools/apt-missing
+	if [ -s "$f" ]; then
+		echo
+		echo "==> Debian packages apt could not install (scripts/test-deps.sh apt); the tests that need them fail:"
+		awk -F'\t' '{ printf "    %s (%s)\n      needed by: %s\n      instead: %s\n", $1, $2, $3, $4 }' "$f"
+	fi
+	local failed_for_missing
+	failed_for_missing=$(cat "$logs"/*.log 2>/dev/null | awk '
+		/^ *--- FAIL: / { name = $3 }
+		/\(SLAPROBE_REQUIRE_DEPS=1\)/ { sub(/^[ \t]+/, ""); print "    " (name == "" ? "" : name ": ") $0 }' | sort -u)
+	if [ -n "$failed_for_missing" ]; then
+		echo
+		echo "==> tests that failed because a program they need is missing:"
+		echo "$failed_for_missing"
+	fi
+}
+
 rc=0
 run_stages || rc=1
 table
+missing_summary
 if [ $rc -ne 0 ]; then
 	echo "==> make test: FAILED in stage(s): ${failed[*]}"
 	exit 1

@@ -44,7 +44,7 @@ func TestBucketEdgesMatchCollector(t *testing.T) {
 	m := collector.NewProbeMetrics(reg)
 	start := time.Unix(1_700_000_000, 0)
 	m.Observe(&prober.Result{
-		Target: "t", Model: "m", Scenario: "s", Kind: prober.KindSuccess,
+		API: prober.APIChat, Target: "t", Model: "m", Scenario: "s", Kind: prober.KindSuccess,
 		Start: start, FirstToken: start.Add(time.Second), LastToken: start.Add(3 * time.Second),
 		PromptTokens: 100, OutputTokens: 100, RequestedTokens: 100, FirstChunkTokens: 1, PromptLengthOK: true,
 	})

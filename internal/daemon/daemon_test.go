@@ -24,7 +24,7 @@ import (
 func fakeProbe(ctx context.Context, t prober.Target, model string, s prober.Scenario) prober.Result {
 	now := time.Now()
 	return prober.Result{
-		Target: t.Name, Model: model, Scenario: s.Name, Kind: prober.KindSuccess,
+		API: s.APIOn(t), Target: t.Name, Model: model, Scenario: s.Name, Kind: prober.KindSuccess,
 		Start: now, FirstToken: now.Add(100 * time.Millisecond), LastToken: now.Add(time.Second),
 		PromptTokens: s.InputTokens, OutputTokens: s.OutputTokens, RequestedTokens: s.OutputTokens,
 		FirstChunkTokens: 1, PromptLengthOK: true,

@@ -105,7 +105,7 @@ func NewPlan(ctx context.Context, cfg *config.Config, sc config.SweepConfig, t p
 // host slaprobe runs on.
 func (p *Plan) Meta() report.Meta {
 	m := report.Meta{
-		ToolVersion: version.Version, TargetURL: report.RedactURL(p.Target.BaseURL), API: string(p.Target.API.OrDefault()),
+		ToolVersion: version.Version, TargetURL: report.RedactURL(p.Target.BaseURL), API: string(p.Target.API),
 		Model: p.Model.ID, MaxModelLen: p.Model.MaxModelLen, Engine: p.EngineFlavor, GPU: p.gpu,
 		Host: report.Host{OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU(), GoVersion: runtime.Version()},
 	}

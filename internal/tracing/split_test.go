@@ -147,7 +147,7 @@ var splitScenario = prober.Scenario{
 // engine's span through the joiner.
 func (r *rig) probeN(t *testing.T, url string, n int) []prober.Result {
 	t.Helper()
-	target := prober.Target{Name: "sim", BaseURL: url, Model: r.eng.Config().ModelName}
+	target := prober.Target{Name: "sim", API: prober.APIChat, BaseURL: url, Model: r.eng.Config().ModelName}
 	var (
 		mu  sync.Mutex
 		out []prober.Result
@@ -250,7 +250,7 @@ func TestProxyHoldShowsOutsideTheEngine(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					long := prober.Scenario{Name: "load", InputTokens: 1024, OutputTokens: 64, Interval: time.Minute, Timeout: time.Minute}
-					tg := prober.Target{Name: "load", BaseURL: r.url, Model: r.eng.Config().ModelName}
+					tg := prober.Target{Name: "load", API: prober.APIChat, BaseURL: r.url, Model: r.eng.Config().ModelName}
 					for ctx.Err() == nil {
 						r.prober.Probe(ctx, tg, "", long)
 					}

@@ -31,22 +31,35 @@ const (
 	EnvRequire = "SLAPROBE_REQUIRE_DEPS"
 	// EnvShotDir names a directory that receives a copy of every screenshot.
 	EnvShotDir = "SLAPROBE_SHOT_DIR"
+	// EnvChromium names the browser binary (Chromium or Google Chrome), used before chromium and
+	// chromium-browser on PATH: for machines where apt cannot install Chromium (Ubuntu's is a snap).
+	EnvChromium = "SLAPROBE_CHROMIUM"
 )
 
-// Chromium returns the path of the browser, or skips (fails under
-// SLAPROBE_REQUIRE_DEPS=1) when there is none. Skips under -short too.
+// Chromium returns the path of the browser ($SLAPROBE_CHROMIUM, else chromium
+// or chromium-browser on PATH), or skips (fails under SLAPROBE_REQUIRE_DEPS=1)
+// when there is none. Skips under -short too.
 func Chromium(t testing.TB) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("-short: skipping the headless browser")
 	}
-	for _, name := range []string{"chromium", "chromium-browser"} {
-		if p, err := exec.LookPath(name); err == nil {
+	if p := os.Getenv(EnvChromium); p != "" {
+		if testproc.IsExecutable(p) {
 			testproc.Busy(t) // a browser keeps the cores busy: not beside a timing check
 			return p
 		}
+		t.Fatalf("%s=%q is not an executable file; unset it or name a Chromium or Chrome binary", EnvChromium, p)
 	}
-	msg := "chromium not found: run `make test-deps` (installs Debian chromium)"
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			testproc.Busy(t)
+			return p
+		}
+	}
+	msg := "chromium not found: run `make test-deps` (Debian package chromium); where apt cannot install it " +
+		"(Ubuntu ships it as a snap: snap install chromium), install Chromium or Google Chrome by other means and set " +
+		EnvChromium + " to its binary"
 	if os.Getenv(EnvRequire) == "1" {
 		t.Fatalf("%s (%s=1)", msg, EnvRequire)
 	}

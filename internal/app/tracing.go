@@ -26,6 +26,9 @@ func (a *App) addTracing(tc config.TracingConfig, grpcLn net.Listener) error {
 			return err
 		}
 		r := tracing.NewReceiver(j, logger)
+		if err := d.AddCollector(r.Collector()); err != nil {
+			return err
+		}
 		var lns []net.Listener
 		if grpcLn == nil && tc.OTLPGRPCListenAddress != "" {
 			ln, err := net.Listen("tcp", tc.OTLPGRPCListenAddress)

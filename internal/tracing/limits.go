@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 )
@@ -132,6 +133,7 @@ func grpcOptions(inFlight slots, refused *prometheus.CounterVec) []grpc.ServerOp
 			Timeout:           10 * time.Second,
 		}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.StatsHandler(refusedSizes{refused}),
 		grpc.InTapHandle(func(ctx context.Context, _ *tap.Info) (context.Context, error) {
 			if !inFlight.tryAcquire() {
 				refused.WithLabelValues(receiverGRPC, RefusedTooMany).Inc()
@@ -142,6 +144,21 @@ func grpcOptions(inFlight slots, refused *prometheus.CounterVec) []grpc.ServerOp
 		}),
 	}
 }
+
+// refusedSizes counts the gRPC exports grpc-go refused itself, before the
+// service saw them: larger than MaxRecvMsgSize, on the wire or inflated
+// (RESOURCE_EXHAUSTED, which the service never answers).
+type refusedSizes struct{ refused *prometheus.CounterVec }
+
+func (h refusedSizes) HandleRPC(_ context.Context, s stats.RPCStats) {
+	if end, ok := s.(*stats.End); ok && status.Code(end.Error) == codes.ResourceExhausted {
+		h.refused.WithLabelValues(receiverGRPC, RefusedTooLarge).Inc()
+	}
+}
+
+func (refusedSizes) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context   { return ctx }
+func (refusedSizes) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+func (refusedSizes) HandleConn(context.Context, stats.ConnStats)                       {}
 
 // limitListener accepts at most n connections at once; Accept waits for
 // one to close.

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
@@ -426,7 +427,8 @@ func post(t *testing.T, url, method, contentType, encoding string, body []byte) 
 func TestReceiverHTTP(t *testing.T) {
 	j := NewJoiner(time.Minute)
 	tp := probeProvider(t, j)
-	srv := httptest.NewServer(NewReceiver(j, nil).HTTPHandler())
+	recv := NewReceiver(j, nil)
+	srv := httptest.NewServer(recv.HTTPHandler())
 	t.Cleanup(srv.Close)
 	url := srv.URL + "/v1/traces"
 
@@ -523,6 +525,12 @@ func TestReceiverHTTP(t *testing.T) {
 	}
 	// Refused exports reach the joiner with nothing.
 	checkCounts(t, j, map[string]float64{SpanJoined: float64(len(accepted))})
+	// And are counted: one too large, the others not an export.
+	for reason, want := range map[string]float64{RefusedTooLarge: 1, RefusedBadRequest: float64(len(refused) - 1), RefusedTooMany: 0} {
+		if got := testutil.ToFloat64(recv.refused.WithLabelValues(receiverHTTP, reason)); got != want {
+			t.Errorf("slaprobe_otlp_exports_refused_total{protocol=\"http\",reason=%q} = %v, want %v", reason, got, want)
+		}
+	}
 }
 
 // TestReceiverHTTPSpecJSON posts an export in OTLP/JSON as the

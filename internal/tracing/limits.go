@@ -23,8 +23,9 @@ import (
 //   - HTTP: its body, read into a buffer that grows to maxExportBytes+1
 //     (while it grows, the old half and the new whole: 1.5 × the limit),
 //     the gzip reader's window (32 KiB) and, for JSON, the decoder's
-//     buffer and the one token it reads (a string as long as the body at
-//     worst): 3.5 × maxExportBytes.
+//     buffer, which holds the token being read and grows by doubling (2 ×,
+//     and the old one while it grows: 1 ×), and that token once read (a
+//     string as long as the body at worst: 1 ×): 5.5 × maxExportBytes.
 //   - gRPC: the message as received (at most maxExportBytes, grpc-go checks
 //     before and after decompression) and, when compressed, the inflated
 //     copy: 2 × maxExportBytes, plus a copy when grpc-go's buffer is not
@@ -32,10 +33,14 @@ import (
 //
 // Spans are handed on one at a time and not kept (otlpwire.go), so nothing
 // grows with the number of spans. With maxConcurrentExports per protocol
-// that is 4 × 3.5 × 4 MiB + 4 × 3 × 4 MiB = 104 MiB held by exports at
-// once, and up to twice that on the heap before Go's collector runs
-// (GOGC=100): 208 MiB above the daemon's own use. Connections add little
-// (maxConns per listener, a goroutine and 8 KiB of buffers each).
+// the exports in progress hold at most H = 2 × 5.5 × 4 MiB + 2 × 3 × 4 MiB
+// = 68 MiB. The process holds more than what is live: Go's heap grows to
+// twice its live part before the collector runs (GOGC=100), and grpc-go
+// keeps freed message buffers in its pool until the next collections. The
+// ceiling is 3 × H = 204 MiB above the daemon's RSS before a flood
+// (floodCeilingMiB in cmd/slaprobe/flood_test.go, which holds it);
+// connections add little (maxConns per listener, a goroutine and its
+// buffers each). docs/reliability.md has the measured figures.
 const (
 	// maxExportBytes bounds one export, after decompression, on both
 	// protocols. An OpenTelemetry SDK's batch is 512 spans, about 1 MiB of
@@ -44,9 +49,10 @@ const (
 	maxExportBytes = 4 << 20
 	// maxConcurrentExports is the number of exports read at once per
 	// protocol; more are answered 503 (HTTP) or UNAVAILABLE (gRPC) at
-	// once, both retryable for an OTLP exporter. An engine's exporter
-	// sends one export at a time.
-	maxConcurrentExports = 4
+	// once, both retryable for an OTLP exporter (the Python SDK, vLLM's,
+	// retries 503 and UNAVAILABLE but not 429). An engine's exporter sends
+	// one export at a time, and decoding one takes milliseconds.
+	maxConcurrentExports = 2
 	// maxConns bounds the open connections per receiver listener; more
 	// wait in the kernel's accept queue until one closes.
 	maxConns = 64

@@ -136,6 +136,10 @@ func (r *Receiver) HTTPHandler() http.Handler {
 			refuse(RefusedBadRequest, fmt.Sprintf("OTLP/HTTP: Content-Type %q; expected application/x-protobuf or application/json", ct), http.StatusUnsupportedMediaType)
 			return
 		}
+		if enc := req.Header.Get("Content-Encoding"); (enc == "" || enc == "identity") && req.ContentLength > maxExportBytes {
+			refuse(RefusedTooLarge, fmt.Sprintf("OTLP/HTTP: export of %d bytes, larger than %d", req.ContentLength, maxExportBytes), http.StatusRequestEntityTooLarge)
+			return
+		}
 		if !r.httpSlots.tryAcquire() {
 			r.refused.WithLabelValues(receiverHTTP, RefusedTooMany).Inc()
 			w.Header().Set("Retry-After", retryAfter)

@@ -511,6 +511,7 @@ func TestReceiverHTTP(t *testing.T) {
 		{"not gzip", http.MethodPost, "application/x-protobuf", "gzip", protoBody(trace.TraceID{1}), http.StatusBadRequest},
 		{"cut gzip", http.MethodPost, "application/x-protobuf", "gzip", gzipped(t, protoBody(trace.TraceID{1}))[:20], http.StatusBadRequest},
 		{"larger than the limit once inflated", http.MethodPost, "application/x-protobuf", "gzip", bomb, http.StatusRequestEntityTooLarge},
+		{"larger than the limit", http.MethodPost, "application/x-protobuf", "", make([]byte, maxExportBytes+1), http.StatusRequestEntityTooLarge},
 	}
 	for _, tc := range refused {
 		t.Run(tc.name, func(t *testing.T) {
@@ -525,8 +526,8 @@ func TestReceiverHTTP(t *testing.T) {
 	}
 	// Refused exports reach the joiner with nothing.
 	checkCounts(t, j, map[string]float64{SpanJoined: float64(len(accepted))})
-	// And are counted: one too large, the others not an export.
-	for reason, want := range map[string]float64{RefusedTooLarge: 1, RefusedBadRequest: float64(len(refused) - 1), RefusedTooMany: 0} {
+	// And are counted: two too large, the others not an export.
+	for reason, want := range map[string]float64{RefusedTooLarge: 2, RefusedBadRequest: float64(len(refused) - 2), RefusedTooMany: 0} {
 		if got := testutil.ToFloat64(recv.refused.WithLabelValues(receiverHTTP, reason)); got != want {
 			t.Errorf("slaprobe_otlp_exports_refused_total{protocol=\"http\",reason=%q} = %v, want %v", reason, got, want)
 		}

@@ -37,12 +37,15 @@ import (
 
 // The flood: `slaprobe run` probing a simulated engine (its four default
 // scenarios every 2 s; the engine sends its llm_request spans to slaprobe's
-// OTLP/gRPC receiver) with both OTLP receivers on loopback, first quiet,
-// then flooded from many connections at once: valid exports just under the
-// size limit (JSON and protobuf; one JSON kind is a single span whose name is
-// almost the whole body, the decoder's worst case), garbage, oversized exports and gzip bombs
-// (64 MiB of zeros in 64 KiB over HTTP, 16 MiB over gRPC). Every 250 ms the
-// test scrapes /metrics (timing it) and reads slaprobe's RSS from /proc.
+// OTLP/gRPC receiver) with both OTLP receivers on loopback, quiet for 30 s,
+// then flooded by 48 HTTP and 16 gRPC connections at once, each sending one
+// kind of export: valid ones just under the size limit (JSON and protobuf;
+// one JSON kind is a single span whose name is almost the whole body, the
+// decoder's worst case), garbage, oversized ones and gzip bombs (64 MiB of
+// zeros in 64 KiB over HTTP, 16 MiB over gRPC). Every 250 ms the test
+// scrapes /metrics (timing it) and reads slaprobe's RSS from /proc; missed
+// probes are those the quiet phase's rate expected during the flood and
+// that did not run.
 //
 //	SLAPROBE_FLOOD=1 nice -n 10 go test ./cmd/slaprobe -run 'TestFlood$' -timeout 10m -v
 //
@@ -74,12 +77,13 @@ type floodResult struct {
 	quietProbes, floodProbes         float64
 	floodErrors                      float64
 	expectedProbes                   float64
-	scrapes                          []float64 // ms, during the flood
+	scrapes, quietScrapes            []float64 // ms, during the flood and before
 	scrapeFails                      int
 	sent                             map[string]*atomic.Int64 // by kind and answer
 	refused, spans                   map[string]float64
 	quietE2EMS, floodE2EMS           float64 // mean probe E2E
 	loadBefore, loadAfter            string  // /proc/loadavg
+	quietCPU, floodCPU               float64 // slaprobe's CPU seconds per second
 	aborted                          string
 }
 
@@ -142,20 +146,23 @@ func (r *floodResult) answers() map[string]int64 {
 
 func (r *floodResult) log(t *testing.T) {
 	t.Helper()
-	s := slices.Clone(r.scrapes)
-	slices.Sort(s)
-	q := func(f float64) float64 {
+	quantiles := func(v []float64) string {
+		s := slices.Clone(v)
+		slices.Sort(s)
 		if len(s) == 0 {
-			return 0
+			return "no scrapes"
 		}
-		return s[min(len(s)-1, int(f*float64(len(s))))]
+		q := func(f float64) float64 { return s[min(len(s)-1, int(f*float64(len(s))))] }
+		return fmt.Sprintf("%d scrapes, p50 %.1f ms, p99 %.1f ms, max %.1f ms", len(s), q(0.5), q(0.99), q(1))
 	}
 	t.Logf("RSS: %.1f MiB before the flood, %.1f MiB sampled peak, VmHWM %.1f MiB", r.rssBeforeMiB, r.peakRSSMiB, r.hwmMiB)
 	t.Logf("probes: %.0f in the quiet phase; %.0f during the flood, %.0f expected at the quiet rate (missed: %.0f); %.0f failed during the flood",
 		r.quietProbes, r.floodProbes, r.expectedProbes, max(0, r.expectedProbes-r.floodProbes), r.floodErrors)
 	t.Logf("mean probe E2E: %.0f ms quiet, %.0f ms during the flood; load average %s before the flood, %s after",
 		r.quietE2EMS, r.floodE2EMS, r.loadBefore, r.loadAfter)
-	t.Logf("/metrics during the flood: %d scrapes, p50 %.1f ms, p99 %.1f ms, max %.1f ms, %d failed", len(s), q(0.5), q(0.99), q(1), r.scrapeFails)
+	t.Logf("slaprobe's CPU: %.2f s a second quiet, %.2f s a second during the flood", r.quietCPU, r.floodCPU)
+	t.Logf("/metrics before the flood: %s", quantiles(r.quietScrapes))
+	t.Logf("/metrics during the flood: %s, %d failed", quantiles(r.scrapes), r.scrapeFails)
 	t.Logf("exports sent, by kind and answer: %v", r.answers())
 	t.Logf("slaprobe_otlp_exports_refused_total: %v", r.refused)
 	t.Logf("slaprobe_engine_spans_received_total: %v", r.spans)
@@ -325,10 +332,17 @@ targets:
 	time.Sleep(3 * time.Second) // the first probes are spread over the first interval
 	q0, _ := counts()
 	s0, c0 := e2eSum, e2eCount
-	time.Sleep(p.quiet)
+	cpu0, at0 := procCPUSeconds(t, cmd.Process.Pid), time.Now()
+	for quietEnd := time.Now().Add(p.quiet); time.Now().Before(quietEnd); time.Sleep(250 * time.Millisecond) {
+		t0 := time.Now()
+		if _, err := scrapeValues(metricsURL); err == nil {
+			r.quietScrapes = append(r.quietScrapes, float64(time.Since(t0).Microseconds())/1000)
+		}
+	}
 	q1, _ := counts()
 	r.quietProbes = q1 - q0
 	r.quietE2EMS = e2eMean(s0, c0)
+	r.quietCPU = (procCPUSeconds(t, cmd.Process.Pid) - cpu0) / time.Since(at0).Seconds()
 	r.loadBefore = loadAverage()
 	r.rssBeforeMiB = procStatusMiB(t, cmd.Process.Pid, "VmRSS")
 
@@ -356,6 +370,7 @@ targets:
 
 	f0, e0 := counts()
 	s0, c0 = e2eSum, e2eCount
+	cpu0 = procCPUSeconds(t, cmd.Process.Pid)
 	start := time.Now()
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
@@ -385,6 +400,7 @@ sample:
 		r.scrapes = append(r.scrapes, float64(time.Since(t0).Microseconds())/1000)
 	}
 	elapsed := time.Since(start)
+	r.floodCPU = (procCPUSeconds(t, cmd.Process.Pid) - cpu0) / elapsed.Seconds()
 	r.hwmMiB = procStatusMiB(t, cmd.Process.Pid, "VmHWM")
 	f1, e1 := counts()
 	r.floodProbes, r.floodErrors = f1-f0, e1-e0
@@ -510,6 +526,20 @@ func loadAverage() string {
 		return "?"
 	}
 	return fmt.Sprintf("%s on %d CPUs", strings.Fields(string(b))[0], runtime.NumCPU())
+}
+
+// procCPUSeconds is the user and system CPU time of a process.
+func procCPUSeconds(t *testing.T, pid int) float64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatalf("reading slaprobe's CPU time: %v", err)
+	}
+	// Fields after the command's closing parenthesis: state is 3, utime 14, stime 15.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	utime, _ := strconv.ParseFloat(f[11], 64)
+	stime, _ := strconv.ParseFloat(f[12], 64)
+	return (utime + stime) / 100 // USER_HZ, 100 on Linux
 }
 
 // procStatusMiB reads a size field of /proc/<pid>/status.

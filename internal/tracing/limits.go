@@ -17,7 +17,7 @@ import (
 )
 
 // What one client, or many, can make the receiver hold (docs/tracing.md,
-// "Limits"; docs/reliability.md has the flood that checks them).
+// "Receiver limits"; docs/reliability.md has the flood that checks them).
 //
 // Memory ceiling. An export in progress holds at most:
 //   - HTTP: its body, read into a buffer that grows to maxExportBytes+1

@@ -339,6 +339,22 @@ func TestReceiverRefusesBeyondItsLimits(t *testing.T) {
 
 var trace1 = [16]byte{1}
 
+// TestRefusedCounterLint: slaprobe_otlp_exports_refused_total passes
+// promlint, with every protocol and reason present from the start.
+func TestRefusedCounterLint(t *testing.T) {
+	c := NewReceiver(NewJoiner(time.Minute), nil).Collector()
+	problems, err := testutil.CollectAndLint(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+	}
+	if n := testutil.CollectAndCount(c, "slaprobe_otlp_exports_refused_total"); n != 6 {
+		t.Errorf("%d series, want 6 (2 protocols × 3 reasons)", n)
+	}
+}
+
 // bytesCodec sends a []byte as the gRPC message as it is.
 type bytesCodec struct{}
 

@@ -18,8 +18,9 @@ import (
 
 // One decode of each export, one span at a time. proto.Unmarshal (and
 // protojson) build the whole ExportTraceServiceRequest first: an export of
-// empty attributes, two bytes each on the wire, becomes about 80 bytes of
-// Go structs each, so a 4 MiB body could hold 160 MiB. The walkers here
+// empty spans, two bytes each on the wire, is about 300 bytes of Go structs
+// each, so a 1 MiB body holds 148 MiB (TestWalkersHoldLittleMoreThanTheBody)
+// and a 4 MiB one 600 MiB. The walkers here
 // (walkOTLPProto below, walkOTLPJSON in otlpjson.go) read the body once and
 // hand each span to a callback as soon as it is read; nothing of a span is
 // kept after its callback returns. What a span carries is what the joiner

@@ -55,6 +55,7 @@ help:
 	@echo '  fuzz        fuzz the stream decoder for $(FUZZTIME)'
 	@echo '  fuzz-short  fuzz the stream decoders (60000 runs chat and completions, 40000 responses and messages) and the config parser (20000 runs); part of test'
 	@echo '  soak        the 30-minute soak (SLAPROBE_SOAK=1), figures in docs/reliability.md'
+	@echo '  flood       a minute of floods on the OTLP receivers (SLAPROBE_FLOOD=1), figures in docs/reliability.md'
 	@echo '  demo        go run ./cmd/slaprobe demo'
 
 .PHONY: build
@@ -171,6 +172,11 @@ SOAK_DURATION ?= 30m
 soak:
 	SLAPROBE_SOAK=1 SLAPROBE_SOAK_DURATION=$(SOAK_DURATION) SLAPROBE_SOAK_OUT=$(CURDIR)/docs/reliability \
 		nice -n 10 $(GO) test ./cmd/slaprobe -run '^TestSoak$$' -count=1 -timeout 60m -v
+
+# A minute of floods on slaprobe's OTLP receivers (docs/reliability.md), niced.
+.PHONY: flood
+flood:
+	SLAPROBE_FLOOD=1 nice -n 10 $(GO) test ./cmd/slaprobe -run '^TestFlood$$' -count=1 -timeout 10m -v
 
 .PHONY: demo
 demo:

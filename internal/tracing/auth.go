@@ -14,7 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/exporter-toolkit/web"
 	"golang.org/x/crypto/bcrypt"
 	"google.golang.org/grpc"
@@ -35,7 +34,7 @@ const (
 	RefusedUnauthenticated = "unauthenticated"
 	// RefusedThrottled: the credentials are not known good and the
 	// password checks' CPU budget is spent (a flood of wrong passwords).
-	// HTTP 429, gRPC Unavailable: both are retried by OpenTelemetry SDKs.
+	// HTTP 503, gRPC Unavailable: both are retried by OpenTelemetry SDKs.
 	RefusedThrottled = "throttled"
 )
 
@@ -106,30 +105,12 @@ func LoadReceiverAuth(path string) (*ReceiverAuth, error) {
 	return a, nil
 }
 
-// newRefusedCounter is slaprobe_otlp_exports_refused_total.
-func newRefusedCounter() *prometheus.CounterVec {
-	return prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "slaprobe", Name: "otlp_exports_refused_total",
-		Help: "OTLP trace exports the receivers refused for their credentials, before taking any span, by protocol (grpc, http) and reason: unauthenticated (no or wrong basic auth credentials: HTTP 401, gRPC Unauthenticated), throttled (unknown credentials while the password checks' CPU budget is spent: HTTP 429, gRPC Unavailable, both retried). A failed TLS handshake (a missing or wrong client certificate, a plain-text client) is no export and is not counted.",
-	}, []string{"protocol", "reason"})
-}
-
-// Collector exports slaprobe_otlp_exports_refused_total, every series from
-// zero.
-func (r *Receiver) Collector() prometheus.Collector {
-	for _, p := range []string{"grpc", "http"} {
-		for _, reason := range []string{RefusedUnauthenticated, RefusedThrottled} {
-			r.refused.WithLabelValues(p, reason)
-		}
-	}
-	return r.refused
-}
-
 // grpcAuthOptions are the gRPC server's TLS credentials and the basic auth
-// check: a tap refuses a stream without credentials, or with credentials
-// it can settle without a bcrypt comparison (known good, or throttled),
-// before the message is read; the interceptor of Export, OTLP's one
-// (unary) method, checks the rest, outside the connection's I/O goroutine.
+// check that needs bcrypt: grpcAuthTap refuses a stream without
+// credentials, or with credentials it can settle without a bcrypt
+// comparison (known good, or throttled), before the message is read and
+// before it takes an export slot; the interceptor checks the rest, outside
+// the connection's I/O goroutine.
 func (r *Receiver) grpcAuthOptions() []grpc.ServerOption {
 	a := r.auth
 	var opts []grpc.ServerOption
@@ -139,45 +120,55 @@ func (r *Receiver) grpcAuthOptions() []grpc.ServerOption {
 	if !a.BasicAuth() {
 		return opts
 	}
-	refuse := func(reason string) error {
-		r.refused.WithLabelValues("grpc", reason).Inc()
-		if reason == RefusedThrottled {
-			return status.Error(codes.Unavailable, "OTLP/gRPC: too many password checks; retry later")
-		}
-		return status.Error(codes.Unauthenticated, "OTLP/gRPC: send the authorization metadata `Basic base64(user:password)` with a valid user and password")
-	}
-	credsOf := func(md metadata.MD) (user, pass string, ok bool) {
-		v := md.Get("authorization")
-		if len(v) != 1 {
-			return "", "", false
-		}
-		// net/http parses Basic credentials as RFC 7617 asks.
-		h := http.Header{"Authorization": v}
-		return (&http.Request{Header: h}).BasicAuth()
-	}
 	return append(opts,
-		grpc.InTapHandle(func(ctx context.Context, info *tap.Info) (context.Context, error) {
-			user, pass, ok := credsOf(info.Header)
-			if !ok {
-				return ctx, refuse(RefusedUnauthenticated)
-			}
-			if settled, reason := a.basic.quick(user, pass); settled && reason != "" {
-				return ctx, refuse(reason)
-			}
-			return ctx, nil
-		}),
 		grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 			md, _ := metadata.FromIncomingContext(ctx)
-			user, pass, ok := credsOf(md)
+			user, pass, ok := grpcCredentials(md)
 			if !ok {
-				return nil, refuse(RefusedUnauthenticated)
+				return nil, r.refuseGRPC(RefusedUnauthenticated)
 			}
 			if reason := a.basic.check(user, pass); reason != "" {
-				return nil, refuse(reason)
+				return nil, r.refuseGRPC(reason)
 			}
 			return h(ctx, req)
 		}),
 	)
+}
+
+// grpcAuthTap refuses a gRPC stream, before its message is read, when the
+// receiver asks for basic auth and the stream's credentials are missing or
+// can be refused without a bcrypt comparison.
+func (r *Receiver) grpcAuthTap(info *tap.Info) error {
+	if !r.auth.BasicAuth() {
+		return nil
+	}
+	user, pass, ok := grpcCredentials(info.Header)
+	if !ok {
+		return r.refuseGRPC(RefusedUnauthenticated)
+	}
+	if settled, reason := r.auth.basic.quick(user, pass); settled && reason != "" {
+		return r.refuseGRPC(reason)
+	}
+	return nil
+}
+
+// refuseGRPC counts a refused gRPC export and returns its status.
+func (r *Receiver) refuseGRPC(reason string) error {
+	r.refused.WithLabelValues(receiverGRPC, reason).Inc()
+	if reason == RefusedThrottled {
+		return status.Error(codes.Unavailable, "OTLP/gRPC: too many password checks; retry later")
+	}
+	return status.Error(codes.Unauthenticated, "OTLP/gRPC: send the authorization metadata `Basic base64(user:password)` with a valid user and password")
+}
+
+// grpcCredentials reads basic auth credentials from the `authorization`
+// metadata, parsed as net/http parses them (RFC 7617).
+func grpcCredentials(md metadata.MD) (user, pass string, ok bool) {
+	v := md.Get("authorization")
+	if len(v) != 1 {
+		return "", "", false
+	}
+	return (&http.Request{Header: http.Header{"Authorization": v}}).BasicAuth()
 }
 
 // authHTTP puts the web configuration's response headers and basic auth in
@@ -199,12 +190,14 @@ func (r *Receiver) authHTTP(next http.Handler) http.Handler {
 			switch reason {
 			case "":
 			case RefusedThrottled:
-				r.refused.WithLabelValues("http", reason).Inc()
-				w.Header().Set("Retry-After", "1")
-				http.Error(w, "OTLP/HTTP: too many password checks; retry later", http.StatusTooManyRequests)
+				r.refused.WithLabelValues(receiverHTTP, reason).Inc()
+				// 503, not 429: OpenTelemetry's Python exporter (vLLM's)
+				// retries 5xx and 408 only.
+				w.Header().Set("Retry-After", retryAfter)
+				http.Error(w, "OTLP/HTTP: too many password checks; retry later", http.StatusServiceUnavailable)
 				return
 			default:
-				r.refused.WithLabelValues("http", reason).Inc()
+				r.refused.WithLabelValues(receiverHTTP, reason).Inc()
 				w.Header().Set("WWW-Authenticate", `Basic realm="slaprobe OTLP receiver"`)
 				http.Error(w, "OTLP/HTTP: basic auth with a valid user and password required", http.StatusUnauthorized)
 				return

@@ -532,15 +532,15 @@ func TestReadWebConfig(t *testing.T) {
 }
 
 // TestRefusedCounterLint: slaprobe_otlp_exports_refused_total is promlint
-// clean and exports its four series from zero.
+// clean and exports every protocol and reason from zero.
 func TestRefusedCounterLint(t *testing.T) {
 	c := NewReceiver(NewJoiner(time.Minute), nil, nil).Collector()
 	problems, err := testutil.CollectAndLint(c)
 	if err != nil || len(problems) > 0 {
 		t.Errorf("promlint: %v %v", err, problems)
 	}
-	if n := testutil.CollectAndCount(c, "slaprobe_otlp_exports_refused_total"); n != 4 {
-		t.Errorf("%d series, want 4 (grpc, http × unauthenticated, throttled)", n)
+	if n := testutil.CollectAndCount(c, "slaprobe_otlp_exports_refused_total"); n != 10 {
+		t.Errorf("%d series, want 10 (grpc, http × unauthenticated, throttled, too_many, too_large, bad_request)", n)
 	}
 }
 

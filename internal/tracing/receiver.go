@@ -3,9 +3,6 @@ package tracing
 import (
 	"compress/gzip"
 	"context"
-	"encoding/base64"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,25 +15,27 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 )
 
-// maxExportBytes bounds one OTLP/HTTP export body (after decompression).
-const maxExportBytes = 16 << 20
-
 // Receiver takes OTLP trace exports, over gRPC (port 4317 by convention)
 // and HTTP (POST /v1/traces, port 4318; protobuf or JSON, gzip or not), and
-// hands their spans to a Joiner. It stores nothing itself.
+// hands their spans to a Joiner, one at a time as it reads them. It stores
+// nothing itself, and bounds what clients can make it hold (limits.go).
 type Receiver struct {
-	j      *Joiner
-	logger *slog.Logger
-	grpc   *grpc.Server
-	http   *http.Server
-
-	auth    *ReceiverAuth          // TLS and basic auth (auth.go); nil: neither
+	j       *Joiner
+	logger  *slog.Logger
+	grpc    *grpc.Server
+	http    *http.Server
 	refused *prometheus.CounterVec // slaprobe_otlp_exports_refused_total
+	auth    *ReceiverAuth          // TLS and basic auth (auth.go); nil: neither
+	// exports in progress, per protocol (maxConcurrentExports each)
+	httpSlots, grpcSlots slots
 }
 
 // NewReceiver returns a Receiver feeding j. A nil logger discards; a nil
@@ -45,20 +44,37 @@ func NewReceiver(j *Joiner, logger *slog.Logger, auth *ReceiverAuth) *Receiver {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	r := &Receiver{j: j, logger: logger, auth: auth, refused: newRefusedCounter()}
-	r.grpc = grpc.NewServer(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(maxExportBytes)}, r.grpcAuthOptions()...)...)
-	coltracepb.RegisterTraceServiceServer(r.grpc, traceService{j: j})
+	r := &Receiver{j: j, logger: logger, refused: newRefusedCounter(), auth: auth,
+		httpSlots: make(slots, maxConcurrentExports), grpcSlots: make(slots, maxConcurrentExports)}
+	// The tap refuses a stream without valid-looking credentials before it
+	// takes one of the export slots, so an unauthenticated flood holds none.
+	opts := grpcOptions(r.grpcSlots, r.refused, r.grpcAuthTap)
+	opts = append(opts, r.grpcAuthOptions()...)
+	r.grpc = grpc.NewServer(append(opts, grpc.ForceServerCodecV2(newRawCodec()))...)
+	registerTraceService(r.grpc, r.exportGRPC)
 	mux := http.NewServeMux()
+	// Basic auth runs before the handler takes an export slot.
 	mux.Handle("/v1/traces", r.authHTTP(r.HTTPHandler()))
-	r.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	r.http = httpServer(mux)
 	r.useHTTPTLS(r.http)
 	return r
+}
+
+// Collector exports slaprobe_otlp_exports_refused_total, every series from
+// zero.
+func (r *Receiver) Collector() prometheus.Collector {
+	for _, p := range []string{receiverGRPC, receiverHTTP} {
+		for _, reason := range []string{RefusedUnauthenticated, RefusedThrottled, RefusedTooMany, RefusedTooLarge, RefusedBadRequest} {
+			r.refused.WithLabelValues(p, reason)
+		}
+	}
+	return r.refused
 }
 
 // ServeGRPC serves OTLP/gRPC on ln until Close.
 func (r *Receiver) ServeGRPC(ln net.Listener) error {
 	r.logger.Info("OTLP/gRPC trace receiver listening", "address", ln.Addr().String())
-	return r.grpc.Serve(ln)
+	return r.grpc.Serve(limitListener(ln, maxConns))
 }
 
 // ServeHTTP serves OTLP/HTTP (POST /v1/traces) on ln until Close.
@@ -68,7 +84,7 @@ func (r *Receiver) ServeHTTP(ln net.Listener) error {
 	if r.http.TLSConfig != nil {
 		serve = func(ln net.Listener) error { return r.http.ServeTLS(ln, "", "") }
 	}
-	if err := serve(ln); !errors.Is(err, http.ErrServerClosed) {
+	if err := serve(limitListener(ln, maxConns)); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
@@ -88,70 +104,90 @@ func (r *Receiver) Close() {
 	_ = r.http.Shutdown(ctx)
 }
 
-type traceService struct {
-	coltracepb.UnimplementedTraceServiceServer
-	j *Joiner
+// exportGRPC takes the bytes of one OTLP/gRPC export.
+func (r *Receiver) exportGRPC(_ context.Context, b []byte) error {
+	if err := walkOTLPProto(b, r.addSpan); err != nil {
+		r.refused.WithLabelValues(receiverGRPC, RefusedBadRequest).Inc()
+		return status.Errorf(codes.InvalidArgument, "OTLP/gRPC: not a trace export: %v", err)
+	}
+	return nil
 }
 
-func (s traceService) Export(_ context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
-	s.j.addResourceSpans(req.GetResourceSpans())
-	return &coltracepb.ExportTraceServiceResponse{}, nil
+// addSpan hands one span to the joiner.
+func (r *Receiver) addSpan(s *tracepb.Span) {
+	r.j.addResourceSpans([]*tracepb.ResourceSpans{{ScopeSpans: []*tracepb.ScopeSpans{{Spans: []*tracepb.Span{s}}}}})
 }
 
 // HTTPHandler serves OTLP/HTTP trace exports: POST, Content-Type
 // application/x-protobuf or application/json, optionally gzip-encoded. It
-// answers in the request's encoding, as the OTLP specification asks.
+// answers in the request's encoding, as the OTLP specification asks. At
+// most maxConcurrentExports are read at once; more are answered 503 with
+// Retry-After before their body is read.
 func (r *Receiver) HTTPHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		refuse := func(reason, msg string, code int) {
+			r.refused.WithLabelValues(receiverHTTP, reason).Inc()
+			http.Error(w, msg, code)
+		}
 		if req.Method != http.MethodPost {
+			r.refused.WithLabelValues(receiverHTTP, RefusedBadRequest).Inc()
 			w.Header().Set("Allow", http.MethodPost)
 			http.Error(w, "OTLP/HTTP: POST a trace export to /v1/traces", http.StatusMethodNotAllowed)
 			return
 		}
 		ct, _, _ := mime.ParseMediaType(req.Header.Get("Content-Type"))
 		var (
-			unmarshal func([]byte, proto.Message) error
-			marshal   func(proto.Message) ([]byte, error)
+			walk    func([]byte, func(*tracepb.Span)) error
+			marshal func(proto.Message) ([]byte, error)
 		)
 		switch ct {
 		case "application/x-protobuf", "application/protobuf":
-			unmarshal, marshal = proto.Unmarshal, proto.Marshal
+			walk, marshal = walkOTLPProto, proto.Marshal
 		case "application/json":
-			unmarshal, marshal = unmarshalOTLPJSON, protojson.Marshal
+			walk, marshal = walkOTLPJSON, protojson.Marshal
 		default:
-			http.Error(w, fmt.Sprintf("OTLP/HTTP: Content-Type %q; expected application/x-protobuf or application/json", ct), http.StatusUnsupportedMediaType)
+			refuse(RefusedBadRequest, fmt.Sprintf("OTLP/HTTP: Content-Type %q; expected application/x-protobuf or application/json", ct), http.StatusUnsupportedMediaType)
 			return
 		}
+		if enc := req.Header.Get("Content-Encoding"); (enc == "" || enc == "identity") && req.ContentLength > maxExportBytes {
+			refuse(RefusedTooLarge, fmt.Sprintf("OTLP/HTTP: export of %d bytes, larger than %d", req.ContentLength, maxExportBytes), http.StatusRequestEntityTooLarge)
+			return
+		}
+		if !r.httpSlots.tryAcquire() {
+			r.refused.WithLabelValues(receiverHTTP, RefusedTooMany).Inc()
+			w.Header().Set("Retry-After", retryAfter)
+			http.Error(w, fmt.Sprintf("OTLP/HTTP: %d exports in progress; retry later", maxConcurrentExports), http.StatusServiceUnavailable)
+			return
+		}
+		defer r.httpSlots.release()
 		var body io.Reader = req.Body
 		switch enc := req.Header.Get("Content-Encoding"); enc {
 		case "", "identity":
 		case "gzip":
 			gz, err := gzip.NewReader(req.Body)
 			if err != nil {
-				http.Error(w, "OTLP/HTTP: bad gzip body: "+err.Error(), http.StatusBadRequest)
+				refuse(RefusedBadRequest, "OTLP/HTTP: bad gzip body: "+err.Error(), http.StatusBadRequest)
 				return
 			}
 			defer gz.Close()
 			body = gz
 		default:
-			http.Error(w, fmt.Sprintf("OTLP/HTTP: Content-Encoding %q; expected gzip or none", enc), http.StatusUnsupportedMediaType)
+			refuse(RefusedBadRequest, fmt.Sprintf("OTLP/HTTP: Content-Encoding %q; expected gzip or none", enc), http.StatusUnsupportedMediaType)
 			return
 		}
-		b, err := io.ReadAll(io.LimitReader(body, maxExportBytes+1))
+		b, err := readBody(body, req.ContentLength, req.Header.Get("Content-Encoding") == "gzip")
 		if err != nil {
-			http.Error(w, "OTLP/HTTP: reading the body: "+err.Error(), http.StatusBadRequest)
+			refuse(RefusedBadRequest, "OTLP/HTTP: reading the body: "+err.Error(), http.StatusBadRequest)
 			return
 		}
 		if len(b) > maxExportBytes {
-			http.Error(w, fmt.Sprintf("OTLP/HTTP: export larger than %d bytes", maxExportBytes), http.StatusRequestEntityTooLarge)
+			refuse(RefusedTooLarge, fmt.Sprintf("OTLP/HTTP: export larger than %d bytes", maxExportBytes), http.StatusRequestEntityTooLarge)
 			return
 		}
-		var export coltracepb.ExportTraceServiceRequest
-		if err := unmarshal(b, &export); err != nil {
-			http.Error(w, "OTLP/HTTP: not a trace export: "+err.Error(), http.StatusBadRequest)
+		if err := walk(b, r.addSpan); err != nil {
+			refuse(RefusedBadRequest, "OTLP/HTTP: not a trace export: "+err.Error(), http.StatusBadRequest)
 			return
 		}
-		r.j.addResourceSpans(export.GetResourceSpans())
 		out, _ := marshal(&coltracepb.ExportTraceServiceResponse{})
 		w.Header().Set("Content-Type", ct)
 		_, _ = w.Write(out)
@@ -168,45 +204,29 @@ func traceIDOf(b []byte) (trace.TraceID, bool) {
 	return id, id.IsValid()
 }
 
-// unmarshalOTLPJSON decodes an OTLP/JSON export. OTLP/JSON differs from the
-// protobuf JSON mapping in one point that matters here: trace and span ids
-// are hex strings, not base64. So the ids are rewritten to base64 before
-// protojson reads the message.
-func unmarshalOTLPJSON(b []byte, m proto.Message) error {
-	var doc map[string]any
-	if err := json.Unmarshal(b, &doc); err != nil {
-		return err
+// readBody reads at most maxExportBytes+1 bytes of an export. The buffer
+// starts at the declared length when there is one (uncompressed) and grows
+// by doubling to the limit, so it is never more than twice what was read.
+func readBody(body io.Reader, contentLength int64, gzipped bool) ([]byte, error) {
+	size := int64(64 << 10)
+	if !gzipped && contentLength > 0 {
+		size = contentLength + 1
 	}
-	hexIDsToBase64(doc)
-	fixed, err := json.Marshal(doc)
-	if err != nil {
-		return err
-	}
-	return protojson.Unmarshal(fixed, m)
-}
-
-// hexIDsToBase64 rewrites every traceId, spanId and parentSpanId value that
-// is a hex id, at any depth (spans and their links); a base64 one (a client
-// that used the protobuf JSON mapping) has another length and is kept.
-func hexIDsToBase64(v any) {
-	switch x := v.(type) {
-	case map[string]any:
-		for k, e := range x {
-			switch k {
-			case "traceId", "spanId", "parentSpanId":
-				// 32 or 16 hex digits; base64 of 16 or 8 bytes is 24 or 12 characters.
-				if s, ok := e.(string); ok && (len(s) == 32 || len(s) == 16) {
-					if raw, err := hex.DecodeString(s); err == nil {
-						x[k] = base64.StdEncoding.EncodeToString(raw)
-					}
-				}
-			default:
-				hexIDsToBase64(e)
+	b := make([]byte, 0, min(size, maxExportBytes+1))
+	for {
+		if len(b) == cap(b) {
+			if len(b) > maxExportBytes {
+				return b, nil
 			}
+			b = append(make([]byte, 0, min(2*cap(b), maxExportBytes+1)), b...)
 		}
-	case []any:
-		for _, e := range x {
-			hexIDsToBase64(e)
+		n, err := body.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
 		}
 	}
 }

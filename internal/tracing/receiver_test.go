@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
@@ -469,7 +470,8 @@ func post(t *testing.T, url, method, contentType, encoding string, body []byte) 
 func TestReceiverHTTP(t *testing.T) {
 	j := NewJoiner(time.Minute)
 	tp := probeProvider(t, j)
-	srv := httptest.NewServer(NewReceiver(j, nil, nil).HTTPHandler())
+	recv := NewReceiver(j, nil, nil)
+	srv := httptest.NewServer(recv.HTTPHandler())
 	t.Cleanup(srv.Close)
 	url := srv.URL + "/v1/traces"
 
@@ -552,6 +554,7 @@ func TestReceiverHTTP(t *testing.T) {
 		{"not gzip", http.MethodPost, "application/x-protobuf", "gzip", protoBody(trace.TraceID{1}), http.StatusBadRequest},
 		{"cut gzip", http.MethodPost, "application/x-protobuf", "gzip", gzipped(t, protoBody(trace.TraceID{1}))[:20], http.StatusBadRequest},
 		{"larger than the limit once inflated", http.MethodPost, "application/x-protobuf", "gzip", bomb, http.StatusRequestEntityTooLarge},
+		{"larger than the limit", http.MethodPost, "application/x-protobuf", "", make([]byte, maxExportBytes+1), http.StatusRequestEntityTooLarge},
 	}
 	for _, tc := range refused {
 		t.Run(tc.name, func(t *testing.T) {
@@ -566,6 +569,12 @@ func TestReceiverHTTP(t *testing.T) {
 	}
 	// Refused exports reach the joiner with nothing.
 	checkCounts(t, j, map[string]float64{SpanJoined: float64(len(accepted))})
+	// And are counted: two too large, the others not an export.
+	for reason, want := range map[string]float64{RefusedTooLarge: 2, RefusedBadRequest: float64(len(refused) - 2), RefusedTooMany: 0} {
+		if got := testutil.ToFloat64(recv.refused.WithLabelValues(receiverHTTP, reason)); got != want {
+			t.Errorf("slaprobe_otlp_exports_refused_total{protocol=\"http\",reason=%q} = %v, want %v", reason, got, want)
+		}
+	}
 }
 
 // TestReceiverHTTPSpecJSON posts an export in OTLP/JSON as the

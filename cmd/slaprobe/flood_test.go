@@ -1,0 +1,618 @@
+package main
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	_ "google.golang.org/grpc/encoding/gzip" // the gzip bombs sent over gRPC
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/slaprobe/slaprobe/internal/vllmsim"
+)
+
+// The flood: `slaprobe run` probing a simulated engine (its four default
+// scenarios every 2 s; the engine sends its llm_request spans to slaprobe's
+// OTLP/gRPC receiver) with both OTLP receivers on loopback, quiet for 30 s,
+// then flooded by 48 HTTP and 16 gRPC connections at once, each sending one
+// kind of export: valid ones just under the size limit (JSON and protobuf;
+// one JSON kind is a single span whose name is almost the whole body, the
+// decoder's worst case), garbage, oversized ones and gzip bombs (64 MiB of
+// zeros in 64 KiB over HTTP, 16 MiB over gRPC). Every 250 ms the test
+// scrapes /metrics (timing it) and reads slaprobe's RSS from /proc; missed
+// probes are those the quiet phase's rate expected during the flood and
+// that did not run.
+//
+//	SLAPROBE_FLOOD=1 nice -n 10 go test ./cmd/slaprobe -run 'TestFlood$' -timeout 10m -v
+//
+// SLAPROBE_FLOOD_DURATION (default 1m) sets the flood's length;
+// SLAPROBE_FLOOD_BINARY runs another slaprobe binary (an older build, for a
+// before/after); SLAPROBE_FLOOD_SHAPE=issue34 floods as issue 34 measured
+// it: 48 HTTP clients posting valid 11 MB OTLP/JSON exports, nothing else.
+// TestFloodShort is a 10-second version that runs with the other tests.
+//
+// Memory ceiling (internal/tracing/limits.go): the receivers' exports in
+// progress hold at most 68 MiB; with Go's heap growth and grpc-go's buffer
+// pool, peak RSS stays within 3 × that of the RSS before the flood. The
+// tests fail when it does not.
+const floodCeilingMiB = 204
+
+// exportLimit is the receiver's limit on one export (maxExportBytes).
+const exportLimit = 4 << 20
+
+type floodPlan struct {
+	quiet, flood time.Duration
+	httpClients  int
+	grpcClients  int
+	issue34      bool // only valid 11 MB JSON exports over HTTP
+	maxRSSMiB    float64
+}
+
+type floodResult struct {
+	rssBeforeMiB, peakRSSMiB, hwmMiB float64
+	quietProbes, floodProbes         float64
+	floodErrors                      float64
+	expectedProbes                   float64
+	scrapes, quietScrapes            []float64 // ms, during the flood and before
+	scrapeFails                      int
+	sent                             map[string]*atomic.Int64 // by kind and answer
+	refused, spans                   map[string]float64
+	quietE2EMS, floodE2EMS           float64 // mean probe E2E
+	loadBefore, loadAfter            string  // /proc/loadavg
+	quietCPU, floodCPU               float64 // slaprobe's CPU seconds per second
+	aborted                          string
+}
+
+func TestFlood(t *testing.T) {
+	if os.Getenv("SLAPROBE_FLOOD") != "1" {
+		t.Skip("the flood runs for over a minute: set SLAPROBE_FLOOD=1 (see docs/reliability.md)")
+	}
+	p := floodPlan{quiet: 30 * time.Second, flood: time.Minute, httpClients: 48, grpcClients: 16, maxRSSMiB: 3072}
+	if v := os.Getenv("SLAPROBE_FLOOD_DURATION"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("SLAPROBE_FLOOD_DURATION=%q: %v", v, err)
+		}
+		p.flood = d
+	}
+	if os.Getenv("SLAPROBE_FLOOD_SHAPE") == "issue34" {
+		p.issue34, p.grpcClients = true, 0
+	}
+	r := runFlood(t, p)
+	r.log(t)
+	if !p.issue34 { // that shape is the "before": an export over the limit is refused at once
+		r.check(t)
+	}
+}
+
+// TestFloodShort floods for 10 s with fewer clients and holds the ceiling.
+func TestFloodShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("floods slaprobe's OTLP receivers for 10 s")
+	}
+	r := runFlood(t, floodPlan{quiet: 5 * time.Second, flood: 10 * time.Second, httpClients: 16, grpcClients: 6, maxRSSMiB: 2048})
+	r.log(t)
+	r.check(t)
+}
+
+func (r *floodResult) check(t *testing.T) {
+	t.Helper()
+	if r.aborted != "" {
+		t.Fatal(r.aborted)
+	}
+	if grew := r.hwmMiB - r.rssBeforeMiB; grew > floodCeilingMiB {
+		t.Errorf("peak RSS %.0f MiB is %.0f MiB above the %.0f MiB before the flood; the ceiling is %d MiB",
+			r.hwmMiB, grew, r.rssBeforeMiB, floodCeilingMiB)
+	}
+	if r.refused["too_many"] == 0 || r.sent["http json 200"].Load()+r.sent["http proto 200"].Load()+r.sent["grpc proto OK"].Load() == 0 {
+		t.Errorf("the flood did not reach the limits (refused %v, answers %v): it measured nothing", r.refused, r.answers())
+	}
+	if r.floodProbes == 0 {
+		t.Error("no probe ran during the flood")
+	}
+}
+
+func (r *floodResult) answers() map[string]int64 {
+	m := map[string]int64{}
+	for k, v := range r.sent {
+		m[k] = v.Load()
+	}
+	return m
+}
+
+func (r *floodResult) log(t *testing.T) {
+	t.Helper()
+	quantiles := func(v []float64) string {
+		s := slices.Clone(v)
+		slices.Sort(s)
+		if len(s) == 0 {
+			return "no scrapes"
+		}
+		q := func(f float64) float64 { return s[min(len(s)-1, int(f*float64(len(s))))] }
+		return fmt.Sprintf("%d scrapes, p50 %.1f ms, p99 %.1f ms, max %.1f ms", len(s), q(0.5), q(0.99), q(1))
+	}
+	t.Logf("RSS: %.1f MiB before the flood, %.1f MiB sampled peak, VmHWM %.1f MiB", r.rssBeforeMiB, r.peakRSSMiB, r.hwmMiB)
+	t.Logf("probes: %.0f in the quiet phase; %.0f during the flood, %.0f expected at the quiet rate (missed: %.0f); %.0f failed during the flood",
+		r.quietProbes, r.floodProbes, r.expectedProbes, max(0, r.expectedProbes-r.floodProbes), r.floodErrors)
+	t.Logf("mean probe E2E: %.0f ms quiet, %.0f ms during the flood; load average %s before the flood, %s after",
+		r.quietE2EMS, r.floodE2EMS, r.loadBefore, r.loadAfter)
+	t.Logf("slaprobe's CPU: %.2f s a second quiet, %.2f s a second during the flood", r.quietCPU, r.floodCPU)
+	t.Logf("/metrics before the flood: %s", quantiles(r.quietScrapes))
+	t.Logf("/metrics during the flood: %s, %d failed", quantiles(r.scrapes), r.scrapeFails)
+	t.Logf("exports sent, by kind and answer: %v", r.answers())
+	t.Logf("slaprobe_otlp_exports_refused_total: %v", r.refused)
+	t.Logf("slaprobe_engine_spans_received_total: %v", r.spans)
+}
+
+// floodBodies are the exports the flooders send.
+type floodBodies struct {
+	json, longName, proto, bigJSON, oversized, garbage, httpBomb, grpcBomb []byte
+}
+
+// spansExport is an export of spans of unknown traces (the receiver reads
+// each and counts it as other), n of them with vLLM's attributes.
+func spansExport(n int) *coltracepb.ExportTraceServiceRequest {
+	dbl := func(k string, v float64) *commonpb.KeyValue {
+		return &commonpb.KeyValue{Key: k, Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_DoubleValue{DoubleValue: v}}}
+	}
+	spans := make([]*tracepb.Span, n)
+	for i := range spans {
+		tid, sid := make([]byte, 16), make([]byte, 8)
+		_, _ = rand.Read(tid)
+		_, _ = rand.Read(sid)
+		spans[i] = &tracepb.Span{TraceId: tid, SpanId: sid, ParentSpanId: sid, Name: "llm_request", Kind: tracepb.Span_SPAN_KIND_SERVER,
+			StartTimeUnixNano: 1, EndTimeUnixNano: 2, Attributes: []*commonpb.KeyValue{
+				{Key: "gen_ai.response.model", Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: "Qwen/Qwen3-0.6B"}}},
+				dbl("gen_ai.latency.time_in_queue", 0.001), dbl("gen_ai.latency.time_in_model_prefill", 0.01),
+				dbl("gen_ai.latency.time_in_model_decode", 0.1), dbl("gen_ai.latency.e2e", 0.2),
+				{Key: "gen_ai.usage.completion_tokens", Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_IntValue{IntValue: 64}}},
+			}}
+	}
+	return &coltracepb.ExportTraceServiceRequest{ResourceSpans: []*tracepb.ResourceSpans{{ScopeSpans: []*tracepb.ScopeSpans{{Spans: spans}}}}}
+}
+
+// under fills an export with spans up to just under limit bytes.
+func under(t *testing.T, limit int, enc func(proto.Message) ([]byte, error)) []byte {
+	t.Helper()
+	one, err := enc(spansExport(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := limit * 95 / 100 / len(one)
+	b, err := enc(spansExport(n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for len(b) > limit {
+		n = n * 9 / 10
+		if b, err = enc(spansExport(n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b
+}
+
+func gzipBomb(t *testing.T, size int) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	zero := make([]byte, 1<<20)
+	for range size >> 20 {
+		_, _ = zw.Write(zero)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func newFloodBodies(t *testing.T, issue34 bool) floodBodies {
+	var b floodBodies
+	if issue34 {
+		b.bigJSON = under(t, 11<<20, protojson.Marshal)
+		return b
+	}
+	b.json = under(t, exportLimit, protojson.Marshal)
+	long := spansExport(1) // one span whose name is one JSON token of almost the limit
+	long.ResourceSpans[0].ScopeSpans[0].Spans[0].Name = strings.Repeat("x", exportLimit-4096)
+	var err error
+	if b.longName, err = protojson.Marshal(long); err != nil {
+		t.Fatal(err)
+	}
+	b.proto = under(t, exportLimit, proto.Marshal)
+	b.oversized = under(t, exportLimit*5/4, proto.Marshal)
+	for len(b.oversized) <= exportLimit {
+		b.oversized = append(b.oversized, b.proto[:1024]...) // still a valid export: one more field
+	}
+	b.garbage = make([]byte, 1<<20)
+	_, _ = rand.Read(b.garbage)
+	b.httpBomb = gzipBomb(t, 64<<20)
+	b.grpcBomb = make([]byte, 16<<20) // zeros: grpc-go gzips them to 16 KiB
+	return b
+}
+
+// rawCodec sends a []byte as the gRPC message as it is.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) ([]byte, error)   { return *(v.(*[]byte)), nil }
+func (rawCodec) Unmarshal(b []byte, v any) error { *(v.(*[]byte)) = b; return nil }
+func (rawCodec) Name() string                    { return "proto" }
+
+func runFlood(t *testing.T, p floodPlan) *floodResult {
+	bin := os.Getenv("SLAPROBE_FLOOD_BINARY")
+	if bin == "" {
+		bin = binary(t)
+	}
+	grpcAddr, httpAddr, webAddr := freePort(t), freePort(t), freePort(t)
+
+	cfg := vllmsim.DefaultConfig()
+	cfg.TimeScale = 0.02
+	cfg.Seed = 1
+	cfg.OTLPTracesEndpoint = "http://" + grpcAddr
+	eng, err := vllmsim.New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(eng.Close)
+	engLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	engAddr := engLn.Addr().String()
+	engCtx, stopEng := context.WithCancel(context.Background())
+	t.Cleanup(stopEng)
+	go func() { _ = eng.Serve(engCtx, engLn) }()
+
+	conf := fmt.Sprintf(`global:
+  scenarios: [chatbot, rag, agentic, tool_calling]
+power: {nvml: false}
+scenarios:
+  - {name: chatbot, interval: 2s}
+  - {name: rag, interval: 2s}
+  - {name: agentic, interval: 2s}
+  - {name: tool_calling, interval: 2s}
+tracing:
+  otlp_grpc_listen_address: %s
+  otlp_http_listen_address: %s
+  join_timeout: 10s
+targets:
+  - {name: sim, url: http://%s}
+`, grpcAddr, httpAddr, engAddr)
+	cfgPath := filepath.Join(t.TempDir(), "flood.yml")
+	if err := os.WriteFile(cfgPath, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "run", "--config.file="+cfgPath, "--web.listen-address="+webAddr, "--log.level=error")
+	logs, exited := startProcess(t, cmd)
+	metricsURL := "http://" + webAddr + "/metrics"
+	waitFor(t, exited, logs, func() bool { _, err := scrapeValues(metricsURL); return err == nil })
+
+	r := &floodResult{sent: map[string]*atomic.Int64{}}
+	var e2eSum, e2eCount float64 // the last scrape's
+	counts := func() (probes, errs float64) {
+		m, err := scrapeValues(metricsURL)
+		if err != nil {
+			t.Fatalf("scrape: %v\n%s", err, logs.String())
+		}
+		e2eSum, e2eCount = m["slaprobe_e2e_latency_seconds_sum"], m["slaprobe_e2e_latency_seconds_count"]
+		return m["slaprobe_probes_total"], m["slaprobe_probe_errors_total"]
+	}
+	e2eMean := func(sum0, count0 float64) float64 {
+		if e2eCount == count0 {
+			return 0
+		}
+		return (e2eSum - sum0) / (e2eCount - count0) * 1000
+	}
+
+	// Quiet: the probe rate without a flood.
+	time.Sleep(3 * time.Second) // the first probes are spread over the first interval
+	q0, _ := counts()
+	s0, c0 := e2eSum, e2eCount
+	cpu0, at0 := procCPUSeconds(t, cmd.Process.Pid), time.Now()
+	for quietEnd := time.Now().Add(p.quiet); time.Now().Before(quietEnd); time.Sleep(250 * time.Millisecond) {
+		t0 := time.Now()
+		if _, err := scrapeValues(metricsURL); err == nil {
+			r.quietScrapes = append(r.quietScrapes, float64(time.Since(t0).Microseconds())/1000)
+		}
+	}
+	q1, _ := counts()
+	r.quietProbes = q1 - q0
+	r.quietE2EMS = e2eMean(s0, c0)
+	r.quietCPU = (procCPUSeconds(t, cmd.Process.Pid) - cpu0) / time.Since(at0).Seconds()
+	r.loadBefore = loadAverage()
+	r.rssBeforeMiB = procStatusMiB(t, cmd.Process.Pid, "VmRSS")
+
+	bodies := newFloodBodies(t, p.issue34)
+	var mu sync.Mutex
+	count := func(k string) {
+		mu.Lock()
+		c, ok := r.sent[k]
+		if !ok {
+			c = &atomic.Int64{}
+			r.sent[k] = c
+		}
+		mu.Unlock()
+		c.Add(1)
+	}
+	ctx, stop := context.WithTimeout(context.Background(), p.flood)
+	defer stop()
+	var wg sync.WaitGroup
+	for i := range p.httpClients {
+		wg.Go(func() { floodHTTP(ctx, i, "http://"+httpAddr+"/v1/traces", bodies, p.issue34, count) })
+	}
+	for i := range p.grpcClients {
+		wg.Go(func() { floodGRPC(ctx, t, i, grpcAddr, bodies, count) })
+	}
+
+	f0, e0 := counts()
+	s0, c0 = e2eSum, e2eCount
+	cpu0 = procCPUSeconds(t, cmd.Process.Pid)
+	start := time.Now()
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+sample:
+	for {
+		select {
+		case <-ctx.Done():
+			break sample
+		case err := <-exited:
+			stop()
+			wg.Wait()
+			t.Fatalf("slaprobe exited during the flood: %v\n%s", err, logs.String())
+		case <-tick.C:
+		}
+		rss := procStatusMiB(t, cmd.Process.Pid, "VmRSS")
+		r.peakRSSMiB = max(r.peakRSSMiB, rss)
+		if p.maxRSSMiB > 0 && rss > p.maxRSSMiB {
+			r.aborted = fmt.Sprintf("stopped after %v: RSS %.0f MiB passed the test's guard of %.0f MiB", time.Since(start).Round(time.Second), rss, p.maxRSSMiB)
+			t.Log(r.aborted)
+			break sample
+		}
+		t0 := time.Now()
+		if _, err := scrapeValues(metricsURL); err != nil {
+			r.scrapeFails++
+			continue
+		}
+		r.scrapes = append(r.scrapes, float64(time.Since(t0).Microseconds())/1000)
+	}
+	elapsed := time.Since(start)
+	r.floodCPU = (procCPUSeconds(t, cmd.Process.Pid) - cpu0) / elapsed.Seconds()
+	r.hwmMiB = procStatusMiB(t, cmd.Process.Pid, "VmHWM")
+	f1, e1 := counts()
+	r.floodProbes, r.floodErrors = f1-f0, e1-e0
+	r.floodE2EMS, r.loadAfter = e2eMean(s0, c0), loadAverage()
+	r.expectedProbes = r.quietProbes * elapsed.Seconds() / p.quiet.Seconds()
+	stop()
+	wg.Wait()
+	if r.aborted != "" {
+		_ = cmd.Process.Kill()
+		return r
+	}
+	m, err := scrapeAll(metricsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.refused, r.spans = labelled(m, "slaprobe_otlp_exports_refused_total", "reason"), labelled(m, "slaprobe_engine_spans_received_total", "result")
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+	case <-time.After(30 * time.Second):
+		t.Error("no exit within 30 s of SIGTERM")
+	}
+	return r
+}
+
+func waitFor(t *testing.T, exited <-chan error, logs *syncBuffer, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !ok() {
+		select {
+		case err := <-exited:
+			t.Fatalf("slaprobe exited: %v\n%s", err, logs.String())
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("slaprobe did not answer within 30 s\n%s", logs.String())
+		}
+	}
+}
+
+// floodHTTP posts exports until ctx ends; client i sends one kind.
+func floodHTTP(ctx context.Context, i int, url string, b floodBodies, issue34 bool, count func(string)) {
+	client := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+	defer client.CloseIdleConnections()
+	type kind struct {
+		name, ct, enc string
+		body          []byte
+	}
+	kinds := []kind{
+		{"http json", "application/json", "", b.json},
+		{"http proto", "application/x-protobuf", "", b.proto},
+		{"http json long name", "application/json", "", b.longName},
+		{"http garbage", "application/x-protobuf", "", b.garbage},
+		{"http oversized", "application/x-protobuf", "", b.oversized},
+		{"http gzip bomb", "application/x-protobuf", "gzip", b.httpBomb},
+	}
+	k := kinds[i%len(kinds)]
+	if issue34 {
+		k = kind{"http json 11MB", "application/json", "", b.bigJSON}
+	}
+	for ctx.Err() == nil {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(k.body))
+		req.Header.Set("Content-Type", k.ct)
+		if k.enc != "" {
+			req.Header.Set("Content-Encoding", k.enc)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			if ctx.Err() == nil {
+				count(k.name + " error")
+				time.Sleep(10 * time.Millisecond)
+			}
+			continue
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		count(k.name + " " + strconv.Itoa(resp.StatusCode))
+	}
+}
+
+// floodGRPC sends exports on one connection until ctx ends.
+func floodGRPC(ctx context.Context, t *testing.T, i int, addr string, b floodBodies, count func(string)) {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	defer conn.Close()
+	type kind struct {
+		name string
+		body []byte
+		opts []grpc.CallOption
+	}
+	kinds := []kind{
+		{"grpc proto", b.proto, nil},
+		{"grpc garbage", b.garbage, nil},
+		{"grpc proto", b.proto, nil},
+		{"grpc oversized", b.oversized, nil},
+		{"grpc gzip bomb", b.grpcBomb, []grpc.CallOption{grpc.UseCompressor("gzip")}},
+	}
+	k := kinds[i%len(kinds)]
+	for ctx.Err() == nil {
+		var out []byte
+		body := k.body
+		err := conn.Invoke(ctx, "/opentelemetry.proto.collector.trace.v1.TraceService/Export", &body, &out,
+			append([]grpc.CallOption{grpc.ForceCodec(rawCodec{})}, k.opts...)...)
+		if ctx.Err() != nil {
+			return
+		}
+		count(k.name + " " + status.Code(err).String())
+		if err != nil {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// loadAverage is the machine's 1-minute load average and CPU count.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	return fmt.Sprintf("%s on %d CPUs", strings.Fields(string(b))[0], runtime.NumCPU())
+}
+
+// procCPUSeconds is the user and system CPU time of a process.
+func procCPUSeconds(t *testing.T, pid int) float64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatalf("reading slaprobe's CPU time: %v", err)
+	}
+	// Fields after the command's closing parenthesis: state is 3, utime 14, stime 15.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	utime, _ := strconv.ParseFloat(f[11], 64)
+	stime, _ := strconv.ParseFloat(f[12], 64)
+	return (utime + stime) / 100 // USER_HZ, 100 on Linux
+}
+
+// procStatusMiB reads a size field of /proc/<pid>/status.
+func procStatusMiB(t *testing.T, pid int, field string) float64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatalf("reading slaprobe's RSS: %v", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
+			f := strings.Fields(rest)
+			kb, _ := strconv.ParseFloat(f[0], 64)
+			return kb / 1024
+		}
+	}
+	t.Fatalf("no %s in /proc/%d/status", field, pid)
+	return 0
+}
+
+var floodClient = &http.Client{Timeout: 30 * time.Second}
+
+// scrapeAll returns every sample line of /metrics.
+func scrapeAll(url string) ([]string, error) {
+	resp, err := floodClient.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	var lines []string
+	for _, l := range strings.Split(string(body), "\n") {
+		if l != "" && l[0] != '#' {
+			lines = append(lines, l)
+		}
+	}
+	return lines, nil
+}
+
+// scrapeValues sums each metric's samples by name.
+func scrapeValues(url string) (map[string]float64, error) {
+	lines, err := scrapeAll(url)
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]float64{}
+	for _, l := range lines {
+		name, v := soakValue(l)
+		m[name] += v
+	}
+	return m, nil
+}
+
+// labelled sums a metric's samples by one label.
+func labelled(lines []string, metric, label string) map[string]float64 {
+	m := map[string]float64{}
+	for _, l := range lines {
+		if !strings.HasPrefix(l, metric+"{") {
+			continue
+		}
+		_, v := soakValue(l)
+		i := strings.Index(l, label+`="`)
+		if i < 0 {
+			continue
+		}
+		rest := l[i+len(label)+2:]
+		m[rest[:strings.IndexByte(rest, '"')]] += v
+	}
+	return m
+}

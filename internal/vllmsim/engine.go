@@ -52,10 +52,9 @@ type Engine struct {
 	mu      sync.Mutex
 	waiting []*request // FIFO; preempted requests go back to the front
 	running []*request // admission order
-	kvHeld  int        // tokens held by running requests
+	kv      *kvCache
 	closed  bool
 	st      Stats
-	cache   *prefixCache // nil when prefix caching is off
 
 	wake      chan struct{}
 	quit      chan struct{}
@@ -69,7 +68,10 @@ type Stats struct {
 	Waiting           int // requests in the waiting queue now (preempted ones included)
 	MaxRunningSeen    int // since New or ResetPeaks
 	MaxWaitingSeen    int // since New or ResetPeaks
-	KVCacheTokensUsed int
+	KVCacheTokensUsed int // blocks held by running requests × BlockSize
+	KVCacheBlocks     int // the KV cache's size in blocks
+	CachedBlocks      int // blocks whose KV a later request can reuse (held or free)
+	EvictedBlocks     uint64
 
 	TotalRequests    uint64 // requests accepted into the waiting queue
 	FinishedRequests uint64 // finished with "stop" or "length"
@@ -97,7 +99,10 @@ const (
 type request struct {
 	id           string
 	promptTokens int
-	hashes       []uint64 // prefix-cache block hashes of the prompt
+	ids          []uint32 // prompt then generated token ids (prefix caching only)
+	salt         string   // cache_salt
+	gen          *textGen // the engine's copy of the output text, for ids
+	hashes       []uint64 // block hashes of ids' full blocks
 	target       int      // tokens it will produce
 	targetReason string   // finish reason when target is reached: "length" or "stop"
 	fault        faultPlan
@@ -113,6 +118,8 @@ type request struct {
 	lastOutput time.Time
 	stallUntil time.Time
 	stalled    bool
+	blocks     []*kvBlock // KV blocks held while running
+	hashedUpTo int        // leading blocks already offered to the prefix cache
 
 	// Hand-off to the HTTP handler, guarded by mu.
 	mu     sync.Mutex
@@ -161,9 +168,7 @@ func New(cfg Config, logger *slog.Logger) (*Engine, error) {
 		quit:     make(chan struct{}),
 		loopDone: make(chan struct{}),
 	}
-	if cfg.EnablePrefixCaching {
-		e.cache = newPrefixCache(cfg.KVCacheTokens / BlockSize)
-	}
+	e.kv = newKVCache(cfg.KVCacheTokens, cfg.EnablePrefixCaching)
 	e.m = newMetrics(cfg, &e.g)
 	e.handler = e.routes()
 	go e.loop()
@@ -192,7 +197,7 @@ func (e *Engine) Close() {
 			e.st.AbortedRequests++
 			e.m.success.WithLabelValues(FinishAbort).Inc()
 		}
-		e.running, e.waiting, e.kvHeld = nil, nil, 0
+		e.running, e.waiting = nil, nil
 		e.syncGaugesLocked()
 		e.mu.Unlock()
 		close(e.quit)
@@ -224,7 +229,8 @@ func (e *Engine) Stats() Stats {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	s := e.st
-	s.Running, s.Waiting, s.KVCacheTokensUsed = len(e.running), len(e.waiting), e.kvHeld
+	s.Running, s.Waiting, s.KVCacheTokensUsed = len(e.running), len(e.waiting), e.kv.used*BlockSize
+	s.KVCacheBlocks, s.CachedBlocks, s.EvictedBlocks = e.kv.total, e.kv.cachedBlocks(), e.kv.evicted
 	s.RejectedRequests = e.rejected.Load()
 	return s
 }
@@ -282,16 +288,46 @@ func (e *Engine) endLocked(r *request) {
 		if i := slices.Index(e.running, r); i >= 0 {
 			e.running = slices.Delete(e.running, i, i+1)
 		}
-		e.kvHeld -= r.promptTokens + r.produced
+		e.releaseLocked(r)
 	}
 	r.state = stateFinished
-	r.hashes = nil
+	r.ids, r.hashes, r.gen = nil, nil, nil
 }
+
+// releaseLocked frees r's KV blocks; the full ones stay in the prefix cache until evicted.
+func (e *Engine) releaseLocked(r *request) {
+	e.kv.release(r.blocks)
+	r.blocks, r.hashedUpTo = nil, 0
+}
+
+// allocLocked gives r the blocks for its first tokens tokens.
+func (e *Engine) allocLocked(r *request, tokens int) {
+	for len(r.blocks) < blocksFor(tokens) {
+		r.blocks = append(r.blocks, e.kv.alloc())
+	}
+}
+
+// hashLocked offers the full blocks of r's first computed tokens to the prefix cache. Generated
+// tokens are hashed as well, continuing the prompt's chain, so that a follow-up request that
+// replays the answer finds the whole conversation cached (as vLLM v1 does).
+func (e *Engine) hashLocked(r *request, computed int) {
+	if !e.kv.caching {
+		return
+	}
+	r.hashes = extendHashes(r.hashes, r.ids, r.salt)
+	n := min(computed/BlockSize, len(r.blocks), len(r.hashes))
+	for ; r.hashedUpTo < n; r.hashedUpTo++ {
+		e.kv.cache(r.blocks[r.hashedUpTo], r.hashes[r.hashedUpTo])
+	}
+}
+
+// blocksFor is how many blocks hold tokens tokens.
+func blocksFor(tokens int) int { return (tokens + BlockSize - 1) / BlockSize }
 
 func (e *Engine) syncGaugesLocked() {
 	e.g.running.Store(int64(len(e.running)))
 	e.g.waiting.Store(int64(len(e.waiting)))
-	e.g.kvHeld.Store(int64(e.kvHeld))
+	e.g.kvHeld.Store(int64(e.kv.used))
 	e.st.MaxRunningSeen = max(e.st.MaxRunningSeen, len(e.running))
 	e.st.MaxWaitingSeen = max(e.st.MaxWaitingSeen, len(e.waiting))
 }
@@ -384,7 +420,7 @@ func (e *Engine) sleepUntil(sl sleeper, deadline time.Time, spin time.Duration) 
 	}
 }
 
-// growth is how many tokens r may add to the KV cache in its next step.
+// growth is how many tokens r may add to the KV cache in its next decode step.
 func (e *Engine) growth(r *request) int {
 	return max(min(e.cfg.TokensPerStep, r.target-r.produced), 0)
 }
@@ -401,13 +437,20 @@ func (e *Engine) planLocked(start time.Time) (step, time.Time) {
 	for len(e.waiting) > 0 && len(e.running) < e.cfg.MaxNumSeqs {
 		r := e.waiting[0]
 		ctx := r.promptTokens + r.produced
-		if e.kvHeld+ctx+e.growth(r) > e.cfg.KVCacheTokens {
+		// At least one token is always computed, so at most ⌊(ctx−1)/BlockSize⌋ blocks hit.
+		hit := e.kv.lookup(r.hashes, (ctx-1)/BlockSize)
+		// Blocks taken from the free queue: new ones for the rest of the context and the token
+		// this prefill produces, and the hit blocks that no running request holds.
+		take := blocksFor(ctx+1) - len(hit)
+		for _, b := range hit {
+			if b.ref == 0 {
+				take++
+			}
+		}
+		if take > e.kv.numFree() {
 			break
 		}
-		cached := 0
-		if e.cache != nil {
-			cached = e.cache.hitTokens(r.hashes, ctx)
-		}
+		cached := len(hit) * BlockSize
 		uncached := ctx - cached
 		if e.cfg.MaxNumBatchedTokens > 0 && len(admitted) > 0 && batched+uncached > e.cfg.MaxNumBatchedTokens {
 			break
@@ -416,7 +459,12 @@ func (e *Engine) planLocked(start time.Time) (step, time.Time) {
 		e.waiting = e.waiting[1:]
 		r.state = stateRunning
 		e.running = append(e.running, r)
-		e.kvHeld += ctx
+		for _, b := range hit {
+			e.kv.touch(b)
+		}
+		r.blocks = append(r.blocks[:0], hit...)
+		r.hashedUpTo = len(hit)
+		e.allocLocked(r, ctx+1)
 		batched += uncached
 		work += e.cfg.prefillWork(ctx, cached)
 		admitted = append(admitted, r)
@@ -437,10 +485,8 @@ func (e *Engine) planLocked(start time.Time) (step, time.Time) {
 		// The prompts' blocks are cached from this step on, as vLLM caches full blocks when it
 		// schedules them: only later steps can hit them (the lookups above are done). Done here
 		// rather than at the end of the step, where it would delay the first tokens.
-		if e.cache != nil {
-			for _, r := range admitted {
-				e.cache.insert(r.hashes)
-			}
+		for _, r := range admitted {
+			e.hashLocked(r, r.promptTokens+r.produced)
 		}
 		// Admission is stamped with the real time; the step itself may start earlier on the
 		// schedule when the loop is catching up (never before a submission, see above).
@@ -457,17 +503,18 @@ func (e *Engine) planLocked(start time.Time) (step, time.Time) {
 	}
 
 	// Preempt the most recently admitted requests while the next step would overflow the KV cache.
+	// (vLLM v1's recompute preemption: its blocks are freed, and it is prefilled again later.)
 	for len(e.running) > 1 {
 		need := 0
 		for _, r := range e.running {
-			need += e.growth(r)
+			need += max(blocksFor(r.promptTokens+r.produced+e.growth(r))-len(r.blocks), 0)
 		}
-		if e.kvHeld+need <= e.cfg.KVCacheTokens {
+		if need <= e.kv.numFree() {
 			break
 		}
 		v := e.running[len(e.running)-1]
 		e.running = e.running[:len(e.running)-1]
-		e.kvHeld -= v.promptTokens + v.produced
+		e.releaseLocked(v)
 		v.state = stateWaiting
 		e.waiting = slices.Insert(e.waiting, 0, v)
 		e.st.Preemptions++
@@ -481,6 +528,7 @@ func (e *Engine) planLocked(start time.Time) (step, time.Time) {
 	ctx := 0
 	for _, r := range e.running {
 		ctx += r.promptTokens + r.produced
+		e.allocLocked(r, r.promptTokens+r.produced+e.growth(r))
 	}
 	return step{reqs: slices.Clone(e.running), dur: e.cfg.DecodeStep(len(e.running), ctx)}, start
 }
@@ -515,7 +563,13 @@ func (e *Engine) finishLocked(st step, end time.Time) {
 		}
 		r.lastOutput = end
 		r.produced += n
-		e.kvHeld += n
+		if r.gen != nil {
+			for range n {
+				r.ids = append(r.ids, tokenID(r.gen.next()))
+			}
+		}
+		// The last generated token's KV is computed by the next step, so it is not cached yet.
+		e.hashLocked(r, r.promptTokens+r.produced-1)
 		e.st.GeneratedTokens += uint64(n)
 		e.m.genTokens.Add(float64(n))
 		if e.m.specDrafts != nil && !isFirst {
@@ -531,9 +585,9 @@ func (e *Engine) finishLocked(st step, end time.Time) {
 		if done {
 			r.trace.update(func(t *Trace) { t.EngineLastToken = end })
 			finished = true
-			e.kvHeld -= r.promptTokens + r.produced
+			e.releaseLocked(r)
 			r.state = stateFinished
-			r.hashes = nil
+			r.ids, r.hashes, r.gen = nil, nil, nil
 			e.st.FinishedRequests++
 			e.m.success.WithLabelValues(r.targetReason).Inc()
 			e.m.e2e.Observe(end.Sub(r.submitted).Seconds())

@@ -21,7 +21,7 @@ var finishedReasons = []string{"stop", "length", FinishAbort}
 type gauges struct {
 	running atomic.Int64
 	waiting atomic.Int64
-	kvHeld  atomic.Int64
+	kvHeld  atomic.Int64 // KV blocks held by running requests
 }
 
 type metrics struct {
@@ -63,7 +63,7 @@ func tokenBuckets(maxLen int) []float64 {
 
 func newMetrics(cfg Config, g *gauges) *metrics {
 	labels := prometheus.Labels{"model_name": cfg.ModelName, "engine": "0"}
-	m := &metrics{reg: prometheus.NewRegistry(), kvCapacity: float64(cfg.KVCacheTokens)}
+	m := &metrics{reg: prometheus.NewRegistry(), kvCapacity: float64(blocksFor(cfg.KVCacheTokens))}
 	counter := func(name, help string) prometheus.Counter {
 		c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels})
 		m.reg.MustRegister(c)
@@ -95,7 +95,7 @@ func newMetrics(cfg Config, g *gauges) *metrics {
 			"engine":                "0",
 			"block_size":            strconv.Itoa(BlockSize),
 			"enable_prefix_caching": pyBool(cfg.EnablePrefixCaching),
-			"num_gpu_blocks":        strconv.Itoa(cfg.KVCacheTokens / BlockSize),
+			"num_gpu_blocks":        strconv.Itoa(blocksFor(cfg.KVCacheTokens)),
 		},
 	})
 	info.Set(1)

@@ -485,6 +485,9 @@ func (e *Engine) generate(w http.ResponseWriter, hr *http.Request, arrived, deco
 		notify:       make(chan struct{}, 1),
 	}
 	if e.cfg.EnablePrefixCaching {
+		// The engine hashes the generated tokens too (with its own copy of the output text), so
+		// its hash chain covers prompt and answer, as a follow-up that replays the answer sends.
+		r.ids, r.salt, r.gen = ids, salt, newTextGen(e.cfg.Seed, seq)
 		r.hashes = blockHashes(ids, salt)
 	}
 	s := newSession(e, w, hr, r, j)

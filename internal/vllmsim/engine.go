@@ -300,9 +300,10 @@ func (e *Engine) releaseLocked(r *request) {
 	r.blocks, r.hashedUpTo = nil, 0
 }
 
-// allocLocked gives r the blocks for its first tokens tokens.
+// allocLocked gives r the blocks for its first tokens tokens. Admission and preemption leave
+// room for them; should none be left, r runs short rather than the engine failing.
 func (e *Engine) allocLocked(r *request, tokens int) {
-	for len(r.blocks) < blocksFor(tokens) {
+	for len(r.blocks) < blocksFor(tokens) && e.kv.numFree() > 0 {
 		r.blocks = append(r.blocks, e.kv.alloc())
 	}
 }

@@ -1,0 +1,129 @@
+// Package gateway is a test gateway: an http.Handler that routes requests over several backends
+// (simulated engines, in the tests) the way an inference gateway's router does, round-robin or
+// keeping a client on one backend. It lets a test control the truth of the router in front of a
+// fleet: with round-robin a conversation's follow-ups land on an engine that never saw it; with
+// affinity they find their prefix cache.
+//
+// Test-only: it neither authenticates nor bounds anything.
+package gateway
+
+import (
+	"fmt"
+	"hash/fnv"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"sync/atomic"
+)
+
+// Policy is how the gateway picks a backend.
+type Policy int
+
+const (
+	// RoundRobin sends each request to the next backend in turn, whatever the client.
+	RoundRobin Policy = iota
+	// CookieAffinity routes a request that carries the gateway's cookie to the backend it names;
+	// a request without it (or with an unknown value) goes round-robin and its response sets the
+	// cookie, as a gateway with session affinity does.
+	CookieAffinity
+	// HeaderAffinity routes by a hash of a request header (a conversation or session id); a
+	// request without the header goes round-robin.
+	HeaderAffinity
+)
+
+func (p Policy) String() string {
+	switch p {
+	case RoundRobin:
+		return "round-robin"
+	case CookieAffinity:
+		return "cookie-affinity"
+	case HeaderAffinity:
+		return "header-affinity"
+	}
+	return fmt.Sprintf("Policy(%d)", int(p))
+}
+
+const (
+	// DefaultCookie is the affinity cookie's name.
+	DefaultCookie = "slaprobe-gateway-backend"
+	// DefaultHeader is the header HeaderAffinity hashes.
+	DefaultHeader = "X-Session-Id"
+	// BackendHeader, on every response, names the backend (its index) that served it.
+	BackendHeader = "X-Gateway-Backend"
+)
+
+// Gateway routes over its backends. Create it with New.
+type Gateway struct {
+	policy   Policy
+	cookie   string
+	header   string
+	backends []*backend
+	next     atomic.Uint64
+}
+
+type backend struct {
+	proxy  *httputil.ReverseProxy
+	served atomic.Uint64
+}
+
+// New returns a gateway over the backends' base URLs (e.g. httptest servers' URLs), in order.
+func New(policy Policy, backends ...string) (*Gateway, error) {
+	if len(backends) == 0 {
+		return nil, fmt.Errorf("gateway: backends: got none, want at least one base URL")
+	}
+	if policy < RoundRobin || policy > HeaderAffinity {
+		return nil, fmt.Errorf("gateway: policy: got %v, want RoundRobin, CookieAffinity or HeaderAffinity", policy)
+	}
+	g := &Gateway{policy: policy, cookie: DefaultCookie, header: DefaultHeader}
+	for i, raw := range backends {
+		u, err := url.Parse(raw)
+		if err != nil || u.Scheme == "" || u.Host == "" {
+			return nil, fmt.Errorf("gateway: backend %d: got %q, want an absolute base URL (%v)", i, raw, err)
+		}
+		p := httputil.NewSingleHostReverseProxy(u)
+		p.FlushInterval = -1 // stream every write through at once (SSE)
+		g.backends = append(g.backends, &backend{proxy: p})
+	}
+	return g, nil
+}
+
+// Served returns how many requests each backend has been sent, by index.
+func (g *Gateway) Served() []uint64 {
+	out := make([]uint64, len(g.backends))
+	for i, b := range g.backends {
+		out[i] = b.served.Load()
+	}
+	return out
+}
+
+// ServeHTTP picks a backend by the policy and proxies the request to it.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	i, sticky := g.pick(r)
+	if g.policy == CookieAffinity && !sticky {
+		http.SetCookie(w, &http.Cookie{Name: g.cookie, Value: strconv.Itoa(i), Path: "/", HttpOnly: true})
+	}
+	w.Header().Set(BackendHeader, strconv.Itoa(i))
+	b := g.backends[i]
+	b.served.Add(1)
+	b.proxy.ServeHTTP(w, r)
+}
+
+// pick returns the backend's index, and whether the request named it (a valid affinity cookie).
+func (g *Gateway) pick(r *http.Request) (int, bool) {
+	switch g.policy {
+	case CookieAffinity:
+		if c, err := r.Cookie(g.cookie); err == nil {
+			if i, err := strconv.Atoi(c.Value); err == nil && i >= 0 && i < len(g.backends) {
+				return i, true
+			}
+		}
+	case HeaderAffinity:
+		if v := r.Header.Get(g.header); v != "" {
+			h := fnv.New64a()
+			h.Write([]byte(v))
+			return int(h.Sum64() % uint64(len(g.backends))), true
+		}
+	}
+	return int((g.next.Add(1) - 1) % uint64(len(g.backends))), false
+}

@@ -30,6 +30,15 @@ func addSim(c *cli) {
 		Default(strconv.Itoa(def.TokensPerStep)), (*kingpin.FlagClause).Int)
 	reasoning := overrideFlag(cmd.Flag("sim.reasoning-tokens", "Leading output tokens sent as reasoning, as a thinking model does.").
 		Default(strconv.Itoa(def.ReasoningTokens)), (*kingpin.FlagClause).Int)
+	kvTokens := overrideFlag(cmd.Flag("sim.kv-cache-tokens",
+		"KV cache size in tokens (16-token blocks), shared by running requests and the prefix cache: finished requests' blocks stay cached until new tokens need them, least recently freed first; running requests that outgrow it are preempted. At least --sim.max-model-len.").
+		Default(strconv.Itoa(def.KVCacheTokens)), (*kingpin.FlagClause).Int)
+	prefix := overrideFlag(cmd.Flag("sim.enable-prefix-caching",
+		"Automatic prefix caching of prompt and generated tokens' full blocks, as vLLM v1 does (on by default; --no-sim.enable-prefix-caching turns it off).").
+		Default(strconv.FormatBool(def.EnablePrefixCaching)), (*kingpin.FlagClause).Bool)
+	details := overrideFlag(cmd.Flag("sim.enable-prompt-tokens-details",
+		"Report cached prompt tokens in usage.prompt_tokens_details.cached_tokens (Responses: input_tokens_details; Messages: cache_read_input_tokens), as vLLM's --enable-prompt-tokens-details does (on by default here; off by default in vLLM).").
+		Default(strconv.FormatBool(def.EnablePromptTokensDetails)), (*kingpin.FlagClause).Bool)
 	perReq := overrideFlag(cmd.Flag("sim.enable-per-request-metrics",
 		"Add vLLM's per-request `metrics` object (queue_time_ms, time_to_first_token_ms, generation_time_ms, mean_itl_ms, tokens_per_second) to the final usage chunk, as vLLM's --enable-per-request-metrics does."),
 		(*kingpin.FlagClause).Bool)
@@ -53,6 +62,9 @@ func addSim(c *cli) {
 		scale.apply(&cfg.TimeScale)
 		step.apply(&cfg.TokensPerStep)
 		reasoning.apply(&cfg.ReasoningTokens)
+		kvTokens.apply(&cfg.KVCacheTokens)
+		prefix.apply(&cfg.EnablePrefixCaching)
+		details.apply(&cfg.EnablePromptTokensDetails)
 		perReq.apply(&cfg.EnablePerRequestMetrics)
 		otlpEndpoint.apply(&cfg.OTLPTracesEndpoint)
 		eng, err := vllmsim.New(cfg, logger.With("component", "sim"))
@@ -69,6 +81,7 @@ func addSim(c *cli) {
 		}
 		logger.Info("simulated vLLM engine listening", "address", ln.Addr().String(), "model", cfg.ModelName,
 			"max_model_len", cfg.MaxModelLen, "max_num_seqs", cfg.MaxNumSeqs,
+			"kv_cache_tokens", cfg.KVCacheTokens, "prefix_caching", cfg.EnablePrefixCaching,
 			"per_request_metrics", cfg.EnablePerRequestMetrics, "otlp_traces_endpoint", cfg.OTLPTracesEndpoint)
 		if err := eng.Serve(ctx, ln); err != nil {
 			logger.Error("simulator stopped", "err", err)

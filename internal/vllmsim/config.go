@@ -24,9 +24,11 @@ type Config struct {
 	// MaxNumBatchedTokens caps the uncached prompt tokens admitted in one prefill step. A request
 	// whose prompt alone exceeds it is admitted alone. 0 means no cap.
 	MaxNumBatchedTokens int `yaml:"max_num_batched_tokens"`
-	// KVCacheTokens is the KV cache capacity in tokens. A request is admitted only if its context
-	// fits; when running requests outgrow it, the most recently admitted one is preempted
-	// (recomputed later). Must be at least MaxModelLen.
+	// KVCacheTokens is the KV cache capacity in tokens (rounded up to whole BlockSize blocks),
+	// shared by running requests and the prefix cache: blocks freed by finished requests stay
+	// cached until new tokens need them, least recently freed first. A request is admitted only if
+	// its blocks fit; when running requests outgrow it, the most recently admitted one is
+	// preempted (recomputed later). Must be at least MaxModelLen. See the package doc.
 	KVCacheTokens int `yaml:"kv_cache_tokens"`
 	// EnablePrefixCaching turns on automatic prefix caching (on by default, as in vLLM V1).
 	EnablePrefixCaching bool `yaml:"enable_prefix_caching"`

@@ -48,7 +48,7 @@
 // the model below. At each step boundary:
 //
 //  1. Admission (FIFO, no overtaking): the head of the waiting queue is admitted while fewer than
-//     MaxNumSeqs requests run, its context fits the free KV cache, and the uncached prompt tokens of
+//     MaxNumSeqs requests run, its blocks fit the free KV cache (below), and the uncached prompt tokens of
 //     this step stay within MaxNumBatchedTokens (the first admission of a step always passes that
 //     cap). If any request was admitted, the step is a prefill step of duration
 //     TimeScale × (PrefillOverhead + Σ_admitted [(P−C)/PrefillTokensPerSecond + PrefillQuadratic×((P/1024)² − (C/1024)²)])
@@ -91,21 +91,53 @@
 //
 // # KV cache and prefix cache
 //
-// KV usage (vllm:kv_cache_usage_perc) = tokens held by running requests / KVCacheTokens (blocks
-// shared through the prefix cache are counted once per request). When the running requests'
-// next step would not fit, the most recently admitted is preempted: it goes back to the front of the
-// queue and is prefilled again (prompt + generated) when readmitted (vllm:num_preemptions_total).
+// The KV cache is vLLM v1's block pool: ⌈KVCacheTokens/16⌉ blocks of BlockSize (16) tokens
+// (vllm:cache_config_info's num_gpu_blocks), shared by running requests and the prefix cache.
 //
-// Prefix caching (EnablePrefixCaching, on by default): prompt token ids are cut into 16-token blocks
-// with chained hashes, the first block's hash including cache_salt. Blocks of admitted prompts are
-// kept in an LRU of KVCacheTokens/16 blocks from the start of their prefill step (vLLM caches full
-// blocks when it schedules them), so requests admitted in later steps can hit them. A request's
-// cached tokens are its leading run of known blocks, at most ⌊(P−1)/16⌋×16 (at least one token is
-// always computed). So a repeated identical prompt without salt hits, while a fresh salt or any
-// change in the first block misses entirely.
-// Hits reduce the prefill time (see PrefillTimeCached), are reported in
-// usage.prompt_tokens_details.cached_tokens (when EnablePromptTokensDetails) and in
-// vllm:prefix_cache_queries_total / vllm:prefix_cache_hits_total (tokens, counted at first admission).
+//   - A running request holds the blocks of its context: ⌈(P + generated + the tokens of its next
+//     step)/16⌉, taken at admission (prompt and the first token) and as it grows, one decode step
+//     ahead. A block shared through the prefix cache is held once, by reference.
+//   - A full block gets a hash once its 16 tokens' KV is computed (chained over the request's
+//     token ids, the first block's hash including cache_salt), and from then on is a prefix-cache
+//     entry. This holds for generated tokens too: their ids are the simulator's tokenizer's ids of
+//     the output text, continuing the prompt's hash chain, so a follow-up chat request that replays
+//     the answer as an assistant message hits the whole conversation. The chat template puts
+//     nothing between the generation prompt and the answer, and the answer re-tokenizes to the
+//     generated ids; the <|im_end|> and newline the template adds after a replayed answer come
+//     after the cached blocks. The last generated token's KV is never computed (no step runs after
+//     it), so a finished request leaves ⌊(P+O−1)/16⌋ cached blocks. Reasoning tokens are part of
+//     the chain, so a replay that drops them (as chat templates do) hits only the prompt's blocks.
+//   - Blocks freed by a finished, aborted or preempted request keep their hash: they are free but
+//     still cached. Free blocks wait in a queue, least recently freed first, each request's last
+//     block first (vLLM frees them in reverse, so a shared head outlives a private tail); a prefix
+//     hit takes a block out of the queue, and freeing it again puts it at the back. Blocks never
+//     used come before the queue. New tokens take blocks from the front, which evicts their
+//     cached KV (Stats.EvictedBlocks): least recently used first.
+//   - Admission needs, free now, the new blocks plus the hit blocks nobody holds. When the running
+//     requests' next decode step does not fit, the most recently admitted is preempted (vLLM v1's
+//     recompute preemption): its blocks are freed (still cached), it goes back to the front of the
+//     queue and is prefilled again (prompt + generated) when readmitted, hitting whatever of its
+//     blocks is still cached (vllm:num_preemptions_total, Trace.Preemptions).
+//   - vllm:kv_cache_usage_perc = blocks held by running requests / all blocks: free cached blocks
+//     do not count, so an idle engine reads 0 whatever it has cached (as in vLLM).
+//
+// A request's cached tokens are its leading run of cached blocks, at most ⌊(P−1)/16⌋×16 (at
+// least one token is always computed). Blocks cached in a prefill step are found by requests
+// admitted in later steps. So a repeated identical prompt without salt hits, while a fresh salt or
+// any change in the first block misses entirely. With EnablePrefixCaching off nothing is hashed
+// and nothing hits; the pool still bounds the running requests.
+// Hits reduce the prefill time (see PrefillTimeCached: TTFT covers only the uncached tokens), are
+// reported in usage.prompt_tokens_details.cached_tokens on chat and completions,
+// input_tokens_details.cached_tokens on Responses and cache_read_input_tokens on Messages (when
+// EnablePromptTokensDetails; Messages' input_tokens are then the uncached ones), and in
+// vllm:prefix_cache_queries_total / vllm:prefix_cache_hits_total (tokens, counted at first
+// admission).
+//
+// How many conversations' histories fit (K): each finished turn of P prompt and O generated
+// tokens leaves ⌈(P+O)/16⌉ blocks in the pool, all cached but the last, and later turns take
+// never-used blocks before evicting any; so K = ⌊blocks / ⌈(P+O)/16⌉⌋ first turns run one after
+// another evict nothing, and the (K+1)th evicts the oldest one's blocks from its tail
+// (TestEvictionStartsPastK).
 //
 // # Server-side metrics
 //

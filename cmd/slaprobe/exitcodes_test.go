@@ -49,6 +49,7 @@ func TestExitCodes(t *testing.T) {
 		{"check-config: invalid config", []string{"check-config", "--config.file=" + bad}, exitFailure},
 		{"bench: invalid config", []string{"bench", "--config.file=" + bad, "--out=" + out}, exitFailure},
 		{"sim: invalid config", []string{"sim", "--sim.config.file=" + badSim}, exitFailure},
+		{"sim: KV cache below the context window", []string{"sim", "--sim.kv-cache-tokens=1000", "--sim.listen-address=127.0.0.1:0"}, exitFailure},
 		{"run: missing config", []string{"run", "--config.file=" + filepath.Join(dir, "none.yml")}, exitFailure},
 		{"check-config: missing config", []string{"check-config", "--config.file=" + filepath.Join(dir, "none.yml")}, exitFailure},
 		{"run: unknown scenario flag", []string{"run", "--target.url=http://127.0.0.1:1", "--scenarios=nope"}, exitFailure},

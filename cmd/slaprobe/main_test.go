@@ -259,7 +259,8 @@ func TestHelpShowsDefaults(t *testing.T) {
 		// bench warns before anyone runs it, and shows a gentler start.
 		"bench": {"loads the server on purpose", "up to 32 requests in flight", "bursts of up to 256", "about 35 minutes",
 			"--scenarios=chatbot --concurrency=1,2,4 --burst=1,4,16", "--burst=\"1,2,4,8,16,32,64,128,256\""},
-		"sim": {"--sim.listen-address=\":8000\"", "--sim.max-num-seqs=256", "--sim.config.file=PATH"},
+		"sim": {"--sim.listen-address=\":8000\"", "--sim.max-num-seqs=256", "--sim.config.file=PATH", "--sim.kv-cache-tokens=1200000",
+			"--[no-]sim.enable-prefix-caching", "--[no-]sim.enable-prompt-tokens-details"},
 	} {
 		out, err := exec.Command(bin, cmd, "--help").CombinedOutput()
 		if err != nil {

@@ -312,3 +312,39 @@ func TestPreemptionUnderKVPressure(t *testing.T) {
 		t.Errorf("vllm:num_preemptions_total = %v, want 1", v)
 	}
 }
+
+// TestKVUsageCountsHeldBlocks: vllm:kv_cache_usage_perc is the share of blocks held by running
+// requests: a block two requests share through the prefix cache counts once, and cached blocks
+// that nobody holds count as free.
+func TestKVUsageCountsHeldBlocks(t *testing.T) {
+	cfg := fastConfig()
+	cfg.MaxModelLen = 1024
+	cfg.KVCacheTokens = 1024 // 64 blocks
+	ts := start(t, cfg)
+	content := "usage " + words(200)
+	p := cfg.ChatPromptTokens([]ChatMessage{{"user", content}})
+	const stallAt = 10
+	// A stalled request holds its context and one decode step ahead: P + stallAt + 1 tokens.
+	held := blocksFor(p + stallAt + 1)
+	shared := (p - 1) / BlockSize // the second copy's prompt hits all but its last token
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for i, want := range []int{held, 2*held - shared} {
+		wg.Go(func() {
+			ts.post(t, "/v1/chat/completions", chatBody(content, 20, nil), map[string]string{FaultHeader: fmt.Sprintf("stall=%d,2500ms", stallAt)})
+		})
+		waitFor(t, fmt.Sprintf("%d stalled requests holding %d blocks", i+1, want), func() bool {
+			v, _ := metricValue(t, ts.e, "vllm:kv_cache_usage_perc", nil)
+			return v == float64(want)/64
+		})
+		if st := ts.e.Stats(); st.KVCacheTokensUsed != want*BlockSize {
+			t.Errorf("%d running: KV tokens used %d, want %d blocks", i+1, st.KVCacheTokensUsed, want)
+		}
+	}
+	wg.Wait()
+	st := ts.e.Stats()
+	v, _ := metricValue(t, ts.e, "vllm:kv_cache_usage_perc", nil)
+	if v != 0 || st.CachedBlocks == 0 {
+		t.Errorf("idle: kv_cache_usage_perc %v with %d cached blocks, want 0 and some", v, st.CachedBlocks)
+	}
+}

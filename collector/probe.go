@@ -92,7 +92,7 @@ type ProbeMetrics struct {
 	ttft, itl, decode, e2e, prefill, chunk, ttfc *prometheus.HistogramVec
 
 	probes, good, errors, cacheHits, tokens, mismatches *prometheus.CounterVec
-	usageMismatches, firstChunk                   *prometheus.CounterVec
+	usageMismatches, firstChunk                         *prometheus.CounterVec
 
 	success, promptTokens, outputTokens, lastTimestamp, enabled *prometheus.GaugeVec
 	threshold, planned, contextNeeded                           *prometheus.GaugeVec

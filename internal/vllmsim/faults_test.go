@@ -213,3 +213,23 @@ func TestFaultAlternate(t *testing.T) {
 		t.Errorf("only the slow first token set: %v, want an error naming both fields", err)
 	}
 }
+
+func TestFaultHeaderSlowStream(t *testing.T) {
+	for _, tc := range []struct {
+		header string
+		f      Faults
+		want   time.Duration
+		err    bool
+	}{
+		{"slow_stream", Faults{}, 50 * time.Millisecond, false},
+		{"slow_stream", Faults{AlternateSlowFirstToken: time.Second, AlternateSlowToken: 70 * time.Millisecond}, 70 * time.Millisecond, false},
+		{"slow_stream=30ms", Faults{}, 30 * time.Millisecond, false},
+		{"slow_stream=0s", Faults{}, 0, true},
+		{"slow_stream=fast", Faults{}, 0, true},
+	} {
+		p, err := parseFaultHeader(tc.header, tc.f)
+		if (err != nil) != tc.err || !tc.err && (p.name != FaultSlowStream || p.stallFor != tc.want) {
+			t.Errorf("%s: %+v, %v; want a %v delay (error %v)", tc.header, p, err, tc.want, tc.err)
+		}
+	}
+}

@@ -67,10 +67,10 @@ func (e *engineTimingMetrics) init(target, model, scenario, api string) {
 // timings and ObserveEngineTurn the engine's for exactly these probes, so
 // that the split adds up to the TTFT histogram.
 func TTFTRecorded(r *prober.Result) bool {
-	if (r.Turn == 1 && r.Kind == prober.KindSuccess) || !r.Timed() {
+	if r.Turn == 1 && r.Kind == prober.KindSuccess {
 		return false
 	}
-	return r.FollowUp() || !r.CacheHit()
+	return r.TTFTValid()
 }
 
 // ObserveEngine records the engine timing of r and of its earlier turns,

@@ -3,6 +3,7 @@ package collector
 
 import (
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -90,8 +91,8 @@ func apiOf(r *prober.Result) string { return string(r.API) }
 type ProbeMetrics struct {
 	ttft, itl, decode, e2e, prefill, chunk, ttfc *prometheus.HistogramVec
 
-	probes, errors, cacheHits, tokens, mismatches *prometheus.CounterVec
-	usageMismatches, firstChunk                   *prometheus.CounterVec
+	probes, good, errors, cacheHits, tokens, mismatches *prometheus.CounterVec
+	usageMismatches, firstChunk                         *prometheus.CounterVec
 
 	success, promptTokens, outputTokens, lastTimestamp, enabled *prometheus.GaugeVec
 	threshold, planned, contextNeeded                           *prometheus.GaugeVec
@@ -100,6 +101,10 @@ type ProbeMetrics struct {
 	warm warmMetrics
 	// The engine's own timing (see engine_timing.go).
 	engine engineTimingMetrics
+
+	// thresholds judge good probes; SetThresholds sets them.
+	mu         sync.RWMutex
+	thresholds map[string]prober.Thresholds
 }
 
 func newHistogram(name, help string, buckets []float64) *prometheus.HistogramVec {
@@ -152,6 +157,8 @@ func NewProbeMetricsWith(reg prometheus.Registerer, o ProbeMetricsOptions) *Prob
 
 		probes: newCounter("probes_total",
 			"Probes run, by outcome: success, error, or short_output (fewer tokens than asked).", "result"),
+		good: newCounter("probes_good_total",
+			"Good probes, by outcome as in slaprobe_probes_total (success or short_output): they got an answer and met every SLA threshold of their scenario at once (TTFT, the probe's mean ITL, E2E at the asked length, decode speed; those slaprobe_sla_threshold sets). Divided by slaprobe_probes_total, the goodput SLI.", "result"),
 		errors: newCounter("probe_errors_total",
 			"Failed probes by reason.", "reason"),
 		cacheHits: newCounter("probe_cache_hits_total",
@@ -188,7 +195,7 @@ func NewProbeMetricsWith(reg prometheus.Registerer, o ProbeMetricsOptions) *Prob
 	reg.MustRegister(m.engine.collectors()...)
 	reg.MustRegister(
 		m.ttft, m.itl, m.decode, m.e2e, m.prefill, m.chunk, m.ttfc,
-		m.probes, m.errors, m.cacheHits, m.tokens, m.mismatches, m.usageMismatches, m.firstChunk,
+		m.probes, m.good, m.errors, m.cacheHits, m.tokens, m.mismatches, m.usageMismatches, m.firstChunk,
 		m.success, m.promptTokens, m.outputTokens, m.lastTimestamp, m.enabled,
 		m.threshold, m.planned, m.contextNeeded,
 	)
@@ -208,6 +215,10 @@ func NewProbeMetricsWith(reg prometheus.Registerer, o ProbeMetricsOptions) *Prob
 //     (Result.E2EAtRequested), ITL and decode speed only from
 //     prober.MinDecodeTokens tokens on. An empty answer records no timing.
 //   - error: probes_total{result="error"} and probe_errors_total{reason}.
+//
+// A success or short answer that meets every threshold of its scenario
+// (prober.Thresholds.MetBy, judged on the figures recorded above) also
+// counts in probes_good_total with its result.
 //
 // Every probe updates the token counters and the last-probe gauges; every
 // chunk with a known token count is one tokens_per_chunk observation.
@@ -251,6 +262,9 @@ func (m *ProbeMetrics) observe(r *prober.Result) {
 		kind = prober.KindError
 	}
 	m.probes.WithLabelValues(r.Target, r.Model, r.Scenario, apiOf(r), string(kind)).Inc()
+	if kind != prober.KindError && m.thresholdsOf(r.Scenario).MetBy(r) {
+		m.good.WithLabelValues(r.Target, r.Model, r.Scenario, apiOf(r), string(kind)).Inc()
+	}
 
 	switch kind {
 	case prober.KindSuccess, prober.KindShortOutput:
@@ -344,6 +358,9 @@ func (m *ProbeMetrics) SetScenarioEnabled(target, model, scenario, api string, e
 		v = 1
 		for _, k := range []prober.Kind{prober.KindSuccess, prober.KindError, prober.KindShortOutput} {
 			m.probes.WithLabelValues(target, model, scenario, api, string(k))
+			if k != prober.KindError { // a failed probe is never good
+				m.good.WithLabelValues(target, model, scenario, api, string(k))
+			}
 		}
 		for _, r := range prober.Reasons {
 			m.errors.WithLabelValues(target, model, scenario, api, string(r))
@@ -362,14 +379,28 @@ func (m *ProbeMetrics) SetScenarioEnabled(target, model, scenario, api string, e
 }
 
 // SetThresholds replaces every slaprobe_sla_threshold series with the
-// thresholds of scenarios.
+// thresholds of scenarios, and judges the probes observed from now on
+// against them for slaprobe_probes_good_total. A scenario not among them
+// has no threshold: its probes are good when they get an answer.
 func (m *ProbeMetrics) SetThresholds(scenarios []prober.Scenario) {
+	th := make(map[string]prober.Thresholds, len(scenarios))
 	m.threshold.Reset()
 	for _, s := range scenarios {
+		th[s.Name] = s.Thresholds
 		for _, t := range s.Thresholds.Metrics() {
 			m.threshold.WithLabelValues(s.Name, t.Metric).Set(t.Value)
 		}
 	}
+	m.mu.Lock()
+	m.thresholds = th
+	m.mu.Unlock()
+}
+
+// thresholdsOf returns the thresholds a probe of scenario is judged by.
+func (m *ProbeMetrics) thresholdsOf(scenario string) prober.Thresholds {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.thresholds[scenario]
 }
 
 // SetPlannedTokensPerHour sets slaprobe_prober_planned_tokens_per_hour.
@@ -401,7 +432,7 @@ func (m *ProbeMetrics) ForgetModel(target, model string) {
 func (m *ProbeMetrics) vecs() []*prometheus.MetricVec {
 	return append(m.engine.vecs(),
 		m.ttft.MetricVec, m.itl.MetricVec, m.decode.MetricVec, m.e2e.MetricVec, m.prefill.MetricVec, m.chunk.MetricVec, m.ttfc.MetricVec,
-		m.probes.MetricVec, m.errors.MetricVec, m.cacheHits.MetricVec, m.tokens.MetricVec, m.mismatches.MetricVec,
+		m.probes.MetricVec, m.good.MetricVec, m.errors.MetricVec, m.cacheHits.MetricVec, m.tokens.MetricVec, m.mismatches.MetricVec,
 		m.usageMismatches.MetricVec, m.firstChunk.MetricVec,
 		m.success.MetricVec, m.promptTokens.MetricVec, m.outputTokens.MetricVec, m.lastTimestamp.MetricVec, m.enabled.MetricVec,
 		m.planned.MetricVec, m.contextNeeded.MetricVec,

@@ -45,6 +45,10 @@ type Tier struct {
 type Params struct {
 	// Objective is the share of probes that must be within the scenario's threshold (0.99: 99 %).
 	Objective float64
+	// GoodputObjective is the share of probes that must be good, within every threshold of their
+	// scenario at once (slaprobe_probes_good_total ÷ slaprobe_probes_total; 0.99: 99 %). The goodput
+	// alerts burn its budget with the same tiers.
+	GoodputObjective float64
 	// Page tiers fire SLA alerts with severity critical; Ticket tiers with severity warning.
 	Page   []Tier
 	Ticket []Tier
@@ -55,7 +59,8 @@ type Params struct {
 // probe-count floor so that rarely probed scenarios do not page on one slow probe.
 func Default() Params {
 	return Params{
-		Objective: 0.99,
+		Objective:        0.99,
+		GoodputObjective: 0.99,
 		Page: []Tier{
 			{Long: time.Hour, Short: 5 * time.Minute, Burn: 14.4, MinProbes: 20, For: 2 * time.Minute},
 			{Long: 6 * time.Hour, Short: 30 * time.Minute, Burn: 6, MinProbes: 20, For: 2 * time.Minute},
@@ -71,10 +76,14 @@ func (p Params) Validate() error {
 	if p.Objective <= 0 || p.Objective >= 1 {
 		return fmt.Errorf("alertgen: objective=%v; expected a share between 0 and 1, e.g. 0.99", p.Objective)
 	}
+	if p.GoodputObjective <= 0 || p.GoodputObjective >= 1 {
+		return fmt.Errorf("alertgen: goodput_objective=%v; expected a share between 0 and 1, e.g. 0.99", p.GoodputObjective)
+	}
 	if len(p.Page) == 0 {
 		return fmt.Errorf("alertgen: no page tier; expected at least one")
 	}
-	budget := 1 - p.Objective
+	// One bad probe burns the smaller budget fastest: the probe floor must hold for it.
+	budget := 1 - max(p.Objective, p.GoodputObjective)
 	for i, t := range append(append([]Tier(nil), p.Page...), p.Ticket...) {
 		switch {
 		case t.Short <= 0 || t.Long <= t.Short:
@@ -138,8 +147,9 @@ func Groups(p Params) ([]Group, error) {
 		return nil, err
 	}
 	rec := Group{Name: "slaprobe.rules", Rules: append(latencyRecordingRules(), sliRecordingRules(p)...)}
+	rec.Rules = append(rec.Rules, goodputRecordingRules(p)...)
 	rec.Rules = append(rec.Rules, probeRecordingRules()...)
-	alerts := Group{Name: "slaprobe.alerts", Rules: append(append(append(sliAlerts(p), otherAlerts()...), newAlerts()...), warmAlerts()...)}
+	alerts := Group{Name: "slaprobe.alerts", Rules: append(append(append(append(sliAlerts(p), goodputAlerts(p)...), otherAlerts()...), newAlerts()...), warmAlerts()...)}
 	return []Group{rec, alerts}, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -143,5 +144,42 @@ func TestEveryAlertDocumentedAndTested(t *testing.T) {
 	}
 	if n < 20 {
 		t.Errorf("only %d alerts generated", n)
+	}
+}
+
+// The goodput objective is its own knob: it sets the budget of the goodput alerts only, and the probe
+// floor is checked against it.
+func TestGoodputObjective(t *testing.T) {
+	p := Default()
+	p.GoodputObjective = 0.95
+	groups, err := Groups(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, r := range groups[1].Rules {
+		switch r.Alert {
+		case GoodputPageAlert, GoodputTicketAlert:
+			seen++
+			if !strings.Contains(r.Expr, ") / 0.05 > ") || strings.Contains(r.Expr, "/ 0.01 >") {
+				t.Errorf("%s: expression does not burn a 5 %% budget:\n%s", r.Alert, r.Expr)
+			}
+			if !strings.Contains(r.Annotations["description"], "95 % goodput objective") {
+				t.Errorf("%s: description does not name the objective: %s", r.Alert, r.Annotations["description"])
+			}
+		case "SlaprobeTTFTAboveMaxSafe":
+			if !strings.Contains(r.Expr, ") / 0.01 > 14.4") {
+				t.Errorf("the TTFT page moved with the goodput objective:\n%s", r.Expr)
+			}
+		}
+	}
+	if seen != 2 {
+		t.Errorf("%d goodput alerts, want a page and a ticket", seen)
+	}
+	for _, o := range []float64{0, 1, 0.995} { // 0.995: one bad probe of 20 is burn 10 > 6
+		p.GoodputObjective = o
+		if err := p.Validate(); err == nil {
+			t.Errorf("goodput objective %v: no error", o)
+		}
 	}
 }

@@ -39,17 +39,18 @@ func overview() *Dashboard {
 		expr := fmt.Sprintf("%s\n/ on (job, instance, scenario) group_left ()\nslaprobe_sla_threshold{metric=%q}", probeSel(rule), metric)
 		return bargauge(title, desc, "percentunit", steps(colorExcellent, 0.8, colorAcceptable, 1.0, colorPoor), instantQ(expr, legendTS))
 	}
-	b.add(8, 6, budget("TTFT p95 ÷ SLA", "target_scenario:slaprobe_ttft_seconds:p95_15m", "ttft_seconds",
+	b.add(6, 6, goodput())
+	b.add(6, 6, budget("TTFT p95 ÷ SLA", "target_scenario:slaprobe_ttft_seconds:p95_15m", "ttft_seconds",
 		"p95 time to first token over 15 min divided by the scenario's threshold (slaprobe_sla_threshold). "+
 			"Over 100 %, more than 5 % of probes are slower than the threshold; SlaprobeTTFTAboveMaxSafe pages when the share of slow probes burns the 1 % error budget too fast. Needs the recording rules of alerts/slaprobe.rules.yml."))
-	b.add(8, 6, budget("ITL p95 ÷ SLA", "target_scenario:slaprobe_itl_seconds:p95_15m", "itl_seconds",
+	b.add(6, 6, budget("ITL p95 ÷ SLA", "target_scenario:slaprobe_itl_seconds:p95_15m", "itl_seconds",
 		"p95 of the per-probe mean inter-token latency over 15 min divided by the scenario's threshold. "+
 			"Over 100 %, more than 5 % of probes are slower than the threshold; SlaprobeITLAboveThreshold pages on the share of slow probes. Needs the recording rules."))
 	dec := budget("Decode p10 ÷ SLA minimum", "target_scenario:slaprobe_decode_tokens_per_second:p10_15m", "decode_tokens_per_second",
 		"Decode speed of the slowest 10 % of probes over 15 min divided by the scenario's minimum. "+
 			"Under 100 %, more than 10 % of probes decode slower than the minimum; SlaprobeDecodeSpeedBelowThreshold pages on the share of slow probes. Needs the recording rules.")
 	dec.FieldConfig.Defaults.Thresholds = steps(colorPoor, 1.0, colorAcceptable, 1.25, colorExcellent)
-	b.add(8, 6, dec)
+	b.add(6, 6, dec)
 
 	b.row("Latency and speed per scenario")
 	b.add(12, 9, timeseries("Time to first token: p50, p95 and SLA",
@@ -192,6 +193,24 @@ func overview() *Dashboard {
 		tableQ(fmt.Sprintf(`max by (scenario, metric) (slaprobe_sla_threshold{%s})`, mScenario)),
 	))
 	return b.d
+}
+
+// goodput is the joint SLO now: the share of the last hour's probes that met every threshold of their
+// scenario at once, from the goodput recording rules (scenarios with a threshold), or from the counters.
+func goodput() *Panel {
+	expr := "(1 - " + probeSel("target_scenario:slaprobe_goodput_bad_probes:increase1h") + " / " +
+		probeSel("target_scenario:slaprobe_goodput_probes:increase1h") + ")\nor\n" +
+		fmt.Sprintf("sum by (%s) (increase(%s[1h]))\n/\nsum by (%s) (increase(%s[1h]))",
+			ruleBy, probeSel("slaprobe_probes_good_total"), ruleBy, probeSel("slaprobe_probes_total"))
+	p := bargauge("Goodput (1 h)",
+		"Share of the last hour's probes that got an answer and met every threshold of their scenario at once "+
+			"(TTFT, mean ITL, E2E, decode speed: slaprobe_probes_good_total ÷ slaprobe_probes_total; failed probes are not good). "+
+			"Each metric can be within its SLA while few probes are within all of them. Under 99 % (the goodput objective) "+
+			"the budget burns; SlaprobeGoodputBelowObjective pages when it burns too fast. Reads the recording rules when loaded.",
+		"percentunit", steps(colorPoor, 0.95, colorAcceptable, 0.99, colorExcellent), instantQ(expr, legendTS))
+	lo, hi := 0.0, 1.0
+	p.FieldConfig.Defaults.Min, p.FieldConfig.Defaults.Max = &lo, &hi
+	return p
 }
 
 // whereTTFTGoes stacks the mean TTFT of one scenario (the panel repeats per scenario) into the time

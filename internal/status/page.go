@@ -203,12 +203,14 @@ func (s *Server) scenarioView(target string, sc prober.Scenario, now time.Time, 
 	}
 	sv.Split = buildSplit(done, since)
 	ok, n := 0, 0
+	good, turns := 0, 0 // the joint SLO: probes that met every threshold at once
 	for i := range done {
 		if !done[i].Sent.Before(since) {
 			n++
 			if done[i].Timed() { // a short answer is an answer
 				ok++
 			}
+			good, turns = good+done[i].GoodTurns, turns+done[i].Turns
 		}
 	}
 	sv.WindowProbes = n
@@ -262,22 +264,39 @@ func (s *Server) scenarioView(target string, sc prober.Scenario, now time.Time, 
 		if sv.Last.Reason != "" {
 			sv.StatusText += " (" + sv.Last.Reason + ")"
 		}
-	case len(breach) > 0:
-		sv.Status, sv.StatusText = "breach", "SLA breached: "+strings.Join(breach, "; ")
 	case n >= minSuccessProbes && float64(ok) < minSuccessRatio*float64(n):
 		sv.Status = "breach"
 		sv.StatusText = fmt.Sprintf("failing often: %d of %d probes in the last %s succeeded (below %.0f %%)", ok, n, human(s.o.Window), minSuccessRatio*100)
-	default:
-		sv.Status, sv.StatusText = "ok", "within SLA"
-		if !sc.Thresholds.Any() {
-			sv.StatusText = "probing (no thresholds set)"
+	case !sc.Thresholds.Any():
+		sv.Status, sv.StatusText = "ok", "probing (no thresholds set)"
+	case turns == 0:
+		sv.Status, sv.StatusText = "ok", fmt.Sprintf("no probe in the last %s to judge", human(s.o.Window))
+	case float64(good) < goodputObjective*float64(turns):
+		sv.Status = "breach"
+		sv.StatusText = fmt.Sprintf("SLA breached: only %s meet every threshold at once (%d of %d probes in the last %s; objective %s)",
+			share(good, turns), good, turns, human(s.o.Window), pct(goodputObjective))
+		if len(breach) > 0 {
+			sv.StatusText += "; " + strings.Join(breach, "; ")
 		}
+	default:
+		sv.Status = "ok"
+		sv.StatusText = fmt.Sprintf("within SLA: %s meet every threshold at once (%d of %d probes in the last %s; objective %s)",
+			share(good, turns), good, turns, human(s.o.Window), pct(goodputObjective))
 	}
 	if sv.Last != nil && sv.Last.Short && sv.Status != "disabled" {
 		sv.StatusText += fmt.Sprintf("; the server ends answers early (it ignores ignore_eos): TTFT and E2E at the asked length are recorded, ITL and decode speed from %d tokens", prober.MinDecodeTokens)
 	}
 	return sv
 }
+
+// goodputObjective is the share of probes that must meet every threshold
+// of their scenario at once for the page to show a scenario within SLA:
+// the joint SLO's objective of the alert rules (alertgen.Default).
+const goodputObjective = 0.99
+
+// share prints good/n with one decimal, so that 98.6 % does not read as the
+// 99 % objective it misses.
+func share(good, n int) string { return fmt.Sprintf("%.1f %%", 100*float64(good)/float64(n)) }
 
 // A scenario whose probes in the window succeed less often than this is
 // shown failing often, as the alert rules page at a 1 h success ratio

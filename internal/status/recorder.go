@@ -59,6 +59,13 @@ type Probe struct {
 	HasSplit bool
 
 	Logs []LogLine
+
+	// Turns counts the probe as slaprobe_probes_total does (a warm
+	// conversation: each follow-up, not its priming turn), GoodTurns as
+	// slaprobe_probes_good_total does: those that met every threshold of
+	// the scenario at once (prober.Thresholds.MetBy).
+	Turns, GoodTurns int
+	thresholds       prober.Thresholds // the scenario's, as the probe was sent
 }
 
 // OK reports whether the probe succeeded.
@@ -121,7 +128,7 @@ func (r *Recorder) get(k key) *series {
 
 // BeforeProbe records a probe as in flight.
 func (r *Recorder) BeforeProbe(_ context.Context, t prober.Target, s prober.Scenario) {
-	p := &Probe{Target: t.Name, Scenario: s.Name, Model: t.Model, Sent: r.now(), RequestedTokens: s.OutputTokens}
+	p := &Probe{Target: t.Name, Scenario: s.Name, Model: t.Model, Sent: r.now(), RequestedTokens: s.OutputTokens, thresholds: s.Thresholds}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ser := r.get(key{t.Name, s.Name})
@@ -199,6 +206,15 @@ func fill(p *Probe, res *prober.Result, now time.Time) {
 	p.FinishReason, p.ResponseID, p.CacheHit = res.FinishReason, res.ResponseID, res.CacheHit() && !res.FollowUp()
 	p.TraceID = res.TraceID
 	setEngine(p, res)
+	for _, turn := range append(res.Earlier[:len(res.Earlier):len(res.Earlier)], *res) {
+		if turn.Turn == 1 && turn.Kind == prober.KindSuccess {
+			continue // a warm priming turn: not a probe of its own
+		}
+		p.Turns++
+		if p.thresholds.MetBy(&turn) {
+			p.GoodTurns++
+		}
+	}
 	if !res.Timed() {
 		return
 	}

@@ -124,7 +124,8 @@ func TestStatusPage(t *testing.T) {
 	for _, want := range []string{
 		`data-scenario="chatbot" data-status="ok"`,
 		`data-scenario="rag" data-status="breach"`,
-		"SLA breached: TTFT p95 4.00 s &gt; 3.00 s",
+		"SLA breached: only 0.0 % meet every threshold at once (0 of 5 probes in the last 15 min; objective 99 %); TTFT p95 4.00 s &gt; 3.00 s",
+		"within SLA: 100.0 % meet every threshold at once (5 of 5 probes in the last 15 min; objective 99 %)",
 		`data-scenario="agentic" data-status="failing"`,
 		"last probe failed: error (http_5xx)",
 		"HTTP 503: no capacity &lt;now&gt;", // the detail, escaped
@@ -343,5 +344,46 @@ func TestProbesViewIsBounded(t *testing.T) {
 	if !strings.Contains(body, fmt.Sprintf("the %d newest of the %d kept", maxProbeRows, maxProbeRows+5)) ||
 		!strings.Contains(body, fmt.Sprintf("id cmpl-%d", maxProbeRows+4)) || strings.Contains(body, "id cmpl-4<") {
 		t.Error("the probe view does not show the newest probes, or does not say it left older ones out")
+	}
+}
+
+// "Within SLA" is the joint SLO: the share of probes that met every
+// threshold at once against the 99 % objective. One slow first token and
+// one slow stream in 40 probes keep each metric's p95 within its threshold
+// but leave 95 % of the probes good: a breach. One bad probe in 100 is
+// 99 %: within.
+func TestStatusGoodput(t *testing.T) {
+	for _, tc := range []struct {
+		n, slowTTFT, slowITL int
+		status, text         string
+	}{
+		{n: 40, slowTTFT: 7, slowITL: 23, status: "breach",
+			text: "SLA breached: only 95.0 % meet every threshold at once (38 of 40 probes in the last 15 min; objective 99 %)"},
+		{n: 100, slowTTFT: 50, slowITL: -1, status: "ok",
+			text: "within SLA: 99.0 % meet every threshold at once (99 of 100 probes in the last 15 min; objective 99 %)"},
+		{n: 100, slowTTFT: 50, slowITL: 51, status: "breach",
+			text: "SLA breached: only 98.0 % meet every threshold at once (98 of 100 probes in the last 15 min; objective 99 %)"},
+	} {
+		f := newFixture(t)
+		for i := range tc.n {
+			r := okResult("a", "chatbot", f.clock.t) // TTFT 200 ms, ITL 10 ms; chatbot: TTFT <= 3 s, ITL <= 70 ms
+			switch i {
+			case tc.slowTTFT:
+				r.FirstToken = r.Start.Add(4 * time.Second)
+				r.LastToken = r.FirstToken.Add(255 * 10 * time.Millisecond)
+			case tc.slowITL:
+				r.LastToken = r.FirstToken.Add(255 * 80 * time.Millisecond)
+			}
+			probe(f.rec, f.clock, r)
+		}
+		_, body := get(t, f.srv.URL+"/")
+		for _, want := range []string{`data-scenario="chatbot" data-status="` + tc.status + `"`, tc.text} {
+			if !strings.Contains(body, want) {
+				t.Errorf("%d probes: status page lacks %q", tc.n, want)
+			}
+		}
+		if strings.Contains(body, "&gt; 3.00 s") || strings.Contains(body, "&gt; 70.0 ms") {
+			t.Errorf("%d probes: a metric's p95 breaches; the case needs each within its threshold", tc.n)
+		}
 	}
 }

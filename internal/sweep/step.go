@@ -43,6 +43,16 @@ type StepResult struct {
 	// asked for (it ignores ignore_eos). They count as succeeded and in the
 	// distributions below as Result.Timed and DecodeMeasured allow.
 	ShortOutputs int `json:"short_outputs,omitempty"`
+	// Good counts the requests that succeeded and met every threshold of
+	// the scenario at once (prober.Thresholds.MetBy, as
+	// slaprobe_probes_good_total counts probes); GoodShare is Good /
+	// Requests, and GoodPerSecond is Good per second of WindowSeconds
+	// (goodput, as vLLM's bench serve --goodput reports it): the good
+	// requests started in the steady window per second of it (closed
+	// loop), or per second from release to last token (burst).
+	Good          int     `json:"good"`
+	GoodShare     float64 `json:"good_share"`
+	GoodPerSecond float64 `json:"good_requests_per_second"`
 
 	// Per-request distributions over successful requests.
 	Decode  Summary `json:"decode_tokens_per_second"`
@@ -97,8 +107,9 @@ func (s *StepResult) StartedBusy() bool { return s.Drain != nil && s.Drain.Busy 
 // so that its figures exist (see NotMeasured).
 func (s *StepResult) Measured() bool { return s.Requests > 0 }
 
-// summarizeStep turns raw results into a StepResult.
-func summarizeStep(info StepInfo, out loadOutcome) StepResult {
+// summarizeStep turns raw results into a StepResult; th judges which
+// requests are good.
+func summarizeStep(info StepInfo, th prober.Thresholds, out loadOutcome) StepResult {
 	st := StepResult{
 		Scenario: info.Scenario, Mode: info.Mode, Concurrency: info.Concurrency,
 		Started: out.Started, Finished: out.Finished,
@@ -128,6 +139,9 @@ func summarizeStep(info StepInfo, out loadOutcome) StepResult {
 			continue
 		}
 		st.Succeeded++
+		if th.MetBy(r) {
+			st.Good++
+		}
 		if r.Short() {
 			st.ShortOutputs++
 		}
@@ -138,6 +152,7 @@ func summarizeStep(info StepInfo, out loadOutcome) StepResult {
 	}
 	if st.Requests > 0 {
 		st.SuccessRatio = float64(st.Succeeded) / float64(st.Requests)
+		st.GoodShare = float64(st.Good) / float64(st.Requests)
 	}
 	if st.Succeeded > 0 {
 		st.promptTokens = prompt / float64(st.Succeeded)
@@ -153,6 +168,7 @@ func summarizeStep(info StepInfo, out loadOutcome) StepResult {
 		st.WindowSeconds = w
 		st.SystemThroughput = out.Tokens / w
 		st.TokensPerHour = st.SystemThroughput * 3600
+		st.GoodPerSecond = float64(st.Good) / w
 	}
 	return st
 }

@@ -386,7 +386,7 @@ func (sw *sweepRun) step(ctx context.Context, s prober.Scenario, prep *prober.Pr
 		stopPower()
 		return StepResult{}, ctx.Err()
 	}
-	step := summarizeStep(info, out)
+	step := summarizeStep(info, s.Thresholds, out)
 	step.Drain = &drain
 	if step.E2E.Count > 0 {
 		sw.noteRequest(info.Scenario, step.E2E.Max)

@@ -132,6 +132,31 @@ type Faults struct {
 	OmitUsage bool `yaml:"omit_usage"`
 	// MalformedChunkAfterTokens writes one truncated-JSON SSE event, then the stream goes on normally.
 	MalformedChunkAfterTokens int `yaml:"malformed_chunk_after_tokens"`
+
+	// AlternateSlowFirstToken and AlternateSlowToken, set together, make requests alternate between a
+	// slow first token and a slow stream, in a cycle of four whatever Rate says: the first request of
+	// each four waits AlternateSlowFirstToken before it enters the engine (its first token is that
+	// late), the third gets each token after its first AlternateSlowToken late (it sits out the decode
+	// steps in between, as a stall does), the second and fourth are untouched. Each of TTFT and ITL is
+	// then slow on a quarter of the requests, and half the requests are slow on one of them: every
+	// metric's mean can stay within a threshold that half the requests miss on one metric or the other.
+	// A request given another fault (Rate, or FaultHeader) keeps it.
+	AlternateSlowFirstToken time.Duration `yaml:"alternate_slow_first_token"`
+	AlternateSlowToken      time.Duration `yaml:"alternate_slow_token"`
+}
+
+// alternate is the fault of the request numbered seq (from 1) under the alternating faults, or none.
+func (f Faults) alternate(seq uint64) faultPlan {
+	if f.AlternateSlowFirstToken <= 0 || f.AlternateSlowToken <= 0 {
+		return faultPlan{}
+	}
+	switch seq % 4 {
+	case 1:
+		return faultPlan{name: FaultStall, after: 0, stallFor: f.AlternateSlowFirstToken}
+	case 3:
+		return faultPlan{name: FaultSlowStream, stallFor: f.AlternateSlowToken}
+	}
+	return faultPlan{}
 }
 
 // DefaultConfig returns a model resembling a ~35B-parameter MoE (3B active, FP8) served by vLLM on
@@ -273,6 +298,10 @@ func (f Faults) validate() []error {
 	}
 	if f.StallFor < 0 {
 		bad("stall_for", f.StallFor, ">= 0")
+	}
+	if (f.AlternateSlowFirstToken > 0) != (f.AlternateSlowToken > 0) || f.AlternateSlowFirstToken < 0 || f.AlternateSlowToken < 0 {
+		bad("alternate_slow_first_token and alternate_slow_token", fmt.Sprintf("%v and %v", f.AlternateSlowFirstToken, f.AlternateSlowToken),
+			"both > 0 (the two halves of the alternation), or both 0 (off)")
 	}
 	if f.StallAfterTokens > 0 && f.StallFor <= 0 {
 		bad("stall_for", f.StallFor, "> 0 when stall_after_tokens is set")

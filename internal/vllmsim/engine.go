@@ -582,6 +582,9 @@ func (e *Engine) finishLocked(st step, end time.Time) {
 			r.stalled = true
 			r.stallUntil = end.Add(r.fault.stallFor)
 		}
+		if r.fault.name == FaultSlowStream {
+			r.stallUntil = end.Add(r.fault.stallFor) // the next token no earlier
+		}
 		done := r.produced >= r.target
 		if done {
 			r.trace.update(func(t *Trace) { t.EngineLastToken = end })

@@ -17,6 +17,8 @@ import (
 //	                         (default Faults.StallFor, else 1s)
 //	omit_usage               no usage objects at all
 //	malformed[=N]            after N output tokens: one SSE event with truncated JSON, then go on
+//	slow_stream[=DUR]        every token after the first comes DUR late (default
+//	                         Faults.AlternateSlowToken, else 50ms)
 //	none                     no fault, even if Faults.Rate would pick one
 //
 // N defaults to the matching Faults field when it is > 0, else 1. N=0 is allowed here: the fault
@@ -31,6 +33,7 @@ const (
 	FaultStall       = "stall"
 	FaultOmitUsage   = "omit_usage"
 	FaultMalformed   = "malformed"
+	FaultSlowStream  = "slow_stream"
 	FaultNone        = "none"
 )
 
@@ -123,10 +126,22 @@ func parseFaultHeader(v string, f Faults) (faultPlan, error) {
 			}
 			p.stallFor = d
 		}
+	case FaultSlowStream:
+		p.stallFor = f.AlternateSlowToken
+		if p.stallFor <= 0 {
+			p.stallFor = 50 * time.Millisecond
+		}
+		if arg1 != "" {
+			d, perr := time.ParseDuration(arg1)
+			if perr != nil || d <= 0 {
+				return p, fmt.Errorf("%s: token delay %q, want a Go duration > 0", FaultHeader, arg1)
+			}
+			p.stallFor = d
+		}
 	case FaultOmitUsage:
 	default:
 		return p, fmt.Errorf("%s: unknown fault %q, want one of %s", FaultHeader, name,
-			strings.Join([]string{FaultErrorStatus, FaultErrorEvent, FaultCut, FaultStall, FaultOmitUsage, FaultMalformed, FaultNone}, ", "))
+			strings.Join([]string{FaultErrorStatus, FaultErrorEvent, FaultCut, FaultStall, FaultOmitUsage, FaultMalformed, FaultSlowStream, FaultNone}, ", "))
 	}
 	return p, err
 }

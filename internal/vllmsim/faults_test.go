@@ -182,3 +182,54 @@ func TestFaultNonStreaming(t *testing.T) {
 		t.Errorf("malformed non-streaming body is valid JSON: %s", res.body)
 	}
 }
+
+// The alternating faults: of every four requests the first has a slow first token, the third a slow
+// stream, the others neither.
+func TestFaultAlternate(t *testing.T) {
+	testproc.Quiet(t) // times delays of 300 and 40 ms against steps of about 2 ms
+	cfg := fastConfig()
+	cfg.Faults.AlternateSlowFirstToken = 300 * time.Millisecond
+	cfg.Faults.AlternateSlowToken = 40 * time.Millisecond
+	ts := start(t, cfg)
+	for i := 1; i <= 8; i++ {
+		res := ts.post(t, "/v1/chat/completions", chatBody("alternate", 10, nil), nil)
+		tr, ok := ts.e.Trace(res.id())
+		if !ok || !res.done || tr.CompletionTokens != 10 {
+			t.Fatalf("request %d: done=%v trace %v %+v", i, res.done, ok, tr)
+		}
+		ttft := tr.FirstTokenWritten.Sub(tr.Arrived)
+		gap := tr.LastTokenWritten.Sub(tr.FirstTokenWritten) / 9
+		slowFirst, slowStream := ttft >= 300*time.Millisecond, gap >= 40*time.Millisecond
+		wantFirst, wantStream := i%4 == 1, i%4 == 3
+		if slowFirst != wantFirst || slowStream != wantStream || ttft > time.Second || gap > 100*time.Millisecond {
+			t.Errorf("request %d: TTFT %v, mean gap %v; want a slow first token %v (>= 300 ms), a slow stream %v (>= 40 ms)",
+				i, ttft, gap, wantFirst, wantStream)
+		}
+	}
+
+	bad := cfg
+	bad.Faults.AlternateSlowToken = 0
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "alternate_slow_first_token and alternate_slow_token") {
+		t.Errorf("only the slow first token set: %v, want an error naming both fields", err)
+	}
+}
+
+func TestFaultHeaderSlowStream(t *testing.T) {
+	for _, tc := range []struct {
+		header string
+		f      Faults
+		want   time.Duration
+		err    bool
+	}{
+		{"slow_stream", Faults{}, 50 * time.Millisecond, false},
+		{"slow_stream", Faults{AlternateSlowFirstToken: time.Second, AlternateSlowToken: 70 * time.Millisecond}, 70 * time.Millisecond, false},
+		{"slow_stream=30ms", Faults{}, 30 * time.Millisecond, false},
+		{"slow_stream=0s", Faults{}, 0, true},
+		{"slow_stream=fast", Faults{}, 0, true},
+	} {
+		p, err := parseFaultHeader(tc.header, tc.f)
+		if (err != nil) != tc.err || !tc.err && (p.name != FaultSlowStream || p.stallFor != tc.want) {
+			t.Errorf("%s: %+v, %v; want a %v delay (error %v)", tc.header, p, err, tc.want, tc.err)
+		}
+	}
+}

@@ -419,6 +419,9 @@ func (e *Engine) generate(w http.ResponseWriter, hr *http.Request, arrived, deco
 			}
 		}
 	}
+	if hr.Header.Get(FaultHeader) == "" && fault.name == "" {
+		fault = e.cfg.Faults.alternate(seq)
+	}
 	target, reason := effMax, "length"
 	if (!req.IgnoreEOS || e.cfg.NoIgnoreEOS) && e.cfg.EOSMeanTokens > 0 {
 		floor := minTokens

@@ -90,10 +90,6 @@ func (o Options) withDefaults() Options {
 // same inputs and options.
 func Compare(base, cur *report.Report, o Options) *report.Report {
 	o = o.withDefaults()
-	// A closed loop at N > 1 is cut into at least as many slices as the
-	// exact rank interval needs to reach the level of every figure the
-	// report could judge (8 reach it for up to 321 figures).
-	o.Slices = max(o.Slices, rankSizeFor(1-(1-o.Level)/float64(max(1, candidateFigures(base, cur)))))
 	out := *cur
 	c := &report.Comparison{
 		Base:      report.StripSamples(base),
@@ -192,8 +188,8 @@ func (k comparer) judge(c *report.Comparison) {
 	}
 	// The judged set: T(m) = the figures that can reach α/m; the largest
 	// T(m) with no more than m members (T shrinks as m grows).
-	m := 0
-	for try := 1; try <= len(keys); try++ {
+	m, try := 0, 1
+	for ; try <= len(keys); try++ {
 		n := 0
 		for _, key := range keys {
 			if minP(key) <= alpha/float64(try) {
@@ -205,6 +201,7 @@ func (k comparer) judge(c *report.Comparison) {
 			break
 		}
 	}
+	judged := func(key string) bool { return minP(key) <= alpha/float64(max(try, 1)) }
 	level := 1.0
 	if m > 0 {
 		level = 1 - alpha/float64(m)
@@ -234,7 +231,7 @@ func (k comparer) judge(c *report.Comparison) {
 				var iv interval
 				if useRank(len(ft.base), len(ft.new)) {
 					var ok bool
-					if iv, ok = rankInterval(ft.base, ft.new, level); !ok {
+					if iv, ok = rankInterval(ft.base, ft.new, level); !ok || !judged(j.key) {
 						mc.Note = appendNote(mc.Note, tooFewNote(ft.unit, len(ft.base), len(ft.new), all, need, k.o))
 						continue
 					}
@@ -317,27 +314,6 @@ func detectable(change, lo, hi, floor float64) float64 {
 	up := max(-lo, floor-change)
 	down := max(hi, floor+change)
 	return max(up, down)
-}
-
-// candidateFigures bounds the figures a comparison of base and cur can
-// judge: every per-request metric of every step both measured.
-func candidateFigures(base, cur *report.Report) int {
-	n := 0
-	for i := range cur.Scenarios {
-		b := findScenario(base, &cur.Scenarios[i])
-		if b == nil {
-			continue
-		}
-		for _, m := range modes {
-			bs := b.Steps(m)
-			for _, st := range cur.Scenarios[i].Steps(m) {
-				if bst := stepAt(bs, st.Concurrency); bst != nil && bst.Measured() && st.Measured() {
-					n += len(stepMetrics)
-				}
-			}
-		}
-	}
-	return n
 }
 
 // maxResamples bounds the bootstrap of one figure (a report of hundreds of

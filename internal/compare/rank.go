@@ -118,7 +118,7 @@ func minRankP(n1, n2 int) float64 {
 	lc, _ := math.Lgamma(float64(n1 + n2 + 1))
 	l1, _ := math.Lgamma(float64(n1 + 1))
 	l2, _ := math.Lgamma(float64(n2 + 1))
-	return min(1, 2*math.Exp(-(lc - l1 - l2)))
+	return min(1, 2*math.Exp(-(lc-l1-l2)))
 }
 
 // rankSizeFor is the fewest values per run (the same in both) with which

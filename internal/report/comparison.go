@@ -90,11 +90,6 @@ type CompareMethod struct {
 	Figures     int     `json:"figures,omitempty"`      // figures that got an interval
 	FigureLevel float64 `json:"figure_level,omitempty"` // the level of each figure's interval
 	Resamples   int     `json:"resamples"`              // bootstrap resamples per figure
-	// RankBelow: a figure with fewer values than this in either run
-	// (requests, burst rounds or slices) is judged with the exact rank
-	// interval instead of the bootstrap, and gets no verdict when its
-	// sizes cannot reach FigureLevel. Absent in comparisons written before.
-	RankBelow int `json:"rank_below,omitempty"`
 	Seed        uint64  `json:"seed"`                   // of the PCG generator, mixed with each figure's name
 	// PracticalFloor is the smallest relative change called significant,
 	// even when the interval excludes zero.
@@ -107,6 +102,11 @@ type CompareMethod struct {
 	// a closed-loop step at N > 1 is judged on (at most; each slice holds
 	// at least MinSamples requests).
 	Slices int `json:"closed_loop_slices,omitempty"`
+	// RankBelow: a figure with fewer values than this in either run
+	// (requests, burst rounds or slices) is judged with the exact rank
+	// interval instead of the bootstrap, and gets no verdict when its
+	// sizes cannot reach FigureLevel. Absent in comparisons written before.
+	RankBelow int `json:"rank_below,omitempty"`
 }
 
 // StepChange is one (scenario, mode, N) in either run.

@@ -265,6 +265,10 @@ func (k comparer) judge(c *report.Comparison) {
 	wg.Wait()
 }
 
+// tooFewMarker is in every note of a figure with too few values for a
+// verdict (tooFewNote), for the terminal summary to count them.
+const tooFewMarker = "would give one"
+
 // tooFewNote says why a figure of nb and nn values got no verdict, and how
 // many per run would give one: need, with which each of the all figures of
 // the report could be judged.

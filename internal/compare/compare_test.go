@@ -337,6 +337,11 @@ func TestBurstRounds(t *testing.T) {
 			if !strings.Contains(m.Note, tc.noteContain) {
 				t.Errorf("note %q; want it to say %q", m.Note, tc.noteContain)
 			}
+			var sum bytes.Buffer
+			WriteSummary(&sum, c)
+			if said := strings.Contains(sum.String(), "1 figures got no verdict"); said != (tc.verdict == report.VerdictUnknown) {
+				t.Errorf("summary %q; want it to count the figure without a verdict only when it has none", sum.String())
+			}
 		})
 	}
 }

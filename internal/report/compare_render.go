@@ -206,7 +206,7 @@ func buildCompareView(r *Report) *compareView {
 // compareMethod explains the comparison in the method section.
 func compareMethod(c *Comparison) kv {
 	m := c.Method
-	grouped := ""        // the steps judged on groups of their requests
+	grouped := "" // the steps judged on groups of their requests
 	resampled := "resamples"
 	if m.RankBelow > 0 {
 		resampled = "is computed from"

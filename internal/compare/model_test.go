@@ -188,6 +188,11 @@ func TestWholeReportFalseAlarmsAtEverySize(t *testing.T) {
 		fa, det, worse, m := modelRates(size, reps, 20)
 		t.Logf("%2d rounds/slices: %d of %d rerun reports flagged (bound %d); %d of %d slower runs flagged, %.1f figures each; %d figures judged",
 			size, fa, reps, bound, det, reps, float64(worse)/float64(reps), m)
+		// 30 figures at 95 % need 7 rounds or slices per run (2/C(14, 7) ≤
+		// 5 %/30); below that only N=1's 5 figures are judged, at 5 %/5.
+		if want := map[bool]int{true: 30, false: 5}[size >= 7]; m != want {
+			t.Errorf("%d rounds and slices: %d figures judged; want %d", size, m, want)
+		}
 		if fa > bound {
 			t.Errorf("%d rounds and slices: %d of %d rerun reports had a significant figure; the promise allows at most %d (5 %% and its binomial margin)",
 				size, fa, reps, bound)

@@ -233,6 +233,7 @@ func (k comparer) judge(c *report.Comparison) {
 					var ok bool
 					if iv, ok = rankInterval(ft.base, ft.new, level); !ok || !judged(j.key) {
 						mc.Note = appendNote(mc.Note, tooFewNote(ft.unit, len(ft.base), len(ft.new), all, need, k.o))
+						mc.NeededPerRun = neededPerRun(ft.unit, need, k.o)
 						continue
 					}
 					mc.Note = appendNote(mc.Note, fmt.Sprintf("exact rank interval (%d and %d %s)", len(ft.base), len(ft.new), shortUnit(ft.unit)))
@@ -258,16 +259,13 @@ func (k comparer) judge(c *report.Comparison) {
 				jobs <- job{mc, key}
 			} else if sf, ok := k.short[key]; ok {
 				mc.Note = appendNote(mc.Note, tooFewNote(sf.unit, sf.nb, sf.nn, all, need, k.o))
+				mc.NeededPerRun = neededPerRun(sf.unit, need, k.o)
 			}
 		}
 	}
 	close(jobs)
 	wg.Wait()
 }
-
-// tooFewMarker is in every note of a figure with too few values for a
-// verdict (tooFewNote), for the terminal summary to count them.
-const tooFewMarker = "would give one"
 
 // tooFewNote says why a figure of nb and nn values got no verdict, and how
 // many per run would give one: need, with which each of the all figures of
@@ -288,6 +286,15 @@ func tooFewNote(unit string, nb, nn, all, need int, o Options) string {
 		return fmt.Sprintf("too few requests for a verdict at N > 1%s; %d slices of at least %d requests in each run would give one (%d requests)", best, need, o.MinSamples, need*o.MinSamples)
 	}
 	return fmt.Sprintf("too few requests for a verdict%s; %d requests in each run would give one", best, max(need, o.MinSamples))
+}
+
+// neededPerRun is what tooFewNote asks for, in the figure's own values:
+// rounds, slices, or requests.
+func neededPerRun(unit string, need int, o Options) int {
+	if unit == unitRequests {
+		return max(need, o.MinSamples)
+	}
+	return need
 }
 
 func shortUnit(unit string) string {

@@ -337,6 +337,16 @@ func TestBurstRounds(t *testing.T) {
 			if !strings.Contains(m.Note, tc.noteContain) {
 				t.Errorf("note %q; want it to say %q", m.Note, tc.noteContain)
 			}
+			if want := map[bool]int{true: 4}[tc.verdict == report.VerdictUnknown]; m.NeededPerRun != want {
+				t.Errorf("needed per run %d; want %d", m.NeededPerRun, want)
+			}
+			var md bytes.Buffer
+			if err := report.RenderMarkdown(&md, Compare(run(tc.base), run(tc.cur), Options{})); err != nil {
+				t.Fatal(err)
+			}
+			if said := strings.Contains(md.String(), "4 rounds per burst (burst.repeat)"); said != (tc.verdict == report.VerdictUnknown) {
+				t.Errorf("report.md says how many rounds would judge it: %v; want %v", said, tc.verdict == report.VerdictUnknown)
+			}
 			var sum bytes.Buffer
 			WriteSummary(&sum, c)
 			if said := strings.Contains(sum.String(), "1 figures got no verdict"); said != (tc.verdict == report.VerdictUnknown) {

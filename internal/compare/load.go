@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/slaprobe/slaprobe/internal/report"
 	"github.com/slaprobe/slaprobe/internal/sweep"
@@ -87,7 +86,7 @@ func WriteSummary(w io.Writer, c *report.Comparison) {
 	tooFew := 0
 	for _, s := range c.Steps {
 		for _, mc := range s.Metrics {
-			if mc.Verdict == report.VerdictUnknown && strings.Contains(mc.Note, tooFewMarker) {
+			if mc.NeededPerRun > 0 {
 				tooFew++
 			}
 		}

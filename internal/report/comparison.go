@@ -147,8 +147,12 @@ type MetricChange struct {
 	// larger end of the interval from zero, or the practical floor when that
 	// is larger. A user who needs to see smaller changes runs longer.
 	Detectable *float64 `json:"detectable_ratio,omitempty"`
-	Verdict    string   `json:"verdict"`
-	Note       string   `json:"note,omitempty"` // why no confidence is available, or how it was judged
+	// NeededPerRun is, for a figure without a verdict because its values
+	// (burst rounds, slices or requests) are too few for the report's
+	// level, how many per run would give it one; Note says which.
+	NeededPerRun int    `json:"needed_per_run,omitempty"`
+	Verdict      string `json:"verdict"`
+	Note         string `json:"note,omitempty"` // why no confidence is available, or how it was judged
 }
 
 // Significant reports a better or worse verdict.

@@ -197,21 +197,31 @@ func buildCompareView(r *Report) *compareView {
 	}
 	v.Counts = fmt.Sprintf("%d step figures compared: %d worse, %d better, %d with no detectable change, %d without a confidence interval (system throughput, too few requests, rounds or slices for the report's level, or no raw samples).",
 		worse+better+same+unknown, worse, better, same, unknown)
-	tooFew, groups := 0, 0 // groups: the rounds or slices per run that would judge every burst and closed loop at N > 1
+	tooFew, rounds, slices := 0, 0, 0 // the rounds per burst and slices per closed loop at N > 1 that would judge them all
 	for _, s := range c.Steps {
 		for _, m := range s.Metrics {
 			if m.NeededPerRun > 0 {
 				tooFew++
-				if s.Mode == sweep.ModeBurst || s.Concurrency > 1 {
-					groups = max(groups, m.NeededPerRun)
+				switch {
+				case s.Mode == sweep.ModeBurst:
+					rounds = max(rounds, m.NeededPerRun)
+				case s.Concurrency > 1:
+					slices = max(slices, m.NeededPerRun)
 				}
 			}
 		}
 	}
 	if tooFew > 0 {
 		v.Counts += fmt.Sprintf(" %d of these have too few burst rounds, slices or requests for the report’s level (each one’s note in report.json says how many would give it a verdict)", tooFew)
-		if groups > 0 {
-			v.Counts += fmt.Sprintf(": %d rounds per burst (burst.repeat) and %d slices of %d requests per closed-loop step would judge them", groups, groups, c.Method.MinSamples)
+		var need []string
+		if rounds > 0 {
+			need = append(need, fmt.Sprintf("%d rounds per burst (burst.repeat)", rounds))
+		}
+		if slices > 0 {
+			need = append(need, fmt.Sprintf("%d slices of %d requests per closed-loop step", slices, c.Method.MinSamples))
+		}
+		if len(need) > 0 {
+			v.Counts += ": " + strings.Join(need, " and ") + " would judge them"
 		}
 		v.Counts += "."
 	}

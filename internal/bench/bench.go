@@ -59,6 +59,9 @@ type Options struct {
 	// Gate, with Baseline, turns the comparison into an exit code
 	// (--fail-on, --fail-on-unknown, --verdict-file).
 	Gate gate.Options
+	// Compare sets how the comparison with Baseline judges (its zero value:
+	// compare.DefaultOptions, as the command uses); BaseLabel is Baseline.
+	Compare compare.Options
 	// NVML opens the NVML library when power.nvml is on (nvml.New in the
 	// binary, a mock in tests); nil means no power readings.
 	NVML           func() nvml.Interface
@@ -154,7 +157,9 @@ func Run(ctx context.Context, o Options) int {
 		fmt.Fprintf(o.Stderr, "sweep stopped (%v): writing the steps measured so far\n", sweepErr)
 	}
 	if baseline != nil {
-		rep = compare.Compare(baseline, rep, compare.Options{BaseLabel: o.Baseline})
+		co := o.Compare
+		co.BaseLabel = o.Baseline
+		rep = compare.Compare(baseline, rep, co)
 	}
 	paths, err := report.Write(o.Out, rep)
 	if err != nil {

@@ -25,7 +25,8 @@ import "github.com/slaprobe/slaprobe/internal/bench"
 //	     measured so far is written
 //
 // docs/reliability.md lists them for operators; TestExitCodes checks them.
-// The codes are defined once, in internal/bench, which returns them.
+// The codes are defined once, in internal/bench, which returns them (3 and
+// 4 in internal/gate, which bench re-exports).
 const (
 	exitOK          = bench.ExitOK
 	exitFailure     = bench.ExitFailure

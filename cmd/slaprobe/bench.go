@@ -79,6 +79,10 @@ func addBench(c *cli) {
 	g := addGateFlags(cmd)
 
 	c.command(cmd, func(ctx context.Context) int {
+		if g.Enabled() && *baseline == "" {
+			fmt.Fprintln(c.stderr, "bench: --fail-on and --verdict-file need --baseline=PATH: a report to compare the run with")
+			return bench.ExitUsage
+		}
 		// --scenarios is the sweep's list here, not global.scenarios.
 		fl := cf.flags()
 		fl.Scenarios = nil
@@ -88,10 +92,6 @@ func addBench(c *cli) {
 			return bench.ExitFailure
 		}
 		sc := cfg.Sweep
-		if g.Enabled() && *baseline == "" {
-			fmt.Fprintln(c.stderr, "bench: --fail-on and --verdict-file need --baseline=PATH: a report to compare the run with")
-			return bench.ExitUsage
-		}
 		if err := bf.overrides().Apply(&sc); err != nil {
 			fmt.Fprintf(c.stderr, "bench: %v\n", err)
 			return bench.ExitFailure

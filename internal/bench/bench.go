@@ -175,13 +175,17 @@ func Run(ctx context.Context, o Options) int {
 	}
 	code := ExitOK
 	if rep.Comparison != nil && o.Gate.Enabled() {
-		if code, err = o.Gate.Apply(rep.Comparison, o.Stdout); err != nil {
+		g := o.Gate
+		if sweepErr != nil {
+			g.Interrupted = ExitInterrupted
+		}
+		if code, err = g.Apply(rep.Comparison, o.Stdout); err != nil {
 			fmt.Fprintf(o.Stderr, "bench: %v\n", err)
 			return ExitFailure
 		}
 	}
 	if sweepErr != nil {
-		return ExitInterrupted // a partial run: its gate verdict is printed, but the run did not finish
+		return ExitInterrupted // a partial run is no verdict; the gate says so
 	}
 	return code
 }

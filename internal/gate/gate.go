@@ -415,6 +415,10 @@ type Options struct {
 	Unknown Policy
 	// VerdictFile is where the JSON verdict goes; empty: nowhere.
 	VerdictFile string
+	// Interrupted, when not zero, is the exit code of a run that did not
+	// finish (bench's 130): it replaces the gate's, and the result is
+	// "interrupted", since a partial run is no verdict.
+	Interrupted int
 }
 
 // Enabled reports whether the command has a gate to apply.
@@ -427,6 +431,10 @@ func (o Options) Apply(c *report.Comparison, w io.Writer) (int, error) {
 	res := Evaluate(c, o.Rules, string(o.Unknown))
 	if len(o.Rules) == 0 {
 		res.Summary = "no --fail-on given: the gate checks nothing and passes"
+	}
+	if o.Interrupted != 0 {
+		res.Result, res.ExitCode = "interrupted", o.Interrupted
+		res.Summary = "the run was interrupted, so the gate gives no verdict (what it found so far: " + res.Summary + ")"
 	}
 	res.WriteText(w)
 	if o.VerdictFile != "" {

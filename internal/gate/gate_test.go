@@ -247,3 +247,20 @@ func TestVerdictFile(t *testing.T) {
 		}
 	}
 }
+
+// TestInterrupted: a run that did not finish is no verdict, whatever the
+// rules found; the file says so with the run's exit code.
+func TestInterrupted(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "verdict.json")
+	var text strings.Builder
+	code, err := Options{Rules: Rules{{Kind: KindAny}}, VerdictFile: path, Interrupted: 130}.Apply(comparison(false), &text)
+	if err != nil || code != 130 {
+		t.Fatalf("code %d, err %v; want 130", code, err)
+	}
+	b, _ := os.ReadFile(path)
+	var got Result
+	if err := json.Unmarshal(b, &got); err != nil || got.Result != "interrupted" || got.ExitCode != 130 || len(got.Reasons) != 2 ||
+		!strings.HasPrefix(got.Summary, "the run was interrupted, so the gate gives no verdict (what it found so far: gate failed: 2") {
+		t.Errorf("verdict %s (%v)", b, err)
+	}
+}

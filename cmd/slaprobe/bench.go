@@ -75,9 +75,14 @@ func addBench(c *cli) {
 	out := cmd.Flag("out", "Directory the report is written to (created if needed).").Default("slaprobe-report").String()
 	title := cmd.Flag("title", "Report title (default: \"<model> benchmark\").").String()
 	baseline := cmd.Flag("baseline", "A report.json (or the directory holding one) to compare this run with, as slaprobe compare does: "+
-		"the report draws it beside the run and says what got better or worse. Read before the sweep starts.").PlaceHolder("PATH").String()
+		"the report draws it beside the run and says what got better or worse. Read before the sweep starts. With --fail-on, the comparison is a gate (see slaprobe compare).").PlaceHolder("PATH").String()
+	g := addGateFlags(cmd)
 
 	c.command(cmd, func(ctx context.Context) int {
+		if g.Enabled() && *baseline == "" {
+			fmt.Fprintln(c.stderr, "bench: --fail-on and --verdict-file need --baseline=PATH: a report to compare the run with")
+			return bench.ExitUsage
+		}
 		// --scenarios is the sweep's list here, not global.scenarios.
 		fl := cf.flags()
 		fl.Scenarios = nil
@@ -96,7 +101,7 @@ func addBench(c *cli) {
 			scenarios = bench.SplitList(v)
 		}
 		return bench.Run(ctx, bench.Options{
-			Config: cfg, Sweep: sc, Target: *target, Scenarios: scenarios, Out: *out, Title: *title, Baseline: *baseline,
+			Config: cfg, Sweep: sc, Target: *target, Scenarios: scenarios, Out: *out, Title: *title, Baseline: *baseline, Gate: *g,
 			NVML:   func() nvml.Interface { return nvml.New() },
 			Logger: c.logger(), Stdout: c.stdout, Stderr: c.stderr,
 		})

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"github.com/slaprobe/slaprobe/internal/bench"
 	"github.com/slaprobe/slaprobe/internal/compare"
@@ -17,10 +18,14 @@ func addCompare(c *cli) {
 		"at the report's 95% shared by its figures (the same inputs give the same report; too few rounds or slices for that level give no verdict, and say how many would). "+
 		"A change is significant when the interval excludes zero and the change is at least 5%. Reports written before raw samples were "+
 		"kept (slaprobe.report/v1) compare on their summaries, without confidence. It prints the significant regressions first.\n\n"+
-		"  slaprobe compare before/ after/ --out=compare/")
+		"With --fail-on it is a gate for CI: it exits "+strconv.Itoa(bench.ExitRegression)+" on a significant regression of the kinds named, "+
+		strconv.Itoa(bench.ExitNoVerdict)+" when figures those kinds cover got no verdict (unless --fail-on-unknown=pass), 0 otherwise.\n\n"+
+		"  slaprobe compare before/ after/ --out=compare/\n"+
+		"  slaprobe compare before/ after/ --fail-on=metric:ttft,capacity --verdict-file=verdict.json")
 	base := cmd.Arg("BASE", "The baseline: a report.json, or the directory holding one.").Required().String()
 	cur := cmd.Arg("NEW", "The run to judge: a report.json, or the directory holding one.").Required().String()
 	out := cmd.Flag("out", "Directory the comparison is written to (created if needed).").Default("slaprobe-compare").String()
+	g := addGateFlags(cmd)
 	c.command(cmd, func(context.Context) int {
 		b, err := compare.LoadReport(*base)
 		if err != nil {
@@ -43,6 +48,14 @@ func addCompare(c *cli) {
 			fmt.Fprintf(c.stdout, "  %s\n", p)
 		}
 		compare.WriteSummary(c.stdout, rep.Comparison)
-		return bench.ExitOK
+		if !g.Enabled() {
+			return bench.ExitOK
+		}
+		code, err := g.Apply(rep.Comparison, c.stdout)
+		if err != nil {
+			fmt.Fprintf(c.stderr, "compare: %v\n", err)
+			return bench.ExitFailure
+		}
+		return code
 	})
 }

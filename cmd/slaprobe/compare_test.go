@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -20,6 +21,15 @@ func TestCompareCommand(t *testing.T) {
 	notReport := filepath.Join(dir, "x.json")
 	os.WriteFile(notReport, []byte(`{"hello": 1}`), 0o644)
 	out := filepath.Join(dir, "out")
+	// v1 with chatbot's max safe queue depth down from ~130 to ~50: past
+	// the measured N=32, 64 and 128, so capacity is worse.
+	raw, err := os.ReadFile(v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lower := filepath.Join(dir, "lower.json")
+	os.WriteFile(lower, []byte(strings.Replace(string(raw), `"value": 130,`, `"value": 50,`, 1)), 0o644)
+	verdict := filepath.Join(dir, "verdict.json")
 	for _, tc := range []struct {
 		name       string
 		args       []string
@@ -34,6 +44,22 @@ func TestCompareCommand(t *testing.T) {
 		{name: "not a report", args: []string{v1, notReport}, wantCode: 1,
 			wantStderr: "compare: NEW: " + notReport + ": not a slaprobe report (no schema_version field)"},
 		{name: "one argument", args: []string{v1}, wantCode: 2, wantStderr: "required argument 'NEW' not provided"},
+		// The gate. A v1 report has no samples, so no step figure has a
+		// verdict; capacity is compared as numbers all the same.
+		{name: "gate: no confidence fails closed", args: []string{v1, v1, "--out=" + out, "--fail-on=any"}, wantCode: exitNoVerdict,
+			wantStdout: []string{"gate failed closed: no regression found, but ", "figures without a verdict (", "… and ", "more (all in --verdict-file)"}},
+		{name: "gate: no confidence passes open", args: []string{v1, v1, "--out=" + out, "--fail-on=metric:ttft", "--fail-on-unknown=pass"}, wantCode: exitOK,
+			wantStdout: []string{"gate passed open: no regression found, but ", "chatbot closed_loop N=1 ttft [metric:ttft]: no verdict: no raw samples"}},
+		{name: "gate: capacity unchanged", args: []string{v1, v1, "--out=" + out, "--fail-on=capacity"}, wantCode: exitOK,
+			wantStdout: []string{"gate passed: no significant regression named by --fail-on=capacity"}},
+		{name: "gate: capacity down", args: []string{v1, lower, "--out=" + out, "--fail-on=metric:itl", "--fail-on=capacity", "--verdict-file=" + verdict}, wantCode: exitRegression,
+			wantStdout: []string{"gate failed: 1 significant regression(s) named by --fail-on=metric:itl,capacity", "chatbot max_safe_queue [capacity]: capacity down past a measured N"}},
+		{name: "gate: bad kind", args: []string{v1, v1, "--fail-on=any,latency"}, wantCode: exitUsage,
+			wantStderr: `--fail-on="latency": unknown kind; expected any, capacity, metric:<ttft|itl|decode|e2e|prefill>, or goodput:<percentage points, 0 to 100>`},
+		{name: "gate: bad policy", args: []string{v1, v1, "--fail-on=any", "--fail-on-unknown=maybe"}, wantCode: exitUsage,
+			wantStderr: `--fail-on-unknown="maybe": expected fail`},
+		{name: "gate: verdict file not writable", args: []string{v1, v1, "--out=" + out, "--fail-on=any", "--verdict-file=" + filepath.Join(dir, "no", "dir", "v.json")}, wantCode: exitFailure,
+			wantStderr: "compare: --verdict-file: open " + filepath.Join(dir, "no", "dir", "v.json")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd := exec.Command(bin, append([]string{"compare"}, tc.args...)...)
@@ -62,6 +88,24 @@ func TestCompareCommand(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(out, "report.html")); err != nil {
 		t.Error(err)
+	}
+	// The verdict file of "capacity down".
+	var v struct {
+		Result   string
+		ExitCode int `json:"exit_code"`
+		Reasons  []struct {
+			Figure, Why string
+			Base, New   float64
+		}
+		NoVerdict []struct{ Figure string } `json:"no_verdict"`
+	}
+	if b, err := os.ReadFile(verdict); err != nil {
+		t.Error(err)
+	} else if err := json.Unmarshal(b, &v); err != nil {
+		t.Error(err)
+	} else if v.Result != "fail" || v.ExitCode != exitRegression || len(v.Reasons) != 1 || v.Reasons[0].Figure != "chatbot max_safe_queue" ||
+		v.Reasons[0].Base != 130 || v.Reasons[0].New != 50 || len(v.NoVerdict) == 0 {
+		t.Errorf("verdict file: %s", b)
 	}
 	help, _ := exec.Command(bin, "compare", "--help").CombinedOutput()
 	flat := strings.Join(strings.Fields(string(help)), " ")

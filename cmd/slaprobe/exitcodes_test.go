@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -29,6 +30,18 @@ func TestExitCodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "report")
+	v1, err := filepath.Abs(filepath.Join("..", "..", "internal", "report", "testdata", "report.v1.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lower := filepath.Join(dir, "lower.json") // chatbot's max safe queue depth down from ~130 to ~50
+	if err := os.WriteFile(lower, []byte(strings.Replace(string(raw), `"value": 130,`, `"value": 50,`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -56,6 +69,13 @@ func TestExitCodes(t *testing.T) {
 		{"check-config: unknown scenario flag", []string{"check-config", "--target.url=http://127.0.0.1:1", "--scenarios=nope"}, exitFailure},
 		{"bench: unknown scenario flag", []string{"bench", "--target.url=http://127.0.0.1:1", "--scenarios=nope", "--out=" + out}, exitFailure},
 		{"bench: target down", []string{"bench", "--config.file=" + good, "--out=" + out}, exitFailure},
+
+		{"compare: bad --fail-on", []string{"compare", v1, v1, "--fail-on=latency"}, exitUsage},
+		{"bench: bad --fail-on", []string{"bench", "--config.file=" + good, "--baseline=" + v1, "--fail-on=metric:tpot", "--out=" + out}, exitUsage},
+		{"bench: bad --fail-on-unknown", []string{"bench", "--config.file=" + good, "--baseline=" + v1, "--fail-on-unknown=maybe", "--out=" + out}, exitUsage},
+		{"bench: --fail-on without --baseline", []string{"bench", "--config.file=" + good, "--fail-on=any", "--out=" + out}, exitUsage},
+		{"compare: no verdict, failing closed", []string{"compare", v1, v1, "--fail-on=any", "--out=" + filepath.Join(dir, "cmp")}, exitNoVerdict},
+		{"compare: regression", []string{"compare", v1, lower, "--fail-on=capacity", "--out=" + filepath.Join(dir, "cmp")}, exitRegression},
 
 		{"check-config: valid", []string{"check-config", "--config.file=" + good}, exitOK},
 	} {

@@ -18,6 +18,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/slaprobe/slaprobe/internal/compare"
 	"github.com/slaprobe/slaprobe/internal/config"
+	"github.com/slaprobe/slaprobe/internal/gate"
 	"github.com/slaprobe/slaprobe/internal/gpu"
 	"github.com/slaprobe/slaprobe/internal/report"
 	"github.com/slaprobe/slaprobe/internal/sweep"
@@ -32,6 +33,11 @@ const (
 	ExitFailure     = 1   // invalid config, settings or flag values; the server or the output could not be reached
 	ExitUsage       = 2   // the command line could not be parsed (kingpin rejects it before Run)
 	ExitInterrupted = 130 // stopped early; the partial report was written
+	// ExitRegression and ExitNoVerdict are a gate's (--fail-on): a
+	// significant regression of a kind it names; figures it covers without
+	// a verdict, failed closed.
+	ExitRegression = gate.ExitRegression
+	ExitNoVerdict  = gate.ExitNoVerdict
 )
 
 // Options are one bench run.
@@ -50,6 +56,12 @@ type Options struct {
 	// the run with: the report then draws it beside the run, with a change
 	// column in every table and a verdict per step and metric. Empty: none.
 	Baseline string
+	// Gate, with Baseline, turns the comparison into an exit code
+	// (--fail-on, --fail-on-unknown, --verdict-file).
+	Gate gate.Options
+	// Compare sets how the comparison with Baseline judges (its zero value:
+	// compare.DefaultOptions, as the command uses); BaseLabel is Baseline.
+	Compare compare.Options
 	// NVML opens the NVML library when power.nvml is on (nvml.New in the
 	// binary, a mock in tests); nil means no power readings.
 	NVML           func() nvml.Interface
@@ -145,7 +157,9 @@ func Run(ctx context.Context, o Options) int {
 		fmt.Fprintf(o.Stderr, "sweep stopped (%v): writing the steps measured so far\n", sweepErr)
 	}
 	if baseline != nil {
-		rep = compare.Compare(baseline, rep, compare.Options{BaseLabel: o.Baseline})
+		co := o.Compare
+		co.BaseLabel = o.Baseline
+		rep = compare.Compare(baseline, rep, co)
 	}
 	paths, err := report.Write(o.Out, rep)
 	if err != nil {
@@ -159,10 +173,21 @@ func Run(ctx context.Context, o Options) int {
 	if rep.Comparison != nil {
 		compare.WriteSummary(o.Stdout, rep.Comparison)
 	}
-	if sweepErr != nil {
-		return ExitInterrupted
+	code := ExitOK
+	if rep.Comparison != nil && o.Gate.Enabled() {
+		g := o.Gate
+		if sweepErr != nil {
+			g.Interrupted = ExitInterrupted
+		}
+		if code, err = g.Apply(rep.Comparison, o.Stdout); err != nil {
+			fmt.Fprintf(o.Stderr, "bench: %v\n", err)
+			return ExitFailure
+		}
 	}
-	return ExitOK
+	if sweepErr != nil {
+		return ExitInterrupted // a partial run is no verdict; the gate says so
+	}
+	return code
 }
 
 // ParseLadder reads "1,2,4" (spaces allowed); "none" or "" is an empty ladder.

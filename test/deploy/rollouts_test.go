@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -146,13 +147,7 @@ func TestFlaggerMetricTemplates(t *testing.T) {
 	for _, c := range rolloutChecks {
 		names = append(names, "slaprobe-"+c)
 	}
-	if got := slices.Sorted(func(yield func(string) bool) {
-		for n := range templates {
-			if !yield(n) {
-				return
-			}
-		}
-	}); !slices.Equal(got, slices.Sorted(slices.Values(names))) {
+	if got := slices.Sorted(maps.Keys(templates)); !slices.Equal(got, slices.Sorted(slices.Values(names))) {
 		t.Errorf("MetricTemplates %v, want %v", got, names)
 	}
 	for _, mt := range templates {

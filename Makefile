@@ -43,7 +43,7 @@ help:
 	@echo '  test-deps   apt: prometheus (promtool), prometheus-alertmanager (amtool), chromium;'
 	@echo '              build llm-d-inference-sim, ollama and tinymodel into .tools/bin (only when missing or re-pinned)'
 	@echo '  test-short  go test ./... with nothing installed (tests needing a missing tool skip)'
-	@echo '  test-deploy go test in test/deploy (its own module): Dockerfile, compose, Helm, manifests, systemd'
+	@echo '  test-deploy go test in test/deploy (its own module): Dockerfile, compose, Helm, manifests, systemd, rollout templates'
 	@echo '  manifests   regenerate deploy/kubernetes/*.yaml from the Helm chart (test-deploy fails when they differ)'
 	@echo '  test-e2e    run `slaprobe demo`, scrape it, check all four default scenarios and promtool check metrics'
 	@echo '  lint        gofmt -l (must be empty) and go vet'

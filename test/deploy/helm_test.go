@@ -29,7 +29,7 @@ import (
 	"github.com/slaprobe/slaprobe/internal/config"
 )
 
-var update = flag.Bool("update", false, "rewrite deploy/kubernetes/*.yaml from the chart")
+var update = flag.Bool("update", false, "rewrite deploy/kubernetes/*.yaml from the chart, and testdata/rollouts-rendered.json")
 
 const chartDir = "deploy/helm/slaprobe"
 

@@ -12,8 +12,9 @@ func addCompare(c *cli) {
 	cmd := c.app.Command("compare", "Compare two benchmark reports: is NEW better, worse or the same as BASE, and how sure is it?\n\n"+
 		"Reads two report.json files (or the --out directories of slaprobe bench) and writes report.json, report.md and a self-contained "+
 		"report.html of NEW with BASE drawn beside it in every chart (same colour, dashed and faint, named \"(base)\"), a change column in "+
-		"every table, and a verdict per scenario, step and metric: better, worse or no detectable change, from a 95% bootstrap confidence "+
-		"interval of the difference of medians of the raw per-request values (seeded, so the same inputs give the same report). "+
+		"every table, and a verdict per scenario, step and metric: better, worse or no detectable change, from a seeded bootstrap confidence "+
+		"interval of the difference of medians of the raw per-request values, or an exact rank interval where the values (burst rounds, slices, requests) are fewer than 30, "+
+		"at the report's 95% shared by its figures (the same inputs give the same report; too few rounds or slices for that level give no verdict, and say how many would). "+
 		"A change is significant when the interval excludes zero and the change is at least 5%. Reports written before raw samples were "+
 		"kept (slaprobe.report/v1) compare on their summaries, without confidence. It prints the significant regressions first.\n\n"+
 		"  slaprobe compare before/ after/ --out=compare/")

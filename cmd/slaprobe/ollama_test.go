@@ -148,7 +148,7 @@ func TestBenchAgainstOllama(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "bench", "--target.url="+srv.URL, "--scenarios=chatbot",
-		"--concurrency=1,2,4", "--burst=1,4,8", "--step.duration=2s", "--step.warmup=500ms", "--cooldown=0s", "--out="+out)
+		"--concurrency=1,2,4", "--burst=1,4,8", "--burst.repeat=1", "--step.duration=2s", "--step.warmup=500ms", "--cooldown=0s", "--out="+out)
 	b, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("bench: %v\n%s\n%s", err, b, srv.Logs())

@@ -147,7 +147,7 @@ sweep:
   enabled: true
   scenarios: [chatbot]
   closed_loop: {concurrency: [1], warmup: 200ms, duration: 500ms}
-  burst: {concurrency: [1]}
+  burst: {concurrency: [1], repeat: 1}
   state_file: ` + filepath.Join(dir, "state.json") + `
 `
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {

@@ -59,9 +59,12 @@ sweep:
 
 // benchSim runs a short bench against a simulated engine at the given time
 // scale, compared with baseline when it is not empty, and returns the
-// report it wrote. Closed-loop steps of 4 s give about 44 requests at N=4,
-// enough for the 8 slices of 5 that step is judged on; each burst step runs
-// five rounds, so that bursts get a verdict too.
+// report it wrote. Closed-loop steps of 5 s give about 55 requests at N=4,
+// enough for 10 slices of 5; each burst step runs 9 rounds. Both are one
+// more than the defaults (8 slices, sweep.DefaultBurstRepeat rounds), which
+// reach the 95 % of a report of up to 321 figures: TestCompareAgainstSim
+// judges its rerun at 99.9 %, which for its 20 figures needs 9 per run
+// (2/C(18, 9) ≤ 0.1 %/20).
 func benchSim(t *testing.T, scale float64, out, baseline string) *report.Report {
 	t.Helper()
 	stdout := runBenchSim(t, scale, out, baseline)
@@ -81,9 +84,9 @@ func benchSim(t *testing.T, scale float64, out, baseline string) *report.Report 
 func runBenchSim(t testing.TB, scale float64, out, baseline string) string {
 	t.Helper()
 	o := benchOptions(t, writeCompareConfig(t, startScaledSim(t, scale)), []int{1, 4}, []int{8, 16},
-		4*time.Second, 300*time.Millisecond, 3*time.Second, out)
+		5*time.Second, 300*time.Millisecond, 3*time.Second, out)
 	o.Baseline = baseline
-	o.Sweep.Burst.Repeat = 5 // a burst's verdict needs 3 rounds; 5 keep one odd round from hiding a change
+	o.Sweep.Burst.Repeat = simRounds
 	var stdout, stderr bytes.Buffer
 	o.Stdout, o.Stderr = &stdout, &stderr
 	if code := Run(context.Background(), o); code != 0 {
@@ -92,9 +95,13 @@ func runBenchSim(t testing.TB, scale float64, out, baseline string) string {
 	return stdout.String()
 }
 
+// simRounds and simSlices are the rounds per burst and the slices per
+// closed-loop step of the runs against the simulated engine (benchSim).
+const simRounds, simSlices = 9, 10
+
 // BenchmarkCompareFalseAlarms measures what a comparison promises, with the
-// runs of TestCompareAgainstSim (short_chat, closed loop N=1 and 4 for 4 s
-// each, bursts of 8 and 16 repeated 5 times) against the simulated engine:
+// runs of TestCompareAgainstSim (short_chat, closed loop N=1 and 4 for 5 s
+// each, bursts of 8 and 16 repeated 9 times) against the simulated engine:
 //   - false alarms: 21 runs of the same engine, each compared with the one
 //     before (20 rerun pairs); a report with any significant figure is a
 //     false alarm. Goal: at most 5 % of reports.
@@ -132,7 +139,7 @@ func BenchmarkCompareFalseAlarms(b *testing.B) {
 			alarms, detected, figures := 0, 0, 0
 			var examples, regressions []string
 			for i := 1; i <= reruns; i++ {
-				c := compare.Compare(same[i-1], same[i], compare.Options{Level: level}).Comparison
+				c := compare.Compare(same[i-1], same[i], compare.Options{Level: level, Slices: simSlices}).Comparison
 				figures = c.Method.Figures
 				if f := c.Findings(); len(f) > 0 {
 					alarms++
@@ -140,7 +147,7 @@ func BenchmarkCompareFalseAlarms(b *testing.B) {
 				}
 			}
 			for i, r := range slow {
-				c := compare.Compare(same[i], r, compare.Options{Level: level}).Comparison
+				c := compare.Compare(same[i], r, compare.Options{Level: level, Slices: simSlices}).Comparison
 				worse, better := 0, 0
 				for _, f := range c.Findings() {
 					if f.Worse {
@@ -178,7 +185,7 @@ func BenchmarkCompareFalseAlarms(b *testing.B) {
 // flagged with a probability of at most 0.1 %. The slower engine must be
 // flagged where its 20 % is far outside the noise: every latency and speed
 // of the closed loop at N=1 (each request alone on the engine), and nothing
-// may be called better. N=4 (judged on 8 slices) and the bursts (5 rounds)
+// may be called better. N=4 (judged on 8 slices) and the bursts (9 rounds)
 // are logged: BenchmarkCompareFalseAlarms measures how often a slower run
 // is flagged as a whole.
 func TestCompareAgainstSim(t *testing.T) {
@@ -201,7 +208,7 @@ func TestCompareAgainstSim(t *testing.T) {
 	}
 	rerun := benchSim(t, 1, filepath.Join(dir, "rerun"), baseDir)
 	slower := benchSim(t, 1.2, filepath.Join(dir, "slower"), baseDir)
-	rerun = compare.Compare(base, rerun, compare.Options{BaseLabel: baseDir, Level: 0.999})
+	rerun = compare.Compare(base, rerun, compare.Options{BaseLabel: baseDir, Level: 0.999, Slices: simSlices})
 
 	for _, tc := range []struct {
 		name string
@@ -223,7 +230,7 @@ func TestCompareAgainstSim(t *testing.T) {
 					}
 				}
 			}
-			if tested < 8 {
+			if tested < 15 { // N=1 and both bursts at least; N=4 too when its 5 s held 50 requests
 				t.Errorf("only %d figures had an interval; the test proves nothing", tested)
 			}
 		})
@@ -256,7 +263,7 @@ func TestCompareAgainstSim(t *testing.T) {
 				continue
 			}
 			if s.Mode == sweep.ModeBurst {
-				// Judged on five rounds each, against the family's
+				// Judged on nine rounds each, against the family's
 				// level. A round's queue can split into prefill batches
 				// another way than its neighbours', so a figure may stay
 				// "no detectable change": logged, not asserted.

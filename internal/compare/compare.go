@@ -11,6 +11,7 @@ import (
 	"math"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -98,7 +99,7 @@ func Compare(base, cur *report.Report, o Options) *report.Report {
 		Confidence: base.HasSamples() && cur.HasSamples(),
 	}
 	c.Differences = differences(base, cur)
-	k := comparer{o: o, confidence: c.Confidence, tests: map[string]figureTest{}}
+	k := comparer{o: o, confidence: c.Confidence, tests: map[string]figureTest{}, short: map[string]shortFigure{}}
 	c.Steps = k.steps(base, cur, &c.Differences)
 	k.judge(c)
 	c.Capacity = k.capacity(base, cur)
@@ -109,14 +110,36 @@ func Compare(base, cur *report.Report, o Options) *report.Report {
 type comparer struct {
 	o          Options
 	confidence bool
-	// tests holds, by figureKey, the samples of every figure that gets an
-	// interval; judge computes them all at once, at the family's level.
+	// tests holds, by figureKey, the samples of every figure that may get
+	// an interval; judge computes them all at once, at the family's level.
 	tests map[string]figureTest
+	// short holds, by figureKey, the figures with samples too few to be
+	// judged at all (a burst of fewer than MinRounds rounds, a closed loop
+	// with too few requests for MinRounds slices, fewer than MinSamples
+	// requests): judge says in their note how many would give a verdict.
+	short map[string]shortFigure
 }
 
+// Kinds of value a figure is judged on.
+const (
+	unitRequests = "requests"
+	unitRounds   = "burst rounds"
+	unitSlices   = "slices of the step's requests, in the order they ended"
+)
+
 // figureTest is one figure's samples: per request, or per group (burst
-// rounds, closed-loop slices).
-type figureTest struct{ base, new []float64 }
+// rounds, closed-loop slices), and which.
+type figureTest struct {
+	base, new []float64
+	unit      string
+}
+
+// shortFigure is a figure with too few values for any verdict: what it
+// has, for judge to complete its note.
+type shortFigure struct {
+	unit   string
+	nb, nn int
+}
 
 func figureKey(scenario string, mode sweep.Mode, n int, metric string) string {
 	return fmt.Sprintf("%s/%s/%d/%s", scenario, mode, n, metric)
@@ -126,20 +149,71 @@ func figureKey(scenario string, mode sweep.Mode, n int, metric string) string {
 // compares many figures (about twenty per scenario), and at 95 % each,
 // chance alone would flag some in most comparisons of two runs of an
 // unchanged server. So the level is the family's: each figure's interval is
-// at 1 − (1 − Level)/m for the m figures tested (Bonferroni), and a
+// at 1 − (1 − Level)/m for the m figures judged (Bonferroni), and a
 // comparison of two runs of an unchanged server flags any figure with
-// probability at most 1 − Level. The bootstrap draws enough resamples for
-// about ten beyond each tail of that level. A figure with no detectable
-// change gets the smallest change it would have called significant.
+// probability at most 1 − Level.
+//
+// That holds only if each figure's interval keeps its own level at its
+// size. A figure of fewer than rankBelow values in either run (burst
+// rounds, slices, few requests) is judged with the exact rank interval
+// (rankInterval); a larger one with the bootstrap, which draws enough
+// resamples for about ten beyond each tail of the level. A rank figure
+// whose sizes cannot reach the level at all (even full separation has a
+// larger p-value) gets no verdict, and its note says how many values per
+// run would give one; it is then not one of the m, which is found once for
+// all: the largest set of figures that can each reach 1 − (1 − Level)/m.
+// Which figures are judged depends on their sizes only, never on their
+// values, so the family's promise holds.
+//
+// A figure with no detectable change gets the smallest shift of NEW's
+// values, relative to the base, that it would have called significant in
+// either direction (see detectable).
 func (k comparer) judge(c *report.Comparison) {
-	m := len(k.tests)
-	if m == 0 {
+	alpha := 1 - k.o.Level
+	all := len(k.tests) + len(k.short)
+	if all == 0 {
 		return
 	}
-	alpha := 1 - k.o.Level
-	level := 1 - alpha/float64(m)
-	resamples := max(k.o.Resamples, min(maxResamples, int(math.Ceil(20*float64(m)/alpha))))
-	c.Method.Figures, c.Method.FigureLevel, c.Method.Resamples = m, level, resamples
+	keys := make([]string, 0, len(k.tests))
+	for key := range k.tests {
+		keys = append(keys, key)
+	}
+	slices.Sort(keys)
+	minP := func(key string) float64 {
+		ft := k.tests[key]
+		if !useRank(len(ft.base), len(ft.new)) {
+			return 0
+		}
+		return minRankP(len(ft.base), len(ft.new))
+	}
+	// The judged set: T(m) = the figures that can reach α/m; the largest
+	// T(m) with no more than m members (T shrinks as m grows).
+	m, try := 0, 1
+	for ; try <= len(keys); try++ {
+		n := 0
+		for _, key := range keys {
+			if minP(key) <= alpha/float64(try) {
+				n++
+			}
+		}
+		if n <= try {
+			m = n
+			break
+		}
+	}
+	judged := func(key string) bool { return minP(key) <= alpha/float64(max(try, 1)) }
+	level := 1.0
+	if m > 0 {
+		level = 1 - alpha/float64(m)
+	}
+	// need is how many values per run would let every figure of the report
+	// be judged, at the level of all of them.
+	need := rankSizeFor(1 - alpha/float64(all))
+	resamples := max(k.o.Resamples, min(maxResamples, int(math.Ceil(20*float64(max(m, 1))/alpha))))
+	c.Method.Figures, c.Method.FigureLevel, c.Method.Resamples, c.Method.RankBelow = m, level, resamples, rankBelow
+	if m == 0 {
+		c.Method.FigureLevel = 0
+	}
 	type job struct {
 		mc  *report.MetricChange
 		key string
@@ -153,13 +227,24 @@ func (k comparer) judge(c *report.Comparison) {
 		wg.Go(func() {
 			for j := range jobs {
 				ft := k.tests[j.key]
-				iv := medianDiffInterval(ft.base, ft.new, resamples, level, k.o.Seed, j.key)
 				mc := j.mc
+				var iv interval
+				if useRank(len(ft.base), len(ft.new)) {
+					var ok bool
+					if iv, ok = rankInterval(ft.base, ft.new, level); !ok || !judged(j.key) {
+						mc.Note = appendNote(mc.Note, tooFewNote(ft.unit, len(ft.base), len(ft.new), all, need, k.o))
+						mc.NeededPerRun = neededPerRun(ft.unit, need, k.o)
+						continue
+					}
+					mc.Note = appendNote(mc.Note, fmt.Sprintf("exact rank interval (%d and %d %s)", len(ft.base), len(ft.new), shortUnit(ft.unit)))
+				} else {
+					iv = medianDiffInterval(ft.base, ft.new, resamples, level, k.o.Seed, j.key)
+				}
 				lo, hi := iv.Lo/mc.Base, iv.Hi/mc.Base
 				mc.Low, mc.High = &lo, &hi
 				mc.Verdict = verdict(mc.Metric, mc.Change, lo, hi, k.o.PracticalFloor)
 				if mc.Verdict == report.VerdictNoChange {
-					d := max(k.o.PracticalFloor, math.Abs(lo), math.Abs(hi))
+					d := detectable(mc.Change, lo, hi, k.o.PracticalFloor)
 					mc.Detectable = &d
 				}
 			}
@@ -168,14 +253,78 @@ func (k comparer) judge(c *report.Comparison) {
 	for i := range c.Steps {
 		s := &c.Steps[i]
 		for j := range s.Metrics {
-			key := figureKey(s.Scenario, s.Mode, s.Concurrency, s.Metrics[j].Metric)
+			mc := &s.Metrics[j]
+			key := figureKey(s.Scenario, s.Mode, s.Concurrency, mc.Metric)
 			if _, ok := k.tests[key]; ok {
-				jobs <- job{&s.Metrics[j], key}
+				jobs <- job{mc, key}
+			} else if sf, ok := k.short[key]; ok {
+				mc.Note = appendNote(mc.Note, tooFewNote(sf.unit, sf.nb, sf.nn, all, need, k.o))
+				mc.NeededPerRun = neededPerRun(sf.unit, need, k.o)
 			}
 		}
 	}
 	close(jobs)
 	wg.Wait()
+}
+
+// tooFewNote says why a figure of nb and nn values got no verdict, and how
+// many per run would give one: need, with which each of the all figures of
+// the report could be judged.
+func tooFewNote(unit string, nb, nn, all, need int, o Options) string {
+	best := ""
+	if nb > 0 && nn > 0 {
+		best = fmt.Sprintf(": %d and %d %s can show a change with p = %.2g at best, and a verdict needs p ≤ %.2g (the report's %s shared by its %d figures)",
+			nb, nn, shortUnit(unit), minRankP(nb, nn), (1-o.Level)/float64(all), levelText(1-o.Level), all)
+	}
+	switch unit {
+	case unitRounds:
+		return fmt.Sprintf("too few burst rounds for a verdict%s; %d rounds in each run would give one (burst.repeat ≥ %d)", best, need, need)
+	case unitSlices:
+		if need > o.Slices {
+			return fmt.Sprintf("too few slices for a verdict%s; %d slices of at least %d requests in each run would give one, more than the %d a step is cut into", best, need, o.MinSamples, o.Slices)
+		}
+		return fmt.Sprintf("too few requests for a verdict at N > 1%s; %d slices of at least %d requests in each run would give one (%d requests)", best, need, o.MinSamples, need*o.MinSamples)
+	}
+	return fmt.Sprintf("too few requests for a verdict%s; %d requests in each run would give one", best, max(need, o.MinSamples))
+}
+
+// neededPerRun is what tooFewNote asks for, in the figure's own values:
+// rounds, slices, or requests.
+func neededPerRun(unit string, need int, o Options) int {
+	if unit == unitRequests {
+		return max(need, o.MinSamples)
+	}
+	return need
+}
+
+func shortUnit(unit string) string {
+	if unit == unitSlices {
+		return "slices"
+	}
+	return unit
+}
+
+func levelText(v float64) string { return strconv.FormatFloat(100*v, 'g', 4, 64) + " %" }
+
+func appendNote(note, more string) string {
+	if note == "" {
+		return more
+	}
+	return note + "; " + more
+}
+
+// detectable is, for a figure with no detectable change, the smallest
+// shift of NEW's values (relative to the base) that the comparison would
+// have called significant in either direction: moving every value of NEW
+// by d·base moves the change and both ends of the interval by d (the
+// bootstrap draws the same resamples, the rank interval the same pairs), so
+// a shift up is called when it passes −lo and brings the change to the
+// floor, a shift down when it passes hi and brings the change to −floor.
+// It is the larger of the two: both directions would have been seen.
+func detectable(change, lo, hi, floor float64) float64 {
+	up := max(-lo, floor-change)
+	down := max(hi, floor+change)
+	return max(up, down)
 }
 
 // maxResamples bounds the bootstrap of one figure (a report of hundreds of
@@ -352,10 +501,10 @@ func (k comparer) metrics(scenario string, mode sweep.Mode, b, n *report.Step) [
 		switch {
 		case mode == sweep.ModeBurst && b.Samples != nil && n.Samples != nil && b.Samples.RoundMedians != nil && n.Samples.RoundMedians != nil:
 			bg, ng = m.samples(b.Samples.RoundMedians), m.samples(n.Samples.RoundMedians)
-			unit = "burst rounds"
+			unit = unitRounds
 		case mode == sweep.ModeClosedLoop && n.Concurrency > 1:
 			bg, ng = sliceMedians(bv, k.o.Slices, k.o.MinSamples), sliceMedians(nv, k.o.Slices, k.o.MinSamples)
-			unit = "slices of the step's requests, in the order they ended"
+			unit = unitSlices
 		}
 		grouped := len(bg) >= k.o.MinRounds && len(ng) >= k.o.MinRounds
 		mc := report.MetricChange{Metric: m.name, BaseSamples: len(bv), NewSamples: len(nv), Verdict: report.VerdictUnknown}
@@ -395,27 +544,27 @@ func (k comparer) metrics(scenario string, mode sweep.Mode, b, n *report.Step) [
 			// the requests' bootstrap called a rerun's median TTFT 14 %
 			// worse. Medians of consecutive slices vary as much as that
 			// pattern does.
-			k.tests[key] = figureTest{base: bg, new: ng}
-			mc.Note = fmt.Sprintf("judged on the medians of %d and %d %s", len(bg), len(ng), unit)
+			k.tests[key] = figureTest{base: bg, new: ng, unit: unit}
+			mc.Note = fmt.Sprintf("compared on the medians of %d and %d %s", len(bg), len(ng), unit)
+		case mc.BaseSamples == 0:
+			mc.Note = "no raw samples: compared on summaries, no confidence available"
 		case mode == sweep.ModeBurst:
 			// One round (or too few): resampling the requests of one burst
 			// would call a rerun's shift certain. Compared as a number;
 			// the max safe queue depth judges bursts at the ladder's
-			// resolution.
-			mc.Note = fmt.Sprintf("a burst's requests share one queue, so they are not independent samples: compared as a number (repeat the burst, burst.repeat ≥ %d in both runs, for a verdict)", k.o.MinRounds)
-		case mc.BaseSamples == 0:
-			mc.Note = "no raw samples: compared on summaries, no confidence available"
+			// resolution. judge says how many rounds would give a verdict.
+			mc.Note = "a burst's requests share one queue, so they are not independent samples: compared as a number"
+			k.short[key] = shortFigure{unit: unitRounds}
 		case mode == sweep.ModeClosedLoop && n.Concurrency > 1:
 			// Not enough requests for MinRounds slices: resampling the
 			// requests would understate how much a rerun moves.
-			mc.Note = fmt.Sprintf("too few requests for a verdict at N > 1 (%d and %d; %d needed, %d slices of %d)",
-				mc.BaseSamples, mc.NewSamples, k.o.MinRounds*k.o.MinSamples, k.o.MinRounds, k.o.MinSamples)
+			k.short[key] = shortFigure{unit: unitSlices, nb: len(bg), nn: len(ng)}
 		case mc.BaseSamples < k.o.MinSamples || mc.NewSamples < k.o.MinSamples:
-			mc.Note = fmt.Sprintf("too few requests for a verdict (%d and %d; %d needed)", mc.BaseSamples, mc.NewSamples, k.o.MinSamples)
+			k.short[key] = shortFigure{unit: unitRequests, nb: mc.BaseSamples, nn: mc.NewSamples}
 		case mc.Base <= 0:
 			mc.Note = "the base value is zero"
 		default:
-			k.tests[key] = figureTest{base: bv, new: nv}
+			k.tests[key] = figureTest{base: bv, new: nv, unit: unitRequests}
 		}
 		out = append(out, mc)
 	}
@@ -446,9 +595,12 @@ func sliceMedians(v []float64, max, minPer int) []float64 {
 }
 
 // verdict: significant when the interval excludes zero and the change is
-// at least the practical floor; its direction decides better or worse.
+// at least the practical floor, on the interval's side of zero (the rank
+// interval is of a shift, not of the medians' difference, so in a rare
+// odd shape the two can disagree: no verdict then); its direction decides
+// better or worse.
 func verdict(metric string, change, lo, hi, floor float64) string {
-	if (lo <= 0 && hi >= 0) || math.Abs(change) < floor {
+	if (lo <= 0 && hi >= 0) || math.Abs(change) < floor || (lo > 0) != (change > 0) {
 		return report.VerdictNoChange
 	}
 	if (change > 0) == report.HigherIsBetter(metric) {

@@ -309,10 +309,14 @@ func TestBurstRounds(t *testing.T) {
 		rounds      int // values compared per run, 0 for none
 		noteContain string
 	}{
-		{"one round shifted 10%: a number, not a verdict", burstStep(1.0), burstStep(1.1), report.VerdictUnknown, 0, "burst.repeat ≥ 3"},
-		{"two rounds: too few", burstStep(1.0, 1.02), burstStep(1.2, 1.22), report.VerdictUnknown, 0, "burst.repeat ≥ 3"},
-		{"rerun: rounds overlap", burstStep(1.0, 1.1, 0.92), burstStep(1.08, 0.95, 1.12), report.VerdictNoChange, 3, "3 and 3 burst rounds"},
-		{"every round 20% slower", burstStep(1.0, 1.05, 0.97), burstStep(1.2, 1.26, 1.16), report.VerdictWorse, 3, "3 and 3 burst rounds"},
+		// One figure: the report's 95 % is the figure's, which 4 rounds
+		// against 4 can reach (full separation: p = 2/70), 3 against 3
+		// cannot (p = 0.1 at best).
+		{"one round shifted 10%: a number, not a verdict", burstStep(1.0), burstStep(1.1), report.VerdictUnknown, 0, "burst.repeat ≥ 4"},
+		{"two rounds: too few", burstStep(1.0, 1.02), burstStep(1.2, 1.22), report.VerdictUnknown, 0, "burst.repeat ≥ 4"},
+		{"three rounds, every one 20% slower: too few for the level", burstStep(1.0, 1.05, 0.97), burstStep(1.2, 1.26, 1.16), report.VerdictUnknown, 3, "3 and 3 burst rounds can show a change with p = 0.1 at best"},
+		{"rerun: rounds overlap", burstStep(1.0, 1.1, 0.92, 1.03), burstStep(1.08, 0.95, 1.12, 1.0), report.VerdictNoChange, 4, "exact rank interval (4 and 4 burst rounds)"},
+		{"every round 20% slower", burstStep(1.0, 1.05, 0.97, 1.02), burstStep(1.2, 1.26, 1.16, 1.22), report.VerdictWorse, 4, "4 and 4 burst rounds"},
 		{"five rounds 20% faster", burstStep(1.0, 1.05, 0.97, 1.02, 0.99), burstStep(0.83, 0.86, 0.8, 0.84, 0.82), report.VerdictBetter, 5, "5 and 5 burst rounds"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -327,11 +331,26 @@ func TestBurstRounds(t *testing.T) {
 			if got := m.BaseSamples; tc.rounds > 0 && got != tc.rounds {
 				t.Errorf("%d values compared; want the %d rounds", got, tc.rounds)
 			}
-			if (m.Low != nil) != (tc.rounds > 0) {
-				t.Errorf("interval %v … %v; want one only when judged on rounds", m.Low, m.High)
+			if (m.Low != nil) != (tc.verdict != report.VerdictUnknown) {
+				t.Errorf("interval %v … %v; want one only with a verdict", m.Low, m.High)
 			}
 			if !strings.Contains(m.Note, tc.noteContain) {
 				t.Errorf("note %q; want it to say %q", m.Note, tc.noteContain)
+			}
+			if want := map[bool]int{true: 4}[tc.verdict == report.VerdictUnknown]; m.NeededPerRun != want {
+				t.Errorf("needed per run %d; want %d", m.NeededPerRun, want)
+			}
+			var md bytes.Buffer
+			if err := report.RenderMarkdown(&md, Compare(run(tc.base), run(tc.cur), Options{})); err != nil {
+				t.Fatal(err)
+			}
+			if said := strings.Contains(md.String(), "4 rounds per burst (burst.repeat)"); said != (tc.verdict == report.VerdictUnknown) {
+				t.Errorf("report.md says how many rounds would judge it: %v; want %v", said, tc.verdict == report.VerdictUnknown)
+			}
+			var sum bytes.Buffer
+			WriteSummary(&sum, c)
+			if said := strings.Contains(sum.String(), "1 figures got no verdict"); said != (tc.verdict == report.VerdictUnknown) {
+				t.Errorf("summary %q; want it to count the figure without a verdict only when it has none", sum.String())
 			}
 		})
 	}
@@ -378,7 +397,7 @@ func TestClosedLoopSlices(t *testing.T) {
 	}{
 		{"a fast stretch, then a rerun: the same engine", step(4, modal(44, patchy, 1)), step(4, modal(44, quarter, 1)), report.VerdictNoChange, 8, "8 and 8 slices"},
 		{"every mode 20% slower", step(4, modal(44, quarter, 1)), step(4, modal(36, quarter, 1.2)), report.VerdictWorse, 8, "8 and 7 slices"},
-		{"too few requests for three slices", step(4, modal(14, quarter, 1)), step(4, modal(14, quarter, 1.2)), report.VerdictUnknown, 14, "15 needed"},
+		{"too few requests for three slices", step(4, modal(14, quarter, 1)), step(4, modal(14, quarter, 1.2)), report.VerdictUnknown, 14, "(20 requests)"},
 		{"N=1: each request is judged", step(1, modal(44, quarter, 1)), step(1, modal(44, quarter, 1.2)), report.VerdictWorse, 44, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

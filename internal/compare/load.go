@@ -83,6 +83,17 @@ func WriteSummary(w io.Writer, c *report.Comparison) {
 	for _, f := range better {
 		fmt.Fprintf(w, "  better: %s\n", report.FindingText(f))
 	}
+	tooFew := 0
+	for _, s := range c.Steps {
+		for _, mc := range s.Metrics {
+			if mc.NeededPerRun > 0 {
+				tooFew++
+			}
+		}
+	}
+	if tooFew > 0 {
+		fmt.Fprintf(w, "%d figures got no verdict: their burst rounds, slices or requests are too few for the report's level (each figure's note in report.json says how many would give one)\n", tooFew)
+	}
 	if m := c.Method; m.Figures > 0 {
 		var det []float64
 		for _, s := range c.Steps {

@@ -195,8 +195,36 @@ func buildCompareView(r *Report) *compareView {
 			}
 		}
 	}
-	v.Counts = fmt.Sprintf("%d step figures compared: %d worse, %d better, %d with no detectable change, %d without a confidence interval (system throughput, too few requests, or no raw samples).",
+	v.Counts = fmt.Sprintf("%d step figures compared: %d worse, %d better, %d with no detectable change, %d without a confidence interval (system throughput, too few requests, rounds or slices for the report's level, or no raw samples).",
 		worse+better+same+unknown, worse, better, same, unknown)
+	tooFew, rounds, slices := 0, 0, 0 // the rounds per burst and slices per closed loop at N > 1 that would judge them all
+	for _, s := range c.Steps {
+		for _, m := range s.Metrics {
+			if m.NeededPerRun > 0 {
+				tooFew++
+				switch {
+				case s.Mode == sweep.ModeBurst:
+					rounds = max(rounds, m.NeededPerRun)
+				case s.Concurrency > 1:
+					slices = max(slices, m.NeededPerRun)
+				}
+			}
+		}
+	}
+	if tooFew > 0 {
+		v.Counts += fmt.Sprintf(" %d of these have too few burst rounds, slices or requests for the report’s level (each one’s note in report.json says how many would give it a verdict)", tooFew)
+		var need []string
+		if rounds > 0 {
+			need = append(need, fmt.Sprintf("%d rounds per burst (burst.repeat)", rounds))
+		}
+		if slices > 0 {
+			need = append(need, fmt.Sprintf("%d slices of %d requests per closed-loop step", slices, c.Method.MinSamples))
+		}
+		if len(need) > 0 {
+			v.Counts += ": " + strings.Join(need, " and ") + " would judge them"
+		}
+		v.Counts += "."
+	}
 	if !c.Confidence {
 		v.Counts += " No confidence is available: at least one report has no raw samples, so every step figure is compared on its summaries."
 	}
@@ -206,15 +234,25 @@ func buildCompareView(r *Report) *compareView {
 // compareMethod explains the comparison in the method section.
 func compareMethod(c *Comparison) kv {
 	m := c.Method
-	grouped := ""        // the steps judged on groups of their requests
+	grouped := "" // the steps judged on groups of their requests
+	resampled := "resamples"
+	if m.RankBelow > 0 {
+		resampled = "is computed from"
+	}
 	if m.MinRounds > 0 { // comparisons written before bursts were judged on their rounds have none
-		grouped = fmt.Sprintf("A burst’s requests share one queue, so they are not independent samples: a burst step gets a verdict only when both runs repeated it at least %d times (burst.repeat), "+
-			"and then its figure is the median of the rounds’ medians and the interval resamples the rounds; otherwise it is compared as a number. ", m.MinRounds)
+		grouped = fmt.Sprintf("A burst’s requests share one queue, so they are not independent samples: a burst step is judged only when both runs repeated it at least %d times (burst.repeat), "+
+			"and then its figure is the median of the rounds’ medians and the interval %s the rounds; otherwise it is compared as a number. ", m.MinRounds, resampled)
 	}
 	if m.Slices > 0 && m.MinRounds > 0 { // comparisons written before closed loops were sliced have none
 		grouped += fmt.Sprintf("A closed loop at N > 1 is judged the same way in time: its users fall into a pattern of who waits for whose prefill that holds for seconds, "+
 			"so its requests, in the order they ended, are cut into up to %d consecutive slices of at least %d; the figure is the median of the slices’ medians "+
-			"and the interval resamples the slices (at least %d per run, or no verdict). ", m.Slices, m.MinSamples, m.MinRounds)
+			"and the interval %s the slices (at least %d per run, or no verdict). ", m.Slices, m.MinSamples, resampled, m.MinRounds)
+	}
+	if m.RankBelow > 0 { // comparisons written before the rank interval have none
+		grouped += fmt.Sprintf("A figure of fewer than %d values in either run (requests, rounds or slices) takes instead the exact rank interval of the shift between the runs "+
+			"(the Mann–Whitney test inverted, Hodges–Lehmann): a bootstrap’s interval cannot reach past the data, so with few values it would flag two runs of an unchanged server far more often than its level says. "+
+			"The rank interval keeps its level at every size; when the values are too few to reach it at all (3 against 3 can give p = 0.1 at best), the figure gets no verdict and its note says how many per run would give one. ",
+			m.RankBelow)
 	}
 	level := fmt.Sprintf("The %s confidence interval", fmtPct(m.Level))
 	if m.FigureLevel > 0 { // comparisons written before the family's level have none
@@ -225,7 +263,7 @@ func compareMethod(c *Comparison) kv {
 	return kv{"Comparison", fmt.Sprintf("each step’s per-request values (TTFT, ITL, decode speed, E2E, prefill speed) are compared on their median. "+
 		"%s of median(new) − median(base) is the percentile interval of %d bootstrap resamples of both runs’ raw samples "+
 		"(PCG generator, seed %d, so the report is reproducible). A change is significant, and called better or worse, when the interval excludes zero "+
-		"and the change is at least %s of the base value; smaller real drifts are reported as no detectable change, with the smallest change the comparison would have called significant (“±8%% detectable”: to see smaller ones, run longer). A verdict needs at least %d requests per run. "+
+		"and the change is at least %s of the base value; smaller real drifts are reported as no detectable change, with the smallest shift of the new run the comparison would have called significant in either direction (“±8%% detectable”: to see smaller ones, run longer). A verdict needs at least %d requests per run. "+
 		"%sSystem throughput is one number per step and capacity a point on the tested ladder: both are compared as numbers, and a capacity changes only when it moves past a measured N.",
 		level, m.Resamples, m.Seed, fmtPct(m.PracticalFloor), m.MinSamples, grouped)}
 }

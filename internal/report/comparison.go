@@ -102,6 +102,11 @@ type CompareMethod struct {
 	// a closed-loop step at N > 1 is judged on (at most; each slice holds
 	// at least MinSamples requests).
 	Slices int `json:"closed_loop_slices,omitempty"`
+	// RankBelow: a figure with fewer values than this in either run
+	// (requests, burst rounds or slices) is judged with the exact rank
+	// interval instead of the bootstrap, and gets no verdict when its
+	// sizes cannot reach FigureLevel. Absent in comparisons written before.
+	RankBelow int `json:"rank_below,omitempty"`
 }
 
 // StepChange is one (scenario, mode, N) in either run.
@@ -142,8 +147,12 @@ type MetricChange struct {
 	// larger end of the interval from zero, or the practical floor when that
 	// is larger. A user who needs to see smaller changes runs longer.
 	Detectable *float64 `json:"detectable_ratio,omitempty"`
-	Verdict    string   `json:"verdict"`
-	Note       string   `json:"note,omitempty"` // why no confidence is available, or how it was judged
+	// NeededPerRun is, for a figure without a verdict because its values
+	// (burst rounds, slices or requests) are too few for the report's
+	// level, how many per run would give it one; Note says which.
+	NeededPerRun int    `json:"needed_per_run,omitempty"`
+	Verdict      string `json:"verdict"`
+	Note         string `json:"note,omitempty"` // why no confidence is available, or how it was judged
 }
 
 // Significant reports a better or worse verdict.

@@ -216,6 +216,7 @@ func simBurst(t *testing.T, errorf func(string, ...any)) {
 	opts := DefaultOptions([]prober.Scenario{s})
 	opts.ClosedLoop = nil
 	opts.Burst = []int{1, 2, 4, 8, 16, 32}
+	opts.BurstRepeat = 1 // one burst per step: its requests' arrival spread is checked
 	opts.Cooldown = 0
 	const limit = 100 * time.Millisecond
 	opts.Capacity.MaxSafeTTFT = limit

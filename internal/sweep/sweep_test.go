@@ -39,6 +39,7 @@ func swFastOptions(s ...prober.Scenario) Options {
 	o := DefaultOptions(s)
 	o.ClosedLoop = []int{1, 2, 4}
 	o.Burst = []int{1, 2, 4, 8}
+	o.BurstRepeat = 1 // one burst per step: the tests count its requests and its power readings
 	o.Warmup = 20 * time.Millisecond
 	o.StepDuration = 150 * time.Millisecond
 	o.Cooldown = 0

@@ -42,9 +42,9 @@ type SweepConfig struct {
 	// >= 95%" (the default: the share of a step's requests that succeeded
 	// and met every threshold of the scenario at once) or a statistic of a
 	// metric, "p99 ttft <= 2s", "p90 decode >= 20".
-	CapacityOn []string `yaml:"capacity_on"`
-	Schedule  SweepScheduleConfig  `yaml:"schedule"`
-	Pause     SweepPauseConfig     `yaml:"pause"`
+	CapacityOn []string            `yaml:"capacity_on"`
+	Schedule   SweepScheduleConfig `yaml:"schedule"`
+	Pause      SweepPauseConfig    `yaml:"pause"`
 
 	// StateFile keeps the latest results across restarts (daemon only).
 	StateFile string `yaml:"state_file"`

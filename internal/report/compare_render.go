@@ -378,7 +378,7 @@ func stepChangeColumns(r *Report, s *Scenario, mode sweep.Mode) []column {
 	if mode == sweep.ModeBurst {
 		g = "median per request (repeated bursts: of the rounds’ medians), change vs base"
 	}
-	return []column{
+	cols := []column{
 		{2, g, "Δ", "TTFT", cell(MetricTTFT)},
 		{2, g, "Δ", "ITL", cell(MetricITL)},
 		{2, g, "Δ", "decode", cell(MetricDecode)},
@@ -386,6 +386,12 @@ func stepChangeColumns(r *Report, s *Scenario, mode sweep.Mode) []column {
 		{2, g, "Δ", "prefill", cell(MetricPrefill)},
 		{2, "step, change vs base", "Δ", "system tok/s", cell(MetricSystemThroughput)},
 	}
+	for _, st := range s.Steps(mode) {
+		if st.GoodShare != nil {
+			return append(cols, column{2, "step, change vs base", "Δ", "good share", cell(MetricGoodShare)})
+		}
+	}
+	return cols
 }
 
 // baseBand draws a comparison's baseline range as its two edges, faint

@@ -117,4 +117,10 @@ func TestFromSweepGoodput(t *testing.T) {
 			t.Errorf("markdown lacks %q:\n%s", w, md.String())
 		}
 	}
+	html := renderHTML(t, rep)
+	for _, w := range []string{`data-chart="capacity-on"`, "Capacity on goodput", "interpolated between N=4 and N=8 (crossing at 5.50)", "p99 ttft ≤ 2s", ">good/s</th>"} {
+		if !strings.Contains(html, w) {
+			t.Errorf("report.html lacks %q", w)
+		}
+	}
 }

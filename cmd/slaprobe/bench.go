@@ -26,6 +26,7 @@ type benchFlags struct {
 	stat               *override[string]
 	repeat, ceiling    *override[int]
 	earlyStop          *override[float64]
+	capacityOn         *override[[]string]
 }
 
 func addBench(c *cli) {
@@ -66,6 +67,8 @@ func addBench(c *cli) {
 			Default(strconv.Itoa(def.MaxConcurrency)), (*kingpin.FlagClause).Int),
 		earlyStop: overrideFlag(cmd.Flag("early-stop.factor", "Stop a scenario's ladder once a step misses every threshold by this factor (0: never).").
 			Default(strconv.FormatFloat(def.EarlyStop.Factor, 'g', -1, 64)), (*kingpin.FlagClause).Float64),
+		capacityOn: overrideFlag(cmd.Flag("capacity.on", `A rule the closed loop's capacity is asked on, repeated for several: "goodput >= 95%" (the default: that share of a step's requests met every threshold of the scenario at once) or "<stat> <metric> <op> <value>", e.g. "p99 ttft <= 2s", "p90 decode >= 20". Replaces sweep.capacity_on.`),
+			(*kingpin.FlagClause).Strings),
 		cooldown: overrideFlag(cmd.Flag("cooldown", "Idle time between steps when the server has no /metrics to tell when it is empty.").
 			Default(dur(def.Cooldown)), (*kingpin.FlagClause).Duration),
 		drain: overrideFlag(cmd.Flag("drain.timeout", "Longest wait, before each step, for the server's /metrics to show nothing running or waiting; "+
@@ -115,5 +118,6 @@ func (bf benchFlags) overrides() bench.Overrides {
 		StepDuration: bf.duration.ptr(), Warmup: bf.warmup.ptr(), MaxSafeTTFT: bf.ttft.ptr(),
 		Cooldown: bf.cooldown.ptr(), DrainTimeout: bf.drain.ptr(), Statistic: bf.stat.ptr(),
 		BurstRepeat: bf.repeat.ptr(), MaxConcurrency: bf.ceiling.ptr(), EarlyStopFactor: bf.earlyStop.ptr(),
+		CapacityOn: bf.capacityOn.ptr(),
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/slaprobe/slaprobe/internal/config"
+	"github.com/slaprobe/slaprobe/internal/sweep"
 )
 
 // Overrides are bench settings given on the command line; each one set
@@ -23,6 +24,8 @@ type Overrides struct {
 	BurstRepeat       *int
 	MaxConcurrency    *int
 	EarlyStopFactor   *float64
+	// CapacityOn replaces sweep.capacity_on (--capacity.on, repeated).
+	CapacityOn *[]string
 }
 
 // Apply writes the overrides that are set over sc. A ladder that does not
@@ -55,6 +58,12 @@ func (o Overrides) Apply(sc *config.SweepConfig) error {
 	set(&sc.Burst.Repeat, o.BurstRepeat)
 	set(&sc.MaxConcurrency, o.MaxConcurrency)
 	set(&sc.EarlyStop.Factor, o.EarlyStopFactor)
+	if o.CapacityOn != nil {
+		if _, err := sweep.ParseCapacityRules(*o.CapacityOn); err != nil {
+			return fmt.Errorf("--capacity.on%w", err)
+		}
+		sc.CapacityOn = append([]string(nil), *o.CapacityOn...)
+	}
 	return nil
 }
 

@@ -32,6 +32,10 @@ func TestOverridesApply(t *testing.T) {
 					sc.Burst.Repeat == 3 && sc.MaxConcurrency == 8 && sc.ClosedLoop.Warmup == def.ClosedLoop.Warmup
 			}, ""},
 		{"bad ladder names its flag", Overrides{Burst: ptr("1,x")}, nil, `--burst: "x" is not a positive integer`},
+		{"capacity rules", Overrides{CapacityOn: &[]string{"goodput >= 90%", "p99 ttft <= 2s"}}, func(sc config.SweepConfig) bool {
+			return reflect.DeepEqual(sc.CapacityOn, []string{"goodput >= 90%", "p99 ttft <= 2s"})
+		}, ""},
+		{"a bad capacity rule names its flag", Overrides{CapacityOn: &[]string{"goodput >= 95%", "p99 ttft <= soon"}}, nil, `--capacity.on[1]: rule "p99 ttft <= soon"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sc := config.DefaultSweepConfig()

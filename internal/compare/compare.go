@@ -568,6 +568,9 @@ func (k comparer) metrics(scenario string, mode sweep.Mode, b, n *report.Step) [
 		}
 		out = append(out, mc)
 	}
+	if mc, ok := k.goodShare(scenario, mode, b, n, busy); ok {
+		out = append(out, mc)
+	}
 	if b.SystemTokensPerSecond > 0 || n.SystemTokensPerSecond > 0 {
 		mc := report.MetricChange{Metric: report.MetricSystemThroughput, Base: b.SystemTokensPerSecond, New: n.SystemTokensPerSecond,
 			Verdict: report.VerdictUnknown, Note: "one number per step: compared as a number"}
@@ -575,6 +578,67 @@ func (k comparer) metrics(scenario string, mode sweep.Mode, b, n *report.Step) [
 			mc.Change = (mc.New - mc.Base) / mc.Base
 		}
 		out = append(out, mc)
+	}
+	return out
+}
+
+// goodShare compares the share of good requests of two steps like any
+// figure, on groups of requests since one request is good or not: a
+// burst repeated in both runs on its rounds' shares, any closed-loop step
+// on the shares of consecutive slices of its requests (as sliceMedians
+// cuts them). The figure is each step's whole share; its interval comes
+// from the groups' shares with the rank rules of judge, so too few rounds
+// or slices give no verdict and a note saying how many would.
+func (k comparer) goodShare(scenario string, mode sweep.Mode, b, n *report.Step, busy bool) (report.MetricChange, bool) {
+	if b.GoodShare == nil || n.GoodShare == nil {
+		return report.MetricChange{}, false // a report written before goodput was kept
+	}
+	mc := report.MetricChange{Metric: report.MetricGoodShare, Base: *b.GoodShare, New: *n.GoodShare, Verdict: report.VerdictUnknown}
+	if mc.Base > 0 {
+		mc.Change = (mc.New - mc.Base) / mc.Base
+	}
+	var bg, ng []float64
+	unit := unitSlices
+	switch {
+	case mode == sweep.ModeBurst:
+		unit = unitRounds
+		if b.Samples != nil && n.Samples != nil && b.Samples.RoundMedians != nil && n.Samples.RoundMedians != nil {
+			bg, ng = b.Samples.RoundMedians.Good, n.Samples.RoundMedians.Good
+		}
+	case b.Samples != nil && n.Samples != nil:
+		bg, ng = sliceShares(b.Samples.Good, k.o.Slices, k.o.MinSamples), sliceShares(n.Samples.Good, k.o.Slices, k.o.MinSamples)
+	}
+	key := figureKey(scenario, mode, n.Concurrency, report.MetricGoodShare)
+	switch {
+	case busy:
+		mc.Note = "a step started on a busy engine"
+	case mc.Base <= 0:
+		mc.Note = "the base value is zero"
+	case len(bg) >= k.o.MinRounds && len(ng) >= k.o.MinRounds:
+		k.tests[key] = figureTest{base: bg, new: ng, unit: unit}
+		mc.BaseSamples, mc.NewSamples = len(bg), len(ng)
+		mc.Note = fmt.Sprintf("compared on the good shares of %d and %d %s", len(bg), len(ng), unit)
+	default:
+		k.short[key] = shortFigure{unit: unit, nb: len(bg), nn: len(ng)}
+	}
+	return mc, true
+}
+
+// sliceShares cuts good (1 or 0 per request, in the order they ended) as
+// sliceMedians does and returns each slice's share of good requests.
+func sliceShares(good []float64, max, minPer int) []float64 {
+	k := min(max, len(good)/minPer)
+	if k < 1 {
+		return nil
+	}
+	out := make([]float64, k)
+	for i := range k {
+		sl := good[i*len(good)/k : (i+1)*len(good)/k]
+		var sum float64
+		for _, g := range sl {
+			sum += g
+		}
+		out[i] = sum / float64(len(sl))
 	}
 	return out
 }

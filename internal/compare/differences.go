@@ -3,6 +3,7 @@ package compare
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/slaprobe/slaprobe/internal/report"
 	"github.com/slaprobe/slaprobe/internal/sweep"
@@ -104,12 +105,18 @@ func (k comparer) capacity(base, cur *report.Report) []report.CapacityChange {
 			}
 			return m
 		}
+		if kind == report.CapacityOn {
+			for _, c := range r.Capacity.On {
+				m[ruleKey(c.Scenario, c.Rule)] = entry{c.Bound, measured(r, c.Scenario, c.Mode), ""}
+			}
+			return m
+		}
 		for _, u := range r.Capacity.UseCases {
 			m[u.Scenario] = entry{u.Bound, measured(r, u.Scenario, u.Mode), ""}
 		}
 		return m
 	}
-	for _, kind := range []string{report.CapacityMaxSafeQueue, report.CapacityUseCase} {
+	for _, kind := range []string{report.CapacityMaxSafeQueue, report.CapacityUseCase, report.CapacityOn} {
 		bm, nm := collect(base, kind), collect(cur, kind)
 		var names []string
 		for _, list := range [][]string{capacityNames(cur, kind), capacityNames(base, kind)} {
@@ -123,6 +130,9 @@ func (k comparer) capacity(base, cur *report.Report) []report.CapacityChange {
 			b, inB := bm[name]
 			n, inN := nm[name]
 			cc := report.CapacityChange{Kind: kind, Scenario: name, Verdict: report.VerdictUnknown}
+			if kind == report.CapacityOn {
+				cc.Scenario, cc.Rule, _ = strings.Cut(name, "\x00")
+			}
 			switch {
 			case inB && !inN:
 				cc.Presence, cc.Base = report.OnlyInBase, &b.bound
@@ -167,11 +177,21 @@ func capacityNames(r *report.Report, kind string) []string {
 		}
 		return out
 	}
+	if kind == report.CapacityOn {
+		for _, c := range r.Capacity.On {
+			out = append(out, ruleKey(c.Scenario, c.Rule))
+		}
+		return out
+	}
 	for _, u := range r.Capacity.UseCases {
 		out = append(out, u.Scenario)
 	}
 	return out
 }
+
+// ruleKey names a capacity on a rule among a report's: its scenario and
+// its rule.
+func ruleKey(scenario, rule string) string { return scenario + "\x00" + rule }
 
 // measured returns the N a scenario measured in a mode, ascending.
 func measured(r *report.Report, scenario string, m sweep.Mode) []int {

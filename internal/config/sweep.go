@@ -37,8 +37,14 @@ type SweepConfig struct {
 
 	EarlyStop SweepEarlyStopConfig `yaml:"early_stop"`
 	Capacity  SweepCapacityConfig  `yaml:"capacity"`
-	Schedule  SweepScheduleConfig  `yaml:"schedule"`
-	Pause     SweepPauseConfig     `yaml:"pause"`
+	// CapacityOn are the rules each scenario's closed-loop capacity is
+	// also asked on, each on its own (sweep.ParseCapacityRule): "goodput
+	// >= 95%" (the default: the share of a step's requests that succeeded
+	// and met every threshold of the scenario at once) or a statistic of a
+	// metric, "p99 ttft <= 2s", "p90 decode >= 20".
+	CapacityOn []string            `yaml:"capacity_on"`
+	Schedule   SweepScheduleConfig `yaml:"schedule"`
+	Pause      SweepPauseConfig    `yaml:"pause"`
 
 	// StateFile keeps the latest results across restarts (daemon only).
 	StateFile string `yaml:"state_file"`
@@ -151,6 +157,7 @@ func DefaultSweepConfig() SweepConfig {
 			Statistic:       string(d.Capacity.Stat),
 			MinSuccessRatio: d.Capacity.MinSuccess,
 		},
+		CapacityOn: []string{sweep.DefaultCapacityOn},
 		Pause: SweepPauseConfig{
 			MaxWaiting:           0,
 			MaxKVCacheUsage:      0.8,
@@ -226,6 +233,9 @@ func (s *SweepConfig) Validate() error {
 	if _, err := sweep.ParseStat(s.Capacity.Statistic); err != nil {
 		return fmt.Errorf("sweep.capacity.statistic: %w", err)
 	}
+	if _, err := sweep.ParseCapacityRules(s.CapacityOn); err != nil {
+		return fmt.Errorf("sweep.capacity_on%w", err)
+	}
 	if s.Schedule.Window != "" {
 		if _, err := ParseWindow(s.Schedule.Window); err != nil {
 			return fmt.Errorf("sweep.schedule.window: %w", err)
@@ -240,6 +250,10 @@ func (s SweepConfig) Options(scenarios []prober.Scenario) sweep.Options {
 	st, err := sweep.ParseStat(s.Capacity.Statistic)
 	if err != nil {
 		st = sweep.StatMean
+	}
+	on, err := sweep.ParseCapacityRules(s.CapacityOn)
+	if err != nil { // Validate rejects these
+		on, _ = sweep.ParseCapacityRules(nil)
 	}
 	return sweep.Options{
 		Scenarios:           scenarios,
@@ -257,6 +271,7 @@ func (s SweepConfig) Options(scenarios []prober.Scenario) sweep.Options {
 			MaxSafeTTFT: time.Duration(s.Capacity.MaxSafeTTFT),
 			Stat:        st,
 			MinSuccess:  s.Capacity.MinSuccessRatio,
+			On:          on,
 		},
 	}
 }

@@ -35,6 +35,7 @@ func TestSweepConfigDefaults(t *testing.T) {
 	o := want.Options(prober.Builtin()[:1])
 	if o.StepDuration != time.Minute || o.Warmup != 10*time.Second || o.MaxConcurrency != 256 ||
 		o.Capacity.MaxSafeTTFT != 3*time.Second || o.Capacity.Stat != sweep.StatMean || o.EarlyStopFactor != 3 ||
+		len(o.Capacity.On) != 1 || o.Capacity.On[0].Text != "goodput >= 95%" ||
 		!reflect.DeepEqual(o.ClosedLoop, sweep.DefaultClosedLoopLadder) || !reflect.DeepEqual(o.Burst, []int{1, 8}) {
 		t.Errorf("options = %+v", o)
 	}
@@ -56,6 +57,9 @@ func TestSweepConfigErrors(t *testing.T) {
 		{"schedule: {window: '02:00-02:00'}", "start equals end"},
 		{"pause: {max_kv_cache_usage: 1.5}", "sweep.pause.max_kv_cache_usage=1.5; expected a ratio in (0, 1]"},
 		{"enabled: true\n  state_file: ''", "sweep.state_file is empty"},
+		{"capacity_on: ['goodput >= 120%']", `sweep.capacity_on[0]: rule "goodput >= 120%": expected a share of good requests in (0%, 100%]`},
+		{"capacity_on: ['goodput >= 95%', 'p99 ttft <= 2']", `sweep.capacity_on[1]: rule "p99 ttft <= 2": expected a positive duration such as 2s`},
+		{"capacity_on: ['p99 ttft <= 2s', 'p99 ttft <= 2000ms']", `sweep.capacity_on[1]: rule "p99 ttft <= 2000ms" given twice`},
 		{"bogus: 1", `unknown field "bogus"`},
 	} {
 		_, err := LoadBytes([]byte("targets: [{url: 'http://127.0.0.1:8000'}]\nsweep:\n  " + tc.yaml + "\n"))
@@ -77,6 +81,7 @@ sweep:
   cooldown: 5s
   early_stop: {factor: 4, min_success_ratio: 0.8}
   capacity: {max_safe_ttft: 2s, statistic: p90, min_success_ratio: 0.99}
+  capacity_on: ["goodput >= 90%", "p99 ttft <= 2s"]
   schedule: {interval: 6h, window: "22:00-04:00"}
   pause: {max_waiting: 2, max_kv_cache_usage: 0.7, check_interval: 30s, max_pause: 1h, require_engine_metrics: false}
   state_file: /var/lib/slaprobe/sweep.json
@@ -90,7 +95,8 @@ sweep:
 		t.Errorf("sweep = %+v", s)
 	}
 	o := s.Options(nil)
-	if o.Capacity.Stat != sweep.StatP90 || o.Capacity.MaxSafeTTFT != 2*time.Second || o.BurstRepeat != 2 || o.Cooldown != 5*time.Second {
+	if o.Capacity.Stat != sweep.StatP90 || o.Capacity.MaxSafeTTFT != 2*time.Second || o.BurstRepeat != 2 || o.Cooldown != 5*time.Second ||
+		len(o.Capacity.On) != 2 || o.Capacity.On[0].Text != "goodput >= 90%" || o.Capacity.On[1].Text != "p99 ttft <= 2s" {
 		t.Errorf("options = %+v", o)
 	}
 }

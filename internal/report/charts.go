@@ -379,6 +379,9 @@ func buildSections(r *Report) []section {
 	capSec := section{ID: "capacity", Title: "How many users per use case?",
 		Intro: "Each use case is judged against its own thresholds. The capacity is the largest N that meets every threshold. A value between two measured points is interpolated and marked “~”. A value with “+” means every N tested passed."}
 	capSec.Figures = append(capSec.Figures, figUseCaseTable(r))
+	if len(r.Capacity.On) > 0 {
+		capSec.Figures = append(capSec.Figures, figCapacityOnTable(r))
+	}
 	capSec.Figures = append(capSec.Figures, figCapacities(r)...)
 
 	tech := section{ID: "technical", Title: "Under the hood",

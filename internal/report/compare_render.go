@@ -109,6 +109,10 @@ func metricLabel(metric string) string {
 		return "max safe queue depth"
 	case CapacityUseCase:
 		return "use-case capacity"
+	case MetricGoodShare:
+		return "goodput share"
+	case CapacityOn:
+		return "capacity on"
 	}
 	return metric
 }
@@ -120,6 +124,8 @@ func metricValue(metric string, v float64) string {
 		return fmtSeconds(v)
 	case MetricITL:
 		return fmtMS(v)
+	case MetricGoodShare:
+		return fmtPct(v)
 	}
 	return fmtRate(v) + " tok/s"
 }
@@ -128,7 +134,11 @@ func metricValue(metric string, v float64) string {
 // terminal summary of `slaprobe compare`).
 func FindingText(f Finding) string {
 	if c := f.Capacity; c != nil {
-		return fmt.Sprintf("%s · %s: %s → %s (%s); %s.", f.Scenario, metricLabel(c.Kind), fmtBound(*c.Base), fmtBound(*c.New), fmtChange(c.Change), c.Resolution)
+		label := metricLabel(c.Kind)
+		if c.Rule != "" {
+			label += " " + ruleLabel(c.Rule)
+		}
+		return fmt.Sprintf("%s · %s: %s → %s (%s); %s.", f.Scenario, label, fmtBound(*c.Base), fmtBound(*c.New), fmtChange(c.Change), c.Resolution)
 	}
 	m := f.Step
 	s := fmt.Sprintf("%s · %s N=%d · %s median %s → %s: %s", f.Scenario, modeLabel(f.Mode), f.Concurrency, metricLabel(m.Metric),
@@ -368,7 +378,7 @@ func stepChangeColumns(r *Report, s *Scenario, mode sweep.Mode) []column {
 	if mode == sweep.ModeBurst {
 		g = "median per request (repeated bursts: of the rounds’ medians), change vs base"
 	}
-	return []column{
+	cols := []column{
 		{2, g, "Δ", "TTFT", cell(MetricTTFT)},
 		{2, g, "Δ", "ITL", cell(MetricITL)},
 		{2, g, "Δ", "decode", cell(MetricDecode)},
@@ -376,6 +386,12 @@ func stepChangeColumns(r *Report, s *Scenario, mode sweep.Mode) []column {
 		{2, g, "Δ", "prefill", cell(MetricPrefill)},
 		{2, "step, change vs base", "Δ", "system tok/s", cell(MetricSystemThroughput)},
 	}
+	for _, st := range s.Steps(mode) {
+		if st.GoodShare != nil {
+			return append(cols, column{2, "step, change vs base", "Δ", "good share", cell(MetricGoodShare)})
+		}
+	}
+	return cols
 }
 
 // baseBand draws a comparison's baseline range as its two edges, faint

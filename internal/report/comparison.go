@@ -38,18 +38,25 @@ const (
 	MetricE2E              = "e2e"
 	MetricPrefill          = "prefill"
 	MetricSystemThroughput = "system_throughput"
+	// MetricGoodShare is the share of a step's requests that were good
+	// (Step.GoodShare), judged on the shares of slices of the closed loop
+	// and of burst rounds.
+	MetricGoodShare = "good_share"
 )
 
 // Capacity figures compared.
 const (
 	CapacityMaxSafeQueue = "max_safe_queue"
 	CapacityUseCase      = "use_case"
+	// CapacityOn is the capacity on a rule (Capacity.On); the change's
+	// Rule names it.
+	CapacityOn = "capacity_on"
 )
 
 // HigherIsBetter says which way a compared metric improves.
 func HigherIsBetter(metric string) bool {
 	switch metric {
-	case MetricDecode, MetricPrefill, MetricSystemThroughput, CapacityMaxSafeQueue, CapacityUseCase:
+	case MetricDecode, MetricPrefill, MetricSystemThroughput, MetricGoodShare, CapacityMaxSafeQueue, CapacityUseCase, CapacityOn:
 		return true
 	}
 	return false
@@ -162,8 +169,9 @@ func (m MetricChange) Significant() bool {
 
 // CapacityChange compares one capacity figure.
 type CapacityChange struct {
-	Kind     string `json:"kind"` // CapacityMaxSafeQueue or CapacityUseCase
+	Kind     string `json:"kind"` // CapacityMaxSafeQueue, CapacityUseCase or CapacityOn
 	Scenario string `json:"scenario"`
+	Rule     string `json:"rule,omitempty"` // the rule of a CapacityOn
 	Presence string `json:"presence"`
 	Base     *Bound `json:"base,omitempty"`
 	New      *Bound `json:"new,omitempty"`
@@ -280,11 +288,16 @@ func (s *StepChange) Metric(metric string) *MetricChange {
 
 // CapacityOf returns the change of one capacity figure, or nil.
 func (c *Comparison) CapacityOf(kind, scenario string) *CapacityChange {
+	return c.CapacityOnRule(kind, scenario, "")
+}
+
+// CapacityOnRule is CapacityOf for a kind of several rules (CapacityOn).
+func (c *Comparison) CapacityOnRule(kind, scenario, rule string) *CapacityChange {
 	if c == nil {
 		return nil
 	}
 	for i := range c.Capacity {
-		if c.Capacity[i].Kind == kind && c.Capacity[i].Scenario == scenario {
+		if c.Capacity[i].Kind == kind && c.Capacity[i].Scenario == scenario && c.Capacity[i].Rule == rule {
 			return &c.Capacity[i]
 		}
 	}

@@ -24,6 +24,7 @@ func FromSweep(res *sweep.Result, meta Meta, pricePerKWh float64, power bool) *R
 			WarmupSeconds:       res.Settings.WarmupSeconds,
 			EarlyStop:           res.Settings.EarlyStopFactor > 0,
 			Thresholds:          th,
+			CapacityOn:          res.Settings.CapacityOn,
 		},
 	}
 	if power {
@@ -82,6 +83,16 @@ func FromSweep(res *sweep.Result, meta Meta, pricePerKWh float64, power bool) *R
 			}
 			rep.Capacity.UseCases = append(rep.Capacity.UseCases, uc)
 		}
+		for _, c := range s.CapacityOn {
+			if c.Bound == sweep.BoundUnknown {
+				continue
+			}
+			rc := RuleCapacity{Scenario: s.Name, Mode: sweep.ModeClosedLoop, Rule: c.Rule, Bound: fromBound(c.Capacity), MaxTested: c.MaxTested}
+			if c.Bound == sweep.BoundWithin {
+				rc.Estimate, rc.Between = c.Estimate, c.Between
+			}
+			rep.Capacity.On = append(rep.Capacity.On, rc)
+		}
 	}
 	return rep
 }
@@ -103,6 +114,7 @@ func fromStep(st sweep.StepResult, pricePerKWh float64) Step {
 	out := Step{
 		Concurrency: st.Concurrency, DurationSeconds: st.WindowSeconds,
 		RequestsSent: st.Requests, RequestsOK: st.Succeeded, SuccessRate: st.SuccessRatio,
+		Good: st.Good, GoodPerSecond: st.GoodPerSecond,
 		Decode: dist(st.Decode), ITL: dist(st.ITL), TTFT: dist(st.TTFT), E2E: dist(st.E2E),
 		PrefillTokensPerSecond: st.Prefill.Mean,
 		SystemTokensPerSecond:  st.SystemThroughput, TokensPerHour: st.TokensPerHour,
@@ -110,6 +122,9 @@ func fromStep(st sweep.StepResult, pricePerKWh float64) Step {
 		Drain:            st.Drain,
 		Samples:          NewSamples(st.Samples),
 		NotMeasured:      st.NotMeasured,
+	}
+	if st.Measured() {
+		out.GoodShare = Float(st.GoodShare)
 	}
 	if st.PrefillExclQueue > 0 {
 		out.PrefillTokensPerSecond = st.PrefillExclQueue

@@ -1,6 +1,8 @@
 package report
 
 import (
+	"strings"
+
 	"github.com/slaprobe/slaprobe/internal/sweep"
 )
 
@@ -54,6 +56,17 @@ func ComputeHeadline(r *Report) Headline {
 			Approximate: q.Approximate, AtLeast: q.AtLeast,
 		})
 	}
+	seen := map[string]bool{}
+	for _, c := range r.Capacity.On {
+		if !strings.HasPrefix(c.Rule, "goodput") || seen[c.Scenario] {
+			continue
+		}
+		seen[c.Scenario] = true
+		h.GoodputCapacity = append(h.GoodputCapacity, Figure{
+			Value: float64(c.Value), Unit: "requests", Scenario: c.Scenario, Mode: c.Mode,
+			Approximate: c.Approximate, AtLeast: c.AtLeast,
+		})
+	}
 	h.UsersAt32K = usersAt32K(r)
 	return h
 }
@@ -79,7 +92,7 @@ func usersAt32K(r *Report) *Figure {
 
 func (h Headline) empty() bool {
 	return h.PeakDecode == nil && h.MaxSystemThroughput == nil && h.BestTTFT == nil &&
-		h.MaxSafeQueue == nil && h.RequestsSent == 0 && h.UsersAt32K == nil
+		h.MaxSafeQueue == nil && h.GoodputCapacity == nil && h.RequestsSent == 0 && h.UsersAt32K == nil
 }
 
 func (r *Report) scenario(name string) *Scenario {

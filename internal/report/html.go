@@ -268,6 +268,29 @@ func headlineTiles(r *Report) []tile {
 		}
 		out = append(out, t)
 	}
+	if len(h.GoodputCapacity) > 0 {
+		first := h.GoodputCapacity[0]
+		t := tile{Label: "Capacity on goodput", Value: fmtBound(statBound(&first)), Unit: "requests", Sub: first.Scenario}
+		var rest []string
+		for _, c := range r.Capacity.On {
+			if c.Scenario == first.Scenario && strings.HasPrefix(c.Rule, "goodput") {
+				t.Sub += ", " + ruleLabel(c.Rule)
+				rest = append(rest, betweenText(c))
+				if cc := r.Comparison.CapacityOnRule(CapacityOn, c.Scenario, c.Rule); cc != nil {
+					t.Change = capacityChangeText(cc)
+					if cc.Significant() {
+						t.ChangeClass = cc.Verdict
+					}
+				}
+				break
+			}
+		}
+		for _, s := range h.GoodputCapacity[1:] {
+			rest = append(rest, s.Scenario+" "+fmtBound(statBound(&s)))
+		}
+		t.Extra = strings.Join(rest, " · ")
+		out = append(out, t)
+	}
 	if h.RequestsSent > 0 {
 		t := tile{Label: "Success rate", Value: fmtPct(h.SuccessRate),
 			Sub: fmt.Sprintf("%s of %s requests", grouped(float64(h.RequestsOK), 0), grouped(float64(h.RequestsSent), 0))}

@@ -103,6 +103,12 @@ func RenderMarkdown(w io.Writer, r *Report) error {
 		p("\n")
 	}
 
+	if len(r.Capacity.On) > 0 {
+		p("## Capacity on goodput and percentiles\n\n")
+		t := capacityOnTable(r)
+		mdTable(bw, t.Head, t.Numeric, t.Rows)
+	}
+
 	if len(r.Capacity.MaxSafeQueue) > 0 {
 		p("## Max safe queue depth\n\n")
 		var rows [][]string

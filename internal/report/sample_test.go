@@ -117,6 +117,18 @@ func Sample() *Report {
 			r.Capacity.UseCases = append(r.Capacity.UseCases, sampleUseCase(s))
 		}
 	}
+	// Capacity on goodput for every closed loop, and on the p99 of TTFT
+	// for the first.
+	r.Config.CapacityOn = []string{"goodput >= 95%", "p99 ttft <= 2s"}
+	for i, s := range r.Scenarios {
+		if len(s.ClosedLoop) == 0 {
+			continue
+		}
+		r.Capacity.On = append(r.Capacity.On, sampleRule(s, "goodput >= 95%", 0.95, sweep.HigherIsBetter, func(st Step) float64 { return *st.GoodShare }))
+		if i == 0 {
+			r.Capacity.On = append(r.Capacity.On, sampleRule(s, "p99 ttft <= 2s", 2, sweep.LowerIsBetter, func(st Step) float64 { return st.TTFT.P99 }))
+		}
+	}
 	r.Headline = ComputeHeadline(r)
 	return r
 }
@@ -214,7 +226,32 @@ func (m sampleModel) closedStep(n int, price float64) Step {
 	st.TokensPerHour = math.Round(st.SystemTokensPerSecond * 3600)
 	st.Power = m.power(n, st.SystemTokensPerSecond, price)
 	st.Drain = m.drain(n, "cd")
+	// The share of good requests falls as the queue grows: 1/(1+(N/N½)³),
+	// half at N½, N½ set by the scenario's TTFT growth.
+	half := 3 / (m.b + 0.05)
+	st.Good = int(math.Round(float64(sent) / (1 + math.Pow(N/half, 3))))
+	st.GoodShare = Float(round(float64(st.Good)/float64(sent), 4))
+	st.GoodPerSecond = round(float64(st.Good)/st.DurationSeconds, 3)
 	return st
+}
+
+// sampleRule is the capacity of a closed loop on one rule, by the sweep's
+// own interpolation.
+func sampleRule(s Scenario, rule string, limit float64, dir sweep.Direction, val func(Step) float64) RuleCapacity {
+	var pts []sweep.CapacityPoint
+	for _, st := range s.ClosedLoop {
+		pts = append(pts, sweep.CapacityPoint{N: st.Concurrency, Value: val(st)})
+	}
+	c := sweep.MaxWithin(pts, limit, dir)
+	rc := RuleCapacity{Scenario: s.Name, Mode: sweep.ModeClosedLoop, Rule: rule, MaxTested: c.MaxTested}
+	switch c.Bound {
+	case sweep.BoundAtLeast:
+		rc.Bound = Bound{Value: c.N, AtLeast: true}
+	case sweep.BoundWithin:
+		rc.Bound = Bound{Value: c.N, Approximate: c.Approximate}
+		rc.Estimate, rc.Between = round(c.Estimate, 4), c.Between
+	}
+	return rc
 }
 
 // drain: the engine empties a little after the last stream of the step

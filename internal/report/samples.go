@@ -34,7 +34,8 @@ func NewSamples(s sweep.Samples) *Samples {
 		return v
 	}
 	out.TTFT, out.ITL, out.Decode, out.E2E, out.Prefill = keep(s.TTFT), keep(s.ITL), keep(s.Decode), keep(s.E2E), keep(s.Prefill)
-	if out.TTFT == nil && out.ITL == nil && out.Decode == nil && out.E2E == nil && out.Prefill == nil {
+	out.Good = slices.Clone(s.Good)
+	if out.TTFT == nil && out.ITL == nil && out.Decode == nil && out.E2E == nil && out.Prefill == nil && out.Good == nil {
 		return nil
 	}
 	if s.RoundMedians != nil {

@@ -143,6 +143,8 @@ type Config struct {
 	// PromptCaching is false when every request carried a fresh context
 	// (worst-case TTFT), as the reference reports run.
 	PromptCaching bool `json:"prompt_caching"`
+	// CapacityOn are the rules capacity was asked on (Capacity.On).
+	CapacityOn []string `json:"capacity_on,omitempty"`
 }
 
 // ReferenceLines are the report-wide lines drawn on the charts (a
@@ -208,6 +210,14 @@ type Step struct {
 	SuccessRate     float64 `json:"success_rate"` // RequestsOK / RequestsSent, 0..1
 	// Errors counts failed requests by prober reason ("timeout", "http_5xx", ...).
 	Errors map[string]int `json:"errors,omitempty"`
+	// Good counts the requests that succeeded and met every threshold of
+	// the scenario at once (prober.Thresholds.MetBy, as
+	// slaprobe_probes_good_total counts probes); GoodShare is Good /
+	// RequestsSent (nil in reports written before goodput was kept), and
+	// GoodPerSecond is goodput: Good per second of DurationSeconds.
+	Good          int      `json:"good,omitempty"`
+	GoodShare     *float64 `json:"good_share,omitempty"`
+	GoodPerSecond float64  `json:"good_requests_per_second,omitempty"`
 
 	Decode Dist `json:"decode_tokens_per_second"` // per-user decode speed
 	ITL    Dist `json:"itl_seconds"`              // mean inter-token latency per request
@@ -260,6 +270,10 @@ type Samples struct {
 	Decode  []float64 `json:"decode_tokens_per_second,omitempty"`
 	E2E     []float64 `json:"e2e_seconds,omitempty"`
 	Prefill []float64 `json:"prefill_tokens_per_second,omitempty"`
+	// Good is 1 or 0 per request sent, failed ones included, in the order
+	// they ended: whether it was good (see Step.Good); never subsampled.
+	// In RoundMedians, each round's share of good requests.
+	Good []float64 `json:"good,omitempty"`
 	// Subsampled is true when some metric had more than MaxSamples values
 	// and kept order statistics of them instead.
 	Subsampled bool `json:"subsampled,omitempty"`
@@ -316,6 +330,25 @@ type Capacity struct {
 	// UseCases has one entry per scenario judged against its own thresholds
 	// (family use_case, and any custom scenario with thresholds).
 	UseCases []UseCaseCapacity `json:"use_cases,omitempty"`
+	// On has one entry per scenario and rule of Config.CapacityOn
+	// (sweep.capacity_on): the largest closed-loop N that meets the rule.
+	On []RuleCapacity `json:"on,omitempty"`
+}
+
+// RuleCapacity is one scenario's capacity on one rule ("goodput >= 95%",
+// "p99 ttft <= 2s").
+type RuleCapacity struct {
+	Scenario string     `json:"scenario"`
+	Mode     sweep.Mode `json:"mode"`
+	Rule     string     `json:"rule"`
+	Bound
+	// Estimate is the unrounded crossing of the rule's limit, interpolated
+	// linearly between the two measured steps of Between (the last that
+	// met it and the first that did not); both are absent when the limit
+	// was not crossed inside the measured range.
+	Estimate  float64 `json:"estimate,omitempty"`
+	Between   []int   `json:"between,omitempty"`
+	MaxTested int     `json:"max_tested"`
 }
 
 // Bound is how a capacity value relates to the measured ladder.
@@ -366,6 +399,9 @@ type Headline struct {
 	BestTTFT            *Figure `json:"best_ttft_seconds,omitempty"` // lowest TTFT mean
 	// MaxSafeQueue mirrors Capacity.MaxSafeQueue, one tile per scenario.
 	MaxSafeQueue []Figure `json:"max_safe_queue,omitempty"`
+	// GoodputCapacity mirrors the first goodput rule of Capacity.On, one
+	// figure per scenario.
+	GoodputCapacity []Figure `json:"goodput_capacity,omitempty"`
 	// SuccessRate is RequestsOK / RequestsSent over every step of the run.
 	SuccessRate  float64 `json:"success_rate"`
 	RequestsSent int     `json:"requests_sent"`

@@ -28,8 +28,9 @@ func secCell(v float64) string {
 func msCell(v float64) string { return strconv.FormatFloat(v*1000, 'f', 1, 64) }
 
 func stepColumns(steps []Step, mode sweep.Mode) []column {
-	var hasEff, hasQueue, hasPower, hasCost, hasJ, hasP10, hasP1, hasDrain bool
+	var hasEff, hasQueue, hasPower, hasCost, hasJ, hasP10, hasP1, hasDrain, hasGood bool
 	for _, st := range steps {
+		hasGood = hasGood || st.GoodShare != nil
 		hasDrain = hasDrain || st.Drain != nil
 		hasP10 = hasP10 || st.Decode.P10 > 0
 		hasP1 = hasP1 || st.Decode.P1 > 0
@@ -50,6 +51,21 @@ func stepColumns(steps []Step, mode sweep.Mode) []column {
 		}},
 		{0, "requests", "", "ok / sent", func(s Step) string { return fmt.Sprintf("%d / %d", s.RequestsOK, s.RequestsSent) }},
 		{0, "requests", "", "success", func(s Step) string { return fmtPct(s.SuccessRate) }},
+	}
+	if hasGood {
+		cols = append(cols,
+			column{0, "requests", "", "good", func(s Step) string {
+				if s.GoodShare == nil {
+					return "–"
+				}
+				return fmtPct(*s.GoodShare)
+			}},
+			column{0, "requests", "", "good/s", func(s Step) string {
+				if s.GoodShare == nil {
+					return "–"
+				}
+				return strconv.FormatFloat(s.GoodPerSecond, 'f', 2, 64)
+			}})
 	}
 	dist := func(group, md string, names []sweep.Stat, d func(Step) Dist, cell func(float64) string) {
 		for _, n := range names {
@@ -212,4 +228,52 @@ func modeTitle(m sweep.Mode) string {
 // mdHeader names a column for Markdown.
 func mdHeader(c column) string {
 	return strings.TrimSpace(c.mdGroup + " " + c.name)
+}
+
+// ChartCapacityOn is the table of capacities on the rules of
+// Config.CapacityOn; present when the report has any.
+const ChartCapacityOn = "capacity-on"
+
+// betweenText says where a capacity on a rule came from: which measured
+// steps bracket an interpolated crossing.
+func betweenText(c RuleCapacity) string {
+	switch {
+	case len(c.Between) == 2 && c.Approximate:
+		return fmt.Sprintf("interpolated between N=%d and N=%d (crossing at %.2f)", c.Between[0], c.Between[1], c.Estimate)
+	case len(c.Between) == 2:
+		return fmt.Sprintf("N=%d meets it, N=%d does not", c.Between[0], c.Between[1])
+	case c.AtLeast:
+		return "every N tested meets it"
+	}
+	return "the smallest N tested misses it"
+}
+
+// ruleLabel writes a rule of sweep.capacity_on with ≥ and ≤.
+func ruleLabel(rule string) string {
+	return strings.NewReplacer(">=", "≥", "<=", "≤").Replace(rule)
+}
+
+func capacityOnTable(r *Report) table {
+	t := table{Class: "cap", Head: []string{"scenario", "rule", "capacity", "from the steps", "tested up to"},
+		Numeric: []bool{false, false, true, false, true}}
+	for _, c := range r.Capacity.On {
+		t.Rows = append(t.Rows, []string{c.Scenario, ruleLabel(c.Rule), fmtBound(c.Bound), betweenText(c), fmt.Sprintf("N=%d (%s)", c.MaxTested, modeLabel(c.Mode))})
+	}
+	if cmp := r.Comparison; cmp != nil {
+		t.Head = append(t.Head, "change vs base")
+		t.Numeric = append(t.Numeric, false)
+		for i, c := range r.Capacity.On {
+			t.Rows[i] = append(t.Rows[i], orDash(capacityChangeText(cmp.CapacityOnRule(CapacityOn, c.Scenario, c.Rule))))
+		}
+	}
+	return t
+}
+
+func figCapacityOnTable(r *Report) figure {
+	f := newFigure(ChartCapacityOn, "Capacity on goodput and percentiles",
+		"The largest closed-loop N that meets each rule of sweep.capacity_on. Goodput is the share of a step’s requests that succeeded and met every threshold of the scenario at once. Between two measured steps the rule’s figure is interpolated linearly; the column “from the steps” names the two that bracket the crossing.")
+	f.Wide = true
+	t := capacityOnTable(r)
+	f.Table = &t
+	return f
 }

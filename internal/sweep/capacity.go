@@ -76,6 +76,10 @@ type Capacity struct {
 	// NonMonotonic is true when a larger N measured better than a smaller
 	// one that had already missed the limit; such recoveries are ignored.
 	NonMonotonic bool `json:"non_monotonic,omitempty"`
+	// Between holds the measured N that bracket the crossing, the last
+	// within the limit and the first beyond it, when Bound is within: the
+	// steps the interpolation ran between.
+	Between []int `json:"between,omitempty"`
 	// Limits holds the capacity against each limit on its own, when the
 	// capacity combines several (the smallest of them is the result).
 	Limits []CapacityLimit `json:"limits,omitempty"`
@@ -173,6 +177,7 @@ func MaxWithin(points []CapacityPoint, limit float64, dir Direction) Capacity {
 	}
 	c.N, c.Estimate, c.Bound = n, x, BoundWithin
 	c.Approximate = n != lo.N
+	c.Between = []int{lo.N, hi.N}
 	return c
 }
 
@@ -224,6 +229,9 @@ type CapacityOptions struct {
 	// is what the reports judge and plot ("average TTFT", "average per-user
 	// speed"); p90 is the stricter SLA reading. See docs/sweeps.md.
 	Stat Stat
+	// On are the rules capacity is also asked on (sweep.capacity_on),
+	// each on its own; nil asks it on DefaultCapacityOn.
+	On []CapacityRule
 	// MinSuccess is the success ratio a step needs to count as within
 	// capacity, whatever its latencies (failed requests have none).
 	MinSuccess float64
@@ -231,7 +239,8 @@ type CapacityOptions struct {
 
 // DefaultCapacityOptions returns the reports' settings.
 func DefaultCapacityOptions() CapacityOptions {
-	return CapacityOptions{MaxSafeTTFT: 3 * time.Second, Stat: StatMean, MinSuccess: 0.95}
+	on, _ := ParseCapacityRules(nil)
+	return CapacityOptions{MaxSafeTTFT: 3 * time.Second, Stat: StatMean, MinSuccess: 0.95, On: on}
 }
 
 // MaxSafeQueue is the largest burst N whose TTFT statistic stays within

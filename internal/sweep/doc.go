@@ -15,6 +15,7 @@
 // drain.go (what a step reads beside its requests: power, and the engine's
 // queue), load.go (the two ways of loading a target), step.go (one step and
 // its result), capacity.go (scaling efficiency and the largest N within a
-// threshold), progress.go (the events a caller sees), sweep.go (Options, Run
+// threshold), capacity_on.go (the largest N on a rule of sweep.capacity_on:
+// goodput, or a statistic of a metric), progress.go (the events a caller sees), sweep.go (Options, Run
 // and Result).
 package sweep

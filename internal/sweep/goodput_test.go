@@ -2,6 +2,7 @@ package sweep
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -37,5 +38,30 @@ func TestSummarizeStepGoodput(t *testing.T) {
 	}
 	if st := summarizeStep(StepInfo{Scenario: "s", Mode: ModeClosedLoop, Concurrency: 4}, prober.Thresholds{}, out); st.Good != 4 {
 		t.Errorf("no threshold: %d good, want the 4 answered", st.Good)
+	}
+}
+
+// Each request's good flag is kept in order, and each burst round's share.
+func TestStepGoodSamples(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	ms := time.Millisecond
+	req := func(ttft time.Duration) prober.Result {
+		return prober.Result{Kind: prober.KindSuccess, Start: t0, FirstToken: t0.Add(ttft),
+			LastToken: t0.Add(ttft + 99*ms), OutputTokens: 100, RequestedTokens: 100, FirstChunkTokens: 1}
+	}
+	out := loadOutcome{
+		Sampled:   []prober.Result{req(100 * ms), req(900 * ms), req(100 * ms), req(100 * ms), {Kind: prober.KindError, Reason: prober.ReasonTimeout}},
+		RoundEnds: []int{2, 5},
+		SpanStart: t0, SpanEnd: t0.Add(time.Second),
+	}
+	st := summarizeStep(StepInfo{Scenario: "s", Mode: ModeBurst, Concurrency: 2}, prober.Thresholds{TTFT: 500 * ms}, out)
+	if want := []float64{1, 0, 1, 1, 0}; !slices.Equal(st.Samples.Good, want) {
+		t.Errorf("good flags %v, want %v", st.Samples.Good, want)
+	}
+	if want := []float64{0.5, 2.0 / 3}; st.Samples.RoundMedians == nil || !slices.Equal(st.Samples.RoundMedians.Good, want) {
+		t.Errorf("rounds' good shares %+v, want %v", st.Samples.RoundMedians, want)
+	}
+	if st.Good != 3 || st.GoodShare != 0.6 {
+		t.Errorf("%d good, share %v; want 3, 0.6", st.Good, st.GoodShare)
 	}
 }

@@ -15,6 +15,10 @@ import (
 // chunk, Prefill of those not served from the prefix cache.
 type Samples struct {
 	TTFT, ITL, Decode, E2E, Prefill []float64
+	// Good holds one value per sampled request, failed ones included, in
+	// the order they ended: 1 when it was good (prober.Thresholds.MetBy),
+	// else 0. In RoundMedians, each round's share of good requests.
+	Good []float64
 	// RoundMedians holds, for a burst step of two or more rounds
 	// (BurstRepeat), each round's median of every metric, one value per
 	// round that measured it. A burst's requests share one queue, so they
@@ -139,9 +143,6 @@ func summarizeStep(info StepInfo, th prober.Thresholds, out loadOutcome) StepRes
 			continue
 		}
 		st.Succeeded++
-		if th.MetBy(r) {
-			st.Good++
-		}
 		if r.Short() {
 			st.ShortOutputs++
 		}
@@ -152,17 +153,22 @@ func summarizeStep(info StepInfo, th prober.Thresholds, out loadOutcome) StepRes
 	}
 	if st.Requests > 0 {
 		st.SuccessRatio = float64(st.Succeeded) / float64(st.Requests)
-		st.GoodShare = float64(st.Good) / float64(st.Requests)
 	}
 	if st.Succeeded > 0 {
 		st.promptTokens = prompt / float64(st.Succeeded)
 	}
 	st.StartSpreadSeconds = last.Sub(first).Seconds()
-	sv := sampleValues(out.Sampled)
+	sv := sampleValues(out.Sampled, th)
 	st.Decode, st.ITL, st.TTFT, st.E2E, st.Prefill = Summarize(sv.Decode), Summarize(sv.ITL), Summarize(sv.TTFT), Summarize(sv.E2E), Summarize(sv.Prefill)
 	st.Samples = sv
+	for _, g := range sv.Good {
+		st.Good += int(g)
+	}
+	if st.Requests > 0 {
+		st.GoodShare = float64(st.Good) / float64(st.Requests)
+	}
 	if len(out.RoundEnds) > 1 {
-		st.Samples.RoundMedians = roundMedians(out.Sampled, out.RoundEnds)
+		st.Samples.RoundMedians = roundMedians(out.Sampled, out.RoundEnds, th)
 	}
 	if w := out.SpanEnd.Sub(out.SpanStart).Seconds(); w > 0 {
 		st.WindowSeconds = w
@@ -176,11 +182,16 @@ func summarizeStep(info StepInfo, th prober.Thresholds, out loadOutcome) StepRes
 // sampleValues returns the per-request values of the successful (or timed)
 // results among rs, in order: TTFT and E2E of each, ITL and decode speed of
 // those that decoded enough tokens, prefill speed of those not served from
-// the prefix cache.
-func sampleValues(rs []prober.Result) Samples {
+// the prefix cache; and whether each of rs was good by th.
+func sampleValues(rs []prober.Result, th prober.Thresholds) Samples {
 	var s Samples
 	for i := range rs {
 		r := &rs[i]
+		good := 0.0
+		if th.MetBy(r) {
+			good = 1
+		}
+		s.Good = append(s.Good, good)
 		if r.Kind != prober.KindSuccess && !r.Timed() {
 			continue
 		}
@@ -204,7 +215,7 @@ func sampleValues(rs []prober.Result) Samples {
 // roundMedians returns, for the results of a burst step of several rounds
 // (ends: the end index of each round in rs), each round's median of every
 // metric; a round that measured none of a metric adds no value for it.
-func roundMedians(rs []prober.Result, ends []int) *Samples {
+func roundMedians(rs []prober.Result, ends []int, th prober.Thresholds) *Samples {
 	rm := &Samples{}
 	add := func(dst *[]float64, v []float64) {
 		if len(v) > 0 {
@@ -213,13 +224,16 @@ func roundMedians(rs []prober.Result, ends []int) *Samples {
 	}
 	start := 0
 	for _, end := range ends {
-		r := sampleValues(rs[start:end])
+		r := sampleValues(rs[start:end], th)
 		start = end
 		add(&rm.TTFT, r.TTFT)
 		add(&rm.ITL, r.ITL)
 		add(&rm.Decode, r.Decode)
 		add(&rm.E2E, r.E2E)
 		add(&rm.Prefill, r.Prefill)
+		if len(r.Good) > 0 {
+			rm.Good = append(rm.Good, Summarize(r.Good).Mean)
+		}
 	}
 	return rm
 }

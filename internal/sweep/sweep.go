@@ -124,6 +124,9 @@ type ScenarioResult struct {
 
 	// MaxSafeQueue is the largest burst N with TTFT within the max-safe limit.
 	MaxSafeQueue *Capacity `json:"max_safe_queue,omitempty"`
+	// CapacityOn is the capacity of the closed loop on each rule of
+	// Options.Capacity.On (sweep.capacity_on; goodput >= 95 % by default).
+	CapacityOn []RuleCapacity `json:"capacity_on,omitempty"`
 	// Capacity is the largest closed-loop N within every scenario threshold.
 	Capacity *Capacity `json:"capacity,omitempty"`
 }
@@ -149,6 +152,8 @@ type Settings struct {
 	MaxSafeTTFTSeconds  float64 `json:"max_safe_ttft_seconds"`
 	CapacityStat        Stat    `json:"capacity_stat"`
 	CapacityMinSuccess  float64 `json:"capacity_min_success"`
+	// CapacityOn are the rules of Options.Capacity.On, normalized.
+	CapacityOn []string `json:"capacity_on,omitempty"`
 }
 
 // Result is everything one sweep of one target measured.
@@ -189,6 +194,9 @@ func Run(ctx context.Context, r Runner, t prober.Target, model string, opts Opti
 	if opts.Capacity.MaxSafeTTFT <= 0 {
 		opts.Capacity.MaxSafeTTFT = DefaultCapacityOptions().MaxSafeTTFT
 	}
+	if opts.Capacity.On == nil {
+		opts.Capacity.On = DefaultCapacityOptions().On
+	}
 	closed := ladder(opts.ClosedLoop, opts.MaxConcurrency)
 	burst := ladder(opts.Burst, opts.MaxConcurrency)
 	if len(closed) > 0 && opts.StepDuration <= 0 {
@@ -210,6 +218,9 @@ func Run(ctx context.Context, r Runner, t prober.Target, model string, opts Opti
 			MaxSafeTTFTSeconds: opts.Capacity.MaxSafeTTFT.Seconds(), CapacityStat: opts.Capacity.Stat,
 			CapacityMinSuccess: opts.Capacity.MinSuccess,
 		},
+	}
+	for _, r := range opts.Capacity.On {
+		res.Settings.CapacityOn = append(res.Settings.CapacityOn, r.Text)
 	}
 	sw.plan = make([]StepInfo, 0, sw.steps)
 	for _, s := range opts.Scenarios {
@@ -615,6 +626,7 @@ func finishScenario(sr *ScenarioResult, s prober.Scenario, opts Options) {
 	if closed := drained(sr.ClosedLoop); len(closed) > 0 {
 		c := UseCaseCapacityOf(closed, s.Thresholds, opts.Capacity)
 		sr.Capacity = &c
+		sr.CapacityOn = CapacityOn(closed, opts.Capacity.On)
 	}
 }
 

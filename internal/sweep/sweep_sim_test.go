@@ -119,6 +119,12 @@ func simClosedLoop(t *testing.T, errorf func(string, ...any)) {
 	opts.StepDuration = time.Second
 	opts.Cooldown = 0
 	opts.Power = sampler
+	// Capacity on goodput (the default rule) and on the p99 of ITL.
+	rules, err := ParseCapacityRules([]string{DefaultCapacityOn, "p99 itl <= " + itlLimit.String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Capacity.On = rules
 	res, err := Run(context.Background(), prober.New(nil, prober.SystemClock{}), target, cfg.ModelName, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -184,6 +190,41 @@ func simClosedLoop(t *testing.T, errorf func(string, ...any)) {
 		errorf("closed-loop capacity %v (estimate %.2f, limited by %q); the engine model predicts ~6 by itl", c, c.Estimate, c.LimitedBy)
 	}
 	t.Logf("closed-loop capacity %s by %s (estimate %.2f, model 6)", c, c.LimitedBy, c.Estimate)
+
+	// Goodput: every request's ITL is the model's ITL(N) give or take the
+	// client's few percent, so the share of good requests falls from all
+	// at N=1, 2, 4 (ITL(4) is 17 % under the limit) to none at N=8 (17 %
+	// over it); the good requests per second are that share of the
+	// requests started per second of the window.
+	for _, st := range sr.ClosedLoop {
+		wantShare := 1.0
+		if st.Concurrency == 8 {
+			wantShare = 0
+		}
+		if math.Abs(st.GoodShare-wantShare) > 0.05 || st.GoodShare != float64(st.Good)/float64(st.Requests) {
+			errorf("N=%d: %d of %d requests good (%.3f); want a share of %.0f", st.Concurrency, st.Good, st.Requests, st.GoodShare, wantShare)
+		}
+		if want := float64(st.Good) / st.WindowSeconds; st.GoodPerSecond != want {
+			errorf("N=%d: %.2f good requests per second, want %d over %.2f s", st.Concurrency, st.GoodPerSecond, st.Good, st.WindowSeconds)
+		}
+		t.Logf("N=%d: %d of %d requests good (share %.3f), %.1f good requests/s", st.Concurrency, st.Good, st.Requests, st.GoodShare, st.GoodPerSecond)
+	}
+	// Capacity on goodput ≥ 95 %: 4, the last step within, the crossing
+	// between 4 and 8 at 4 + 0.05×4 = 4.2 of a share falling from 1 to 0;
+	// on the p99 of ITL, near the model's 6, as the mean is.
+	if len(sr.CapacityOn) != 2 {
+		errorf("capacity on %d rules, want 2", len(sr.CapacityOn))
+		return
+	}
+	g, p := sr.CapacityOn[0], sr.CapacityOn[1]
+	if g.Rule != DefaultCapacityOn || g.N != 4 || g.Bound != BoundWithin || len(g.Between) != 2 || g.Between[0] != 4 || g.Between[1] != 8 {
+		errorf("capacity on %q: %s (between %v); want 4, between 4 and 8", g.Rule, g.Capacity, g.Between)
+	}
+	if p.Bound != BoundWithin || math.Abs(p.Estimate-6) > 1.2 || p.LimitedBy != "itl" {
+		errorf("capacity on %q: %s (estimate %.2f); the engine model predicts ~6", p.Rule, p.Capacity, p.Estimate)
+	}
+	t.Logf("capacity on %q: %s (estimate %.2f, between %v); on %q: %s (estimate %.2f, between %v)",
+		g.Rule, g.Capacity, g.Estimate, g.Between, p.Rule, p.Capacity, p.Estimate, p.Between)
 }
 
 func TestSweepSimBurst(t *testing.T) {

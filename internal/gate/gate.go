@@ -43,9 +43,10 @@ const (
 
 // MetricGoodputShare is the name a comparison gives the goodput share
 // figure (the share of requests that met every threshold of their
-// scenario, 0 to 1) in its step metrics. A goodput rule reads it; runs
-// whose comparison has none are "no goodput figure in these runs".
-const MetricGoodputShare = "goodput_share"
+// scenario, 0 to 1) in its step metrics: report.MetricGoodShare. A goodput
+// rule reads it; runs whose comparison has none (reports written before
+// sweeps kept goodput) are "no goodput figure in these runs".
+const MetricGoodputShare = report.MetricGoodShare
 
 // Unknown policies (--fail-on-unknown).
 const (

@@ -168,7 +168,7 @@ func TestEvaluate(t *testing.T) {
 		{name: "improvements pass", c: better, rules: "metric:ttft,capacity", code: 0},
 		{name: "goodput without a figure fails closed", c: comparison(false), rules: "goodput:5", code: ExitNoVerdict, noVerdict: []string{"goodput share"}},
 		{name: "goodput without a figure passes open", c: comparison(false), rules: "goodput:5", unknown: UnknownPass, code: 0, noVerdict: []string{"goodput share"}},
-		{name: "goodput down 8 points, 5 tolerated", c: comparison(true), rules: "goodput:5", code: ExitRegression, reasons: []string{"chat closed_loop N=1 goodput_share"}},
+		{name: "goodput down 8 points, 5 tolerated", c: comparison(true), rules: "goodput:5", code: ExitRegression, reasons: []string{"chat closed_loop N=1 good_share"}},
 		{name: "goodput down 8 points, 10 tolerated", c: comparison(true), rules: "goodput:10", code: 0},
 		{name: "no confidence", c: &report.Comparison{Steps: []report.StepChange{{Scenario: "chat", Mode: sweep.ModeClosedLoop, Concurrency: 1, Presence: report.InBoth,
 			Metrics: []report.MetricChange{{Metric: report.MetricTTFT, Base: 1, New: 2, Change: 1, Verdict: report.VerdictUnknown, Note: "no raw samples"}}}}},

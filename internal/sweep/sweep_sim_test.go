@@ -186,6 +186,14 @@ func simClosedLoop(t *testing.T, errorf func(string, ...any)) {
 	t.Logf("closed-loop capacity %s by %s (estimate %.2f, model 6)", c, c.LimitedBy, c.Estimate)
 }
 
+// The tolerance of a burst step's mean TTFT against the engine's record of
+// the same requests (TestSweepSimBurst): measured spread and source in
+// docs/testing.md ("Accuracy tolerances").
+const (
+	burstTTFTAbs = 300 * time.Microsecond
+	burstTTFTRel = 0.05
+)
+
 func TestSweepSimBurst(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the simulated engine for a few seconds")
@@ -237,9 +245,9 @@ func simBurst(t *testing.T, errorf func(string, ...any)) {
 	prefill := cfg.PrefillTime(P)
 	// Without the race detector 32 requests reach the engine within a few
 	// ms on 2 cores (see docs/performance.md); allow for a loaded machine.
-	maxSpread, slack := 20*time.Millisecond, 4*time.Millisecond
+	maxSpread := 20 * time.Millisecond
 	if raceEnabled {
-		maxSpread, slack = 250*time.Millisecond, 25*time.Millisecond
+		maxSpread = 250 * time.Millisecond
 	}
 	for i, st := range sr.Burst {
 		n := st.Concurrency
@@ -258,17 +266,34 @@ func simBurst(t *testing.T, errorf func(string, ...any)) {
 			}
 		}
 		spread := last.Sub(first)
+		// The step's mean TTFT against the engine's record of the same
+		// requests: when it wrote each first chunk, from each request's t0.
+		var engineTTFT time.Duration
+		for _, id := range ids[i] {
+			tr, _ := e.Trace(id)
+			engineTTFT += tr.FirstTokenWritten.Sub(runner.start(id))
+		}
+		engineMean := engineTTFT.Seconds() / float64(max(len(ids[i]), 1))
+		if tol := burstTTFTAbs.Seconds() + burstTTFTRel*engineMean; math.Abs(st.TTFT.Mean-engineMean) > tol {
+			errorf("N=%d: mean TTFT %.2f ms; the engine wrote the same requests' first chunks %.2f ms after their t0 on average: off by %+.2f ms, tolerance %.2f ms",
+				n, st.TTFT.Mean*1e3, engineMean*1e3, (st.TTFT.Mean-engineMean)*1e3, tol*1e3)
+		}
 		if len(ids[i]) != n || spread > maxSpread {
 			errorf("N=%d: %d requests arrived over %v; want all N within %v", n, len(ids[i]), spread, maxSpread)
 		}
 		if st.MaxInFlight != n || st.SuccessRatio != 1 {
 			errorf("N=%d: %d in flight, success %.2f", n, st.MaxInFlight, st.SuccessRatio)
 		}
+		// The burst queued: the model is a floor (the engine only sleeps),
+		// not a ceiling, since a loaded machine makes the engine itself
+		// late (77 ms for a model's 15 ms was seen); accuracy is the check
+		// against the engine's record above.
 		wantTTFT := prefill.Seconds() * float64(n+1) / 2
-		if d := st.TTFT.Mean - wantTTFT; d < -0.002 || d > (slack+spread).Seconds() {
-			errorf("N=%d: mean TTFT %.1f ms; the engine model predicts %.1f ms", n, st.TTFT.Mean*1e3, wantTTFT*1e3)
+		if d := st.TTFT.Mean - wantTTFT; d < -0.002 {
+			errorf("N=%d: mean TTFT %.1f ms; the engine model predicts at least %.1f ms", n, st.TTFT.Mean*1e3, wantTTFT*1e3)
 		}
-		t.Logf("N=%d: arrival spread %v, mean TTFT %.1f ms (model %.1f), p99 %.1f ms", n, spread, st.TTFT.Mean*1e3, wantTTFT*1e3, st.TTFT.P99*1e3)
+		t.Logf("N=%d: arrival spread %v, mean TTFT %.3f ms (engine's record %.3f ms, %+.2f%%; model %.1f), p99 %.1f ms",
+			n, spread, st.TTFT.Mean*1e3, engineMean*1e3, 100*(st.TTFT.Mean/engineMean-1), wantTTFT*1e3, st.TTFT.P99*1e3)
 	}
 	// Max safe queue: (N+1)/2 × prefill <= limit.
 	want := 2*limit.Seconds()/prefill.Seconds() - 1
@@ -283,19 +308,31 @@ func simBurst(t *testing.T, errorf func(string, ...any)) {
 	t.Logf("max safe queue %s (estimate %.2f, model %.2f)", c, c.Estimate, want)
 }
 
-// recordingRunner remembers the response ids of the requests it ran.
+// recordingRunner remembers the response ids of the requests it ran, and
+// when each started (its t0).
 type recordingRunner struct {
 	Runner
-	mu  sync.Mutex
-	ids []string
+	mu     sync.Mutex
+	ids    []string
+	starts map[string]time.Time
 }
 
 func (r *recordingRunner) Run(ctx context.Context, t prober.Target, prep *prober.Prepared) prober.Result {
 	res := r.Runner.Run(ctx, t, prep)
 	r.mu.Lock()
 	r.ids = append(r.ids, res.ResponseID)
+	if r.starts == nil {
+		r.starts = map[string]time.Time{}
+	}
+	r.starts[res.ResponseID] = res.Start
 	r.mu.Unlock()
 	return res
+}
+
+func (r *recordingRunner) start(id string) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.starts[id]
 }
 
 func (r *recordingRunner) take() []string {

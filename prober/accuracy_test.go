@@ -296,6 +296,9 @@ func accMeasure(cfg vllmsim.Config, res *prober.Result, tr vllmsim.Trace, errorf
 	// ITL against the trace of the same request: 2 %, plus the stamping
 	// lag TTFT allows (accTTFTAbs) at each end of the decode, spread over
 	// its gaps; against the model as a floor only.
+	// (Below the model too by as much: the engine keeps its steps on an
+	// absolute schedule, so a late first chunk shortens the decode it
+	// spans; -2.24 % on 32 tokens was seen.)
 	if dec := tr.LastTokenWritten.Sub(tr.FirstTokenWritten); m.itlTrace <= 0 || dec <= 0 {
 		errorf("no ITL in the engine's trace (%d chunks, decode %v)", len(tr.Chunks), dec)
 	} else {
@@ -303,9 +306,9 @@ func accMeasure(cfg vllmsim.Config, res *prober.Result, tr vllmsim.Trace, errorf
 		if e := relErr(m.itl, m.itlTrace); math.Abs(e) > tol {
 			errorf("ITL %v vs trace %v: off by %+.2f%%, tolerance %.2f%%", m.itl, m.itlTrace, 100*e, 100*tol)
 		}
-	}
-	if e := relErr(m.itl, m.itlModel); e < -accITLRel {
-		errorf("ITL %v vs model %v: off by %+.2f%%, below the model by more than %.0f%%", m.itl, m.itlModel, 100*e, 100*accITLRel)
+		if e := relErr(m.itl, m.itlModel); e < -tol {
+			errorf("ITL %v vs model %v: off by %+.2f%%, below the model by more than %.2f%%", m.itl, m.itlModel, 100*e, 100*tol)
+		}
 	}
 	return m
 }

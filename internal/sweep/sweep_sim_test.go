@@ -82,9 +82,9 @@ func (s *engineSampler) Stop() (PowerReading, error) {
 	return PowerReading{AvgWatts: 1, PeakWatts: 1, Joules: 1}, nil
 }
 
-// The tolerances of a closed-loop step's system throughput and mean ITL
-// against the engine's own record (TestSweepSimClosedLoop): measured spread
-// and source in docs/testing.md ("Accuracy tolerances").
+// The tolerances of a closed-loop step's system throughput, scaling efficiency
+// and mean ITL against the engine's own record (TestSweepSimClosedLoop):
+// measured spread and source in docs/testing.md ("Accuracy tolerances").
 const (
 	closedLoopRateRel = 0.05
 	closedLoopEffRel  = 0.06

@@ -188,7 +188,7 @@ func TestLLMDAccuracyTiming(t *testing.T) {
 			prep := accPrepare(t, p, target, s)
 			testproc.TimingAttempts(t, func(errorf func(string, ...any)) {
 				for i := 0; i < 2; i++ {
-					k := ic.streams()
+					k := ic.settled(t)
 					res := p.Run(context.Background(), target, prep)
 					if res.Kind != prober.KindSuccess {
 						errorf("probe: %s/%s: %v\n%s", res.Kind, res.Reason, res.Err, srv.Logs())
@@ -326,7 +326,7 @@ func TestLLMDShortAnswers(t *testing.T) {
 	testproc.TimingAttempts(t, func(errorf func(string, ...any)) {
 		short, decoded := 0, 0
 		for i := 0; i < 6; i++ {
-			k := ic.streams()
+			k := ic.settled(t)
 			res := p.Run(context.Background(), target, prep)
 			switch res.Kind {
 			case prober.KindSuccess:

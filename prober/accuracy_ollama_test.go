@@ -49,10 +49,56 @@ func ollamaTarget(t *testing.T, opts ollama.Options, rec *accTransport) (*ollama
 	return srv, prober.Target{Name: "ollama", API: prober.APIChat, BaseURL: srv.URL, Client: &http.Client{Transport: rt}}
 }
 
+// The tolerances of slaprobe's TTFT and ITL against the independent client
+// on Ollama, for the median over the rounds of each request's relative
+// difference (ollamaAgree). Measured spread, with the commands, in
+// docs/testing.md ("Accuracy tolerances"): each is a few times the largest
+// median seen, and small enough that a 10 % error of either figure fails.
+const (
+	ollamaTTFTRel = 0.03
+	ollamaITLRel  = 0.03
+	// Decode speed against Ollama's own eval_count / eval_duration, which
+	// sits 2-3 % above slaprobe's by construction (see docs/testing.md).
+	ollamaDecodeRel = 0.05
+)
+
+// ollamaAgree checks slaprobe's TTFT or ITL (got) against the independent
+// client's (want) on the very same requests: the median over the rounds of
+// each request's relative difference must be within tol. Paired, request by
+// request, so that the engine's variance from one request to the next (10 %
+// and more on shared cores) cancels; the median, so that one request the
+// shared CPU delayed on one side only does not decide; relative, so that the
+// tolerance scales with the figure (an ITL of 2.8 ms, a TTFT of tens of
+// milliseconds) and no absolute floor swallows a small figure.
+func ollamaAgree(t *testing.T, what string, got, want []time.Duration, tol float64) {
+	t.Helper()
+	rel := make([]float64, len(got))
+	for i := range got {
+		rel[i] = relErr(got[i], want[i])
+	}
+	pairedWithin(t, what+": slaprobe against the independent client on the same requests", rel, tol)
+}
+
+// pairedWithin checks the median of per-request relative differences
+// against tol, and logs each.
+func pairedWithin(t *testing.T, what string, rel []float64, tol float64) {
+	t.Helper()
+	each := make([]string, len(rel))
+	for i, r := range rel {
+		each[i] = fmt.Sprintf("%+.2f%%", 100*r)
+	}
+	m := medianF(rel)
+	if math.Abs(m) > tol {
+		t.Errorf("%s: median %+.2f%% (each: %s), tolerance ±%.0f%%", what, 100*m, strings.Join(each, " "), 100*tol)
+	}
+	t.Logf("%s: median %+.2f%% (each: %s; tolerance ±%.0f%%)", what, 100*m, strings.Join(each, " "), 100*tol)
+}
+
 // TestOllamaAccuracy: on the real engine, slaprobe sizes a 1K prompt
-// without /tokenize; on every request its TTFT and ITL agree with the
-// independent client's within 3 % or 2 ms (the larger), and its decode
-// speed with Ollama's own eval_count / eval_duration within 5 %.
+// without /tokenize; its TTFT and ITL agree with the independent client's on
+// the same requests (ollamaAgree: the median of the per-request differences
+// within ollamaTTFTRel and ollamaITLRel), and its decode speed with Ollama's
+// own eval_count / eval_duration of the same requests within ollamaDecodeRel.
 func TestOllamaAccuracy(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real-time probes against a real engine")
@@ -86,10 +132,10 @@ func TestOllamaAccuracy(t *testing.T) {
 			if res := p.Run(context.Background(), target, prep); res.Kind != prober.KindSuccess {
 				t.Fatalf("warm-up probe: %s/%s: %v\n%s", res.Kind, res.Reason, res.Err, srv.Logs())
 			}
-			ic.timing(t, 0)
 			var probeTTFT, probeITL, clientTTFT, clientITL []time.Duration
 			var probeDecode, ownDecode []float64
 			for i := 0; i < rounds; i++ {
+				k := ic.settled(t)
 				res := p.Run(context.Background(), target, prep)
 				if res.Kind != prober.KindSuccess {
 					t.Fatalf("probe %d: %s/%s: %v\n%s", i, res.Kind, res.Reason, res.Err, srv.Logs())
@@ -98,7 +144,7 @@ func TestOllamaAccuracy(t *testing.T) {
 					t.Fatalf("probe %d: %d prompt tokens (ok %v), %d output tokens, first chunk %d",
 						i, res.PromptTokens, res.PromptLengthOK, res.OutputTokens, res.FirstChunkTokens)
 				}
-				ic := ic.timing(t, i+1)
+				ic := ic.timing(t, k)
 				if ic.outputTokens != out {
 					t.Fatalf("round %d: the independent client counted %d output tokens, want %d", i, ic.outputTokens, out)
 				}
@@ -114,26 +160,17 @@ func TestOllamaAccuracy(t *testing.T) {
 				}
 				t.Log(line)
 			}
-			// The medians over the rounds: one request that the shared
-			// CPU delayed on one side only must not decide.
-			agree := func(what string, got, want time.Duration) {
-				tol := max(time.Duration(0.03*float64(want)), 2*time.Millisecond)
-				d := got - want
-				if d > tol || -d > tol {
-					t.Errorf("median %s: slaprobe %v, independent client %v: off by %v, tolerance %v", what, got, want, d, tol)
-				}
-				t.Logf("median %s: slaprobe %v, independent client %v: %+.2f%% (%v; tolerance %v)", what,
-					got.Round(10*time.Microsecond), want.Round(10*time.Microsecond), 100*relErr(got, want), d.Round(time.Microsecond), tol)
-			}
-			agree("TTFT", medianDur(probeTTFT), medianDur(clientTTFT))
-			agree("ITL", medianDur(probeITL), medianDur(clientITL))
+			ollamaAgree(t, "TTFT", probeTTFT, clientTTFT, ollamaTTFTRel)
+			ollamaAgree(t, "ITL", probeITL, clientITL, ollamaITLRel)
 			if native {
-				got, own := medianF(probeDecode), medianF(ownDecode)
-				rel := (got - own) / own
-				if math.Abs(rel) > 0.05 {
-					t.Errorf("median decode speed: slaprobe %.1f tok/s, Ollama's eval_count/eval_duration %.1f tok/s: %+.1f%%, tolerance 5%%", got, own, 100*rel)
+				// Paired as well: the medians of the two lists may come
+				// from different requests (that gave +4.4 % once where
+				// every request but one was 1.4-3.0 % below).
+				rel := make([]float64, len(probeDecode))
+				for i := range probeDecode {
+					rel[i] = (probeDecode[i] - ownDecode[i]) / ownDecode[i]
 				}
-				t.Logf("median decode speed: slaprobe %.1f tok/s, Ollama's eval_count/eval_duration %.1f tok/s: %+.2f%% (tolerance 5%%)", got, own, 100*rel)
+				pairedWithin(t, "decode speed: slaprobe against Ollama's eval_count/eval_duration of the same requests", rel, ollamaDecodeRel)
 			}
 		})
 	}
@@ -221,8 +258,9 @@ func TestOllamaCutPrompt(t *testing.T) {
 // (/v1/responses) and the Anthropic Messages API (/v1/messages), each a
 // code path of its own in the server (Ollama v0.17.4 routes both through
 // its own middleware): calibrated exactly from each API's own usage counts,
-// TTFT and ITL against the independent client on the same requests (within
-// 3 % or 2 ms), short answers and cut prompts handled as on chat.
+// TTFT and ITL against the independent client on the same requests (as in
+// TestOllamaAccuracy, ollamaAgree), short answers and cut prompts handled as
+// on chat.
 func TestOllamaAPIs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real-time probes against a real engine")
@@ -250,9 +288,9 @@ func TestOllamaAPIs(t *testing.T) {
 			if res := p.Run(context.Background(), target, prep); res.Kind != prober.KindSuccess {
 				t.Fatalf("warm-up probe: %s/%s: %v\n%s", res.Kind, res.Reason, res.Err, srv.Logs())
 			}
-			base := ic.streams()
 			var probeTTFT, probeITL, clientTTFT, clientITL []time.Duration
 			for i := 0; i < rounds; i++ {
+				k := ic.settled(t)
 				res := p.Run(context.Background(), target, prep)
 				if res.Kind != prober.KindSuccess {
 					t.Fatalf("probe %d: %s/%s: %v\n%s", i, res.Kind, res.Reason, res.Err, srv.Logs())
@@ -263,7 +301,7 @@ func TestOllamaAPIs(t *testing.T) {
 				if res.Engine.Source != prober.TimingNone {
 					t.Errorf("probe %d: engine timing from %q; Ollama reports none", i, res.Engine.Source)
 				}
-				ict := ic.timing(t, base+i)
+				ict := ic.timing(t, k)
 				if ict.outputTokens != out {
 					t.Fatalf("round %d: the independent client counted %d output tokens, want %d", i, ict.outputTokens, out)
 				}
@@ -272,17 +310,8 @@ func TestOllamaAPIs(t *testing.T) {
 				t.Logf("round %d (%s): TTFT slaprobe %v client %v | ITL slaprobe %v client %v", i, res.ResponseID,
 					res.TTFT().Round(10*time.Microsecond), ict.ttft.Round(10*time.Microsecond), res.ITL().Round(time.Microsecond), ict.itl.Round(time.Microsecond))
 			}
-			for _, c := range []struct {
-				what      string
-				got, want time.Duration
-			}{{"TTFT", medianDur(probeTTFT), medianDur(clientTTFT)}, {"ITL", medianDur(probeITL), medianDur(clientITL)}} {
-				tol := max(time.Duration(0.03*float64(c.want)), 2*time.Millisecond)
-				if d := c.got - c.want; d > tol || -d > tol {
-					t.Errorf("%s median %s: slaprobe %v, independent client %v: off by %v, tolerance %v", api, c.what, c.got, c.want, d, tol)
-				}
-				t.Logf("%s median %s: slaprobe %v, independent client %v: %+.2f%% (tolerance %v)", api, c.what,
-					c.got.Round(10*time.Microsecond), c.want.Round(10*time.Microsecond), 100*relErr(c.got, c.want), tol)
-			}
+			ollamaAgree(t, string(api)+" TTFT", probeTTFT, clientTTFT, ollamaTTFTRel)
+			ollamaAgree(t, string(api)+" ITL", probeITL, clientITL, ollamaITLRel)
 		})
 	}
 }

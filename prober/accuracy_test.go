@@ -240,6 +240,12 @@ func absDur(d time.Duration) time.Duration {
 //   - ITL, trace: (LastTokenWritten − FirstTokenWritten) / (n − k), k the
 //     tokens of the first output chunk as written; model: Config.ITL(1, P, n).
 //
+// The trace is the truth of the same request; the model is a floor only:
+// the engine only sleeps, so no figure can come in below it, but a loaded
+// machine's engine falls behind it (ITL 70 % over the model at a load
+// average of 14, the trace still within 2 %), which says nothing of the
+// prober.
+//
 // Whole TTFT against both truths is enforced in a normal build. Under the
 // race detector the ingest phase (t0 → Submitted: the client's write, and in
 // this same instrumented binary the server's JSON decoding and tokenization)
@@ -271,27 +277,37 @@ func accMeasure(cfg vllmsim.Config, res *prober.Result, tr vllmsim.Trace, errorf
 		what          string
 		got, truth    time.Duration
 		enforcedUnder bool // enforced under -race too
+		floor         bool // the truth is a floor only (the model)
 	}
 	queued := res.FirstToken.Sub(tr.Submitted)
 	for _, c := range []check{
-		{"TTFT vs trace", m.ttft, m.ttftTrace, false},
-		{"TTFT vs model", m.ttft, m.ttftModel, false},
-		{"TTFT since queued vs trace", queued, tr.FirstTokenWritten.Sub(tr.Submitted), true},
-		{"TTFT since queued vs model", queued, m.ttftModel, true},
+		{"TTFT vs trace", m.ttft, m.ttftTrace, false, false},
+		{"TTFT vs model", m.ttft, m.ttftModel, false, true},
+		{"TTFT since queued vs trace", queued, tr.FirstTokenWritten.Sub(tr.Submitted), true, false},
+		{"TTFT since queued vs model", queued, m.ttftModel, true, true},
 	} {
 		if !c.enforcedUnder && accRaceEnabled() {
 			continue
 		}
-		if d := c.got - c.truth; absDur(d) > ttftTol(c.truth) {
+		if d := c.got - c.truth; d < -ttftTol(c.truth) || !c.floor && d > ttftTol(c.truth) {
 			errorf("%s: %v vs %v, off by %v, tolerance %v", c.what, c.got, c.truth, d, ttftTol(c.truth))
 		}
 	}
-	for _, c := range []struct {
-		what  string
-		truth time.Duration
-	}{{"trace", m.itlTrace}, {"model", m.itlModel}} {
-		if e := relErr(m.itl, c.truth); math.Abs(e) > accITLRel {
-			errorf("ITL %v vs %s %v: off by %+.2f%%, tolerance %.0f%%", m.itl, c.what, c.truth, 100*e, 100*accITLRel)
+	// ITL against the trace of the same request: 2 %, plus the stamping
+	// lag TTFT allows (accTTFTAbs) at each end of the decode, spread over
+	// its gaps; against the model as a floor only.
+	// (Below the model too by as much: the engine keeps its steps on an
+	// absolute schedule, so a late first chunk shortens the decode it
+	// spans; -2.24 % on 32 tokens was seen.)
+	if dec := tr.LastTokenWritten.Sub(tr.FirstTokenWritten); m.itlTrace <= 0 || dec <= 0 {
+		errorf("no ITL in the engine's trace (%d chunks, decode %v)", len(tr.Chunks), dec)
+	} else {
+		tol := accITLRel + 2*float64(accTTFTAbs)/float64(dec)
+		if e := relErr(m.itl, m.itlTrace); math.Abs(e) > tol {
+			errorf("ITL %v vs trace %v: off by %+.2f%%, tolerance %.2f%%", m.itl, m.itlTrace, 100*e, 100*tol)
+		}
+		if e := relErr(m.itl, m.itlModel); e < -tol {
+			errorf("ITL %v vs model %v: off by %+.2f%%, below the model by more than %.2f%%", m.itl, m.itlModel, 100*e, 100*tol)
 		}
 	}
 	return m

@@ -58,6 +58,7 @@ type indepClient struct {
 
 	mu      sync.Mutex
 	timings []indepTiming
+	active  int // streams being passed on and timed now
 }
 
 func (c *indepClient) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -72,6 +73,16 @@ func (c *indepClient) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// client's own work before t0 is slaprobe's TTFT but not the client's,
 	// and a 4K prompt's JSON takes a millisecond to decode under -race.
 	stream := timed && bytes.Contains(body, []byte(`"stream":true`))
+	if stream {
+		c.mu.Lock()
+		c.active++
+		c.mu.Unlock()
+		defer func() {
+			c.mu.Lock()
+			c.active--
+			c.mu.Unlock()
+		}()
+	}
 	url := c.upstream + r.URL.Path
 	native := c.native && stream && r.URL.Path == "/v1/chat/completions"
 	if native {
@@ -237,17 +248,26 @@ func (c *indepClient) timing(t *testing.T, i int) indepTiming {
 	}
 }
 
-// streams is how many streams the independent client has timed so far.
-func (c *indepClient) streams() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.timings)
-}
-
-func medianDur(ds []time.Duration) time.Duration {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s[len(s)/2]
+// settled waits until no stream is being passed on, and returns how many
+// streams the independent client has timed: the index the next request's
+// timing will have. slaprobe may be done with a stream (it has the usage
+// chunk) a moment before the proxy's handler records its timing, so counting
+// without waiting can come one short, and then each probe is compared with
+// the request before it (it happened on Ollama's Messages API: TTFTs 80 ms
+// apart, which medians over the rounds hid).
+func (c *indepClient) settled(t *testing.T) int {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		c.mu.Lock()
+		n, active := len(c.timings), c.active
+		c.mu.Unlock()
+		if active == 0 {
+			return n
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the independent client is still passing %d streams after 5 s", active)
+		}
+	}
 }
 
 func medianF(vs []float64) float64 {

@@ -147,8 +147,16 @@ func TestBenchAgainstOllama(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "report")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
+	// A closed-loop step samples the requests that start inside its window,
+	// so the window must outlast a request at N=4: each worker's first
+	// request starts at the step's start, its second only when that one
+	// ends. Loaded (load average 14), a chatbot request (1K prompt, 256
+	// tokens) at N=4 took about 2.9 s (in the burst of 4: TTFT 1.24 s, then
+	// 155 tok/s each), more than a 2 s window and its 0.5 s warm-up: the
+	// step saw none start ("0 of 0 requests"). A 5 s window holds a request
+	// that slow with room to spare.
 	cmd := exec.CommandContext(ctx, bin, "bench", "--target.url="+srv.URL, "--scenarios=chatbot",
-		"--concurrency=1,2,4", "--burst=1,4,8", "--burst.repeat=1", "--step.duration=2s", "--step.warmup=500ms", "--cooldown=0s", "--out="+out)
+		"--concurrency=1,2,4", "--burst=1,4,8", "--burst.repeat=1", "--step.duration=5s", "--step.warmup=500ms", "--cooldown=0s", "--out="+out)
 	b, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("bench: %v\n%s\n%s", err, b, srv.Logs())

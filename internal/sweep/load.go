@@ -104,8 +104,13 @@ func runClosedLoop(ctx context.Context, r Runner, t prober.Target, prep *prober.
 		defer wg.Done()
 		for runCtx.Err() == nil {
 			mu.Lock()
-			filler := closed
-			isSample := !closed && !clock.Now().Before(ws)
+			// By the clock, not only by closed: the main goroutine sets
+			// closed when its timer for we fires, which on a loaded machine
+			// can be milliseconds late, and a request started in between
+			// would be taken for a sample.
+			now := clock.Now()
+			filler := closed || !now.Before(we)
+			isSample := !filler && !now.Before(ws)
 			if !filler {
 				pending++
 			}

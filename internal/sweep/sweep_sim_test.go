@@ -82,6 +82,15 @@ func (s *engineSampler) Stop() (PowerReading, error) {
 	return PowerReading{AvgWatts: 1, PeakWatts: 1, Joules: 1}, nil
 }
 
+// The tolerances of a closed-loop step's system throughput, scaling efficiency
+// and mean ITL against the engine's own record (TestSweepSimClosedLoop):
+// measured spread and source in docs/testing.md ("Accuracy tolerances").
+const (
+	closedLoopRateRel = 0.05
+	closedLoopEffRel  = 0.06
+	closedLoopITLRel  = 0.03
+)
+
 func TestSweepSimClosedLoop(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the simulated engine for a few seconds")
@@ -125,7 +134,8 @@ func simClosedLoop(t *testing.T, errorf func(string, ...any)) {
 		t.Fatal(err)
 	}
 	opts.Capacity.On = rules
-	res, err := Run(context.Background(), prober.New(nil, prober.SystemClock{}), target, cfg.ModelName, opts)
+	runner := &recordingRunner{Runner: prober.New(nil, prober.SystemClock{})}
+	res, err := Run(context.Background(), runner, target, cfg.ModelName, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,10 +151,7 @@ func simClosedLoop(t *testing.T, errorf func(string, ...any)) {
 		return float64(n*O) / cycle.Seconds()
 	}
 	base := predict(1)
-	tol := 0.08
-	if raceEnabled {
-		tol = 0.15
-	}
+	var engineBase float64
 	for i, st := range sr.ClosedLoop {
 		n := st.Concurrency
 		// The closed loop really holds N in flight on the engine.
@@ -166,21 +173,61 @@ func simClosedLoop(t *testing.T, errorf func(string, ...any)) {
 		if st.SuccessRatio != 1 || st.Succeeded < n {
 			errorf("N=%d: %d of %d requests succeeded", n, st.Succeeded, st.Requests)
 		}
-		// Throughput and efficiency as the engine's model predicts.
+		// Throughput and ITL against the engine's own record of the same
+		// window and the same requests: the tokens of the chunks it wrote
+		// inside the window (every request's trace), and each sampled
+		// request's ITL from its trace (first to last chunk written). Not
+		// against the engine's model, which a loaded machine's engine falls
+		// behind.
+		ws := st.Started.Add(opts.Warmup)
+		we := ws.Add(time.Duration(st.WindowSeconds * float64(time.Second)))
+		engineTokens := 0
+		for _, id := range runner.idsStartedIn(st.Started, we) {
+			tr, _ := e.Trace(id)
+			for _, c := range tr.Chunks {
+				if !c.At.Before(ws) && !c.At.After(we) {
+					engineTokens += c.Tokens
+				}
+			}
+		}
+		engineRate := float64(engineTokens) / st.WindowSeconds
+		if rel := st.SystemThroughput/engineRate - 1; math.Abs(rel) > closedLoopRateRel {
+			errorf("N=%d: system throughput %.1f tok/s; the engine wrote %d tokens in the window, %.1f tok/s (%+.2f%%, tolerance %.0f%%)",
+				n, st.SystemThroughput, engineTokens, engineRate, rel*100, 100*closedLoopRateRel)
+		}
+		var itlSum time.Duration
+		var itlN int
+		for _, id := range runner.idsStartedIn(ws, we) {
+			tr, ok := e.Trace(id)
+			if !ok || len(tr.Chunks) == 0 || tr.CompletionTokens-tr.Chunks[0].Tokens < 1 {
+				continue
+			}
+			itlSum += tr.LastTokenWritten.Sub(tr.FirstTokenWritten) / time.Duration(tr.CompletionTokens-tr.Chunks[0].Tokens)
+			itlN++
+		}
+		engineITL := 0.0
+		if itlN > 0 {
+			engineITL = itlSum.Seconds() / float64(itlN)
+		}
+		if rel := st.ITL.Mean/engineITL - 1; itlN == 0 || math.Abs(rel) > closedLoopITLRel {
+			errorf("N=%d: mean ITL %.3f ms; the engine's traces of the %d requests started in the window: %.3f ms (%+.2f%%, tolerance %.0f%%)",
+				n, st.ITL.Mean*1e3, itlN, engineITL*1e3, rel*100, 100*closedLoopITLRel)
+		}
+		// Scaling efficiency, throughput at N over N times at 1, against
+		// the same ratio of the engine's rates.
+		if i == 0 {
+			engineBase = engineRate
+		}
+		engineEff := engineRate / (engineBase * float64(n))
+		if rel := st.ScalingEfficiency/engineEff - 1; math.Abs(rel) > closedLoopEffRel {
+			errorf("N=%d: scaling efficiency %.3f; the engine's own rates give %.3f (%+.2f%%, tolerance %.0f%%)", n, st.ScalingEfficiency, engineEff, 100*rel, 100*closedLoopEffRel)
+		}
 		want := predict(n)
-		if rel := st.SystemThroughput/want - 1; math.Abs(rel) > tol {
-			errorf("N=%d: system throughput %.1f tok/s; the engine model predicts %.1f (%+.1f%%)", n, st.SystemThroughput, want, rel*100)
-		}
 		wantEff := want / (base * float64(n))
-		if d := st.ScalingEfficiency - wantEff; math.Abs(d) > tol*0.6 {
-			errorf("N=%d: scaling efficiency %.3f; predicted %.3f", n, st.ScalingEfficiency, wantEff)
-		}
 		wantITL := cfg.ITL(n, P, O).Seconds()
-		if rel := st.ITL.Mean/wantITL - 1; math.Abs(rel) > tol {
-			errorf("N=%d: mean ITL %.2f ms; the engine model predicts %.2f ms", n, st.ITL.Mean*1e3, wantITL*1e3)
-		}
-		t.Logf("N=%d: system %.1f tok/s (model %.1f), efficiency %.3f (model %.3f), ITL %.2f ms (model %.2f), batch at N in %.0f%% of %d samples",
-			n, st.SystemThroughput, want, st.ScalingEfficiency, wantEff, st.ITL.Mean*1e3, wantITL*1e3, 100*float64(atN)/float64(len(samples)), len(samples))
+		t.Logf("N=%d: system %.1f tok/s (engine %.1f, %+.2f%%; model %.1f), efficiency %.3f (engine %.3f, model %.3f), ITL %.3f ms (engine %.3f over %d requests, %+.2f%%; model %.2f), batch at N in %.0f%% of %d samples",
+			n, st.SystemThroughput, engineRate, 100*(st.SystemThroughput/engineRate-1), want, st.ScalingEfficiency, engineEff, wantEff,
+			st.ITL.Mean*1e3, engineITL*1e3, itlN, 100*(st.ITL.Mean/engineITL-1), wantITL*1e3, 100*float64(atN)/float64(len(samples)), len(samples))
 	}
 	// Capacity: the model's ITL is linear in N, so the interpolated
 	// crossing of the limit is at N=6 exactly; the client's few percent of
@@ -226,6 +273,14 @@ func simClosedLoop(t *testing.T, errorf func(string, ...any)) {
 	t.Logf("capacity on %q: %s (estimate %.2f, between %v); on %q: %s (estimate %.2f, between %v)",
 		g.Rule, g.Capacity, g.Estimate, g.Between, p.Rule, p.Capacity, p.Estimate, p.Between)
 }
+
+// The tolerance of a burst step's mean TTFT against the engine's record of
+// the same requests (TestSweepSimBurst): measured spread and source in
+// docs/testing.md ("Accuracy tolerances").
+const (
+	burstTTFTAbs = 300 * time.Microsecond
+	burstTTFTRel = 0.05
+)
 
 func TestSweepSimBurst(t *testing.T) {
 	if testing.Short() {
@@ -279,9 +334,9 @@ func simBurst(t *testing.T, errorf func(string, ...any)) {
 	prefill := cfg.PrefillTime(P)
 	// Without the race detector 32 requests reach the engine within a few
 	// ms on 2 cores (see docs/performance.md); allow for a loaded machine.
-	maxSpread, slack := 20*time.Millisecond, 4*time.Millisecond
+	maxSpread := 20 * time.Millisecond
 	if raceEnabled {
-		maxSpread, slack = 250*time.Millisecond, 25*time.Millisecond
+		maxSpread = 250 * time.Millisecond
 	}
 	for i, st := range sr.Burst {
 		n := st.Concurrency
@@ -300,17 +355,34 @@ func simBurst(t *testing.T, errorf func(string, ...any)) {
 			}
 		}
 		spread := last.Sub(first)
+		// The step's mean TTFT against the engine's record of the same
+		// requests: when it wrote each first chunk, from each request's t0.
+		var engineTTFT time.Duration
+		for _, id := range ids[i] {
+			tr, _ := e.Trace(id)
+			engineTTFT += tr.FirstTokenWritten.Sub(runner.start(id))
+		}
+		engineMean := engineTTFT.Seconds() / float64(max(len(ids[i]), 1))
+		if tol := burstTTFTAbs.Seconds() + burstTTFTRel*engineMean; math.Abs(st.TTFT.Mean-engineMean) > tol {
+			errorf("N=%d: mean TTFT %.2f ms; the engine wrote the same requests' first chunks %.2f ms after their t0 on average: off by %+.2f ms, tolerance %.2f ms",
+				n, st.TTFT.Mean*1e3, engineMean*1e3, (st.TTFT.Mean-engineMean)*1e3, tol*1e3)
+		}
 		if len(ids[i]) != n || spread > maxSpread {
 			errorf("N=%d: %d requests arrived over %v; want all N within %v", n, len(ids[i]), spread, maxSpread)
 		}
 		if st.MaxInFlight != n || st.SuccessRatio != 1 {
 			errorf("N=%d: %d in flight, success %.2f", n, st.MaxInFlight, st.SuccessRatio)
 		}
+		// The burst queued: the model is a floor (the engine only sleeps),
+		// not a ceiling, since a loaded machine makes the engine itself
+		// late (77 ms for a model's 15 ms was seen); accuracy is the check
+		// against the engine's record above.
 		wantTTFT := prefill.Seconds() * float64(n+1) / 2
-		if d := st.TTFT.Mean - wantTTFT; d < -0.002 || d > (slack+spread).Seconds() {
-			errorf("N=%d: mean TTFT %.1f ms; the engine model predicts %.1f ms", n, st.TTFT.Mean*1e3, wantTTFT*1e3)
+		if d := st.TTFT.Mean - wantTTFT; d < -0.002 {
+			errorf("N=%d: mean TTFT %.1f ms; the engine model predicts at least %.1f ms", n, st.TTFT.Mean*1e3, wantTTFT*1e3)
 		}
-		t.Logf("N=%d: arrival spread %v, mean TTFT %.1f ms (model %.1f), p99 %.1f ms", n, spread, st.TTFT.Mean*1e3, wantTTFT*1e3, st.TTFT.P99*1e3)
+		t.Logf("N=%d: arrival spread %v, mean TTFT %.3f ms (engine's record %.3f ms, %+.2f%%; model %.1f), p99 %.1f ms",
+			n, spread, st.TTFT.Mean*1e3, engineMean*1e3, 100*(st.TTFT.Mean/engineMean-1), wantTTFT*1e3, st.TTFT.P99*1e3)
 	}
 	// Max safe queue: (N+1)/2 × prefill <= limit.
 	want := 2*limit.Seconds()/prefill.Seconds() - 1
@@ -325,19 +397,44 @@ func simBurst(t *testing.T, errorf func(string, ...any)) {
 	t.Logf("max safe queue %s (estimate %.2f, model %.2f)", c, c.Estimate, want)
 }
 
-// recordingRunner remembers the response ids of the requests it ran.
+// recordingRunner remembers the response ids of the requests it ran, and
+// when each started (its t0).
 type recordingRunner struct {
 	Runner
-	mu  sync.Mutex
-	ids []string
+	mu     sync.Mutex
+	ids    []string
+	starts map[string]time.Time
 }
 
 func (r *recordingRunner) Run(ctx context.Context, t prober.Target, prep *prober.Prepared) prober.Result {
 	res := r.Runner.Run(ctx, t, prep)
 	r.mu.Lock()
 	r.ids = append(r.ids, res.ResponseID)
+	if r.starts == nil {
+		r.starts = map[string]time.Time{}
+	}
+	r.starts[res.ResponseID] = res.Start
 	r.mu.Unlock()
 	return res
+}
+
+// idsStartedIn returns the requests whose t0 fell in [from, to).
+func (r *recordingRunner) idsStartedIn(from, to time.Time) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, id := range r.ids {
+		if at := r.starts[id]; !at.Before(from) && at.Before(to) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+func (r *recordingRunner) start(id string) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.starts[id]
 }
 
 func (r *recordingRunner) take() []string {

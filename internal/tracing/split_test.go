@@ -264,8 +264,15 @@ func TestProxyHoldShowsOutsideTheEngine(t *testing.T) {
 			if loaded.queue-direct.queue < 50*time.Millisecond {
 				t.Errorf("queue grew by %.2f ms with both engine slots busy; want at least 50 ms", ms(loaded.queue-direct.queue))
 			}
-			if d := loaded.outside - direct.outside; d < -3*time.Millisecond || d > 3*time.Millisecond {
-				t.Errorf("outside the engine moved by %.2f ms under engine load; want unchanged (±3 ms)", ms(d))
+			// The wait for a slot is the queue's: outside may move by the
+			// 3 ms of the unloaded checks plus 5 % of what the queue grew.
+			// Two long answers beside the probe cost its client some CPU on
+			// a loaded machine (7.8 ms with a queue 412 ms longer, at a load
+			// average of 14); giving a tenth of the queue's growth to outside
+			// still fails.
+			if d, tol := loaded.outside-direct.outside, 3*time.Millisecond+(loaded.queue-direct.queue)/20; d < -tol || d > tol {
+				t.Errorf("outside the engine moved by %.2f ms under engine load, the queue by %.2f ms; want outside unchanged (±%.2f ms)",
+					ms(d), ms(loaded.queue-direct.queue), ms(tol))
 			}
 
 			// The histograms hold the same split.

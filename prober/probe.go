@@ -271,21 +271,21 @@ func (p *Prober) Run(ctx context.Context, t Target, prep *Prepared) (res Result)
 		return Result{Target: t.Name, API: t.API, Kind: KindError, Reason: ReasonCalibration,
 			Err: errors.New("probe: Run needs a Prepared from Prepare")}
 	}
-	if prep.Scenario.IsWarm() {
-		return p.runWarm(ctx, t, prep)
+	if prep.Scenario.IsConversation() {
+		return p.runConversation(ctx, t, prep)
 	}
 	// A fresh nonce at the start of the prompt and a fresh cache_salt: a
 	// cold probe never shares a prefix-cache block with any other request.
 	return p.runTurn(ctx, t, prep, 0, newNonce(), newSalt())
 }
 
-// runWarm sends the turns of a warm scenario's conversation one after the
+// runConversation sends the turns of a warm scenario's conversation one after the
 // other. The priming turn is cold (a fresh nonce and salt, as a cold probe);
 // every follow-up repeats the nonce and the salt and extends the prompt, so
 // a server with prefix caching serves all but the new tokens from its cache.
 // It returns the last turn it sent, carrying the earlier ones; it stops at
 // the first turn that did not succeed.
-func (p *Prober) runWarm(ctx context.Context, t Target, prep *Prepared) Result {
+func (p *Prober) runConversation(ctx context.Context, t Target, prep *Prepared) Result {
 	s := prep.Scenario
 	nonce, salt := newNonce(), newSalt()
 	var earlier []Result

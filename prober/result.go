@@ -120,7 +120,7 @@ type Result struct {
 	// final one.
 	UsageMismatch bool
 
-	// Warm scenarios (Scenario.Warm): a probe is a conversation.
+	// Conversation scenarios (Scenario.Conversation): a probe is a conversation.
 	//
 	// Turn is the turn this result measures: 0 for a cold probe, 1 for the
 	// priming turn, 2 and up for follow-ups.

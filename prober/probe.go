@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptrace"
 	"runtime/debug"
 	"sync"
@@ -285,8 +286,14 @@ func (p *Prober) Run(ctx context.Context, t Target, prep *Prepared) (res Result)
 // a server with prefix caching serves all but the new tokens from its cache.
 // It returns the last turn it sent, carrying the earlier ones; it stops at
 // the first turn that did not succeed.
+//
+// Each conversation keeps its own cookies, as a user's client does: a
+// gateway's session-affinity cookie set on one turn goes back with the next,
+// and never to another conversation or a cold probe (the target's client
+// keeps none).
 func (p *Prober) runConversation(ctx context.Context, t Target, prep *Prepared) Result {
 	s := prep.Scenario
+	t = withCookieJar(t)
 	nonce, salt := newNonce(), newSalt()
 	var earlier []Result
 	var primeTTFT time.Duration
@@ -298,6 +305,7 @@ func (p *Prober) runConversation(ctx context.Context, t Target, prep *Prepared) 
 		res := p.runTurn(ctx, t, prep, k, nonce, turnSalt)
 		if k > 1 {
 			res.PrimeTTFT = primeTTFT
+			res.SeenTokens = earlier[len(earlier)-1].PromptTokens
 		}
 		if res.Kind != KindSuccess || k >= s.Turns() || ctx.Err() != nil {
 			res.Earlier = earlier
@@ -308,6 +316,15 @@ func (p *Prober) runConversation(ctx context.Context, t Target, prep *Prepared) 
 		}
 		earlier = append(earlier, res)
 	}
+}
+
+// withCookieJar returns t with a copy of its client that has a fresh, empty
+// cookie jar (the transport, and so the connection pool, stays shared).
+func withCookieJar(t Target) Target {
+	c := *targetClient(t)
+	c.Jar, _ = cookiejar.New(nil) // New never fails without options
+	t.Client = &c
+	return t
 }
 
 // runTurn sends one request: a cold probe (turn 0) or turn k of a warm

@@ -135,21 +135,25 @@ func conversationTestScenario(turns, input, newTokens int) Scenario {
 }
 
 // TestConversationAffinity: two engines behind the test gateway. With cookie
-// affinity every follow-up returns to the engine that holds the conversation
-// and hits; round-robin alternates engines, so the first follow-up lands on
+// affinity, or header affinity and the conversation's id in that header,
+// every follow-up returns to the engine that holds the conversation and hits; round-robin alternates engines, so the first follow-up lands on
 // the engine that never saw the conversation (miss) and each later one on the
 // engine that saw it two turns before (partial: 4,096 of 5,120 and 5,120 of
 // 6,144 tokens). The class is the share of the turn before's prompt.
 func TestConversationAffinity(t *testing.T) {
-	s := conversationTestScenario(4, 4096, 1024)
 	for _, tc := range []struct {
-		policy gateway.Policy
-		want   []ConversationCache
+		policy   gateway.Policy
+		idHeader string
+		want     []ConversationCache
 	}{
-		{gateway.CookieAffinity, []ConversationCache{CacheHitTurn, CacheHitTurn, CacheHitTurn}},
-		{gateway.RoundRobin, []ConversationCache{CacheMissTurn, CachePartialTurn, CachePartialTurn}},
+		{gateway.CookieAffinity, "", []ConversationCache{CacheHitTurn, CacheHitTurn, CacheHitTurn}},
+		{gateway.HeaderAffinity, gateway.DefaultHeader, []ConversationCache{CacheHitTurn, CacheHitTurn, CacheHitTurn}},
+		{gateway.HeaderAffinity, "", []ConversationCache{CacheMissTurn, CachePartialTurn, CachePartialTurn}}, // no header: round-robin
+		{gateway.RoundRobin, "", []ConversationCache{CacheMissTurn, CachePartialTurn, CachePartialTurn}},
 	} {
-		t.Run(tc.policy.String(), func(t *testing.T) {
+		s := conversationTestScenario(4, 4096, 1024)
+		s.Conversation.IDHeader = tc.idHeader
+		t.Run(fmt.Sprintf("%s/id_header=%q", tc.policy, tc.idHeader), func(t *testing.T) {
 			engines, g, target := conversationFleet(t, 2, tc.policy, nil)
 			got := conversationClasses(t, New(nil, nil), target, s, 3, engines)
 			for i, classes := range got {
@@ -164,19 +168,23 @@ func TestConversationAffinity(t *testing.T) {
 
 // TestConversationCookiesStayInTheirConversation: a conversation sends the
 // affinity cookie the gateway set on its first turn with every later turn;
-// a new conversation and a cold probe start without it.
+// a new conversation and a cold probe start without it. The id header is the
+// same on every turn of a conversation, differs between two, and is not on a
+// cold probe.
 func TestConversationCookiesStayInTheirConversation(t *testing.T) {
-	var cookies []string
+	var cookies, ids []string
 	_, _, target := conversationFleet(t, 2, gateway.CookieAffinity, nil)
 	inner := target.Client.Transport
 	target.Client = &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		if r.URL.Path == "/v1/chat/completions" {
 			cookies = append(cookies, r.Header.Get("Cookie"))
+			ids = append(ids, r.Header.Get(gateway.DefaultHeader))
 		}
 		return inner.RoundTrip(r)
 	})}
 	p := New(nil, nil)
 	s := conversationTestScenario(3, 1024, 256)
+	s.Conversation.IDHeader = gateway.DefaultHeader
 	for range 2 {
 		if res := p.Probe(context.Background(), target, "", s); res.Kind != KindSuccess {
 			t.Fatalf("conversation: %s %s %v", res.Kind, res.Reason, res.Err)
@@ -190,6 +198,10 @@ func TestConversationCookiesStayInTheirConversation(t *testing.T) {
 	// Calibration sends its own chat requests first; the probes' are the last seven.
 	if len(cookies) < 7 {
 		t.Fatalf("%d chat requests, want at least 7", len(cookies))
+	}
+	id := ids[len(ids)-7:]
+	if id[0] == "" || id[0] != id[1] || id[1] != id[2] || id[3] == "" || id[3] != id[4] || id[4] != id[5] || id[0] == id[3] || id[6] != "" {
+		t.Errorf("%s of the last seven chat requests: %q; want one id per conversation, none on the cold probe", gateway.DefaultHeader, id)
 	}
 	got := cookies[len(cookies)-7:]
 	for i, c := range got {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"mime"
 	"net/http"
 	"net/http/cookiejar"
@@ -290,10 +291,19 @@ func (p *Prober) Run(ctx context.Context, t Target, prep *Prepared) (res Result)
 // Each conversation keeps its own cookies, as a user's client does: a
 // gateway's session-affinity cookie set on one turn goes back with the next,
 // and never to another conversation or a cold probe (the target's client
-// keeps none).
+// keeps none). With Conversation.IDHeader every turn carries that header
+// with the conversation's own random id.
 func (p *Prober) runConversation(ctx context.Context, t Target, prep *Prepared) Result {
 	s := prep.Scenario
 	t = withCookieJar(t)
+	if h := s.Conversation.IDHeader; h != "" {
+		headers := maps.Clone(t.Headers)
+		if headers == nil {
+			headers = map[string]string{}
+		}
+		headers[h] = "slaprobe-" + newSalt()[:16]
+		t.Headers = headers
+	}
 	nonce, salt := newNonce(), newSalt()
 	var earlier []Result
 	var primeTTFT time.Duration

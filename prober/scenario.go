@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -122,6 +123,10 @@ func (s Scenario) APIOn(t Target) API {
 type Conversation struct {
 	Turns     int // turns per conversation, priming turn included; 0 for cold scenarios, else 2 to MaxConversationTurns
 	NewTokens int // tokens each follow-up turn appends to the previous prompt
+	// IDHeader, when set, is a request header every turn of a conversation
+	// carries with the conversation's own id, for a router that keeps a
+	// session on one replica by a header.
+	IDHeader string
 }
 
 // IsConversation reports whether s is a conversation (warm-context) scenario.
@@ -171,11 +176,32 @@ func (s Scenario) Validate() error {
 			s.Name, s.Conversation.Turns, MaxConversationTurns)
 	case s.IsConversation() && s.Conversation.NewTokens < 1:
 		return fmt.Errorf("scenario %q: conversation.new_tokens=%d; expected a positive token count per follow-up turn", s.Name, s.Conversation.NewTokens)
+	case s.Conversation.IDHeader != "" && !validHeaderName(s.Conversation.IDHeader):
+		return fmt.Errorf("scenario %q: conversation.id_header=%q; expected an HTTP header name such as X-Session-Id (letters, digits and !#$%%&'*+-.^_`|~)",
+			s.Name, s.Conversation.IDHeader)
+	case s.Conversation.IDHeader != "" && !s.IsConversation():
+		return fmt.Errorf("scenario %q: conversation.id_header=%q with conversation.turns=0; expected conversation.turns of 2 or more",
+			s.Name, s.Conversation.IDHeader)
 	case !s.IsConversation() && s.Conversation.NewTokens != 0:
 		return fmt.Errorf("scenario %q: conversation.new_tokens=%d with conversation.turns=0; expected conversation.turns of 2 or more",
 			s.Name, s.Conversation.NewTokens)
 	}
 	return nil
+}
+
+// validHeaderName reports whether name is an HTTP header field name (an RFC
+// 9110 token) that a request may set: not Host, which net/http takes from
+// the URL.
+func validHeaderName(name string) bool {
+	if strings.EqualFold(name, "Host") {
+		return false
+	}
+	for _, c := range []byte(name) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return name != ""
 }
 
 // MaxConversationTurns bounds a conversation: every turn re-sends the whole

@@ -178,6 +178,10 @@ func TestWarmScenarioValidate(t *testing.T) {
 		{Conversation{NewTokens: 5}, `scenario "w": conversation.new_tokens=5 with conversation.turns=0; expected conversation.turns of 2 or more`},
 		{Conversation{Turns: 3, NewTokens: 512}, ""},
 		{Conversation{Turns: 64, NewTokens: 512}, ""},
+		{Conversation{Turns: 2, NewTokens: 512, IDHeader: "X-Session-Id"}, ""},
+		{Conversation{Turns: 2, NewTokens: 512, IDHeader: "X Session"}, "scenario \"w\": conversation.id_header=\"X Session\"; expected an HTTP header name such as X-Session-Id (letters, digits and !#$%&'*+-.^_`|~)"},
+		{Conversation{Turns: 2, NewTokens: 512, IDHeader: "host"}, "scenario \"w\": conversation.id_header=\"host\"; expected an HTTP header name such as X-Session-Id (letters, digits and !#$%&'*+-.^_`|~)"},
+		{Conversation{IDHeader: "X-Session-Id"}, `scenario "w": conversation.id_header="X-Session-Id" with conversation.turns=0; expected conversation.turns of 2 or more`},
 	} {
 		s := base
 		s.Conversation = tc.conv

@@ -42,6 +42,9 @@ type ConversationConfig struct {
 	// NewTokens each follow-up adds to the previous prompt. Required for a
 	// custom scenario.
 	NewTokens *int `yaml:"new_tokens,omitempty"`
+	// IDHeader is a request header that carries the conversation's id on
+	// every turn, for a router with header affinity. Empty: none.
+	IDHeader *string `yaml:"id_header,omitempty"`
 }
 
 // ThresholdsConfig are SLA limits. Each one set replaces the scenario's
@@ -179,6 +182,9 @@ func (sc ScenarioConfig) apply(s *prober.Scenario) {
 		if cv.NewTokens != nil {
 			s.Conversation.NewTokens = *cv.NewTokens
 		}
+		if cv.IDHeader != nil {
+			s.Conversation.IDHeader = *cv.IDHeader
+		}
 	}
 	if t := sc.Thresholds; t != nil {
 		if t.TTFT != nil {
@@ -210,8 +216,11 @@ func scenarioConfigOf(s prober.Scenario) ScenarioConfig {
 		Thresholds: &ThresholdsConfig{TTFT: &ttft, E2E: &e2e, ITL: &itl, MinDecode: &dec},
 	}
 	if s.IsConversation() {
-		turns, nt := s.Conversation.Turns, s.Conversation.NewTokens
+		turns, nt, h := s.Conversation.Turns, s.Conversation.NewTokens, s.Conversation.IDHeader
 		sc.Conversation = &ConversationConfig{Turns: &turns, NewTokens: &nt}
+		if h != "" {
+			sc.Conversation.IDHeader = &h
+		}
 	}
 	return sc
 }

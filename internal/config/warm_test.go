@@ -29,6 +29,7 @@ scenarios:
     KEY:
       turns: 40
       new_tokens: 512
+      id_header: X-Session-Id
     thresholds:
       ttft: 1s
   - name: general_chat_followup
@@ -46,7 +47,7 @@ scenarios:
 	interval, timeout := DefaultCadence(16384)
 	want := prober.Scenario{Name: "agent_followup", Family: prober.FamilyCustom, InputTokens: 16384, OutputTokens: 256,
 		Interval: interval, Timeout: timeout, Thresholds: prober.Thresholds{TTFT: time.Second},
-		Conversation: prober.Conversation{Turns: 40, NewTokens: 512}}
+		Conversation: prober.Conversation{Turns: 40, NewTokens: 512, IDHeader: "X-Session-Id"}}
 	if !reflect.DeepEqual(*custom, want) {
 		t.Errorf("custom warm scenario:\n got %+v\nwant %+v", *custom, want)
 	}

@@ -281,7 +281,7 @@ func (p *Prober) Run(ctx context.Context, t Target, prep *Prepared) (res Result)
 	return p.runTurn(ctx, t, prep, 0, newNonce(), newSalt())
 }
 
-// runConversation sends the turns of a warm scenario's conversation one after the
+// runConversation sends the turns of a conversation scenario's probe one after the
 // other. The priming turn is cold (a fresh nonce and salt, as a cold probe);
 // every follow-up repeats the nonce and the salt and extends the prompt, so
 // a server with prefix caching serves all but the new tokens from its cache.

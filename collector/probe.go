@@ -189,7 +189,7 @@ func NewProbeMetricsWith(reg prometheus.Registerer, o ProbeMetricsOptions) *Prob
 		planned: newGauge("prober_planned_tokens_per_hour",
 			"Prompt plus output tokens the prober plans to spend per hour on the target, from the enabled scenarios and their intervals.", "target"),
 	}
-	m.warm = newWarmMetrics()
+	m.warm = newWarmMetrics(o)
 	reg.MustRegister(m.warm.collectors()...)
 	m.engine = newEngineTimingMetrics(o)
 	reg.MustRegister(m.engine.collectors()...)
@@ -241,6 +241,7 @@ func (m *ProbeMetrics) ObserveClient(r *prober.Result) {
 		m.observe(&r.Earlier[i])
 	}
 	m.observe(r)
+	m.warm.observeConversation(r)
 }
 
 func (m *ProbeMetrics) observe(r *prober.Result) {
@@ -438,5 +439,6 @@ func (m *ProbeMetrics) vecs() []*prometheus.MetricVec {
 		m.planned.MetricVec, m.contextNeeded.MetricVec,
 		m.warm.hitRatio.MetricVec, m.warm.saved.MetricVec, m.warm.savedRatio.MetricVec, m.warm.primeTTFT.MetricVec,
 		m.warm.followUps.MetricVec, m.warm.misses.MetricVec,
+		m.warm.turns.MetricVec, m.warm.cachedRatio.MetricVec, m.warm.conversationSeconds.MetricVec,
 	)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -116,6 +117,7 @@ func warmConversation() prober.Result {
 	follow.FirstToken = follow.Start.Add(200 * time.Millisecond)
 	follow.LastToken = follow.FirstToken.Add(1500 * time.Millisecond)
 	follow.PrimeTTFT = prime.TTFT()
+	follow.SeenTokens = 32768
 	follow.Earlier = []prober.Result{prime}
 	return follow
 }
@@ -476,4 +478,59 @@ func TestEngineTimingFollowsTTFT(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestConversationMetrics: each successful follow-up counts once in its
+// cache class; only a conversation whose every turn succeeded is timed, as
+// the sum of its turns' E2E.
+func TestConversationMetrics(t *testing.T) {
+	lv := []string{"a", "m", "general_chat_followup", "chat"}
+	for _, tc := range []struct {
+		name     string
+		mutate   func(*prober.Result)
+		class    string
+		ratios   uint64
+		timed    uint64
+		waitTime float64
+	}{
+		{"hit", func(*prober.Result) {}, "hit", 1, 1, 4.6},
+		{"partial", func(r *prober.Result) { r.CachedTokens = 16384 }, "partial", 1, 1, 4.6},
+		{"miss", func(r *prober.Result) { r.CachedTokens = 0 }, "miss", 1, 1, 4.6},
+		{"unknown", func(r *prober.Result) { r.CachedTokens, r.CachedReported = 0, false }, "unknown", 0, 1, 4.6},
+		{"failed follow-up", func(r *prober.Result) { r.Kind, r.Reason = prober.KindError, prober.ReasonTimeout }, "", 0, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, m := newTestMetrics(t)
+			r := warmConversation()
+			tc.mutate(&r)
+			m.Observe(&r)
+			for _, c := range prober.ConversationCaches {
+				want := 0.0
+				if string(c) == tc.class {
+					want = 1
+				}
+				if got := testutil.ToFloat64(m.warm.turns.WithLabelValues(append(lv, string(c))...)); got != want {
+					t.Errorf("turns{cache=%q} = %v, want %v", c, got, want)
+				}
+			}
+			if got := histCount(t, m.warm.cachedRatio.WithLabelValues(lv...)); got != tc.ratios {
+				t.Errorf("cached_ratio count %d, want %d", got, tc.ratios)
+			}
+			if got := histCount(t, m.warm.conversationSeconds.WithLabelValues(lv...)); got != tc.timed {
+				t.Errorf("conversation_seconds count %d, want %d", got, tc.timed)
+			}
+			if got := histSum(t, m.warm.conversationSeconds.WithLabelValues(lv...)); math.Abs(got-tc.waitTime) > 1e-9 {
+				t.Errorf("conversation_seconds sum %v, want %v (prime 2.9 s + follow-up 1.7 s)", got, tc.waitTime)
+			}
+		})
+	}
+}
+
+func histSum(t *testing.T, o prometheus.Observer) float64 {
+	t.Helper()
+	var pb dto.Metric
+	if err := o.(prometheus.Metric).Write(&pb); err != nil {
+		t.Fatal(err)
+	}
+	return pb.GetHistogram().GetSampleSum()
 }

@@ -10,13 +10,37 @@ import (
 // server's prefix cache served a follow-up turn, and what it saved. They
 // exist only for scenarios that run warm probes (created at their first
 // follow-up), so cold scenarios add no series.
+//
+// The conversation series class each follow-up by the share of what the
+// engine had already seen of its conversation that came from its cache
+// (prober.Result.ConversationCache), and time whole conversations.
 type warmMetrics struct {
 	hitRatio, saved, savedRatio, primeTTFT *prometheus.GaugeVec
 	followUps, misses                      *prometheus.CounterVec
+
+	turns                            *prometheus.CounterVec
+	cachedRatio, conversationSeconds *prometheus.HistogramVec
 }
 
-func newWarmMetrics() warmMetrics {
+// Classic buckets of the conversation histograms. The cached share has edges
+// at the miss and hit lines (0.1, 0.9); a conversation's waiting time spans
+// a two-turn chat (about a second) to 64 long turns.
+var (
+	cachedRatioBuckets         = []float64{0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 1}
+	conversationBuckets        = []float64{0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200, 1800, 3600}
+	conversationBucketsReduced = []float64{1, 5, 10, 30, 60, 300, 1200, 3600}
+)
+
+func newWarmMetrics(o ProbeMetricsOptions) warmMetrics {
 	return warmMetrics{
+		turns: newCounter("conversation_turns_total",
+			"Successful follow-up turns of conversation scenarios by the share of what the engine had already seen of the conversation (the turn before's prompt) that it served from its cache: hit (at least 0.9), partial, miss (under 0.1), unknown (the server reports no cached tokens).", "cache"),
+		cachedRatio: newHistogram("conversation_cached_ratio",
+			"Share of what the engine had already seen of a conversation (the turn before's prompt) that it served from its cache, per successful follow-up turn whose server reports cached tokens.",
+			o.buckets(cachedRatioBuckets, cachedRatioBuckets)),
+		conversationSeconds: newHistogram("conversation_seconds",
+			"Waiting time of each conversation whose every turn succeeded: the sum of its turns' E2E latencies, priming turn included.",
+			o.buckets(conversationBuckets, conversationBucketsReduced)),
 		hitRatio: newGauge("warm_cache_hit_ratio",
 			"Share of the last warm follow-up's prompt the server served from its prefix cache (cached_tokens / prompt_tokens). Absent when the server does not report cached tokens."),
 		saved: newGauge("warm_ttft_saved_seconds",
@@ -33,7 +57,8 @@ func newWarmMetrics() warmMetrics {
 }
 
 func (w warmMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{w.hitRatio, w.saved, w.savedRatio, w.primeTTFT, w.followUps, w.misses}
+	return []prometheus.Collector{w.hitRatio, w.saved, w.savedRatio, w.primeTTFT, w.followUps, w.misses,
+		w.turns, w.cachedRatio, w.conversationSeconds}
 }
 
 // observePrime records a successful priming turn.
@@ -48,6 +73,13 @@ func (w warmMetrics) observeFollowUp(r *prober.Result) {
 	lv := []string{r.Target, r.Model, r.Scenario, apiOf(r)}
 	misses := w.misses.WithLabelValues(lv...) // created with the first follow-up, so rate() sees every miss after it
 	w.followUps.WithLabelValues(lv...).Inc()
+	for _, c := range prober.ConversationCaches { // all four from the first follow-up on, so rate() sees every class
+		w.turns.WithLabelValues(r.Target, r.Model, r.Scenario, apiOf(r), string(c))
+	}
+	w.turns.WithLabelValues(r.Target, r.Model, r.Scenario, apiOf(r), string(r.ConversationCache())).Inc()
+	if share, ok := r.SeenCachedShare(); ok {
+		w.cachedRatio.WithLabelValues(lv...).Observe(share)
+	}
 	if share, ok := r.CachedShare(); ok {
 		w.hitRatio.WithLabelValues(lv...).Set(share)
 		if r.CachedTokens == 0 {
@@ -58,4 +90,21 @@ func (w warmMetrics) observeFollowUp(r *prober.Result) {
 		w.saved.WithLabelValues(lv...).Set(saved.Seconds())
 		w.savedRatio.WithLabelValues(lv...).Set(saved.Seconds() / r.PrimeTTFT.Seconds())
 	}
+}
+
+// observeConversation records the waiting time of a whole conversation: r
+// is the last turn a conversation probe returned, r.Earlier the turns before.
+// Only a conversation whose every turn succeeded is timed.
+func (w warmMetrics) observeConversation(r *prober.Result) {
+	if !r.FollowUp() || r.Kind != prober.KindSuccess {
+		return
+	}
+	total := r.E2E()
+	for i := range r.Earlier {
+		if r.Earlier[i].Kind != prober.KindSuccess {
+			return
+		}
+		total += r.Earlier[i].E2E()
+	}
+	w.conversationSeconds.WithLabelValues(r.Target, r.Model, r.Scenario, apiOf(r)).Observe(total.Seconds())
 }

@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"mime"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptrace"
 	"runtime/debug"
 	"sync"
@@ -271,22 +273,37 @@ func (p *Prober) Run(ctx context.Context, t Target, prep *Prepared) (res Result)
 		return Result{Target: t.Name, API: t.API, Kind: KindError, Reason: ReasonCalibration,
 			Err: errors.New("probe: Run needs a Prepared from Prepare")}
 	}
-	if prep.Scenario.IsWarm() {
-		return p.runWarm(ctx, t, prep)
+	if prep.Scenario.IsConversation() {
+		return p.runConversation(ctx, t, prep)
 	}
 	// A fresh nonce at the start of the prompt and a fresh cache_salt: a
 	// cold probe never shares a prefix-cache block with any other request.
 	return p.runTurn(ctx, t, prep, 0, newNonce(), newSalt())
 }
 
-// runWarm sends the turns of a warm scenario's conversation one after the
+// runConversation sends the turns of a conversation scenario's probe one after the
 // other. The priming turn is cold (a fresh nonce and salt, as a cold probe);
 // every follow-up repeats the nonce and the salt and extends the prompt, so
 // a server with prefix caching serves all but the new tokens from its cache.
 // It returns the last turn it sent, carrying the earlier ones; it stops at
 // the first turn that did not succeed.
-func (p *Prober) runWarm(ctx context.Context, t Target, prep *Prepared) Result {
+//
+// Each conversation keeps its own cookies, as a user's client does: a
+// gateway's session-affinity cookie set on one turn goes back with the next,
+// and never to another conversation or a cold probe (the target's client
+// keeps none). With Conversation.IDHeader every turn carries that header
+// with the conversation's own random id.
+func (p *Prober) runConversation(ctx context.Context, t Target, prep *Prepared) Result {
 	s := prep.Scenario
+	t = withCookieJar(t)
+	if h := s.Conversation.IDHeader; h != "" {
+		headers := maps.Clone(t.Headers)
+		if headers == nil {
+			headers = map[string]string{}
+		}
+		headers[h] = "slaprobe-" + newSalt()[:16]
+		t.Headers = headers
+	}
 	nonce, salt := newNonce(), newSalt()
 	var earlier []Result
 	var primeTTFT time.Duration
@@ -298,6 +315,7 @@ func (p *Prober) runWarm(ctx context.Context, t Target, prep *Prepared) Result {
 		res := p.runTurn(ctx, t, prep, k, nonce, turnSalt)
 		if k > 1 {
 			res.PrimeTTFT = primeTTFT
+			res.SeenTokens = earlier[len(earlier)-1].PromptTokens
 		}
 		if res.Kind != KindSuccess || k >= s.Turns() || ctx.Err() != nil {
 			res.Earlier = earlier
@@ -308,6 +326,15 @@ func (p *Prober) runWarm(ctx context.Context, t Target, prep *Prepared) Result {
 		}
 		earlier = append(earlier, res)
 	}
+}
+
+// withCookieJar returns t with a copy of its client that has a fresh, empty
+// cookie jar (the transport, and so the connection pool, stays shared).
+func withCookieJar(t Target) Target {
+	c := *targetClient(t)
+	c.Jar, _ = cookiejar.New(nil) // New never fails without options
+	t.Client = &c
+	return t
 }
 
 // runTurn sends one request: a cold probe (turn 0) or turn k of a warm

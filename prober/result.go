@@ -120,7 +120,7 @@ type Result struct {
 	// final one.
 	UsageMismatch bool
 
-	// Warm scenarios (Scenario.Warm): a probe is a conversation.
+	// Conversation scenarios (Scenario.Conversation): a probe is a conversation.
 	//
 	// Turn is the turn this result measures: 0 for a cold probe, 1 for the
 	// priming turn, 2 and up for follow-ups.
@@ -131,6 +131,56 @@ type Result struct {
 	// PrimeTTFT is the TTFT of the conversation's priming turn, on
 	// follow-ups: the cold reference their TTFT saving is measured against.
 	PrimeTTFT time.Duration
+	// SeenTokens is, on a follow-up, how much of the conversation the engine
+	// had already seen: the turn before's prompt as the server counted it
+	// (answers are not replayed, so they are not part of the prefix).
+	SeenTokens int
+}
+
+// ConversationCache classes a follow-up by the share of what the engine had
+// already seen of its conversation that came from the cache: the cache label
+// of slaprobe_conversation_turns_total.
+type ConversationCache string
+
+// The classes: hit at least HitShare, miss under MissShare, partial between;
+// unknown when the server reports no cached tokens.
+const (
+	CacheHitTurn     ConversationCache = "hit"
+	CachePartialTurn ConversationCache = "partial"
+	CacheMissTurn    ConversationCache = "miss"
+	CacheUnknownTurn ConversationCache = "unknown"
+
+	HitShare  = 0.9
+	MissShare = 0.1
+)
+
+// ConversationCaches lists every class.
+var ConversationCaches = []ConversationCache{CacheHitTurn, CachePartialTurn, CacheMissTurn, CacheUnknownTurn}
+
+// SeenCachedShare is the share of what the engine had already seen of the
+// conversation (SeenTokens) that the server served from its cache, capped
+// at 1 (the new tokens' full blocks cannot be cached, but a server may count
+// differently); ok is false on a cold probe or priming turn, or when the
+// server did not report cached tokens.
+func (r *Result) SeenCachedShare() (share float64, ok bool) {
+	if !r.FollowUp() || !r.CachedReported || r.SeenTokens <= 0 {
+		return 0, false
+	}
+	return min(float64(r.CachedTokens)/float64(r.SeenTokens), 1), true
+}
+
+// ConversationCache classes a follow-up by SeenCachedShare.
+func (r *Result) ConversationCache() ConversationCache {
+	share, ok := r.SeenCachedShare()
+	switch {
+	case !ok:
+		return CacheUnknownTurn
+	case share >= HitShare:
+		return CacheHitTurn
+	case share < MissShare:
+		return CacheMissTurn
+	}
+	return CachePartialTurn
 }
 
 // FollowUp reports whether r is a warm follow-up turn, which is meant to hit

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -96,10 +97,11 @@ type Scenario struct {
 	Interval     time.Duration // mean time between probes of this scenario on one target
 	Timeout      time.Duration // a probe that has not finished by then fails with reason "timeout"
 	Thresholds   Thresholds
-	// Warm makes the scenario a conversation on one context (Warm.Turns >= 2):
-	// InputTokens is then the first, priming turn's prompt, and each follow-up
-	// adds Warm.NewTokens. The zero value is a cold scenario.
-	Warm Warm
+	// Conversation makes the scenario a conversation on one context
+	// (Conversation.Turns >= 2): InputTokens is then the first, priming turn's
+	// prompt, and each follow-up adds Conversation.NewTokens. The zero value is
+	// a cold scenario.
+	Conversation Conversation
 	// API, when set, is the API this scenario is probed on, whatever the
 	// target's: one target can be probed on several APIs at once.
 	API API
@@ -113,24 +115,30 @@ func (s Scenario) APIOn(t Target) API {
 	return t.API
 }
 
-// Warm describes a warm-context scenario: a conversation whose first turn
-// primes the server's prefix cache and whose follow-ups, sent with the same
-// cache_salt and prompt prefix, are the measurement.
-type Warm struct {
-	Turns     int // turns per conversation, priming turn included; 0 for cold scenarios, else >= 2
+// Conversation describes a conversation scenario: one probe is a
+// conversation whose first turn primes the server's prefix cache and whose
+// follow-ups, sent with the same cache_salt and prompt prefix, are the
+// measurement. A warm scenario (the config's older warm: section) is a
+// conversation of two turns.
+type Conversation struct {
+	Turns     int // turns per conversation, priming turn included; 0 for cold scenarios, else 2 to MaxConversationTurns
 	NewTokens int // tokens each follow-up turn appends to the previous prompt
+	// IDHeader, when set, is a request header every turn of a conversation
+	// carries with the conversation's own id, for a router that keeps a
+	// session on one replica by a header.
+	IDHeader string
 }
 
-// IsWarm reports whether s is a warm-context scenario.
-func (s Scenario) IsWarm() bool { return s.Warm.Turns > 0 }
+// IsConversation reports whether s is a conversation (warm-context) scenario.
+func (s Scenario) IsConversation() bool { return s.Conversation.Turns > 0 }
 
 // Turns is the number of requests one probe of s sends: 1 for a cold scenario.
-func (s Scenario) Turns() int { return max(s.Warm.Turns, 1) }
+func (s Scenario) Turns() int { return max(s.Conversation.Turns, 1) }
 
 // TurnInputTokens is the prompt length of turn k (1-based): InputTokens for
-// the priming turn, plus Warm.NewTokens for each follow-up before it.
+// the priming turn, plus Conversation.NewTokens for each follow-up before it.
 func (s Scenario) TurnInputTokens(k int) int {
-	return s.InputTokens + max(k-1, 0)*s.Warm.NewTokens
+	return s.InputTokens + max(k-1, 0)*s.Conversation.NewTokens
 }
 
 // MaxInputTokens is the longest prompt one probe of s sends (the last turn's).
@@ -163,19 +171,43 @@ func (s Scenario) Validate() error {
 		return fmt.Errorf("scenario %q: timeout=%s; expected a positive duration", s.Name, s.Timeout)
 	case s.Thresholds.TTFT < 0 || s.Thresholds.E2E < 0 || s.Thresholds.ITL < 0 || s.Thresholds.MinDecode < 0:
 		return fmt.Errorf("scenario %q: thresholds must not be negative", s.Name)
-	case s.Warm.Turns < 0 || s.Warm.Turns == 1 || s.Warm.Turns > MaxWarmTurns:
-		return fmt.Errorf("scenario %q: warm.turns=%d; expected 2 to %d (the priming turn and at least one follow-up)", s.Name, s.Warm.Turns, MaxWarmTurns)
-	case s.IsWarm() && s.Warm.NewTokens < 1:
-		return fmt.Errorf("scenario %q: warm.new_tokens=%d; expected a positive token count per follow-up turn", s.Name, s.Warm.NewTokens)
-	case !s.IsWarm() && s.Warm.NewTokens != 0:
-		return fmt.Errorf("scenario %q: warm.new_tokens=%d with warm.turns=0; expected warm.turns of 2 or more", s.Name, s.Warm.NewTokens)
+	case s.Conversation.Turns < 0 || s.Conversation.Turns == 1 || s.Conversation.Turns > MaxConversationTurns:
+		return fmt.Errorf("scenario %q: conversation.turns=%d; expected 2 to %d (the priming turn and at least one follow-up)",
+			s.Name, s.Conversation.Turns, MaxConversationTurns)
+	case s.IsConversation() && s.Conversation.NewTokens < 1:
+		return fmt.Errorf("scenario %q: conversation.new_tokens=%d; expected a positive token count per follow-up turn", s.Name, s.Conversation.NewTokens)
+	case s.Conversation.IDHeader != "" && !validHeaderName(s.Conversation.IDHeader):
+		return fmt.Errorf("scenario %q: conversation.id_header=%q; expected an HTTP header name such as X-Session-Id (letters, digits and !#$%%&'*+-.^_`|~)",
+			s.Name, s.Conversation.IDHeader)
+	case s.Conversation.IDHeader != "" && !s.IsConversation():
+		return fmt.Errorf("scenario %q: conversation.id_header=%q with conversation.turns=0; expected conversation.turns of 2 or more",
+			s.Name, s.Conversation.IDHeader)
+	case !s.IsConversation() && s.Conversation.NewTokens != 0:
+		return fmt.Errorf("scenario %q: conversation.new_tokens=%d with conversation.turns=0; expected conversation.turns of 2 or more",
+			s.Name, s.Conversation.NewTokens)
 	}
 	return nil
 }
 
-// MaxWarmTurns bounds a warm conversation: every turn re-sends the whole
-// context, so a long conversation costs production a lot of prompt tokens.
-const MaxWarmTurns = 8
+// validHeaderName reports whether name is an HTTP header field name (an RFC
+// 9110 token) that a request may set: not Host, which net/http takes from
+// the URL.
+func validHeaderName(name string) bool {
+	if strings.EqualFold(name, "Host") {
+		return false
+	}
+	for _, c := range []byte(name) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return name != ""
+}
+
+// MaxConversationTurns bounds a conversation: every turn re-sends the whole
+// context, so a long conversation costs production a lot of prompt tokens
+// (slaprobe_prober_planned_tokens_per_hour counts every turn).
+const MaxConversationTurns = 64
 
 // DefaultScenarios are probed when the config names none.
 var DefaultScenarios = []string{"chatbot", "rag", "agentic", "tool_calling"}
@@ -211,10 +243,10 @@ var builtin = []Scenario{
 	// scenario. With prefix caching only the 1K new tokens need prefill, so
 	// the follow-up is judged by the TTFT of a short chat turn.
 	{Name: "general_chat_followup", Family: FamilyUseCase, Description: "follow-up turn (1K new tokens) on a 32K chat history",
-		InputTokens: 32768, OutputTokens: 1024, Warm: Warm{Turns: 2, NewTokens: 1024},
+		InputTokens: 32768, OutputTokens: 1024, Conversation: Conversation{Turns: 2, NewTokens: 1024},
 		Interval: 5 * time.Minute, Timeout: 4 * time.Minute, Thresholds: Thresholds{TTFT: 2 * time.Second, MinDecode: 15}},
 	{Name: "long_document_followup", Family: FamilyUseCase, Description: "follow-up question (1K new tokens) on a 64K document",
-		InputTokens: 65536, OutputTokens: 1024, Warm: Warm{Turns: 2, NewTokens: 1024},
+		InputTokens: 65536, OutputTokens: 1024, Conversation: Conversation{Turns: 2, NewTokens: 1024},
 		Interval: 10 * time.Minute, Timeout: 5 * time.Minute, Thresholds: Thresholds{TTFT: 3 * time.Second, MinDecode: 15}},
 }
 

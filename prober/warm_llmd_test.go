@@ -21,7 +21,7 @@ func TestWarmLLMD(t *testing.T) {
 		PrefillOverhead: overhead, PrefillPerToken: perToken, ITL: time.Millisecond}, nil)
 	p := prober.New(nil, prober.SystemClock{})
 	warm := prober.Scenario{Name: "warm", InputTokens: 4096, OutputTokens: 8, Timeout: time.Minute,
-		Warm: prober.Warm{Turns: 3, NewTokens: 512}}
+		Conversation: prober.Conversation{Turns: 3, NewTokens: 512}}
 
 	res := p.Probe(context.Background(), target, "", warm)
 	if res.Kind != prober.KindSuccess || res.Turn != 3 || len(res.Earlier) != 2 {

@@ -20,7 +20,7 @@ import (
 func warmTestScenario(t *testing.T, name string) Scenario {
 	t.Helper()
 	s, ok := LookupBuiltin(name)
-	if !ok || !s.IsWarm() {
+	if !ok || !s.IsConversation() {
 		t.Fatalf("no built-in warm scenario %q", name)
 	}
 	s.OutputTokens = 16
@@ -193,29 +193,35 @@ func TestWarmColdProbesStayCold(t *testing.T) {
 func TestWarmScenarioValidate(t *testing.T) {
 	base := Scenario{Name: "w", InputTokens: 1024, OutputTokens: 16, Interval: time.Minute, Timeout: time.Minute}
 	for _, tc := range []struct {
-		warm Warm
+		conv Conversation
 		want string
 	}{
-		{Warm{Turns: 1, NewTokens: 10}, `scenario "w": warm.turns=1; expected 2 to 8 (the priming turn and at least one follow-up)`},
-		{Warm{Turns: 9, NewTokens: 10}, `scenario "w": warm.turns=9; expected 2 to 8 (the priming turn and at least one follow-up)`},
-		{Warm{Turns: 2}, `scenario "w": warm.new_tokens=0; expected a positive token count per follow-up turn`},
-		{Warm{NewTokens: 5}, `scenario "w": warm.new_tokens=5 with warm.turns=0; expected warm.turns of 2 or more`},
-		{Warm{Turns: 3, NewTokens: 512}, ""},
+		{Conversation{Turns: 1, NewTokens: 10}, `scenario "w": conversation.turns=1; expected 2 to 64 (the priming turn and at least one follow-up)`},
+		{Conversation{Turns: 65, NewTokens: 10}, `scenario "w": conversation.turns=65; expected 2 to 64 (the priming turn and at least one follow-up)`},
+		{Conversation{Turns: -2, NewTokens: 10}, `scenario "w": conversation.turns=-2; expected 2 to 64 (the priming turn and at least one follow-up)`},
+		{Conversation{Turns: 2}, `scenario "w": conversation.new_tokens=0; expected a positive token count per follow-up turn`},
+		{Conversation{NewTokens: 5}, `scenario "w": conversation.new_tokens=5 with conversation.turns=0; expected conversation.turns of 2 or more`},
+		{Conversation{Turns: 3, NewTokens: 512}, ""},
+		{Conversation{Turns: 64, NewTokens: 512}, ""},
+		{Conversation{Turns: 2, NewTokens: 512, IDHeader: "X-Session-Id"}, ""},
+		{Conversation{Turns: 2, NewTokens: 512, IDHeader: "X Session"}, "scenario \"w\": conversation.id_header=\"X Session\"; expected an HTTP header name such as X-Session-Id (letters, digits and !#$%&'*+-.^_`|~)"},
+		{Conversation{Turns: 2, NewTokens: 512, IDHeader: "host"}, "scenario \"w\": conversation.id_header=\"host\"; expected an HTTP header name such as X-Session-Id (letters, digits and !#$%&'*+-.^_`|~)"},
+		{Conversation{IDHeader: "X-Session-Id"}, `scenario "w": conversation.id_header="X-Session-Id" with conversation.turns=0; expected conversation.turns of 2 or more`},
 	} {
 		s := base
-		s.Warm = tc.warm
+		s.Conversation = tc.conv
 		err := s.Validate()
 		if got := ""; err != nil {
 			got = err.Error()
 			if got != tc.want {
-				t.Errorf("%+v: %q, want %q", tc.warm, got, tc.want)
+				t.Errorf("%+v: %q, want %q", tc.conv, got, tc.want)
 			}
 		} else if tc.want != "" {
-			t.Errorf("%+v: no error, want %q", tc.warm, tc.want)
+			t.Errorf("%+v: no error, want %q", tc.conv, tc.want)
 		}
 	}
 	s := base
-	s.Warm = Warm{Turns: 3, NewTokens: 512}
+	s.Conversation = Conversation{Turns: 3, NewTokens: 512}
 	if got, want := s.TokensPerProbe(), (1024+16)+(1536+16)+(2048+16); got != want {
 		t.Errorf("TokensPerProbe %d, want %d", got, want)
 	}

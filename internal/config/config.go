@@ -445,8 +445,8 @@ func (c *Config) finish() error {
 		return err
 	}
 	for _, n := range c.Sweep.Scenarios {
-		if c.lookup(n).IsWarm() {
-			return fmt.Errorf("sweep.scenarios: %q is a warm-context scenario; expected cold ones (a sweep measures cold prefill under load)", n)
+		if c.lookup(n).IsConversation() {
+			return fmt.Errorf("sweep.scenarios: %q is a conversation scenario; expected cold ones (a sweep measures cold prefill under load)", n)
 		}
 	}
 

@@ -22,23 +22,29 @@ type ScenarioConfig struct {
 	Interval     *model.Duration   `yaml:"interval,omitempty"`
 	Timeout      *model.Duration   `yaml:"timeout,omitempty"`
 	Thresholds   *ThresholdsConfig `yaml:"thresholds,omitempty"`
-	// Warm makes a custom scenario a warm-context conversation (input_tokens
-	// is then the priming turn's prompt), or tunes a built-in warm one.
-	Warm *WarmConfig `yaml:"warm,omitempty"`
+	// Conversation makes a custom scenario a conversation (input_tokens is
+	// then the priming turn's prompt), or tunes a built-in conversation one.
+	Conversation *ConversationConfig `yaml:"conversation,omitempty"`
+	// Warm is the older name of Conversation, read as it: a config may set
+	// one or the other, not both. Never written.
+	Warm *ConversationConfig `yaml:"warm,omitempty"`
 	// API probes the scenario on this API whatever the target's: chat,
 	// completions, responses or messages. Empty: the target's.
 	API prober.API `yaml:"api,omitempty"`
 }
 
-// WarmConfig is a scenario's warm section: the conversation's follow-up
+// ConversationConfig is a scenario's conversation section: the follow-up
 // turns, each adding new_tokens to the prompt and sent with the priming
-// turn's cache_salt.
-type WarmConfig struct {
+// turn's cache_salt. A warm: section is the same thing under its older name.
+type ConversationConfig struct {
 	// Turns counts the priming turn: 2 means one follow-up. Default 2.
 	Turns *int `yaml:"turns,omitempty"`
 	// NewTokens each follow-up adds to the previous prompt. Required for a
 	// custom scenario.
 	NewTokens *int `yaml:"new_tokens,omitempty"`
+	// IDHeader is a request header that carries the conversation's id on
+	// every turn, for a router with header affinity. Empty: none.
+	IDHeader *string `yaml:"id_header,omitempty"`
 }
 
 // ThresholdsConfig are SLA limits. Each one set replaces the scenario's
@@ -107,19 +113,33 @@ func (c *Config) resolveScenarios() error {
 			s = prober.Scenario{Name: sc.Name, Family: prober.FamilyCustom}
 			s.Interval, s.Timeout = DefaultCadence(*sc.InputTokens)
 		}
-		if sc.Warm != nil {
+		fromWarm := sc.Warm != nil
+		if fromWarm {
+			if sc.Conversation != nil {
+				return fmt.Errorf("%s: both warm and conversation are set; expected conversation only (warm is its older name)", where)
+			}
+			sc.Conversation, sc.Warm = sc.Warm, nil
+		}
+		if sc.Conversation != nil {
+			key := "conversation" // the key as the file spells it
+			if fromWarm {
+				key = "warm"
+			}
 			switch {
-			case builtin && !s.IsWarm():
-				return fmt.Errorf("%s: warm is set on the cold built-in scenario %q; expected a new name for a warm variant (built-in warm scenarios: %s)",
-					where, sc.Name, strings.Join(warmBuiltinNames(), ", "))
-			case !builtin && sc.Warm.NewTokens == nil:
-				return fmt.Errorf("%s: warm.new_tokens is missing; expected the tokens each follow-up turn adds, e.g. 1024", where)
+			case builtin && !s.IsConversation():
+				return fmt.Errorf("%s: %s is set on the cold built-in scenario %q; expected a new name for a conversation variant (built-in conversation scenarios: %s)",
+					where, key, sc.Name, strings.Join(conversationBuiltinNames(), ", "))
+			case !builtin && sc.Conversation.NewTokens == nil:
+				return fmt.Errorf("%s: %s.new_tokens is missing; expected the tokens each follow-up turn adds, e.g. 1024", where, key)
 			case !builtin:
-				s.Warm.Turns = 2
+				s.Conversation.Turns = 2
 			}
 		}
 		sc.apply(&s)
 		if err := s.Validate(); err != nil {
+			if fromWarm {
+				return fmt.Errorf("scenarios[%d]: %w (read from warm:, the older name of conversation:)", i, err)
+			}
 			return fmt.Errorf("scenarios[%d]: %w", i, err)
 		}
 		if builtin {
@@ -155,12 +175,15 @@ func (sc ScenarioConfig) apply(s *prober.Scenario) {
 	if sc.Timeout != nil {
 		s.Timeout = time.Duration(*sc.Timeout)
 	}
-	if w := sc.Warm; w != nil {
-		if w.Turns != nil {
-			s.Warm.Turns = *w.Turns
+	if cv := sc.Conversation; cv != nil {
+		if cv.Turns != nil {
+			s.Conversation.Turns = *cv.Turns
 		}
-		if w.NewTokens != nil {
-			s.Warm.NewTokens = *w.NewTokens
+		if cv.NewTokens != nil {
+			s.Conversation.NewTokens = *cv.NewTokens
+		}
+		if cv.IDHeader != nil {
+			s.Conversation.IDHeader = *cv.IDHeader
 		}
 	}
 	if t := sc.Thresholds; t != nil {
@@ -192,18 +215,21 @@ func scenarioConfigOf(s prober.Scenario) ScenarioConfig {
 		InputTokens: &in, OutputTokens: &out, Interval: &iv, Timeout: &to,
 		Thresholds: &ThresholdsConfig{TTFT: &ttft, E2E: &e2e, ITL: &itl, MinDecode: &dec},
 	}
-	if s.IsWarm() {
-		turns, nt := s.Warm.Turns, s.Warm.NewTokens
-		sc.Warm = &WarmConfig{Turns: &turns, NewTokens: &nt}
+	if s.IsConversation() {
+		turns, nt, h := s.Conversation.Turns, s.Conversation.NewTokens, s.Conversation.IDHeader
+		sc.Conversation = &ConversationConfig{Turns: &turns, NewTokens: &nt}
+		if h != "" {
+			sc.Conversation.IDHeader = &h
+		}
 	}
 	return sc
 }
 
-// warmBuiltinNames lists the built-in warm scenarios.
-func warmBuiltinNames() []string {
+// conversationBuiltinNames lists the built-in conversation scenarios.
+func conversationBuiltinNames() []string {
 	var out []string
 	for _, s := range prober.Builtin() {
-		if s.IsWarm() {
+		if s.IsConversation() {
 			out = append(out, s.Name)
 		}
 	}

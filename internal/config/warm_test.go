@@ -9,8 +9,16 @@ import (
 	"github.com/slaprobe/slaprobe/prober"
 )
 
+// TestWarmScenarioConfig reads a conversation section under its name and
+// under its older one, warm:, to the same scenarios.
 func TestWarmScenarioConfig(t *testing.T) {
-	c, err := LoadBytes([]byte(`
+	for _, key := range []string{"conversation", "warm"} {
+		t.Run(key, func(t *testing.T) { testConversationConfig(t, key) })
+	}
+}
+
+func testConversationConfig(t *testing.T, key string) {
+	c, err := LoadBytes([]byte(strings.ReplaceAll(`
 targets:
   - url: http://vllm:8000
     scenarios: [agent_followup, general_chat_followup]
@@ -18,15 +26,16 @@ scenarios:
   - name: agent_followup
     input_tokens: 16384
     output_tokens: 256
-    warm:
-      turns: 3
+    KEY:
+      turns: 40
       new_tokens: 512
+      id_header: X-Session-Id
     thresholds:
       ttft: 1s
   - name: general_chat_followup
-    warm:
+    KEY:
       new_tokens: 2048
-`))
+`, "KEY", key)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,15 +47,19 @@ scenarios:
 	interval, timeout := DefaultCadence(16384)
 	want := prober.Scenario{Name: "agent_followup", Family: prober.FamilyCustom, InputTokens: 16384, OutputTokens: 256,
 		Interval: interval, Timeout: timeout, Thresholds: prober.Thresholds{TTFT: time.Second},
-		Warm: prober.Warm{Turns: 3, NewTokens: 512}}
+		Conversation: prober.Conversation{Turns: 40, NewTokens: 512, IDHeader: "X-Session-Id"}}
 	if !reflect.DeepEqual(*custom, want) {
 		t.Errorf("custom warm scenario:\n got %+v\nwant %+v", *custom, want)
 	}
-	if b := c.lookup("general_chat_followup"); b.Warm != (prober.Warm{Turns: 2, NewTokens: 2048}) || b.InputTokens != 32768 {
+	if b := c.lookup("general_chat_followup"); b.Conversation != (prober.Conversation{Turns: 2, NewTokens: 2048}) || b.InputTokens != 32768 {
 		t.Errorf("tuned built-in: %+v", *b)
 	}
 
-	// The printed effective config loads back to the same scenarios.
+	// The printed effective config says conversation: and loads back to the
+	// same scenarios.
+	if printed := c.Redacted(); strings.Contains(printed, "warm:") || !strings.Contains(printed, "conversation:") {
+		t.Errorf("printed config must write conversation:, never warm:\n%s", printed)
+	}
 	again, err := LoadBytes([]byte(c.Redacted()))
 	if err != nil {
 		t.Fatalf("reload the printed config: %v\n%s", err, c.Redacted())
@@ -63,7 +76,7 @@ targets:
 sweep:
   scenarios: [general_chat_followup]
 `))
-	want := `sweep.scenarios: "general_chat_followup" is a warm-context scenario; expected cold ones (a sweep measures cold prefill under load)`
+	want := `sweep.scenarios: "general_chat_followup" is a conversation scenario; expected cold ones (a sweep measures cold prefill under load)`
 	if err == nil || !strings.HasSuffix(err.Error(), want) {
 		t.Errorf("error %v, want …%s", err, want)
 	}

@@ -4,7 +4,7 @@ import "fmt"
 
 // warmRow adds the warm-context row (docs/warm.md): cold against warm TTFT per scenario, that is per
 // context size, the share of follow-up prompts served from the prefix cache, and the state of
-// SlaprobePrefixCachingNotWorking. Its series exist only for scenarios with `warm:`.
+// SlaprobePrefixCachingNotWorking. Its series exist only for conversation scenarios (`conversation:`, or `warm:`, its older name).
 func warmRow(b *board) {
 	b.row("Warm context: prefix caching")
 	prime := probeSel("slaprobe_warm_prime_ttft_seconds")

@@ -46,7 +46,7 @@ func TestGoodputAlternatingFaults(t *testing.T) {
 	srv := httptest.NewServer(sim.Handler())
 	t.Cleanup(srv.Close)
 	t.Cleanup(sim.Close)
-	target := prober.Target{Name: "sim", BaseURL: srv.URL}
+	target := prober.Target{Name: "sim", BaseURL: srv.URL, API: prober.APIChat}
 	s := goodputScenario
 
 	reg, m := newTestMetrics(t)

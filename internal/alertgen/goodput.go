@@ -80,7 +80,7 @@ func (p Params) goodputAlert(name, severity string, tiers []Tier) Rule {
 	args := `$labels.job $labels.instance $labels.target $labels.scenario`
 	good := fmt.Sprintf(`{{ with printf "1 - %s%s / %s%s" %s %s | query }}{{ . | first | value | humanizePercentage }}{{ end }}`,
 		goodputBadName(long), sel, goodputTotalName(long), sel, args, args)
-	thresholds := `{{ range $i, $t := printf "slaprobe_sla_threshold{job=%q,instance=%q,scenario=%q}" $labels.job $labels.instance $labels.scenario | query }}` +
+	thresholds := `{{ range $i, $t := printf "slaprobe_sla_threshold{job=%q,instance=%q,scenario=%q}" $labels.job $labels.instance $labels.scenario | query | sortByLabel "metric" }}` +
 		`{{ if $i }}, {{ end }}{{ with $t.Labels.metric }}{{ if eq . "decode_tokens_per_second" }}decode speed ≥ {{ $t.Value | printf "%.1f" }} tokens/s` +
 		`{{ else if eq . "ttft_seconds" }}TTFT ≤ {{ $t.Value | humanizeDuration }}{{ else if eq . "itl_seconds" }}ITL ≤ {{ $t.Value | humanizeDuration }}` +
 		`{{ else if eq . "e2e_latency_seconds" }}E2E ≤ {{ $t.Value | humanizeDuration }}{{ else }}{{ . }} {{ $t.Value }}{{ end }}{{ end }}{{ end }}`

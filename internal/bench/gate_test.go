@@ -16,7 +16,11 @@ import (
 	"github.com/slaprobe/slaprobe/test/testproc"
 )
 
-// gateBench runs a small bench (short_chat, closed loop N=1 for 3 s, a
+// gateStep is the closed-loop step of gateBench: about 55 requests at N=1
+// on the simulated engine, enough for 10 slices of 5.
+const gateStep = 11 * time.Second
+
+// gateBench runs a small bench (short_chat, closed loop N=1 for 11 s, a
 // burst of 8 repeated rounds times) against a fresh simulated engine at
 // the given time scale, compared with baseline through the gate when
 // rules is not empty, and returns its exit code, what it printed and the
@@ -24,12 +28,15 @@ import (
 func gateBench(t *testing.T, scale float64, out, baseline, rules string, unknown gate.Policy, rounds int) (int, string, *gate.Result) {
 	t.Helper()
 	o := benchOptions(t, writeCompareConfig(t, startScaledSim(t, scale)), []int{1}, []int{8},
-		3*time.Second, 300*time.Millisecond, 3*time.Second, out)
+		gateStep, 300*time.Millisecond, 3*time.Second, out)
 	o.Sweep.Burst.Repeat = rounds
 	o.Baseline = baseline
 	// As TestCompareAgainstSim: the rerun is judged at a family level of
 	// 99.9 %, so chance flags an unchanged engine less than once in 1,000.
-	o.Compare = compare.Options{Level: 0.999}
+	// The goodput share is judged on slices of a step's requests (5 at
+	// least): at that level 12 figures need 9 slices a run, so the step is
+	// cut into 10 and lasts long enough for 50 requests at N=1.
+	o.Compare = compare.Options{Level: 0.999, Slices: 10}
 	verdict := out + "-verdict.json"
 	if rules != "" {
 		if err := o.Gate.Rules.Set(rules); err != nil {

@@ -218,7 +218,7 @@ func goodput() *Panel {
 func whereTTFTGoes() *Panel {
 	p := timeseries("Where TTFT goes: $scenario",
 		"Mean TTFT of the probes whose engine reported its own timing (vLLM's per-request metrics or its "+
-			"llm_request span joined by trace id), stacked: outside the engine (client TTFT minus queue and "+
+			"llm_request span, the child of the probe's own span), stacked: outside the engine (client TTFT minus queue and "+
 			"prefill: network, gateway, proxy, API server, tokenizer), waiting in the engine's queue, and "+
 			"prefill, over 15 min and the selected targets. Pick one target for one server's split. Empty "+
 			"when the engine reports no timing: slaprobe_probe_engine_timing_total{source=\"none\"} counts those probes.",

@@ -33,6 +33,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/slaprobe/slaprobe/internal/vllmsim"
+	"github.com/slaprobe/slaprobe/test/testproc"
 )
 
 // The flood: `slaprobe run` probing a simulated engine (its four default
@@ -114,6 +115,8 @@ func TestFloodShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("floods slaprobe's OTLP receivers for 10 s")
 	}
+	// It keeps both cores busy on purpose: never beside a timing check.
+	testproc.Quiet(t)
 	r := runFlood(t, floodPlan{quiet: 5 * time.Second, flood: 10 * time.Second, httpClients: 16, grpcClients: 6, maxRSSMiB: 2048})
 	r.log(t)
 	r.check(t)

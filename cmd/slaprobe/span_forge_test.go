@@ -290,8 +290,12 @@ tracing:
 		n1, q1, p1 := relay.sums()
 		body = b
 		joined := metricSum(body, "slaprobe_probe_engine_timing_total", `source="trace"`)
+		// Every recorded TTFT joined too: a probe whose span is on its way
+		// has its TTFT recorded only once the join settles, but one scrape
+		// can fall between the two series' updates.
 		if err != nil || joined < want || n0 != n1 || float64(n1) != joined ||
-			metricSum(body, "slaprobe_engine_queue_seconds_count", "") != joined {
+			metricSum(body, "slaprobe_engine_queue_seconds_count", "") != joined ||
+			metricSum(body, "slaprobe_ttft_seconds_count", "") != joined {
 			time.Sleep(300 * time.Millisecond)
 			continue
 		}

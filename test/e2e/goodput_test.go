@@ -11,6 +11,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/slaprobe/slaprobe/internal/alertgen"
+	"github.com/slaprobe/slaprobe/test/testproc"
 )
 
 // goodputBudget bounds the goodput test after the build.
@@ -25,6 +26,9 @@ func TestGoodputAlertOnPrometheus(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the simulated engine, slaprobe and Prometheus for up to 3 minutes")
 	}
+	// Its probes are judged against thresholds between the fast and the
+	// slow halves: timing, so the quiet pass.
+	testproc.Quiet(t)
 	t.Parallel()
 	promBin := requireTool(t, "prometheus")
 	root := repoRoot(t)

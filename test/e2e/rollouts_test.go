@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/slaprobe/slaprobe/test/testproc"
 )
 
 // rolloutsBudget bounds the rollout gate test after the build.
@@ -63,6 +65,11 @@ func TestRolloutGatesOnPrometheus(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs four simulated engines, slaprobe and Prometheus for up to 3 minutes")
 	}
+	// The p95 of ~15 probes a window cannot tell 30 % apart on cores that
+	// other tests keep busy (under make test's busy phase the slower
+	// canary's ratio once read 1.07 and the identical one's 1.10): it runs
+	// in the quiet pass.
+	testproc.Quiet(t)
 	t.Parallel()
 	promBin := requireTool(t, "prometheus")
 	major, minor := prometheusVersion(t, promBin)

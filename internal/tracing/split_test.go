@@ -201,15 +201,21 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 
 // TestProxyHoldShowsOutsideTheEngine is the split's proof against a truth
 // slaprobe did not measure: a reverse proxy that holds every request for
-// 40 ms adds its measured hold (±3 ms) to the time outside the engine, and
+// 100 ms adds its measured hold (±proxyHoldTol) to the time outside the engine, and
 // leaves queue and prefill as they were; load beyond the engine's batch
 // shows up in the queue, not outside. Both through vLLM's per-request
 // metrics on the response and through the engine's spans alone.
+//
+// The hold is 100 ms and its tolerance 6 ms: the proxy's own forwarding
+// (a second connection, the body read, the reverse proxy's copy) is
+// outside the engine too but not in the measured hold, and took up to
+// 3.3 ms on top of it beside two busy loops on two cores, so ±3 ms on a
+// 40 ms hold failed by chance; a 10 % error of the hold (10 ms) is beyond 6.
 func TestProxyHoldShowsOutsideTheEngine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs about 100 probes on a simulated engine")
 	}
-	testproc.Quiet(t) // ±3 ms on a 40 ms hold
+	testproc.Quiet(t) // ±6 ms on a 100 ms hold
 	const n = 15
 	for _, c := range []struct {
 		name   string
@@ -221,7 +227,7 @@ func TestProxyHoldShowsOutsideTheEngine(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := newRig(t, c.inBand, 2)
-			proxy, proxyURL := newHoldProxy(t, r.url, 40*time.Millisecond)
+			proxy, proxyURL := newHoldProxy(t, r.url, proxyHold)
 			t.Logf("engine %s, proxy %s", r.url, proxyURL)
 			r.probeN(t, r.url, 2) // calibrated and warm
 
@@ -230,9 +236,9 @@ func TestProxyHoldShowsOutsideTheEngine(t *testing.T) {
 			hold := proxy.medianHold()
 			t.Logf("direct:    outside %6.2f ms, queue %6.3f ms, prefill %7.2f ms", ms(direct.outside), ms(direct.queue), ms(direct.prefill))
 			t.Logf("via proxy: outside %6.2f ms, queue %6.3f ms, prefill %7.2f ms (proxy held %.2f ms)", ms(held.outside), ms(held.queue), ms(held.prefill), ms(hold))
-			if d := held.outside - direct.outside - hold; d < -3*time.Millisecond || d > 3*time.Millisecond {
-				t.Errorf("outside the engine grew by %.2f ms through a proxy that held %.2f ms; want the hold ±3 ms",
-					ms(held.outside-direct.outside), ms(hold))
+			if d := held.outside - direct.outside - hold; d < -proxyHoldTol || d > proxyHoldTol {
+				t.Errorf("outside the engine grew by %.2f ms through a proxy that held %.2f ms; want the hold ±%.0f ms",
+					ms(held.outside-direct.outside), ms(hold), ms(proxyHoldTol))
 			}
 			if d := held.queue - direct.queue; d < -3*time.Millisecond || d > 3*time.Millisecond {
 				t.Errorf("queue moved by %.2f ms through the proxy; want unchanged (±3 ms)", ms(d))
@@ -285,6 +291,11 @@ func TestProxyHoldShowsOutsideTheEngine(t *testing.T) {
 		})
 	}
 }
+
+const (
+	proxyHold    = 100 * time.Millisecond
+	proxyHoldTol = 6 * time.Millisecond
+)
 
 func histCount(t *testing.T, g prometheus.Gatherer, name string) int {
 	t.Helper()

@@ -172,20 +172,28 @@ func (d jsonWalker) id(what string, size int) ([]byte, error) {
 	return b, nil
 }
 
-// uint reads an integer, as a JSON number or a string of one (64-bit
-// integers are strings in protobuf's JSON mapping); bits bounds it.
-func (d jsonWalker) uint(what string, bits int) (uint64, error) {
+// integerText reads an integer's text, from a JSON number or a string of
+// one (64-bit integers are strings in protobuf's JSON mapping); ok is
+// false for a null or a read error (err).
+func (d jsonWalker) integerText(what string) (s string, ok bool, err error) {
 	t, err := d.scalar(what)
-	var s string
 	switch x := t.(type) {
 	case nil:
-		return 0, err
+		return "", false, err
 	case json.Number:
-		s = string(x)
+		return string(x), true, nil
 	case string:
-		s = x
+		return x, true, nil
 	default:
-		return 0, fmt.Errorf("%s: %v; expected an integer", what, t)
+		return "", false, fmt.Errorf("%s: %v; expected an integer", what, t)
+	}
+}
+
+// uint reads an unsigned integer (integerText); bits bounds it.
+func (d jsonWalker) uint(what string, bits int) (uint64, error) {
+	s, ok, err := d.integerText(what)
+	if !ok {
+		return 0, err
 	}
 	v, err := strconv.ParseUint(s, 10, bits)
 	if err != nil {
@@ -194,18 +202,11 @@ func (d jsonWalker) uint(what string, bits int) (uint64, error) {
 	return v, nil
 }
 
+// int reads a signed integer (integerText).
 func (d jsonWalker) int(what string) (int64, error) {
-	t, err := d.scalar(what)
-	var s string
-	switch x := t.(type) {
-	case nil:
+	s, ok, err := d.integerText(what)
+	if !ok {
 		return 0, err
-	case json.Number:
-		s = string(x)
-	case string:
-		s = x
-	default:
-		return 0, fmt.Errorf("%s: %v; expected an integer", what, t)
 	}
 	v, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {

@@ -3,6 +3,7 @@ package status
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/slaprobe/slaprobe/collector"
 	"github.com/slaprobe/slaprobe/internal/vllmsim"
 	"github.com/slaprobe/slaprobe/prober"
+	"github.com/slaprobe/slaprobe/test/browser"
 	"github.com/slaprobe/slaprobe/test/gateway"
 	"github.com/slaprobe/slaprobe/test/testproc"
 )
@@ -25,7 +27,8 @@ import (
 // partial). The page's counts and slaprobe_conversation_turns_total must
 // both say so, class by class, and the page's TTFT by turn must draw the
 // measured turns. (The TTFTs are logged, not judged: wall-clock timings on a
-// shared machine.)
+// shared machine.) SLAPROBE_SHOT_DIR=dir keeps a screenshot of each page
+// (status-conversation-POLICY.png).
 func TestConversationStatusAndMetricsAgree(t *testing.T) {
 	for _, tc := range []struct {
 		policy gateway.Policy
@@ -73,9 +76,20 @@ scenarios:
 				t.Fatal(err)
 			}
 			var firstFollowUp, priming []float64 // TTFT in seconds
+			cuts := 0
 			for range 3 {
-				rec.BeforeProbe(ctx, target, sc)
 				res := p.Run(ctx, target, prep)
+				// The test gateway's proxy now and then loses its
+				// connection to an engine mid-stream (prober's
+				// TestConversationAffinity shows it too): such a
+				// conversation is sent again, so that the counts are
+				// exact.
+				for res.Kind == prober.KindError && res.Reason == prober.ReasonStreamCut && cuts < 3 {
+					cuts++
+					t.Logf("conversation cut at turn %d (%v): sent again", res.Turn, res.Err)
+					res = p.Run(ctx, target, prep)
+				}
+				rec.BeforeProbe(ctx, target, sc)
 				rec.AfterProbe(&res)
 				metrics.Observe(&res)
 				if res.Kind != prober.KindSuccess || len(res.Earlier) != 3 {
@@ -108,6 +122,9 @@ scenarios:
 				if !strings.Contains(html, tip) {
 					t.Errorf("no point %q on the page", tip)
 				}
+			}
+			if os.Getenv(browser.EnvShotDir) != "" { // the page as an operator sees it
+				browser.Screenshot(t, browser.Chromium(t), page, "status-conversation-"+tc.policy.String()+".png", 1280, 1350)
 			}
 			ratio := median(firstFollowUp) / median(priming)
 			t.Logf("%s: page %v, exported %v; first follow-up TTFT %.3f s, priming %.3f s (%.2f); requests per engine %v",

@@ -3,6 +3,8 @@ package dashgen
 import (
 	"fmt"
 
+	"github.com/prometheus/common/model"
+
 	"github.com/slaprobe/slaprobe/internal/alertgen"
 )
 
@@ -89,7 +91,7 @@ func conversationRow(b *board) {
 	b.add(6, 8, stat("Follow-ups that missed (range)",
 		fmt.Sprintf("Follow-up turns classed miss over those whose class is known (hit, partial or miss) in "+
 			"the time range. SlaprobeConversationCacheLost fires at more than %.0f %% over %s (red from "+
-			"there). A miss is a result, not a failed probe.", lost.MissShare*100, lost.Window),
+			"there). A miss is a result, not a failed probe.", lost.MissShare*100, model.Duration(lost.Window)),
 		"percentunit", steps(colorExcellent, lost.MissShare, colorPoor),
 		instantQ(fmt.Sprintf("sum by (target, scenario, api) (increase(%s[$__range]))\n/\n%s",
 			probeSel("slaprobe_conversation_turns_total", `cache="miss"`), known), legendTS)))

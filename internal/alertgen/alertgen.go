@@ -10,6 +10,7 @@ package alertgen
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,6 +53,22 @@ type Params struct {
 	// Page tiers fire SLA alerts with severity critical; Ticket tiers with severity warning.
 	Page   []Tier
 	Ticket []Tier
+	// ConversationCache is when SlaprobeConversationCacheLost fires: agents' conversations lose their
+	// prefix cache.
+	ConversationCache ConversationCacheLost
+}
+
+// ConversationCacheLost is the condition of SlaprobeConversationCacheLost, per conversation scenario
+// and target: over Window, more than MissShare of the follow-up turns whose cache class is known
+// (slaprobe_conversation_turns_total, cache hit, partial or miss) were misses, and at least
+// MinFollowUps such follow-ups were counted, for For.
+type ConversationCacheLost struct {
+	Window    time.Duration
+	MissShare float64
+	// MinFollowUps is the least number of known-class follow-ups the share divides by, so that one miss
+	// on a quiet probe does not fire: 1/MinFollowUps must not exceed MissShare.
+	MinFollowUps int
+	For          time.Duration
 }
 
 // Default returns the operators' parameters: a 99 % objective, the multi-window multi-burn-rate
@@ -68,6 +85,10 @@ func Default() Params {
 		Ticket: []Tier{
 			{Long: 24 * time.Hour, Short: 2 * time.Hour, Burn: 3, MinProbes: 40, For: 15 * time.Minute},
 		},
+		// A 12-turn agent conversation every 5 minutes counts 66 follow-ups in 30 minutes; the two-turn
+		// built-ins (one follow-up every 5 or 10 minutes) stay under the floor and are left to
+		// SlaprobePrefixCachingNotWorking.
+		ConversationCache: ConversationCacheLost{Window: 30 * time.Minute, MissShare: 0.25, MinFollowUps: 8, For: 10 * time.Minute},
 	}
 }
 
@@ -81,6 +102,17 @@ func (p Params) Validate() error {
 	}
 	if len(p.Page) == 0 {
 		return fmt.Errorf("alertgen: no page tier; expected at least one")
+	}
+	switch c := p.ConversationCache; {
+	case c.Window <= 0:
+		return fmt.Errorf("alertgen: conversation_cache.window=%s; expected a positive duration, e.g. 30m", c.Window)
+	case c.MissShare <= 0 || c.MissShare >= 1:
+		return fmt.Errorf("alertgen: conversation_cache.miss_share=%v; expected a share between 0 and 1, e.g. 0.25", c.MissShare)
+	case c.MinFollowUps < 1 || 1/float64(c.MinFollowUps) > c.MissShare:
+		return fmt.Errorf("alertgen: conversation_cache.min_follow_ups=%d; expected at least %d, so that one miss stays within miss_share %v",
+			c.MinFollowUps, int(math.Ceil(1/c.MissShare)), c.MissShare)
+	case c.For < 0:
+		return fmt.Errorf("alertgen: conversation_cache.for=%s; expected a duration >= 0", c.For)
 	}
 	// One bad probe burns the smaller budget fastest: the probe floor must hold for it.
 	budget := 1 - max(p.Objective, p.GoodputObjective)
@@ -149,7 +181,7 @@ func Groups(p Params) ([]Group, error) {
 	rec := Group{Name: "slaprobe.rules", Rules: append(latencyRecordingRules(), sliRecordingRules(p)...)}
 	rec.Rules = append(rec.Rules, goodputRecordingRules(p)...)
 	rec.Rules = append(rec.Rules, probeRecordingRules()...)
-	alerts := Group{Name: "slaprobe.alerts", Rules: append(append(append(append(sliAlerts(p), goodputAlerts(p)...), otherAlerts()...), newAlerts()...), warmAlerts()...)}
+	alerts := Group{Name: "slaprobe.alerts", Rules: append(append(append(append(sliAlerts(p), goodputAlerts(p)...), otherAlerts()...), newAlerts()...), warmAlerts(p)...)}
 	return []Group{rec, alerts}, nil
 }
 

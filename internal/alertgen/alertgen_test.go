@@ -84,6 +84,26 @@ func TestParamsValidate(t *testing.T) {
 	if err := bad.Validate(); err == nil {
 		t.Error("objective 1: no error")
 	}
+	for _, tc := range []struct {
+		mutate func(*ConversationCacheLost)
+		want   string // in the error
+	}{
+		{func(c *ConversationCacheLost) { c.MinFollowUps = 3 }, "conversation_cache.min_follow_ups=3; expected at least 4"}, // one miss of 3 is 33 % > 25 %
+		{func(c *ConversationCacheLost) { c.MissShare = 1 }, "conversation_cache.miss_share=1"},
+		{func(c *ConversationCacheLost) { c.Window = 0 }, "conversation_cache.window=0s"},
+		{func(c *ConversationCacheLost) { c.For = -time.Minute }, "conversation_cache.for=-1m0s"},
+	} {
+		bad = Default()
+		tc.mutate(&bad.ConversationCache)
+		if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: error %v, want one with %q", bad.ConversationCache, err, tc.want)
+		}
+	}
+	ok := Default()
+	ok.ConversationCache.MinFollowUps = 4 // one miss of 4 is 25 %: not over the share
+	if err := ok.Validate(); err != nil {
+		t.Errorf("min_follow_ups 4 at miss share 0.25: %v", err)
+	}
 }
 
 // TestLeMatch covers both spellings of an integer bound (Prometheus 3 writes le="3.0").

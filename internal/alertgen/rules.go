@@ -1,6 +1,10 @@
 package alertgen
 
-import "strings"
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
 
 // Rules that do not depend on Params. Comments say why each is built the way it is.
 
@@ -323,8 +327,8 @@ on demand.`,
 	}
 }
 
-// warmAlerts cover warm-context scenarios (docs/warm.md).
-func warmAlerts() []Rule {
+// warmAlerts cover conversation (warm-context) scenarios (docs/warm.md).
+func warmAlerts(p Params) []Rule {
 	return []Rule{
 		commentedAlert(`---------------------------------------------------------------------------------------------
 Warm-context scenarios (scenarios with warm:, e.g. general_chat_followup).
@@ -355,5 +359,45 @@ increase(slaprobe_warm_followups_total[20m]) > 0
 `,
 			`Prefix caching is not working on {{ $labels.target }} ({{ $labels.scenario }}).`,
 			`Warm follow-up turns of scenario {{ $labels.scenario }} on target {{ $labels.target }} (model {{ $labels.model }}) were served from the prefix cache in the day before, but in the last 20 minutes the best cached share of a follow-up's prompt was {{ with printf "max_over_time(slaprobe_warm_cache_hit_ratio{job=%q,instance=%q,target=%q,model=%q,scenario=%q}[20m])" $labels.job $labels.instance $labels.target $labels.model $labels.scenario | query }}{{ . | first | value | humanizePercentage }}{{ else }}not reported{{ end }} and the best TTFT saving against the cold priming turn was {{ with printf "max_over_time(slaprobe_warm_ttft_saved_ratio{job=%q,instance=%q,target=%q,model=%q,scenario=%q}[20m])" $labels.job $labels.instance $labels.target $labels.model $labels.scenario | query }}{{ . | first | value | humanizePercentage }}{{ else }}unknown{{ end }}: a follow-up turn costs users about what a cold prompt of the whole conversation costs.`),
+		conversationCacheLost(p.ConversationCache),
 	}
 }
+
+// conversationCacheLost fires when agents' conversations lose their prefix cache: a share of the
+// follow-ups whose class is known miss (docs/alerts.md#slaprobeconversationcachelost).
+func conversationCacheLost(c ConversationCacheLost) Rule {
+	by := "job, instance, target, model, scenario, api"
+	w := dur(c.Window)
+	known := fmt.Sprintf(`sum by (%s) (increase(slaprobe_conversation_turns_total{cache!="unknown"}[%s]))`, by, w)
+	share := func(class string) string {
+		return fmt.Sprintf(`sum by (%s) (increase(slaprobe_conversation_turns_total{cache=%q}[%s]))`, by, class, w)
+	}
+	q := func(class string) string {
+		return fmt.Sprintf(`{{ with printf "sum(increase(slaprobe_conversation_turns_total{job=%%q,instance=%%q,target=%%q,model=%%q,scenario=%%q,cache=\"%s\"}[%s])) / sum(increase(slaprobe_conversation_turns_total{job=%%q,instance=%%q,target=%%q,model=%%q,scenario=%%q,cache!=\"unknown\"}[%s]))" $labels.job $labels.instance $labels.target $labels.model $labels.scenario $labels.job $labels.instance $labels.target $labels.model $labels.scenario | query }}{{ . | first | value | humanizePercentage }}{{ else }}none{{ end }}`,
+			class, w, w)
+	}
+	forDur := dur(c.For)
+	if c.For == 0 {
+		forDur = ""
+	}
+	return commentedAlert(fmt.Sprintf(`Conversation scenarios lose their prefix cache: over %[1]s more than %[2]s of the follow-up turns
+whose cache class is known (slaprobe_conversation_turns_total: hit, partial or miss; unknown means the
+server reports no cached tokens) were misses, under 10 %% of what the engine had already seen of the
+conversation served from its cache. At least %[3]d known follow-ups in the window, so one miss on a
+quiet probe never fires (1/%[3]d <= %[2]s). The window, share, floor and for are
+alertgen.Params.ConversationCache.`, w, strconv.FormatFloat(c.MissShare, 'g', -1, 64), c.MinFollowUps),
+		"SlaprobeConversationCacheLost", "warning", forDur, fmt.Sprintf(`(
+  %s
+  /
+  %s
+) > %s
+and on (%s)
+%s >= %d
+`, share("miss"), known, strconv.FormatFloat(c.MissShare, 'g', -1, 64), by, known, c.MinFollowUps),
+		`Conversations of {{ $labels.scenario }} on {{ $labels.target }} lose their prefix cache.`,
+		fmt.Sprintf(`{{ $value | humanizePercentage }} of the follow-up turns of conversation scenario {{ $labels.scenario }} on target {{ $labels.target }} (model {{ $labels.model }}) in the last %s were cache misses (under 10 %% of what the engine had already seen of the conversation came from its cache; more than %s fires); hits %s, partial %s. Each miss costs a user a cold prefill of the whole conversation. Partial follow-ups and a hit share near 1/replicas point at a router without affinity, misses on every follow-up at prefix caching off, misses that rise with load and a full KV cache at a cache too small for the load.`,
+			w, pctOf(c.MissShare), q("hit"), q("partial")))
+}
+
+// pctOf prints a share as a percentage: 0.25 is "25 %".
+func pctOf(v float64) string { return strconv.FormatFloat(v*100, 'g', -1, 64) + " %" }

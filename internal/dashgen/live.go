@@ -154,6 +154,6 @@ max by (scenario) (slaprobe_sla_threshold{metric="ttft_seconds", %s}),
 		"", nil, instantQ("slaprobe_nvml_up", "{{instance}}")).
 		mapValues(map[string]MappingValue{"0": {Text: "not loaded", Color: colorAcceptable, Index: 0}, "1": {Text: "loaded", Color: colorExcellent, Index: 1}}))
 
-	warmRow(b)
+	conversationRow(b)
 	return b.d
 }

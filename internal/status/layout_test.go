@@ -28,6 +28,9 @@ var layoutWidths = []int{1920, 1280, 500}
 const (
 	longTarget   = "vllm-llama-3.1-70b-instruct-fp8-production-europe-west4-replica-01"
 	longScenario = "customer_support_multilingual_long_context_eval_v2"
+	// longConversation is a conversation scenario: its card draws TTFT by
+	// turn and counts its follow-ups by cache class.
+	longConversation = "coding_agent_over_the_monorepo_with_tool_results_v3"
 )
 
 // TestPageFitsAnyScreen opens the status page in headless Chromium at each
@@ -48,7 +51,7 @@ func TestPageFitsAnyScreen(t *testing.T) {
 		shotHeight int
 	}{
 		{"few", fewTargets(t), 4, 1400},
-		{"many", manyTargets(t), 12, 0},
+		{"many", manyTargets(t), 14, 0},
 	} {
 		page := pageHTML(t, c.url)
 		if n := strings.Count(page, `<section class="card"`); n != c.cards {
@@ -110,7 +113,7 @@ func manyTargets(t *testing.T) string {
   - name: ` + longTarget + `
     url: https://` + longTarget + `.inference.example.com:8443/v1
     model: meta-llama/Meta-Llama-3.1-70B-Instruct-FP8-dynamic
-    scenarios: [chatbot, rag, agentic, tool_calling, ` + longScenario + `]
+    scenarios: [chatbot, rag, agentic, tool_calling, ` + longScenario + `, ` + longConversation + `]
   - name: staging
     url: http://10.0.12.7:8000
     api: completions
@@ -124,6 +127,13 @@ scenarios:
     output_tokens: 512
     interval: 2m
     thresholds: {ttft: 2s, itl: 50ms, e2e: 30s, min_decode_tokens_per_second: 20}
+  - name: ` + longConversation + `
+    description: a coding agent's conversation, 12 turns
+    input_tokens: 16384
+    output_tokens: 256
+    interval: 5m
+    conversation: {turns: 12, new_tokens: 2048}
+    thresholds: {ttft: 2s}
 `
 	if err := os.WriteFile(path, []byte(yml), 0o644); err != nil {
 		t.Fatal(err)
@@ -170,6 +180,9 @@ scenarios:
 					res = prober.Result{Target: tc.Name, Scenario: sc.Name, Kind: prober.KindError, Reason: prober.ReasonHTTP5xx,
 						Err: &prober.HTTPError{StatusCode: 503, Message: "upstream_connect_error_or_disconnect/reset_before_headers.reset_reason:" +
 							"connection_termination_at_" + longTarget + ".inference.example.com:8443"}}
+				}
+				if sc.IsConversation() {
+					res = conversationResult(tc.Name, sc.Name, c.t, sc.Turns(), rng)
 				}
 				if tc.Name == longTarget && sc.Name == "tool_calling" && i == 69 {
 					res = prober.Result{Target: tc.Name, Scenario: sc.Name, Kind: prober.KindError, Reason: prober.ReasonStall, Err: prober.ErrStall}

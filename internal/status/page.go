@@ -64,6 +64,7 @@ type scenarioView struct {
 	WindowProbes       int
 	Rows               []metricRow
 	Split              *splitView
+	Conversation       *conversationView // conversation scenarios only
 	ProbesURL          string
 }
 
@@ -202,6 +203,7 @@ func (s *Server) scenarioView(target string, sc prober.Scenario, now time.Time, 
 		sv.Rows = append(sv.Rows, buildRow(m, done, since, sc.Thresholds))
 	}
 	sv.Split = buildSplit(done, since)
+	sv.Conversation = buildConversation(sv.Anchor, sc, done, since)
 	ok, n := 0, 0
 	good, turns := 0, 0 // the joint SLO: probes that met every threshold at once
 	for i := range done {

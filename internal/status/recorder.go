@@ -65,7 +65,10 @@ type Probe struct {
 	// slaprobe_probes_good_total does: those that met every threshold of
 	// the scenario at once (prober.Thresholds.MetBy).
 	Turns, GoodTurns int
-	thresholds       prober.Thresholds // the scenario's, as the probe was sent
+	// Conversation holds the turns of a conversation probe, priming turn
+	// first; nil for a cold probe.
+	Conversation []ConvTurn
+	thresholds   prober.Thresholds // the scenario's, as the probe was sent
 }
 
 // OK reports whether the probe succeeded.
@@ -215,6 +218,7 @@ func fill(p *Probe, res *prober.Result, now time.Time) {
 			p.GoodTurns++
 		}
 	}
+	p.Conversation = conversationTurns(res)
 	if !res.Timed() {
 		return
 	}
@@ -362,6 +366,7 @@ func copyProbes(ps []*Probe) []Probe {
 	for i, p := range ps {
 		out[i] = *p
 		out[i].Logs = append([]LogLine(nil), p.Logs...)
+		out[i].Conversation = append([]ConvTurn(nil), p.Conversation...)
 	}
 	return out
 }

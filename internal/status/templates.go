@@ -60,6 +60,27 @@ td.num{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}
 .split .bar span{display:block;height:100%}
 .sp-out{background:#bc4c00}.sp-queue{background:#8250df}.sp-prefill{background:#0969da}
 .key{display:inline-block;width:10px;height:10px;border-radius:2px;margin:0 3px 0 8px;vertical-align:-1px}
+.conv{margin:8px 0 2px}
+.conv-classes{display:flex;flex-wrap:wrap;gap:4px 14px;margin:4px 0}
+.cc{border-left:4px solid var(--mute);padding-left:5px}
+.cc-hit{border-left-color:var(--ok)}.cc-partial{border-left-color:#d4a72c}.cc-miss{border-left-color:var(--bad)}
+.conv-chart{max-width:640px}
+svg.plot{width:100%;height:auto;display:block;overflow:visible}
+svg.plot text{font-family:inherit}
+.tick{font-size:11px;fill:var(--mute)}
+.axis-label{font-size:12px;fill:#323f4b;font-weight:600}
+.axes line{stroke:#9aa5b1;stroke-width:1}
+.gridlines line{stroke:#e4e7eb;stroke-width:1}
+.gridlines line.v{stroke:#eef1f4}
+.line{fill:none;stroke-width:2.2;stroke-linejoin:round;stroke-linecap:round}
+.line.dashed{stroke-dasharray:7 4;stroke-width:1.8}
+.mk{stroke-width:1.6}
+.ref{stroke-width:1.6;stroke-dasharray:7 5;fill:none}
+.ref-label{font-size:11.5px;font-weight:700;paint-order:stroke;stroke:#fff;stroke-width:3.5px;stroke-linejoin:round}
+.empty{font-size:13px;fill:var(--mute)}
+ul.legend{list-style:none;margin:2px 0;padding:0;display:flex;flex-wrap:wrap;gap:2px 14px;font-size:12px}
+ul.legend li{display:flex;align-items:center;gap:6px;overflow-wrap:anywhere;min-width:0}
+ul.legend svg{flex:none}
 .lv-WARN{color:var(--warn)}.lv-ERROR{color:var(--bad)}.lv-DEBUG{color:var(--mute)}
 @media (max-width:600px){
 :root{--pad:10px}
@@ -136,6 +157,11 @@ var pageTmpl = template.Must(template.New("page").Funcs(funcs).Parse(`<!DOCTYPE 
 <div><div class="bar" title="outside {{.Outside}} · queue {{.Queue}} · prefill {{.Prefill}}"><span class="sp-out" style="width:{{printf "%.2f" .OutsideW}}%"></span><span class="sp-queue" style="width:{{printf "%.2f" .QueueW}}%"></span><span class="sp-prefill" style="width:{{printf "%.2f" .PrefillW}}%"></span></div>
 <span class="small">outside {{.Outside}} ({{.OutsideShare}}) · queue {{.Queue}} · prefill {{.Prefill}}</span></div></div>{{end}}</div>{{end}}
 <p class="small mute">{{.Sources}}. Each bar averages the probes around that TTFT quantile.</p></div>{{end}}
+{{with .Conversation}}<div class="conv" data-conversation="{{.Conversations}}">
+<div class="small"><b>Conversations: follow-ups by cache, TTFT by turn</b> <span class="mute">({{.Turns}} turns each)</span></div>
+<div class="conv-classes small">{{range .Classes}}<span class="cc cc-{{.Class}}" data-cache="{{.Class}}" data-count="{{.Count}}"><b>{{.Class}}</b> {{.Count}}{{with .Share}} <span class="mute">({{.}})</span>{{end}}</span>{{end}}</div>
+<div class="conv-chart">{{.Chart}}</div>{{.Legend}}
+<p class="small mute">{{.Note}}</p></div>{{end}}
 </section>
 {{end}}
 </div>

@@ -76,19 +76,8 @@ scenarios:
 				t.Fatal(err)
 			}
 			var firstFollowUp, priming []float64 // TTFT in seconds
-			cuts := 0
 			for range 3 {
 				res := p.Run(ctx, target, prep)
-				// The test gateway's proxy now and then loses its
-				// connection to an engine mid-stream (prober's
-				// TestConversationAffinity shows it too): such a
-				// conversation is sent again, so that the counts are
-				// exact.
-				for res.Kind == prober.KindError && res.Reason == prober.ReasonStreamCut && cuts < 3 {
-					cuts++
-					t.Logf("conversation cut at turn %d (%v): sent again", res.Turn, res.Err)
-					res = p.Run(ctx, target, prep)
-				}
 				rec.BeforeProbe(ctx, target, sc)
 				rec.AfterProbe(&res)
 				metrics.Observe(&res)

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"math"
 	"mime"
 	"net/http"
 	"net/http/cookiejar"
@@ -40,6 +41,7 @@ type Prober struct {
 	cuts       map[calKey]cutEntry // calibrations that found the prompt cut
 	noTokenize map[string]bool     // base URLs without a usable /tokenize
 	detected   map[string]string   // base URL → model found on /v1/models
+	convSeq    map[prepKey]uint64  // conversations started per target and scenario: their draws' stream
 
 	tracer atomic.Value // tracerBox: where probe spans go (trace.go)
 }
@@ -60,6 +62,7 @@ func New(logger *slog.Logger, clock Clock) *Prober {
 		cuts:       map[calKey]cutEntry{},
 		noTokenize: map[string]bool{},
 		detected:   map[string]string{},
+		convSeq:    map[prepKey]uint64{},
 	}
 	p.SetTracerProvider(nil)
 	return p
@@ -93,17 +96,16 @@ type Prepared struct {
 	entry *calEntry
 	body  *bodyTemplate
 
-	// followUps are the request templates of a warm scenario's turns 2, 3, …
+	// followUps are a conversation's step calibrations (calSpec): the
+	// corpus words whose new message adds new_tokens to the prompt, at
+	// new_tokens' low end and, for a range, its high end.
 	followUps []followUp
 }
 
-// followUp is one follow-up turn of a warm scenario: its own calibration of
-// the longer prompt. Every prompt body is a prefix of one corpus, so the
-// longer body extends the priming turn's prompt word for word.
+// followUp is one calibration of a conversation's follow-up step.
 type followUp struct {
 	key   calKey
 	entry *calEntry
-	body  *bodyTemplate
 }
 
 // Prepare calibrates the prompt for s on t (cached per base URL, model, input
@@ -134,7 +136,11 @@ func (p *Prober) Prepare(ctx context.Context, t Target, model string, s Scenario
 			return nil, fmt.Errorf("calibrate %s: %w", s.Name, err)
 		}
 	}
-	key := calKey{base: baseURLOf(t.BaseURL), model: model, input: s.InputTokens, api: s.APIOn(t)}
+	key := calKey{base: baseURLOf(t.BaseURL), model: model, input: s.InputTokens, api: s.APIOn(t), tools: s.Conversation.Tools}
+	if key.tools && key.api == APICompletions {
+		return nil, fmt.Errorf("calibrate %s: target %q: conversation.tools=true on api=completions; expected chat, responses or messages (a completions prompt has no tool calls)",
+			s.Name, t.Name)
+	}
 	entry, err := p.calibration(ctx, t, key)
 	if err != nil {
 		var cut *PromptCutError
@@ -163,7 +169,7 @@ func (p *Prober) Prepare(ctx context.Context, t Target, model string, s Scenario
 	if prep != nil {
 		return prep, nil
 	}
-	body, err := newBodyTemplate(key.api, model, entry.words, s.OutputTokens)
+	body, err := newBodyTemplate(key.api, model, entry.words, s.OutputTokens, key.tools)
 	if err != nil {
 		return nil, fmt.Errorf("calibrate %s: %w", s.Name, err)
 	}
@@ -172,7 +178,7 @@ func (p *Prober) Prepare(ctx context.Context, t Target, model string, s Scenario
 		API: key.api, Words: entry.words, PromptTokens: entry.tokens, MaxModelLen: entry.maxModelLen, Method: entry.method,
 		key: key, entry: entry, body: body,
 	}
-	if prep.followUps, err = p.prepareFollowUps(ctx, t, key, entry, s); err != nil {
+	if prep.followUps, err = p.prepareFollowUps(ctx, t, key, s); err != nil {
 		return nil, fmt.Errorf("calibrate %s: %w", s.Name, err)
 	}
 	p.mu.Lock()
@@ -206,31 +212,103 @@ func (prep *Prepared) replaces(other *Prepared) bool {
 	return false
 }
 
-// prepareFollowUps calibrates the longer prompts of a warm scenario's
-// follow-up turns (cached like any calibration) and checks that each one
-// extends the turn before it.
-func (p *Prober) prepareFollowUps(ctx context.Context, t Target, key calKey, prime *calEntry, s Scenario) ([]followUp, error) {
+// prepareFollowUps calibrates a conversation's follow-up step (cached like
+// any calibration): the new message for new_tokens, at both ends of a range.
+func (p *Prober) prepareFollowUps(ctx context.Context, t Target, key calKey, s Scenario) ([]followUp, error) {
+	if !s.IsConversation() {
+		return nil, nil
+	}
+	r := s.Conversation.NewTokenRange()
+	ends := []int{r.Min}
+	if !r.Fixed() {
+		ends = append(ends, r.Max)
+	}
 	var out []followUp
-	prevWords := prime.words
-	for k := 2; k <= s.Turns(); k++ {
+	for _, n := range ends {
 		fk := key
-		fk.input = s.TurnInputTokens(k)
+		fk.input, fk.step = n, true
 		e, err := p.calibration(ctx, t, fk)
 		if err != nil {
-			return nil, fmt.Errorf("turn %d: %w", k, err)
+			return nil, fmt.Errorf("follow-up of %d new tokens: %w", n, err)
 		}
-		if e.words <= prevWords {
-			return nil, fmt.Errorf("turn %d: a %d-token prompt is %d words, not longer than the turn before (%d words)",
-				k, fk.input, e.words, prevWords)
-		}
-		body, err := newBodyTemplate(key.api, key.model, e.words, s.OutputTokens)
-		if err != nil {
-			return nil, fmt.Errorf("turn %d: %w", k, err)
-		}
-		out = append(out, followUp{key: fk, entry: e, body: body})
-		prevWords = e.words
+		out = append(out, followUp{key: fk, entry: e})
+	}
+	if len(out) == 2 && (out[1].entry.words <= out[0].entry.words || out[1].entry.tokens <= out[0].entry.tokens) {
+		return nil, fmt.Errorf("follow-up new tokens %s: %d tokens are %d words, not more than %d tokens (%d words)",
+			r, out[1].entry.tokens, out[1].entry.words, out[0].entry.tokens, out[0].entry.words)
 	}
 	return out, nil
+}
+
+// step is the new message of a follow-up that draws n new tokens: its
+// corpus words, the tokens it adds to the prompt (the chat template's share
+// of the replayed answer's message included), and the calibration it rests
+// on. Within a range, words and tokens are interpolated between the two
+// calibrated ends; at the ends they are the calibrations' own.
+func (prep *Prepared) step(n int) (words, tokens int, f followUp) {
+	lo := prep.followUps[0]
+	if len(prep.followUps) == 1 || n <= lo.key.input {
+		return lo.entry.words, lo.entry.tokens, lo
+	}
+	hi := prep.followUps[1]
+	if n >= hi.key.input {
+		return hi.entry.words, hi.entry.tokens, hi
+	}
+	w0, t0, w1, t1 := lo.entry.words, lo.entry.tokens, hi.entry.words, hi.entry.tokens
+	words = w0 + int(math.Round(float64(n-t0)*float64(w1-w0)/float64(t1-t0)))
+	words = min(max(words, w0), w1)
+	tokens = t0 + int(math.Round(float64(words-w0)*float64(t1-t0)/float64(w1-w0)))
+	if n-lo.key.input < hi.key.input-n {
+		return words, tokens, lo
+	}
+	return words, tokens, hi
+}
+
+// history is one conversation's history as it grows: what the next
+// follow-up replays, and what its prompt length must be.
+type history struct {
+	prep  *Prepared
+	first string // the priming prompt (nonce included)
+	steps []convStep
+	draw  *Draw
+	prev  *Result // the turn before, once it succeeded
+}
+
+func (p *Prober) newHistory(t Target, prep *Prepared, nonce string) *history {
+	pk := prepKey{target: t.Name, s: prep.Scenario}
+	p.mu.Lock()
+	n := p.convSeq[pk]
+	p.convSeq[pk] = n + 1
+	p.mu.Unlock()
+	return &history{prep: prep, first: promptText(nonce, bodyWords(prep.Words)),
+		draw: NewDraw(prep.Scenario.ConversationSeed(), n)}
+}
+
+// answered records the turn before the next follow-up.
+func (h *history) answered(r *Result) { h.prev = r }
+
+// seen is what the engine has seen of the conversation before the next
+// follow-up: the turn before's prompt and its answer, as the server counted
+// them.
+func (h *history) seen() int { return h.prev.PromptTokens + h.prev.OutputTokens }
+
+// next builds follow-up turn k's body: the history so far, the turn
+// before's answer and k's new text (new_tokens drawn from its range). want
+// is its prompt length: the turn before's prompt as the server counted it,
+// plus the answer's tokens as it counted them (completion tokens), plus the
+// calibrated step.
+func (h *history) next(k int, salt string) (body []byte, f followUp, want int, err error) {
+	s := h.prep.Scenario
+	words, tokens, f := h.prep.step(h.draw.Int(s.Conversation.NewTokenRange()))
+	h.steps = append(h.steps, convStep{Turn: k, Answer: h.prev.Answer, New: bodyWords(words)})
+	body, err = marshalRequest(requestSpec{
+		API: h.prep.API, Model: h.prep.Model, Prompt: h.first, Steps: h.steps, Tools: s.Conversation.Tools,
+		MaxTokens: s.OutputTokens, MinTokens: s.OutputTokens, Stream: true, CacheSalt: salt,
+	})
+	if err != nil {
+		return nil, f, 0, fmt.Errorf("encode follow-up turn %d: %w", k, err)
+	}
+	return body, f, h.prev.PromptTokens + h.prev.OutputTokens + tokens, nil
 }
 
 // detectModel returns the model ChooseModel picks from t's /v1/models,
@@ -278,13 +356,14 @@ func (p *Prober) Run(ctx context.Context, t Target, prep *Prepared) (res Result)
 	}
 	// A fresh nonce at the start of the prompt and a fresh cache_salt: a
 	// cold probe never shares a prefix-cache block with any other request.
-	return p.runTurn(ctx, t, prep, 0, newNonce(), newSalt())
+	return p.runTurn(ctx, t, prep, 0, newNonce(), newSalt(), nil)
 }
 
 // runConversation sends the turns of a conversation scenario's probe one after the
 // other. The priming turn is cold (a fresh nonce and salt, as a cold probe);
-// every follow-up repeats the nonce and the salt and extends the prompt, so
-// a server with prefix caching serves all but the new tokens from its cache.
+// every follow-up repeats the nonce and the salt and re-sends the whole
+// history, the model's answers included (conversation.go), so a server with
+// prefix caching serves all but the new tokens from its cache.
 // It returns the last turn it sent, carrying the earlier ones; it stops at
 // the first turn that did not succeed.
 //
@@ -305,6 +384,7 @@ func (p *Prober) runConversation(ctx context.Context, t Target, prep *Prepared) 
 		t.Headers = headers
 	}
 	nonce, salt := newNonce(), newSalt()
+	h := p.newHistory(t, prep, nonce)
 	var earlier []Result
 	var primeTTFT time.Duration
 	for k := 1; ; k++ {
@@ -312,10 +392,10 @@ func (p *Prober) runConversation(ctx context.Context, t Target, prep *Prepared) 
 		if k > 1 && p.freshFollowUpSalt {
 			turnSalt = newSalt()
 		}
-		res := p.runTurn(ctx, t, prep, k, nonce, turnSalt)
+		res := p.runTurn(ctx, t, prep, k, nonce, turnSalt, h)
 		if k > 1 {
 			res.PrimeTTFT = primeTTFT
-			res.SeenTokens = earlier[len(earlier)-1].PromptTokens
+			res.SeenTokens = h.seen()
 		}
 		if res.Kind != KindSuccess || k >= s.Turns() || ctx.Err() != nil {
 			res.Earlier = earlier
@@ -325,6 +405,7 @@ func (p *Prober) runConversation(ctx context.Context, t Target, prep *Prepared) 
 			primeTTFT = res.TTFT()
 		}
 		earlier = append(earlier, res)
+		h.answered(&earlier[len(earlier)-1])
 	}
 }
 
@@ -337,16 +418,23 @@ func withCookieJar(t Target) Target {
 	return t
 }
 
-// runTurn sends one request: a cold probe (turn 0) or turn k of a warm
-// conversation, with the given nonce and salt.
-func (p *Prober) runTurn(ctx context.Context, t Target, prep *Prepared, turn int, nonce, salt string) (res Result) {
+// runTurn sends one request: a cold probe (turn 0) or turn k of a
+// conversation whose history is h, with the given nonce and salt.
+func (p *Prober) runTurn(ctx context.Context, t Target, prep *Prepared, turn int, nonce, salt string, h *history) (res Result) {
 	s := prep.Scenario
 	body, key, entry, want := prep.body, prep.key, prep.entry, s.InputTokens
-	if turn >= 2 {
-		f := prep.followUps[turn-2]
-		body, key, entry, want = f.body, f.key, f.entry, s.TurnInputTokens(turn)
-	}
 	res = Result{Target: t.Name, Model: prep.Model, Scenario: s.Name, API: prep.API, RequestedTokens: s.OutputTokens, Turn: turn}
+	if turn >= 2 {
+		b, f, w, err := h.next(turn, salt)
+		if err != nil {
+			res.Start = p.clock.Now()
+			failResult(&res, ReasonCalibration, err)
+			return res
+		}
+		body, key, entry, want = literalBody(b), f.key, f.entry, w
+		nonce, salt = "", ""
+	}
+	res.WantPromptTokens = want
 	// The probe's span ends last (deferred first), so it records the final
 	// outcome: a prompt found cut below, or a recovered panic.
 	var span trace.Span
@@ -470,6 +558,9 @@ func (p *Prober) send(ctx context.Context, t Target, prep *Prepared, turn int, b
 	d := newStreamDecoder(resp.Body, p.clock, p.maxLineBytes(), res)
 	defer d.release()
 	d.api = prep.API
+	// A conversation's turn that another follows keeps its answer's text
+	// to replay it.
+	d.keepText = turn >= 1 && turn < s.Turns()
 	if t.StallTimeout > 0 {
 		d.sr.stall = t.StallTimeout
 		d.sr.onStall = func() { cancel(ErrStall) }
@@ -481,6 +572,9 @@ func (p *Prober) send(ctx context.Context, t Target, prep *Prepared, turn int, b
 		cause = context.Cause(ctx)
 	}
 	d.settle(end, cause)
+	if d.keepText {
+		res.Answer = string(d.answer)
+	}
 	return span
 }
 

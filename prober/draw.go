@@ -36,14 +36,14 @@ func ParseIntRange(s string) (IntRange, error) {
 	a, errA := strconv.Atoi(strings.TrimSpace(lo))
 	if !isRange {
 		if errA != nil || a < 1 {
-			return IntRange{}, fmt.Errorf("%q is not a positive count or a range such as 1024-4096", s)
+			return IntRange{}, fmt.Errorf("%q is not a positive count or range; expected a whole number such as 2048 or LOW-HIGH such as 1024-4096", s)
 		}
 		return IntRange{a, a}, nil
 	}
 	b, errB := strconv.Atoi(strings.TrimSpace(hi))
 	switch {
 	case errA != nil || errB != nil || a < 1 || b < 1:
-		return IntRange{}, fmt.Errorf("%q is not a positive count or a range such as 1024-4096", s)
+		return IntRange{}, fmt.Errorf("%q is not a positive count or range; expected a whole number such as 2048 or LOW-HIGH such as 1024-4096", s)
 	case b <= a:
 		return IntRange{}, fmt.Errorf("range %q is empty or reversed; expected LOW-HIGH with LOW < HIGH, such as 1024-4096", s)
 	}

@@ -97,8 +97,8 @@ type Prepared struct {
 	body  *bodyTemplate
 
 	// followUps are a conversation's step calibrations (calSpec): the
-	// corpus words whose new message adds new_tokens to the prompt, at
-	// new_tokens' low end and, for a range, its high end.
+	// corpus words whose new message adds new_tokens to the prompt, one per
+	// level of a range (newTokenLevels).
 	followUps []followUp
 }
 
@@ -213,18 +213,14 @@ func (prep *Prepared) replaces(other *Prepared) bool {
 }
 
 // prepareFollowUps calibrates a conversation's follow-up step (cached like
-// any calibration): the new message for new_tokens, at both ends of a range.
+// any calibration): the new message for new_tokens, or for a range for each
+// of its levels (newTokenLevels).
 func (p *Prober) prepareFollowUps(ctx context.Context, t Target, key calKey, s Scenario) ([]followUp, error) {
 	if !s.IsConversation() {
 		return nil, nil
 	}
-	r := s.Conversation.NewTokenRange()
-	ends := []int{r.Min}
-	if !r.Fixed() {
-		ends = append(ends, r.Max)
-	}
 	var out []followUp
-	for _, n := range ends {
+	for _, n := range newTokenLevels(s.Conversation.NewTokenRange()) {
 		fk := key
 		fk.input, fk.step = n, true
 		e, err := p.calibration(ctx, t, fk)
@@ -233,35 +229,27 @@ func (p *Prober) prepareFollowUps(ctx context.Context, t Target, key calKey, s S
 		}
 		out = append(out, followUp{key: fk, entry: e})
 	}
-	if len(out) == 2 && (out[1].entry.words <= out[0].entry.words || out[1].entry.tokens <= out[0].entry.tokens) {
-		return nil, fmt.Errorf("follow-up new tokens %s: %d tokens are %d words, not more than %d tokens (%d words)",
-			r, out[1].entry.tokens, out[1].entry.words, out[0].entry.tokens, out[0].entry.words)
-	}
 	return out, nil
 }
 
-// step is the new message of a follow-up that draws n new tokens: its
-// corpus words, the tokens it adds to the prompt (the chat template's share
-// of the replayed answer's message included), and the calibration it rests
-// on. Within a range, words and tokens are interpolated between the two
-// calibrated ends; at the ends they are the calibrations' own.
-func (prep *Prepared) step(n int) (words, tokens int, f followUp) {
-	lo := prep.followUps[0]
-	if len(prep.followUps) == 1 || n <= lo.key.input {
-		return lo.entry.words, lo.entry.tokens, lo
+// maxNewTokenLevels bounds the values a new_tokens range draws from.
+const maxNewTokenLevels = 16
+
+// newTokenLevels are the values a follow-up's new tokens are drawn from:
+// the one count, or up to maxNewTokenLevels evenly spaced values from the
+// range's low end to its high end. Each is calibrated once (a handful of
+// /tokenize or max_tokens: 1 requests), so every follow-up's prompt length
+// is known to the token, not interpolated.
+func newTokenLevels(r IntRange) []int {
+	if r.Fixed() {
+		return []int{r.Min}
 	}
-	hi := prep.followUps[1]
-	if n >= hi.key.input {
-		return hi.entry.words, hi.entry.tokens, hi
+	n := min(maxNewTokenLevels, r.Max-r.Min+1)
+	out := make([]int, n)
+	for i := range n {
+		out[i] = r.Min + int(math.Round(float64(i)*float64(r.Max-r.Min)/float64(n-1)))
 	}
-	w0, t0, w1, t1 := lo.entry.words, lo.entry.tokens, hi.entry.words, hi.entry.tokens
-	words = w0 + int(math.Round(float64(n-t0)*float64(w1-w0)/float64(t1-t0)))
-	words = min(max(words, w0), w1)
-	tokens = t0 + int(math.Round(float64(words-w0)*float64(t1-t0)/float64(w1-w0)))
-	if n-lo.key.input < hi.key.input-n {
-		return words, tokens, lo
-	}
-	return words, tokens, hi
+	return out
 }
 
 // history is one conversation's history as it grows: what the next
@@ -293,14 +281,15 @@ func (h *history) answered(r *Result) { h.prev = r }
 func (h *history) seen() int { return h.prev.PromptTokens + h.prev.OutputTokens }
 
 // next builds follow-up turn k's body: the history so far, the turn
-// before's answer and k's new text (new_tokens drawn from its range). want
+// before's answer and k's new text (new_tokens, or one of its range's
+// levels drawn with the conversation's seeded Draw). want
 // is its prompt length: the turn before's prompt as the server counted it,
 // plus the answer's tokens as it counted them (completion tokens), plus the
 // calibrated step.
 func (h *history) next(k int, salt string) (body []byte, f followUp, want int, err error) {
 	s := h.prep.Scenario
-	words, tokens, f := h.prep.step(h.draw.Int(s.Conversation.NewTokenRange()))
-	h.steps = append(h.steps, convStep{Turn: k, Answer: h.prev.Answer, New: bodyWords(words)})
+	f = h.prep.followUps[h.draw.Int(IntRange{Min: 0, Max: len(h.prep.followUps) - 1})]
+	h.steps = append(h.steps, convStep{Turn: k, Answer: h.prev.Answer, New: bodyWords(f.entry.words)})
 	body, err = marshalRequest(requestSpec{
 		API: h.prep.API, Model: h.prep.Model, Prompt: h.first, Steps: h.steps, Tools: s.Conversation.Tools,
 		MaxTokens: s.OutputTokens, MinTokens: s.OutputTokens, Stream: true, CacheSalt: salt,
@@ -308,7 +297,7 @@ func (h *history) next(k int, salt string) (body []byte, f followUp, want int, e
 	if err != nil {
 		return nil, f, 0, fmt.Errorf("encode follow-up turn %d: %w", k, err)
 	}
-	return body, f, h.prev.PromptTokens + h.prev.OutputTokens + tokens, nil
+	return body, f, h.prev.PromptTokens + h.prev.OutputTokens + f.entry.tokens, nil
 }
 
 // detectModel returns the model ChooseModel picks from t's /v1/models,

@@ -36,6 +36,7 @@ type responsesRequest struct {
 	Model           string          `json:"model"`
 	Input           any             `json:"input"` // a string, or a conversation's items (conversation.go)
 	Tools           []responsesTool `json:"tools,omitempty"`
+	ToolChoice      string          `json:"tool_choice,omitempty"` // "none" with tools (chatToolChoice)
 	MaxOutputTokens int             `json:"max_output_tokens"`
 	Stream          bool            `json:"stream,omitempty"`
 	Store           bool            `json:"store"`
@@ -46,7 +47,7 @@ type responsesRequest struct {
 
 func marshalResponsesRequest(r requestSpec) ([]byte, error) {
 	return json.Marshal(responsesRequest{
-		Model: r.Model, Input: responsesInput(r.Prompt, r.Steps, r.Tools), Tools: responsesTools(r.Tools),
+		Model: r.Model, Input: responsesInput(r.Prompt, r.Steps, r.Tools), Tools: responsesTools(r.Tools), ToolChoice: responsesToolChoice(r.Tools),
 		MaxOutputTokens: r.MaxTokens, Stream: r.Stream,
 		MinTokens: r.MinTokens, IgnoreEOS: r.MinTokens > 0, CacheSalt: r.CacheSalt,
 	})

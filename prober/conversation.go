@@ -73,6 +73,26 @@ func chatTools(tools bool) []openai.Tool {
 		Name: probeToolName, Description: probeToolDesc, Parameters: probeToolParams}}}
 }
 
+// chatToolChoice is "none" with tools: the definitions are in the prompt
+// (vLLM keeps them there unless started with
+// --exclude-tools-when-tool-choice-none), but the server parses no tool
+// call out of the answer, so whatever the model generates streams as content
+// and is replayed exactly as generated. The Messages request leaves
+// tool_choice out (auto): not every server that serves it takes "none".
+func chatToolChoice(tools bool) any {
+	if !tools {
+		return nil
+	}
+	return "none"
+}
+
+func responsesToolChoice(tools bool) string {
+	if !tools {
+		return ""
+	}
+	return "none"
+}
+
 // chatMessages is the history as chat messages.
 func chatMessages(first string, steps []convStep, tools bool) []openai.ChatCompletionMessage {
 	msgs := make([]openai.ChatCompletionMessage, 0, 1+2*len(steps))

@@ -69,6 +69,13 @@ func TestConversationBodies(t *testing.T) {
 			if got := string(body["tools"]); got != tc.tool {
 				t.Errorf("tools:\n got %s\nwant %s", got, tc.tool)
 			}
+			wantChoice := ""
+			if tc.tools && tc.api != APIMessages {
+				wantChoice = `"none"`
+			}
+			if got := string(body["tool_choice"]); got != wantChoice {
+				t.Errorf("tool_choice %s, want %s", got, wantChoice)
+			}
 		})
 	}
 	// The priming turn (no steps) keeps the cold probe's form, tools aside.

@@ -118,11 +118,12 @@ func marshalRequest(r requestSpec) ([]byte, error) {
 	}
 	return json.Marshal(vllmChatRequest{
 		ChatCompletionRequest: openai.ChatCompletionRequest{
-			Model:     r.Model,
-			Messages:  chatMessages(r.Prompt, r.Steps, r.Tools),
-			MaxTokens: r.MaxTokens,
-			Stream:    r.Stream,
-			Tools:     chatTools(r.Tools),
+			Model:      r.Model,
+			Messages:   chatMessages(r.Prompt, r.Steps, r.Tools),
+			MaxTokens:  r.MaxTokens,
+			Stream:     r.Stream,
+			Tools:      chatTools(r.Tools),
+			ToolChoice: chatToolChoice(r.Tools),
 		},
 		StreamOptions: opts,
 		MinTokens:     r.MinTokens,

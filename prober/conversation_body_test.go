@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/slaprobe/slaprobe/internal/vllmsim"
 	"github.com/slaprobe/slaprobe/test/gateway"
 )
 
@@ -185,4 +186,31 @@ func promptLengths(rs []Result) []int {
 		out = append(out, r.PromptTokens)
 	}
 	return out
+}
+
+// TestConversationReasoningNotReplayed: a reasoning model streams reasoning
+// before its answer, counted in completion_tokens but not replayed (chat
+// templates drop it from history). Its follow-ups read shorter than the turn
+// before's prompt plus its completion, by the reasoning; they pass the check
+// and are not mistaken for a prompt the server cut.
+func TestConversationReasoningNotReplayed(t *testing.T) {
+	engines, _, target := conversationFleet(t, 1, gateway.RoundRobin, func(c *vllmsim.Config) { c.ReasoningTokens = 64 })
+	s := conversationTestScenario(3, 1024, 256)
+	s.OutputTokens = 96 // 64 of them reasoning: more than the check's tolerance (1 %, 13 tokens here)
+	res := New(nil, nil).Probe(context.Background(), target, "", s)
+	if res.Kind != KindSuccess || len(res.Earlier) != 2 {
+		t.Fatalf("conversation: %s %s %v", res.Kind, res.Reason, res.Err)
+	}
+	for i, r := range append(slices.Clone(res.Earlier), res) {
+		tr, _ := engines[0].Trace(r.ResponseID)
+		if !r.PromptLengthOK || r.PromptTokens != tr.PromptTokens {
+			t.Errorf("turn %d: prompt %d (engine %d), derived %d, ok %v", i+1, r.PromptTokens, tr.PromptTokens, r.WantPromptTokens, r.PromptLengthOK)
+		}
+		if i > 0 && r.WantPromptTokens-r.PromptTokens != 64 {
+			t.Errorf("turn %d: %d tokens short of the derived %d, want the 64 reasoning tokens", i+1, r.WantPromptTokens-r.PromptTokens, r.WantPromptTokens)
+		}
+		if i < 2 && (!r.Reasoning || strings.Contains(r.Answer, "think")) {
+			t.Errorf("turn %d: reasoning %v, answer %q", i+1, r.Reasoning, r.Answer)
+		}
+	}
 }

@@ -275,6 +275,19 @@ func (p *Prober) newHistory(t Target, prep *Prepared, nonce string) *history {
 // answered records the turn before the next follow-up.
 func (h *history) answered(r *Result) { h.prev = r }
 
+// replayAllowance is how many of the turn before's completion tokens the
+// replay may lack: its reasoning, which chat templates drop from history
+// and the probe does not replay, when it streamed reasoning before its
+// answer (Result.Reasoning; the whole completion, as the split is not
+// reported); else none. A follow-up's prompt between want less this and
+// want is the right length.
+func (h *history) replayAllowance() int {
+	if h.prev.Reasoning {
+		return h.prev.OutputTokens
+	}
+	return 0
+}
+
 // seen is what the engine has seen of the conversation before the next
 // follow-up: the turn before's prompt and its answer, as the server counted
 // them.
@@ -424,6 +437,13 @@ func (p *Prober) runTurn(ctx context.Context, t Target, prep *Prepared, turn int
 		nonce, salt = "", ""
 	}
 	res.WantPromptTokens = want
+	// floor is the shortest prompt the server can have read without cutting
+	// it: want, less on a follow-up the replayed answer's share that is not
+	// certain (replayAllowance).
+	floor := want
+	if turn >= 2 {
+		floor = want - h.replayAllowance()
+	}
 	// The probe's span ends last (deferred first), so it records the final
 	// outcome: a prompt found cut below, or a recovered panic.
 	var span trace.Span
@@ -440,7 +460,8 @@ func (p *Prober) runTurn(ctx context.Context, t Target, prep *Prepared, turn int
 	}()
 	span = p.send(ctx, t, prep, turn, body, nonce, salt, &res)
 	if res.PromptTokens > 0 {
-		res.PromptLengthOK = PromptLengthWithin(res.PromptTokens, want)
+		res.PromptLengthOK = PromptLengthWithin(res.PromptTokens, want) ||
+			(floor < want && res.PromptTokens >= floor-PromptTolerance(floor) && res.PromptTokens <= want)
 		if !res.PromptLengthOK {
 			p.logger.Warn("prompt length out of tolerance; recalibrating on the next probe",
 				"target", t.Name, "model", prep.Model, "scenario", s.Name, "turn", turn,
@@ -448,7 +469,7 @@ func (p *Prober) runTurn(ctx context.Context, t Target, prep *Prepared, turn int
 			p.dropCalibration(key, entry)
 			// The server read less than it was sent: whatever it measured
 			// was a shorter prompt's prefill. Never report it as this one's.
-			if res.PromptTokens < want && res.Kind != KindError {
+			if res.PromptTokens < floor-PromptTolerance(floor) && res.Kind != KindError {
 				failResult(&res, ReasonPromptTruncated, &PromptCutError{Read: res.PromptTokens, Want: want,
 					Needed: s.MaxInputTokens() + s.OutputTokens, Calibrated: true})
 			}

@@ -22,14 +22,14 @@ func TestConversationCacheClass(t *testing.T) {
 		share              float64
 	}{
 		{2, 1000, 1000, true, CacheHitTurn, 1},
-		{2, 1000, 1200, true, CacheHitTurn, 1}, // capped: a server may count more than the turn before's prompt
+		{2, 1000, 1200, true, CacheHitTurn, 1}, // capped: a server may count more than it had seen
 		{2, 1000, 900, true, CacheHitTurn, 0.9},
 		{2, 1000, 899, true, CachePartialTurn, 0.899},
 		{3, 1000, 100, true, CachePartialTurn, 0.1},
 		{3, 1000, 99, true, CacheMissTurn, 0.099},
 		{2, 1000, 0, true, CacheMissTurn, 0},
 		{2, 1000, 0, false, CacheUnknownTurn, -1}, // the server reports no cached tokens
-		{2, 0, 500, true, CacheUnknownTurn, -1},   // the turn before's prompt length unknown
+		{2, 0, 500, true, CacheUnknownTurn, -1},   // what the engine had seen unknown
 		{1, 1000, 1000, true, CacheUnknownTurn, -1},
 	} {
 		r := Result{Turn: tc.turn, SeenTokens: tc.seen, CachedTokens: tc.cached, CachedReported: tc.reported}
@@ -140,9 +140,9 @@ func conversationTestScenario(turns, input, newTokens int) Scenario {
 // affinity, or header affinity and the conversation's id in that header,
 // every follow-up returns to the engine that holds the conversation and hits; round-robin alternates engines, so the first follow-up lands on
 // the engine that never saw the conversation (miss) and each later one on the
-// engine that saw it two turns before (partial: about 4,100 of 5,150 and
-// 5,150 of 6,200 tokens). The class is the share of the turn before's prompt
-// and answer.
+// engine that saw it two turns before (partial: 4,096 of 5,152 and 5,136 of
+// 6,192 tokens). The class is the share of the turn before's prompt and
+// answer.
 func TestConversationAffinity(t *testing.T) {
 	for _, tc := range []struct {
 		policy   gateway.Policy

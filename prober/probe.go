@@ -259,7 +259,7 @@ type history struct {
 	first string // the priming prompt (nonce included)
 	steps []convStep
 	draw  *Draw
-	prev  *Result // the turn before, once it succeeded
+	prev  *Result // a copy of the turn before, once it succeeded
 }
 
 func (p *Prober) newHistory(t Target, prep *Prepared, nonce string) *history {
@@ -273,7 +273,16 @@ func (p *Prober) newHistory(t Target, prep *Prepared, nonce string) *history {
 }
 
 // answered records the turn before the next follow-up.
-func (h *history) answered(r *Result) { h.prev = r }
+func (h *history) answered(r Result) { h.prev = &r }
+
+// prevPrompt is the turn before's prompt as the server counted it, or, had
+// it not reported one, the length derived for it.
+func (h *history) prevPrompt() int {
+	if h.prev.PromptTokens > 0 {
+		return h.prev.PromptTokens
+	}
+	return h.prev.WantPromptTokens
+}
 
 // replayAllowance is how many of the turn before's completion tokens the
 // replay may lack: its reasoning, which chat templates drop from history
@@ -291,7 +300,7 @@ func (h *history) replayAllowance() int {
 // seen is what the engine has seen of the conversation before the next
 // follow-up: the turn before's prompt and its answer, as the server counted
 // them.
-func (h *history) seen() int { return h.prev.PromptTokens + h.prev.OutputTokens }
+func (h *history) seen() int { return h.prevPrompt() + h.prev.OutputTokens }
 
 // next builds follow-up turn k's body: the history so far, the turn
 // before's answer and k's new text (new_tokens, or one of its range's
@@ -310,7 +319,7 @@ func (h *history) next(k int, salt string) (body []byte, f followUp, want int, e
 	if err != nil {
 		return nil, f, 0, fmt.Errorf("encode follow-up turn %d: %w", k, err)
 	}
-	return body, f, h.prev.PromptTokens + h.prev.OutputTokens + f.entry.tokens, nil
+	return body, f, h.prevPrompt() + h.prev.OutputTokens + f.entry.tokens, nil
 }
 
 // detectModel returns the model ChooseModel picks from t's /v1/models,
@@ -407,7 +416,7 @@ func (p *Prober) runConversation(ctx context.Context, t Target, prep *Prepared) 
 			primeTTFT = res.TTFT()
 		}
 		earlier = append(earlier, res)
-		h.answered(&earlier[len(earlier)-1])
+		h.answered(res)
 	}
 }
 

@@ -33,12 +33,13 @@ type messagesRequest struct {
 	Model     string            `json:"model"`
 	MaxTokens int               `json:"max_tokens"`
 	Messages  []messagesMessage `json:"messages"`
+	Tools     []messagesTool    `json:"tools,omitempty"`
 	Stream    bool              `json:"stream,omitempty"`
 }
 
 type messagesMessage struct {
 	Role    string `json:"role"`
-	Content string `json:"content"`
+	Content any    `json:"content"` // a string, or content blocks (conversation.go)
 }
 
 // anthropicVersion is the anthropic-version header every Messages request
@@ -48,7 +49,7 @@ const anthropicVersion = "2023-06-01"
 func marshalMessagesRequest(r requestSpec) ([]byte, error) {
 	return json.Marshal(messagesRequest{
 		Model: r.Model, MaxTokens: r.MaxTokens, Stream: r.Stream,
-		Messages: []messagesMessage{{Role: "user", Content: r.Prompt}},
+		Messages: messagesHistory(r.Prompt, r.Steps, r.Tools), Tools: messagesTools(r.Tools),
 	})
 }
 

@@ -33,19 +33,22 @@ import (
 // extensions (ignored by servers that lack them). store is false: a probe's
 // answer must not be kept by the server.
 type responsesRequest struct {
-	Model           string `json:"model"`
-	Input           string `json:"input"`
-	MaxOutputTokens int    `json:"max_output_tokens"`
-	Stream          bool   `json:"stream,omitempty"`
-	Store           bool   `json:"store"`
-	MinTokens       int    `json:"min_tokens,omitempty"`
-	IgnoreEOS       bool   `json:"ignore_eos,omitempty"`
-	CacheSalt       string `json:"cache_salt,omitempty"`
+	Model           string          `json:"model"`
+	Input           any             `json:"input"` // a string, or a conversation's items (conversation.go)
+	Tools           []responsesTool `json:"tools,omitempty"`
+	ToolChoice      string          `json:"tool_choice,omitempty"` // "none" with tools (chatToolChoice)
+	MaxOutputTokens int             `json:"max_output_tokens"`
+	Stream          bool            `json:"stream,omitempty"`
+	Store           bool            `json:"store"`
+	MinTokens       int             `json:"min_tokens,omitempty"`
+	IgnoreEOS       bool            `json:"ignore_eos,omitempty"`
+	CacheSalt       string          `json:"cache_salt,omitempty"`
 }
 
 func marshalResponsesRequest(r requestSpec) ([]byte, error) {
 	return json.Marshal(responsesRequest{
-		Model: r.Model, Input: r.Prompt, MaxOutputTokens: r.MaxTokens, Stream: r.Stream,
+		Model: r.Model, Input: responsesInput(r.Prompt, r.Steps, r.Tools), Tools: responsesTools(r.Tools), ToolChoice: responsesToolChoice(r.Tools),
+		MaxOutputTokens: r.MaxTokens, Stream: r.Stream,
 		MinTokens: r.MinTokens, IgnoreEOS: r.MinTokens > 0, CacheSalt: r.CacheSalt,
 	})
 }
@@ -158,6 +161,9 @@ func (d *streamDecoder) deltaText(dv *fastjson.Value, k ChunkKind, at time.Time)
 	}
 	if !utf8.Valid(text) {
 		return malformedChunk("generated text is not valid UTF-8: %q", clipForErr(text))
+	}
+	if k == ChunkContent && d.keepText {
+		d.answer = append(d.answer, text...)
 	}
 	d.output(k, at)
 	if want := d.res.RequestedTokens; want > 0 && d.outChunks > want {

@@ -64,6 +64,10 @@ type calKey struct {
 	model string
 	input int
 	api   API
+	tools bool // conversation.tools: the tool definitions are part of every prompt
+	// step: the calibration of a conversation's follow-up step (input is
+	// its new tokens), not of a whole prompt; see calSpec.
+	step bool
 }
 
 // calEntry is a finished calibration plus the request templates built on it,
@@ -202,10 +206,19 @@ func (p *Prober) calibrate(ctx context.Context, t Target, key calKey) (*calEntry
 	}
 
 	e := &calEntry{method: CalibrationTokenize, preps: map[prepKey]*Prepared{}}
-	var c0 int
+	// A step's count is what the step adds to the prompt: measured with
+	// one word more than asked (an empty new message is not a request every
+	// server takes), less the prompt without the step.
+	baseKey := key
+	baseKey.step = false
+	shift := 0
+	if key.step {
+		shift = 1
+	}
+	var c0, base int
 	var err error
 	if !noTokenize {
-		c0, e.maxModelLen, err = p.tokenizeCount(ctx, t, key, 0)
+		base, e.maxModelLen, err = p.tokenizeCount(ctx, t, key, calSpec(baseKey, 0))
 		if errors.Is(err, errNoTokenize) {
 			p.logger.Info("target has no /tokenize; calibrating with max_tokens=1 requests",
 				"target", t.Name, "err", err)
@@ -217,13 +230,13 @@ func (p *Prober) calibrate(ctx context.Context, t Target, key calKey) (*calEntry
 			return nil, err
 		}
 	}
-	count := func(words int) (int, error) {
-		n, _, err := p.tokenizeCount(ctx, t, key, words)
+	countSpec := func(spec requestSpec) (int, error) {
+		n, _, err := p.tokenizeCount(ctx, t, key, spec)
 		return n, err
 	}
 	if noTokenize {
 		e.method = CalibrationUsage
-		count = func(words int) (int, error) { return p.usageCount(ctx, t, key, words) }
+		countSpec = func(spec requestSpec) (int, error) { return p.usageCount(ctx, t, key, spec) }
 		// /tokenize told us max_model_len; without it, ask /v1/models (best effort).
 		if models, err := ListModels(ctx, t); err == nil {
 			for _, m := range models {
@@ -232,16 +245,31 @@ func (p *Prober) calibrate(ctx context.Context, t Target, key calKey) (*calEntry
 				}
 			}
 		}
+		if base, err = countSpec(calSpec(baseKey, 0)); err != nil {
+			return nil, err
+		}
+	}
+	count := func(words int) (int, error) { return countSpec(calSpec(key, words)) }
+	c0 = base
+	if key.step {
+		count = func(words int) (int, error) {
+			n, err := countSpec(calSpec(key, words+shift))
+			return n - base, err
+		}
 		if c0, err = count(0); err != nil {
 			return nil, err
 		}
 	}
 	e.words, e.tokens, e.rounds, err = searchWords(key.input, c0, count)
 	if err != nil {
+		if key.step {
+			return nil, fmt.Errorf("follow-up step of %d new tokens: %w", key.input, err)
+		}
 		return nil, err
 	}
+	e.words += shift
 	p.logger.Info("calibrated prompt", "target", t.Name, "model", key.model, "api", key.api,
-		"input_tokens", key.input, "counted", e.tokens, "words", e.words, "method", e.method, "rounds", e.rounds)
+		"input_tokens", key.input, "tools", key.tools, "follow_up_step", key.step, "counted", e.tokens, "words", e.words, "method", e.method, "rounds", e.rounds)
 	return e, nil
 }
 
@@ -338,11 +366,29 @@ func searchWords(target, c0 int, count func(words int) (int, error)) (words, got
 	return best.n, best.c, rounds, nil
 }
 
-// tokenizeCount asks POST {base}/tokenize (no /v1) for the token count of a
-// prompt of words words. It returns errNoTokenize when the endpoint is absent
+// calSpec is the request a calibration of key counts for words words: the
+// prompt of a cold probe or priming turn; for a step key, a priming prompt
+// without corpus words followed by one follow-up step whose replayed answer
+// is empty (the real answer's tokens are added as the turn is sent) and
+// whose new text is words words. A step's count thus includes the template
+// tokens of the assistant message, the synthesized tool call and the new
+// message.
+func calSpec(key calKey, words int) requestSpec {
+	spec := requestSpec{API: key.api, Model: key.model, Tools: key.tools}
+	if !key.step {
+		spec.Prompt = promptText(newNonce(), bodyWords(words))
+		return spec
+	}
+	spec.Prompt = promptText(newNonce(), "")
+	spec.Steps = []convStep{{Turn: 2, New: bodyWords(words)}}
+	return spec
+}
+
+// tokenizeCount asks POST {base}/tokenize (no /v1) for the token count of
+// spec's prompt. It returns errNoTokenize when the endpoint is absent
 // (404, 405, 501), rejects the request form (422), or does not answer JSON.
-func (p *Prober) tokenizeCount(ctx context.Context, t Target, key calKey, words int) (count, maxModelLen int, err error) {
-	body, err := marshalTokenize(key.api, key.model, promptText(newNonce(), bodyWords(words)))
+func (p *Prober) tokenizeCount(ctx context.Context, t Target, key calKey, spec requestSpec) (count, maxModelLen int, err error) {
+	body, err := marshalTokenize(spec)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -387,16 +433,11 @@ func isAPIError(b []byte) bool {
 	return (len(v.Error) > 0 && string(v.Error) != "null") || v.Object == "error"
 }
 
-// usageCount sends the prompt as a non-streaming max_tokens: 1 request with a
+// usageCount sends spec as a non-streaming max_tokens: 1 request with a
 // fresh cache_salt and reads usage.prompt_tokens. It costs a full prefill.
-func (p *Prober) usageCount(ctx context.Context, t Target, key calKey, words int) (int, error) {
-	body, err := marshalRequest(requestSpec{
-		API:       key.api,
-		Model:     key.model,
-		Prompt:    promptText(newNonce(), bodyWords(words)),
-		MaxTokens: 1,
-		CacheSalt: newSalt(),
-	})
+func (p *Prober) usageCount(ctx context.Context, t Target, key calKey, spec requestSpec) (int, error) {
+	spec.MaxTokens, spec.CacheSalt = 1, newSalt()
+	body, err := marshalRequest(spec)
 	if err != nil {
 		return 0, err
 	}

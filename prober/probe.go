@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"math"
 	"mime"
 	"net/http"
 	"net/http/cookiejar"
@@ -40,6 +41,7 @@ type Prober struct {
 	cuts       map[calKey]cutEntry // calibrations that found the prompt cut
 	noTokenize map[string]bool     // base URLs without a usable /tokenize
 	detected   map[string]string   // base URL → model found on /v1/models
+	convSeq    map[prepKey]uint64  // conversations started per target and scenario: their draws' stream
 
 	tracer atomic.Value // tracerBox: where probe spans go (trace.go)
 }
@@ -60,6 +62,7 @@ func New(logger *slog.Logger, clock Clock) *Prober {
 		cuts:       map[calKey]cutEntry{},
 		noTokenize: map[string]bool{},
 		detected:   map[string]string{},
+		convSeq:    map[prepKey]uint64{},
 	}
 	p.SetTracerProvider(nil)
 	return p
@@ -93,17 +96,16 @@ type Prepared struct {
 	entry *calEntry
 	body  *bodyTemplate
 
-	// followUps are the request templates of a warm scenario's turns 2, 3, …
+	// followUps are a conversation's step calibrations (calSpec): the
+	// corpus words whose new message adds new_tokens to the prompt, one per
+	// level of a range (newTokenLevels).
 	followUps []followUp
 }
 
-// followUp is one follow-up turn of a warm scenario: its own calibration of
-// the longer prompt. Every prompt body is a prefix of one corpus, so the
-// longer body extends the priming turn's prompt word for word.
+// followUp is one calibration of a conversation's follow-up step.
 type followUp struct {
 	key   calKey
 	entry *calEntry
-	body  *bodyTemplate
 }
 
 // Prepare calibrates the prompt for s on t (cached per base URL, model, input
@@ -134,7 +136,11 @@ func (p *Prober) Prepare(ctx context.Context, t Target, model string, s Scenario
 			return nil, fmt.Errorf("calibrate %s: %w", s.Name, err)
 		}
 	}
-	key := calKey{base: baseURLOf(t.BaseURL), model: model, input: s.InputTokens, api: s.APIOn(t)}
+	key := calKey{base: baseURLOf(t.BaseURL), model: model, input: s.InputTokens, api: s.APIOn(t), tools: s.Conversation.Tools}
+	if key.tools && key.api == APICompletions {
+		return nil, fmt.Errorf("calibrate %s: target %q: conversation.tools=true on api=completions; expected chat, responses or messages (a completions prompt has no tool calls)",
+			s.Name, t.Name)
+	}
 	entry, err := p.calibration(ctx, t, key)
 	if err != nil {
 		var cut *PromptCutError
@@ -163,7 +169,7 @@ func (p *Prober) Prepare(ctx context.Context, t Target, model string, s Scenario
 	if prep != nil {
 		return prep, nil
 	}
-	body, err := newBodyTemplate(key.api, model, entry.words, s.OutputTokens)
+	body, err := newBodyTemplate(key.api, model, entry.words, s.OutputTokens, key.tools)
 	if err != nil {
 		return nil, fmt.Errorf("calibrate %s: %w", s.Name, err)
 	}
@@ -172,7 +178,7 @@ func (p *Prober) Prepare(ctx context.Context, t Target, model string, s Scenario
 		API: key.api, Words: entry.words, PromptTokens: entry.tokens, MaxModelLen: entry.maxModelLen, Method: entry.method,
 		key: key, entry: entry, body: body,
 	}
-	if prep.followUps, err = p.prepareFollowUps(ctx, t, key, entry, s); err != nil {
+	if prep.followUps, err = p.prepareFollowUps(ctx, t, key, s); err != nil {
 		return nil, fmt.Errorf("calibrate %s: %w", s.Name, err)
 	}
 	p.mu.Lock()
@@ -206,31 +212,114 @@ func (prep *Prepared) replaces(other *Prepared) bool {
 	return false
 }
 
-// prepareFollowUps calibrates the longer prompts of a warm scenario's
-// follow-up turns (cached like any calibration) and checks that each one
-// extends the turn before it.
-func (p *Prober) prepareFollowUps(ctx context.Context, t Target, key calKey, prime *calEntry, s Scenario) ([]followUp, error) {
+// prepareFollowUps calibrates a conversation's follow-up step (cached like
+// any calibration): the new message for new_tokens, or for a range for each
+// of its levels (newTokenLevels).
+func (p *Prober) prepareFollowUps(ctx context.Context, t Target, key calKey, s Scenario) ([]followUp, error) {
+	if !s.IsConversation() {
+		return nil, nil
+	}
 	var out []followUp
-	prevWords := prime.words
-	for k := 2; k <= s.Turns(); k++ {
+	for _, n := range newTokenLevels(s.Conversation.NewTokenRange()) {
 		fk := key
-		fk.input = s.TurnInputTokens(k)
+		fk.input, fk.step = n, true
 		e, err := p.calibration(ctx, t, fk)
 		if err != nil {
-			return nil, fmt.Errorf("turn %d: %w", k, err)
+			return nil, fmt.Errorf("follow-up of %d new tokens: %w", n, err)
 		}
-		if e.words <= prevWords {
-			return nil, fmt.Errorf("turn %d: a %d-token prompt is %d words, not longer than the turn before (%d words)",
-				k, fk.input, e.words, prevWords)
-		}
-		body, err := newBodyTemplate(key.api, key.model, e.words, s.OutputTokens)
-		if err != nil {
-			return nil, fmt.Errorf("turn %d: %w", k, err)
-		}
-		out = append(out, followUp{key: fk, entry: e, body: body})
-		prevWords = e.words
+		out = append(out, followUp{key: fk, entry: e})
 	}
 	return out, nil
+}
+
+// maxNewTokenLevels bounds the values a new_tokens range draws from.
+const maxNewTokenLevels = 16
+
+// newTokenLevels are the values a follow-up's new tokens are drawn from:
+// the one count, or up to maxNewTokenLevels evenly spaced values from the
+// range's low end to its high end. Each is calibrated once (a handful of
+// /tokenize or max_tokens: 1 requests), so every follow-up's prompt length
+// is known to the token, not interpolated.
+func newTokenLevels(r IntRange) []int {
+	if r.Fixed() {
+		return []int{r.Min}
+	}
+	n := min(maxNewTokenLevels, r.Max-r.Min+1)
+	out := make([]int, n)
+	for i := range n {
+		out[i] = r.Min + int(math.Round(float64(i)*float64(r.Max-r.Min)/float64(n-1)))
+	}
+	return out
+}
+
+// history is one conversation's history as it grows: what the next
+// follow-up replays, and what its prompt length must be.
+type history struct {
+	prep  *Prepared
+	first string // the priming prompt (nonce included)
+	steps []convStep
+	draw  *Draw
+	prev  *Result // a copy of the turn before, once it succeeded
+}
+
+func (p *Prober) newHistory(t Target, prep *Prepared, nonce string) *history {
+	pk := prepKey{target: t.Name, s: prep.Scenario}
+	p.mu.Lock()
+	n := p.convSeq[pk]
+	p.convSeq[pk] = n + 1
+	p.mu.Unlock()
+	return &history{prep: prep, first: promptText(nonce, bodyWords(prep.Words)),
+		draw: NewDraw(prep.Scenario.ConversationSeed(), n)}
+}
+
+// answered records the turn before the next follow-up.
+func (h *history) answered(r Result) { h.prev = &r }
+
+// prevPrompt is the turn before's prompt as the server counted it, or, had
+// it not reported one, the length derived for it.
+func (h *history) prevPrompt() int {
+	if h.prev.PromptTokens > 0 {
+		return h.prev.PromptTokens
+	}
+	return h.prev.WantPromptTokens
+}
+
+// replayAllowance is how many of the turn before's completion tokens the
+// replay may lack: its reasoning, which chat templates drop from history
+// and the probe does not replay, when it streamed reasoning before its
+// answer (Result.Reasoning; the whole completion, as the split is not
+// reported); else none. A follow-up's prompt between want less this and
+// want is the right length.
+func (h *history) replayAllowance() int {
+	if h.prev.Reasoning {
+		return h.prev.OutputTokens
+	}
+	return 0
+}
+
+// seen is what the engine has seen of the conversation before the next
+// follow-up: the turn before's prompt and its answer, as the server counted
+// them.
+func (h *history) seen() int { return h.prevPrompt() + h.prev.OutputTokens }
+
+// next builds follow-up turn k's body: the history so far, the turn
+// before's answer and k's new text (new_tokens, or one of its range's
+// levels drawn with the conversation's seeded Draw). want
+// is its prompt length: the turn before's prompt as the server counted it,
+// plus the answer's tokens as it counted them (completion tokens), plus the
+// calibrated step.
+func (h *history) next(k int, salt string) (body []byte, f followUp, want int, err error) {
+	s := h.prep.Scenario
+	f = h.prep.followUps[h.draw.Int(IntRange{Min: 0, Max: len(h.prep.followUps) - 1})]
+	h.steps = append(h.steps, convStep{Turn: k, Answer: h.prev.Answer, New: bodyWords(f.entry.words)})
+	body, err = marshalRequest(requestSpec{
+		API: h.prep.API, Model: h.prep.Model, Prompt: h.first, Steps: h.steps, Tools: s.Conversation.Tools,
+		MaxTokens: s.OutputTokens, MinTokens: s.OutputTokens, Stream: true, CacheSalt: salt,
+	})
+	if err != nil {
+		return nil, f, 0, fmt.Errorf("encode follow-up turn %d: %w", k, err)
+	}
+	return body, f, h.prevPrompt() + h.prev.OutputTokens + f.entry.tokens, nil
 }
 
 // detectModel returns the model ChooseModel picks from t's /v1/models,
@@ -278,13 +367,14 @@ func (p *Prober) Run(ctx context.Context, t Target, prep *Prepared) (res Result)
 	}
 	// A fresh nonce at the start of the prompt and a fresh cache_salt: a
 	// cold probe never shares a prefix-cache block with any other request.
-	return p.runTurn(ctx, t, prep, 0, newNonce(), newSalt())
+	return p.runTurn(ctx, t, prep, 0, newNonce(), newSalt(), nil)
 }
 
 // runConversation sends the turns of a conversation scenario's probe one after the
 // other. The priming turn is cold (a fresh nonce and salt, as a cold probe);
-// every follow-up repeats the nonce and the salt and extends the prompt, so
-// a server with prefix caching serves all but the new tokens from its cache.
+// every follow-up repeats the nonce and the salt and re-sends the whole
+// history, the model's answers included (conversation.go), so a server with
+// prefix caching serves all but the new tokens from its cache.
 // It returns the last turn it sent, carrying the earlier ones; it stops at
 // the first turn that did not succeed.
 //
@@ -305,6 +395,7 @@ func (p *Prober) runConversation(ctx context.Context, t Target, prep *Prepared) 
 		t.Headers = headers
 	}
 	nonce, salt := newNonce(), newSalt()
+	h := p.newHistory(t, prep, nonce)
 	var earlier []Result
 	var primeTTFT time.Duration
 	for k := 1; ; k++ {
@@ -312,10 +403,10 @@ func (p *Prober) runConversation(ctx context.Context, t Target, prep *Prepared) 
 		if k > 1 && p.freshFollowUpSalt {
 			turnSalt = newSalt()
 		}
-		res := p.runTurn(ctx, t, prep, k, nonce, turnSalt)
+		res := p.runTurn(ctx, t, prep, k, nonce, turnSalt, h)
 		if k > 1 {
 			res.PrimeTTFT = primeTTFT
-			res.SeenTokens = earlier[len(earlier)-1].PromptTokens
+			res.SeenTokens = h.seen()
 		}
 		if res.Kind != KindSuccess || k >= s.Turns() || ctx.Err() != nil {
 			res.Earlier = earlier
@@ -325,6 +416,7 @@ func (p *Prober) runConversation(ctx context.Context, t Target, prep *Prepared) 
 			primeTTFT = res.TTFT()
 		}
 		earlier = append(earlier, res)
+		h.answered(res)
 	}
 }
 
@@ -337,16 +429,30 @@ func withCookieJar(t Target) Target {
 	return t
 }
 
-// runTurn sends one request: a cold probe (turn 0) or turn k of a warm
-// conversation, with the given nonce and salt.
-func (p *Prober) runTurn(ctx context.Context, t Target, prep *Prepared, turn int, nonce, salt string) (res Result) {
+// runTurn sends one request: a cold probe (turn 0) or turn k of a
+// conversation whose history is h, with the given nonce and salt.
+func (p *Prober) runTurn(ctx context.Context, t Target, prep *Prepared, turn int, nonce, salt string, h *history) (res Result) {
 	s := prep.Scenario
 	body, key, entry, want := prep.body, prep.key, prep.entry, s.InputTokens
-	if turn >= 2 {
-		f := prep.followUps[turn-2]
-		body, key, entry, want = f.body, f.key, f.entry, s.TurnInputTokens(turn)
-	}
 	res = Result{Target: t.Name, Model: prep.Model, Scenario: s.Name, API: prep.API, RequestedTokens: s.OutputTokens, Turn: turn}
+	if turn >= 2 {
+		b, f, w, err := h.next(turn, salt)
+		if err != nil {
+			res.Start = p.clock.Now()
+			failResult(&res, ReasonCalibration, err)
+			return res
+		}
+		body, key, entry, want = literalBody(b), f.key, f.entry, w
+		nonce, salt = "", ""
+	}
+	res.WantPromptTokens = want
+	// floor is the shortest prompt the server can have read without cutting
+	// it: want, less on a follow-up the replayed answer's share that is not
+	// certain (replayAllowance).
+	floor := want
+	if turn >= 2 {
+		floor = want - h.replayAllowance()
+	}
 	// The probe's span ends last (deferred first), so it records the final
 	// outcome: a prompt found cut below, or a recovered panic.
 	var span trace.Span
@@ -363,7 +469,8 @@ func (p *Prober) runTurn(ctx context.Context, t Target, prep *Prepared, turn int
 	}()
 	span = p.send(ctx, t, prep, turn, body, nonce, salt, &res)
 	if res.PromptTokens > 0 {
-		res.PromptLengthOK = PromptLengthWithin(res.PromptTokens, want)
+		res.PromptLengthOK = PromptLengthWithin(res.PromptTokens, want) ||
+			(floor < want && res.PromptTokens >= floor-PromptTolerance(floor) && res.PromptTokens <= want)
 		if !res.PromptLengthOK {
 			p.logger.Warn("prompt length out of tolerance; recalibrating on the next probe",
 				"target", t.Name, "model", prep.Model, "scenario", s.Name, "turn", turn,
@@ -371,7 +478,7 @@ func (p *Prober) runTurn(ctx context.Context, t Target, prep *Prepared, turn int
 			p.dropCalibration(key, entry)
 			// The server read less than it was sent: whatever it measured
 			// was a shorter prompt's prefill. Never report it as this one's.
-			if res.PromptTokens < want && res.Kind != KindError {
+			if res.PromptTokens < floor-PromptTolerance(floor) && res.Kind != KindError {
 				failResult(&res, ReasonPromptTruncated, &PromptCutError{Read: res.PromptTokens, Want: want,
 					Needed: s.MaxInputTokens() + s.OutputTokens, Calibrated: true})
 			}
@@ -470,6 +577,9 @@ func (p *Prober) send(ctx context.Context, t Target, prep *Prepared, turn int, b
 	d := newStreamDecoder(resp.Body, p.clock, p.maxLineBytes(), res)
 	defer d.release()
 	d.api = prep.API
+	// A conversation's turn that another follows keeps its answer's text
+	// to replay it.
+	d.keepText = turn >= 1 && turn < s.Turns()
 	if t.StallTimeout > 0 {
 		d.sr.stall = t.StallTimeout
 		d.sr.onStall = func() { cancel(ErrStall) }
@@ -481,6 +591,9 @@ func (p *Prober) send(ctx context.Context, t Target, prep *Prepared, turn int, b
 		cause = context.Cause(ctx)
 	}
 	d.settle(end, cause)
+	if d.keepText {
+		res.Answer = string(d.answer)
+	}
 	return span
 }
 

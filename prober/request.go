@@ -49,6 +49,7 @@ type tokenizeChatRequest struct {
 	Model               string                         `json:"model"`
 	Messages            []openai.ChatCompletionMessage `json:"messages"`
 	AddGenerationPrompt bool                           `json:"add_generation_prompt"`
+	Tools               []openai.Tool                  `json:"tools,omitempty"`
 }
 
 // tokenizeCompletionRequest is vLLM's POST /tokenize prompt form.
@@ -79,6 +80,10 @@ type requestSpec struct {
 	MinTokens int  // forced output length; 0 omits min_tokens and ignore_eos
 	Stream    bool // streaming with continuous usage
 	CacheSalt string
+	// A conversation's follow-up: the history after Prompt (conversation.go),
+	// and the tool definitions of conversation.tools.
+	Steps []convStep
+	Tools bool
 }
 
 // marshalRequest encodes a probe or calibration request.
@@ -95,10 +100,13 @@ func marshalRequest(r requestSpec) ([]byte, error) {
 		return marshalMessagesRequest(r)
 	}
 	if r.API == APICompletions {
+		if r.Tools {
+			return nil, fmt.Errorf("conversation.tools: the completions API has no tool calls; expected chat, responses or messages")
+		}
 		return json.Marshal(vllmCompletionRequest{
 			CompletionRequest: openai.CompletionRequest{
 				Model:     r.Model,
-				Prompt:    r.Prompt,
+				Prompt:    completionPromptText(r.Prompt, r.Steps),
 				MaxTokens: r.MaxTokens,
 				Stream:    r.Stream,
 			},
@@ -110,10 +118,12 @@ func marshalRequest(r requestSpec) ([]byte, error) {
 	}
 	return json.Marshal(vllmChatRequest{
 		ChatCompletionRequest: openai.ChatCompletionRequest{
-			Model:     r.Model,
-			Messages:  []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: r.Prompt}},
-			MaxTokens: r.MaxTokens,
-			Stream:    r.Stream,
+			Model:      r.Model,
+			Messages:   chatMessages(r.Prompt, r.Steps, r.Tools),
+			MaxTokens:  r.MaxTokens,
+			Stream:     r.Stream,
+			Tools:      chatTools(r.Tools),
+			ToolChoice: chatToolChoice(r.Tools),
 		},
 		StreamOptions: opts,
 		MinTokens:     r.MinTokens,
@@ -122,15 +132,17 @@ func marshalRequest(r requestSpec) ([]byte, error) {
 	})
 }
 
-// marshalTokenize encodes a /tokenize request for the API's prompt form.
-func marshalTokenize(api API, model, prompt string) ([]byte, error) {
-	if api == APICompletions {
-		return json.Marshal(tokenizeCompletionRequest{Model: model, Prompt: prompt})
+// marshalTokenize encodes a /tokenize request for the prompt of r in the
+// API's prompt form (completions: the prompt string; else chat messages).
+func marshalTokenize(r requestSpec) ([]byte, error) {
+	if r.API == APICompletions {
+		return json.Marshal(tokenizeCompletionRequest{Model: r.Model, Prompt: completionPromptText(r.Prompt, r.Steps)})
 	}
 	return json.Marshal(tokenizeChatRequest{
-		Model:               model,
-		Messages:            []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: prompt}},
+		Model:               r.Model,
+		Messages:            chatMessages(r.Prompt, r.Steps, r.Tools),
 		AddGenerationPrompt: true,
+		Tools:               chatTools(r.Tools),
 	})
 }
 
@@ -151,8 +163,9 @@ type bodyTemplate struct {
 	noSalt         bool // the API has no cache_salt: body = pre + nonce + mid
 }
 
-// newBodyTemplate encodes a streaming probe request for words words of body.
-func newBodyTemplate(api API, model string, words, outputTokens int) (*bodyTemplate, error) {
+// newBodyTemplate encodes a streaming probe request for words words of body
+// (with the conversation.tools definitions when tools is set).
+func newBodyTemplate(api API, model string, words, outputTokens int, tools bool) (*bodyTemplate, error) {
 	b, err := marshalRequest(requestSpec{
 		API:       api,
 		Model:     model,
@@ -161,6 +174,7 @@ func newBodyTemplate(api API, model string, words, outputTokens int) (*bodyTempl
 		MinTokens: outputTokens,
 		Stream:    true,
 		CacheSalt: saltMark,
+		Tools:     tools,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("encode request: %w", err)
@@ -183,6 +197,10 @@ func newBodyTemplate(api API, model string, words, outputTokens int) (*bodyTempl
 		tail: b[s+len(saltMark):],
 	}, nil
 }
+
+// literalBody is a body encoded whole (a conversation's follow-up, built as
+// it is sent): reader and size take "" for the nonce and salt.
+func literalBody(b []byte) *bodyTemplate { return &bodyTemplate{pre: b, noSalt: true} }
 
 // apiHasCacheSalt reports whether the API's request has vLLM's cache_salt.
 func apiHasCacheSalt(api API) bool { return api != APIMessages }

@@ -10,7 +10,7 @@ import (
 
 func TestBodyTemplateSplice(t *testing.T) {
 	for _, api := range []API{APIChat, APICompletions} {
-		tpl, err := newBodyTemplate(api, "org/model-7B", 300, 256)
+		tpl, err := newBodyTemplate(api, "org/model-7B", 300, 256, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -54,18 +54,18 @@ func TestRequestJSONShape(t *testing.T) {
 	if string(b) != `{"model":"m","prompt":"p","max_tokens":1,"cache_salt":"s"}` {
 		t.Fatalf("calibration body %s", b)
 	}
-	b, _ = marshalTokenize(APIChat, "m", "p")
+	b, _ = marshalTokenize(requestSpec{API: APIChat, Model: "m", Prompt: "p"})
 	if string(b) != `{"model":"m","messages":[{"role":"user","content":"p"}],"add_generation_prompt":true}` {
 		t.Fatalf("tokenize body %s", b)
 	}
-	b, _ = marshalTokenize(APICompletions, "m", "p")
+	b, _ = marshalTokenize(requestSpec{API: APICompletions, Model: "m", Prompt: "p"})
 	if string(b) != `{"model":"m","prompt":"p"}` {
 		t.Fatalf("tokenize body %s", b)
 	}
 }
 
 func TestBodyTemplateRejectsPlaceholderClash(t *testing.T) {
-	if _, err := newBodyTemplate(APIChat, "x"+nonceMark, 5, 5); err == nil {
+	if _, err := newBodyTemplate(APIChat, "x"+nonceMark, 5, 5, false); err == nil {
 		t.Fatal("a model name containing the placeholder must be rejected")
 	}
 }

@@ -132,9 +132,18 @@ type Result struct {
 	// follow-ups: the cold reference their TTFT saving is measured against.
 	PrimeTTFT time.Duration
 	// SeenTokens is, on a follow-up, how much of the conversation the engine
-	// had already seen: the turn before's prompt as the server counted it
-	// (answers are not replayed, so they are not part of the prefix).
+	// had already seen: the turn before's prompt and its answer, as the
+	// server counted them (prompt plus completion tokens). The follow-up
+	// replays that answer, so all of it is a prefix the cache may hold.
 	SeenTokens int
+	// WantPromptTokens is the prompt length this turn was checked against
+	// (PromptLengthOK): the scenario's input tokens on a cold probe or a
+	// priming turn; on a follow-up, the turn before's prompt plus its
+	// answer's completion tokens plus the calibrated new message.
+	WantPromptTokens int
+	// Answer is the content text the server streamed, kept on the turns of a
+	// conversation that another turn follows (it replays it); "" otherwise.
+	Answer string
 }
 
 // ConversationCache classes a follow-up by the share of what the engine had

@@ -99,8 +99,8 @@ type Scenario struct {
 	Thresholds   Thresholds
 	// Conversation makes the scenario a conversation on one context
 	// (Conversation.Turns >= 2): InputTokens is then the first, priming turn's
-	// prompt, and each follow-up adds Conversation.NewTokens. The zero value is
-	// a cold scenario.
+	// prompt, and each follow-up adds the answer before it and
+	// Conversation.NewTokens. The zero value is a cold scenario.
 	Conversation Conversation
 	// API, when set, is the API this scenario is probed on, whatever the
 	// target's: one target can be probed on several APIs at once.
@@ -121,8 +121,19 @@ func (s Scenario) APIOn(t Target) API {
 // measurement. A warm scenario (the config's older warm: section) is a
 // conversation of two turns.
 type Conversation struct {
-	Turns     int // turns per conversation, priming turn included; 0 for cold scenarios, else 2 to MaxConversationTurns
-	NewTokens int // tokens each follow-up turn appends to the previous prompt
+	Turns int // turns per conversation, priming turn included; 0 for cold scenarios, else 2 to MaxConversationTurns
+	// NewTokens is what each follow-up adds after replaying the answer
+	// before it: a fixed count, or with NewTokensMax > NewTokens a range
+	// drawn per follow-up turn (see NewTokenRange).
+	NewTokens    int
+	NewTokensMax int // upper bound of the range; 0 (or NewTokens) for a fixed count
+	// Tools puts tool definitions in every request and sends each
+	// follow-up's new tokens as the result of a tool call the replayed answer
+	// made (conversation.go).
+	Tools bool
+	// Seed seeds the per-turn draws (NewTokens as a range); 0 means
+	// DefaultSeed(the scenario's name).
+	Seed uint64
 	// IDHeader, when set, is a request header every turn of a conversation
 	// carries with the conversation's own id, for a router that keeps a
 	// session on one replica by a header.
@@ -135,21 +146,41 @@ func (s Scenario) IsConversation() bool { return s.Conversation.Turns > 0 }
 // Turns is the number of requests one probe of s sends: 1 for a cold scenario.
 func (s Scenario) Turns() int { return max(s.Conversation.Turns, 1) }
 
-// TurnInputTokens is the prompt length of turn k (1-based): InputTokens for
-// the priming turn, plus Conversation.NewTokens for each follow-up before it.
+// NewTokenRange is the new tokens a follow-up adds: fixed, or the range
+// each follow-up draws from.
+func (c Conversation) NewTokenRange() IntRange {
+	return IntRange{Min: c.NewTokens, Max: max(c.NewTokens, c.NewTokensMax)}
+}
+
+// ConversationSeed is the seed of s's per-turn draws: Conversation.Seed, else
+// DefaultSeed(s.Name).
+func (s Scenario) ConversationSeed() uint64 {
+	if s.Conversation.Seed != 0 {
+		return s.Conversation.Seed
+	}
+	return DefaultSeed(s.Name)
+}
+
+// TurnInputTokens is about the longest prompt of turn k (1-based):
+// InputTokens for the priming turn, plus for each follow-up before it the
+// replayed answer (OutputTokens) and the most new tokens it may add. The
+// chat template's few tokens per message come on top; the exact length of
+// each turn is derived as it is sent (Result.WantPromptTokens).
 func (s Scenario) TurnInputTokens(k int) int {
-	return s.InputTokens + max(k-1, 0)*s.Conversation.NewTokens
+	return s.InputTokens + max(k-1, 0)*(s.Conversation.NewTokenRange().Max+s.OutputTokens)
 }
 
 // MaxInputTokens is the longest prompt one probe of s sends (the last turn's).
 func (s Scenario) MaxInputTokens() int { return s.TurnInputTokens(s.Turns()) }
 
 // TokensPerProbe is the prompt plus output tokens one probe of s costs, every
-// turn included.
+// turn included (new tokens drawn from a range count at its mean).
 func (s Scenario) TokensPerProbe() int {
+	r := s.Conversation.NewTokenRange()
+	step := (r.Min+r.Max)/2 + s.OutputTokens
 	n := 0
 	for k := 1; k <= s.Turns(); k++ {
-		n += s.TurnInputTokens(k) + s.OutputTokens
+		n += s.InputTokens + (k-1)*step + s.OutputTokens
 	}
 	return n
 }
@@ -176,6 +207,13 @@ func (s Scenario) Validate() error {
 			s.Name, s.Conversation.Turns, MaxConversationTurns)
 	case s.IsConversation() && s.Conversation.NewTokens < 1:
 		return fmt.Errorf("scenario %q: conversation.new_tokens=%d; expected a positive token count per follow-up turn", s.Name, s.Conversation.NewTokens)
+	case s.Conversation.NewTokensMax != 0 && s.Conversation.NewTokensMax <= s.Conversation.NewTokens:
+		return fmt.Errorf("scenario %q: conversation.new_tokens=%d-%d; expected a range LOW-HIGH with 0 < LOW < HIGH, such as 1024-4096",
+			s.Name, s.Conversation.NewTokens, s.Conversation.NewTokensMax)
+	case s.Conversation.Tools && s.API == APICompletions:
+		return fmt.Errorf("scenario %q: conversation.tools=true with api=completions; expected chat, responses or messages (a completions prompt has no tool calls)", s.Name)
+	case !s.IsConversation() && (s.Conversation.Tools || s.Conversation.Seed != 0 || s.Conversation.NewTokensMax != 0):
+		return fmt.Errorf("scenario %q: conversation.tools, seed or a new_tokens range with conversation.turns=0; expected conversation.turns of 2 or more", s.Name)
 	case s.Conversation.IDHeader != "" && !validHeaderName(s.Conversation.IDHeader):
 		return fmt.Errorf("scenario %q: conversation.id_header=%q; expected an HTTP header name such as X-Session-Id (letters, digits and !#$%%&'*+-.^_`|~)",
 			s.Name, s.Conversation.IDHeader)

@@ -157,6 +157,9 @@ type streamDecoder struct {
 	atLastOutput int  // completion at the previous output-bearing chunk
 	outChunks    int  // chunks that carried output
 	outWithUsage int  // of those, the ones that carried usage
+
+	keepText bool   // collect the content text into answer (a conversation's turn)
+	answer   []byte // the content text streamed, when keepText
 }
 
 var decoderPool = sync.Pool{New: func() any {
@@ -181,6 +184,7 @@ func (d *streamDecoder) reset(body io.Reader, clock Clock, maxLine int, res *Res
 	d.res = res
 	d.errEvent, d.usageSeen, d.finalUsage, d.api = false, false, false, APIChat
 	d.completion, d.atLastOutput, d.outChunks, d.outWithUsage = 0, 0, 0, 0
+	d.keepText, d.answer = false, d.answer[:0]
 }
 
 func (d *streamDecoder) release() {
@@ -190,6 +194,9 @@ func (d *streamDecoder) release() {
 	d.res = nil
 	if cap(d.long) > 256<<10 {
 		d.long = nil // do not pin a huge line in the pool
+	}
+	if cap(d.answer) > 256<<10 {
+		d.answer = nil
 	}
 	decoderPool.Put(d)
 }
@@ -487,6 +494,9 @@ func (d *streamDecoder) chunk(v *fastjson.Value, at time.Time) (streamEnd, bool)
 		first := r.FirstToken.IsZero()
 		switch {
 		case len(content) > 0:
+			if d.keepText {
+				d.answer = append(d.answer, content...)
+			}
 			d.output(ChunkContent, at)
 		case len(reasoning) > 0:
 			d.output(ChunkReasoning, at)

@@ -2,6 +2,8 @@ package prober_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -64,5 +66,49 @@ func TestWarmLLMD(t *testing.T) {
 		if r.Kind != prober.KindSuccess || !r.CachedReported || r.CachedTokens != 0 {
 			t.Errorf("cold probe of %d tokens after warm ones: kind %s cached %d (reported %v) %v", in, r.Kind, r.CachedTokens, r.CachedReported, r.Err)
 		}
+	}
+}
+
+// TestConversationLLMD: four-turn conversations that replay the answers
+// against the third-party simulator, on the APIs where it serves them. It
+// counts the replayed history as the prober derives it (every follow-up's
+// prompt length checks), and its prefix cache holds the earlier prompts, so
+// every follow-up hits where it reports cached tokens (chat, completions;
+// its Responses usage has no cached_tokens, so those turns are unknown). Not
+// covered, as it stands (v0.10.2): Responses with tools (it refuses a
+// function_call input item, HTTP 400) and Messages (its answers stop before
+// the forced length: no min_tokens there).
+func TestConversationLLMD(t *testing.T) {
+	llmd.SkipIfMissing(t)
+	for _, tc := range []struct {
+		api   prober.API
+		tools bool
+		want  prober.ConversationCache
+	}{
+		{prober.APIChat, false, prober.CacheHitTurn},
+		{prober.APIChat, true, prober.CacheHitTurn},
+		{prober.APICompletions, false, prober.CacheHitTurn},
+		{prober.APIResponses, false, prober.CacheUnknownTurn},
+	} {
+		t.Run(fmt.Sprintf("%s/tools=%v", tc.api, tc.tools), func(t *testing.T) {
+			srv, target := llmdTarget(t, llmd.Options{KVCache: true, MaxModelLen: 16384, ITL: time.Millisecond}, nil)
+			target.API = tc.api
+			p := prober.New(nil, prober.SystemClock{})
+			s := prober.Scenario{Name: "agent", InputTokens: 2048, OutputTokens: 8, Timeout: time.Minute,
+				Conversation: prober.Conversation{Turns: 4, NewTokens: 256, Tools: tc.tools}}
+			res := p.Probe(context.Background(), target, "", s)
+			if res.Kind != prober.KindSuccess || res.Turn != 4 {
+				t.Fatalf("conversation: kind %s reason %s turn %d: %v\n%s", res.Kind, res.Reason, res.Turn, res.Err, srv.Logs())
+			}
+			for _, r := range append(slices.Clone(res.Earlier), res) {
+				if !r.PromptLengthOK {
+					t.Errorf("turn %d: prompt %d tokens, derived %d", r.Turn, r.PromptTokens, r.WantPromptTokens)
+				}
+				if r.Turn > 1 && r.ConversationCache() != tc.want {
+					t.Errorf("turn %d: %s (%d of %d seen cached, reported %v), want %s", r.Turn, r.ConversationCache(), r.CachedTokens, r.SeenTokens, r.CachedReported, tc.want)
+				}
+				t.Logf("turn %d: prompt %d (derived %d), %d of %d seen cached: %s", r.Turn, r.PromptTokens, r.WantPromptTokens, r.CachedTokens, r.SeenTokens, r.ConversationCache())
+			}
+		})
 	}
 }

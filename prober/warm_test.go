@@ -79,9 +79,9 @@ func TestWarmFollowUpHitsCache(t *testing.T) {
 		if !PromptLengthWithin(res.PromptTokens, s.TurnInputTokens(2)) || !res.PromptLengthOK {
 			t.Errorf("follow-up prompt %d tokens, want %d", res.PromptTokens, s.TurnInputTokens(2))
 		}
-		// Every whole block of the priming prompt hits but the last one or
-		// two, which hold the chat template's closing tokens; the new tokens
-		// do not.
+		// Every whole block of the priming prompt hits (the follow-up
+		// replays the answer, but its one block is not full: the last
+		// generated token's KV is never computed); the new tokens do not.
 		if hi := prime.PromptTokens / vllmsim.BlockSize * vllmsim.BlockSize; res.CachedTokens > hi || res.CachedTokens < hi-2*vllmsim.BlockSize {
 			t.Errorf("follow-up cached %d tokens, want the priming prompt's whole blocks, %d, but the last one or two", res.CachedTokens, hi)
 		}
@@ -205,6 +205,9 @@ func TestWarmScenarioValidate(t *testing.T) {
 		{Conversation{Turns: 64, NewTokens: 512}, ""},
 		{Conversation{Turns: 2, NewTokens: 512, IDHeader: "X-Session-Id"}, ""},
 		{Conversation{Turns: 2, NewTokens: 512, IDHeader: "X Session"}, "scenario \"w\": conversation.id_header=\"X Session\"; expected an HTTP header name such as X-Session-Id (letters, digits and !#$%&'*+-.^_`|~)"},
+		{Conversation{Turns: 2, NewTokens: 512, NewTokensMax: 512}, `scenario "w": conversation.new_tokens=512-512; expected a range LOW-HIGH with 0 < LOW < HIGH, such as 1024-4096`},
+		{Conversation{Turns: 2, NewTokens: 512, NewTokensMax: 1024, Tools: true, Seed: 9}, ""},
+		{Conversation{Tools: true}, `scenario "w": conversation.tools, seed or a new_tokens range with conversation.turns=0; expected conversation.turns of 2 or more`},
 		{Conversation{Turns: 2, NewTokens: 512, IDHeader: "host"}, "scenario \"w\": conversation.id_header=\"host\"; expected an HTTP header name such as X-Session-Id (letters, digits and !#$%&'*+-.^_`|~)"},
 		{Conversation{IDHeader: "X-Session-Id"}, `scenario "w": conversation.id_header="X-Session-Id" with conversation.turns=0; expected conversation.turns of 2 or more`},
 	} {
@@ -222,11 +225,20 @@ func TestWarmScenarioValidate(t *testing.T) {
 	}
 	s := base
 	s.Conversation = Conversation{Turns: 3, NewTokens: 512}
-	if got, want := s.TokensPerProbe(), (1024+16)+(1536+16)+(2048+16); got != want {
+	// Each follow-up replays the 16-token answer before it, then adds 512.
+	if got, want := s.TokensPerProbe(), (1024+16)+(1552+16)+(2080+16); got != want {
 		t.Errorf("TokensPerProbe %d, want %d", got, want)
 	}
-	if Fits(s, 2048+15) || !Fits(s, 2048+16) {
+	if Fits(s, 2080+15) || !Fits(s, 2080+16) {
 		t.Error("Fits must judge the last turn's prompt")
+	}
+	// A range: its mean for the token cost, its top for the longest prompt.
+	s.Conversation = Conversation{Turns: 3, NewTokens: 256, NewTokensMax: 768}
+	if got, want := s.TokensPerProbe(), (1024+16)+(1552+16)+(2080+16); got != want {
+		t.Errorf("range: TokensPerProbe %d, want %d", got, want)
+	}
+	if got, want := s.MaxInputTokens(), 1024+2*(768+16); got != want {
+		t.Errorf("range: MaxInputTokens %d, want %d", got, want)
 	}
 }
 

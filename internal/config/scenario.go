@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/common/model"
+	"gopkg.in/yaml.v3"
 
 	"github.com/slaprobe/slaprobe/prober"
 )
@@ -34,17 +35,60 @@ type ScenarioConfig struct {
 }
 
 // ConversationConfig is a scenario's conversation section: the follow-up
-// turns, each adding new_tokens to the prompt and sent with the priming
-// turn's cache_salt. A warm: section is the same thing under its older name.
+// turns, each replaying the answer before it and adding new_tokens, sent
+// with the priming turn's cache_salt. A warm: section is the same thing
+// under its older name.
 type ConversationConfig struct {
 	// Turns counts the priming turn: 2 means one follow-up. Default 2.
 	Turns *int `yaml:"turns,omitempty"`
-	// NewTokens each follow-up adds to the previous prompt. Required for a
+	// NewTokens each follow-up adds after the replayed answer: a count
+	// (2048) or a range drawn per follow-up ("1024-4096"). Required for a
 	// custom scenario.
-	NewTokens *int `yaml:"new_tokens,omitempty"`
+	NewTokens *NewTokens `yaml:"new_tokens,omitempty"`
+	// Tools puts tool definitions in every request and sends the new tokens
+	// as a tool result. Default false.
+	Tools *bool `yaml:"tools,omitempty"`
+	// Seed seeds the per-turn draws of a new_tokens range. Default: derived
+	// from the scenario's name, so every run draws alike.
+	Seed *uint64 `yaml:"seed,omitempty"`
 	// IDHeader is a request header that carries the conversation's id on
 	// every turn, for a router with header affinity. Empty: none.
 	IDHeader *string `yaml:"id_header,omitempty"`
+}
+
+// NewTokens is conversation.new_tokens: a whole number, or a range LOW-HIGH
+// written as a string (1024-4096).
+type NewTokens prober.IntRange
+
+// UnmarshalYAML reads 2048 or 1024-4096; the error names the key, the value
+// and the forms expected.
+func (n *NewTokens) UnmarshalYAML(node *yaml.Node) error {
+	bad := func(why string) error {
+		return fmt.Errorf("line %d: conversation.new_tokens=%q: %s", node.Line, node.Value, why)
+	}
+	if node.Kind != yaml.ScalarNode {
+		return bad("not a scalar; expected a whole number such as 2048 or LOW-HIGH such as 1024-4096")
+	}
+	var count int
+	if node.Tag == "!!int" && node.Decode(&count) == nil {
+		// Checked by Scenario.Validate, which names the scenario.
+		*n = NewTokens{Min: count, Max: count}
+		return nil
+	}
+	r, err := prober.ParseIntRange(node.Value)
+	if err != nil {
+		return bad(err.Error())
+	}
+	*n = NewTokens(r)
+	return nil
+}
+
+// MarshalYAML writes a count as a number and a range as LOW-HIGH.
+func (n NewTokens) MarshalYAML() (any, error) {
+	if r := prober.IntRange(n); !r.Fixed() {
+		return r.String(), nil
+	}
+	return n.Min, nil
 }
 
 // ThresholdsConfig are SLA limits. Each one set replaces the scenario's
@@ -180,7 +224,16 @@ func (sc ScenarioConfig) apply(s *prober.Scenario) {
 			s.Conversation.Turns = *cv.Turns
 		}
 		if cv.NewTokens != nil {
-			s.Conversation.NewTokens = *cv.NewTokens
+			s.Conversation.NewTokens, s.Conversation.NewTokensMax = cv.NewTokens.Min, 0
+			if r := prober.IntRange(*cv.NewTokens); !r.Fixed() {
+				s.Conversation.NewTokensMax = r.Max
+			}
+		}
+		if cv.Tools != nil {
+			s.Conversation.Tools = *cv.Tools
+		}
+		if cv.Seed != nil {
+			s.Conversation.Seed = *cv.Seed
 		}
 		if cv.IDHeader != nil {
 			s.Conversation.IDHeader = *cv.IDHeader
@@ -216,10 +269,18 @@ func scenarioConfigOf(s prober.Scenario) ScenarioConfig {
 		Thresholds: &ThresholdsConfig{TTFT: &ttft, E2E: &e2e, ITL: &itl, MinDecode: &dec},
 	}
 	if s.IsConversation() {
-		turns, nt, h := s.Conversation.Turns, s.Conversation.NewTokens, s.Conversation.IDHeader
+		turns, h := s.Conversation.Turns, s.Conversation.IDHeader
+		nt := NewTokens(s.Conversation.NewTokenRange())
 		sc.Conversation = &ConversationConfig{Turns: &turns, NewTokens: &nt}
 		if h != "" {
 			sc.Conversation.IDHeader = &h
+		}
+		if s.Conversation.Tools {
+			tools := true
+			sc.Conversation.Tools = &tools
+		}
+		if seed := s.Conversation.Seed; seed != 0 {
+			sc.Conversation.Seed = &seed
 		}
 	}
 	return sc

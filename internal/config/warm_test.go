@@ -81,3 +81,73 @@ sweep:
 		t.Errorf("error %v, want …%s", err, want)
 	}
 }
+
+// TestConversationNewTokensRange: new_tokens takes a count or a range,
+// tools and seed are read, the printed config loads back to the same
+// scenario, and a bad new_tokens names the key, the value and the forms.
+func TestConversationNewTokensRange(t *testing.T) {
+	c, err := LoadBytes([]byte(`
+targets:
+  - url: http://vllm:8000
+    scenarios: [coding_agent]
+scenarios:
+  - name: coding_agent
+    input_tokens: 16384
+    output_tokens: 256
+    conversation:
+      turns: 12
+      new_tokens: 1024-4096
+      tools: true
+      seed: 7
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := c.lookup("coding_agent").Conversation
+	if want := (prober.Conversation{Turns: 12, NewTokens: 1024, NewTokensMax: 4096, Tools: true, Seed: 7}); got != want {
+		t.Errorf("conversation %+v, want %+v", got, want)
+	}
+	again, err := LoadBytes([]byte(c.Redacted()))
+	if err != nil {
+		t.Fatalf("reload the printed config: %v\n%s", err, c.Redacted())
+	}
+	if !reflect.DeepEqual(again.AllScenarios(), c.AllScenarios()) {
+		t.Errorf("printed config does not load back:\n%s", c.Redacted())
+	}
+	if !strings.Contains(c.Redacted(), "new_tokens: 1024-4096") {
+		t.Errorf("printed config lacks the range:\n%s", c.Redacted())
+	}
+
+	for _, tc := range []struct{ value, want string }{
+		{"4096-1024", `line 9: conversation.new_tokens="4096-1024": range "4096-1024" is empty or reversed; expected LOW-HIGH with LOW < HIGH, such as 1024-4096`},
+		{"lots", `line 9: conversation.new_tokens="lots": "lots" is not a positive count or range; expected a whole number such as 2048 or LOW-HIGH such as 1024-4096`},
+		{"0-100", `line 9: conversation.new_tokens="0-100": "0-100" is not a positive count or range; expected a whole number such as 2048 or LOW-HIGH such as 1024-4096`},
+		{"0", `scenario "agent": conversation.new_tokens=0; expected a positive token count per follow-up turn`},
+	} {
+		_, err := LoadBytes([]byte(`
+targets:
+  - url: http://vllm:8000
+scenarios:
+  - name: agent
+    input_tokens: 1024
+    output_tokens: 64
+    conversation:
+      new_tokens: ` + tc.value + "\n"))
+		if err == nil || !strings.HasSuffix(err.Error(), tc.want) {
+			t.Errorf("new_tokens: %s: error\n got %v\nwant …%s", tc.value, err, tc.want)
+		}
+	}
+	_, err = LoadBytes([]byte(`
+targets:
+  - url: http://vllm:8000
+scenarios:
+  - name: agent
+    api: completions
+    input_tokens: 1024
+    output_tokens: 64
+    conversation: {new_tokens: 512, tools: true}
+`))
+	if want := `conversation.tools=true with api=completions; expected chat, responses or messages (a completions prompt has no tool calls)`; err == nil || !strings.HasSuffix(err.Error(), want) {
+		t.Errorf("tools on completions: error %v, want …%s", err, want)
+	}
+}

@@ -5,7 +5,10 @@
 // # API
 //
 // POST /v1/chat/completions and /v1/completions (streaming and not), POST /v1/responses (OpenAI
-// Responses) and /v1/messages (Anthropic Messages) with vLLM's typed events (typedapi.go), GET /v1/models, POST /tokenize,
+// Responses) and /v1/messages (Anthropic Messages) with vLLM's typed events (typedapi.go); an agent's
+// history in each API's shape (chat tool_calls and role "tool" messages, Responses function_call and
+// function_call_output items, Messages tool_use and tool_result blocks) becomes the same chat messages,
+// the calls rendered after the assistant's content (tools.go); GET /v1/models, POST /tokenize,
 // GET /health, GET /version, GET /metrics (own registry; vLLM V1 names with labels model_name and
 // engine="0"). Streams follow vLLM: a role-only chat chunk (at once when Config.RoleChunkEarly, else
 // written together with the first token), output chunks (content, or ReasoningField for the first

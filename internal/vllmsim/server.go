@@ -42,6 +42,11 @@ type (
 	wireMessage struct {
 		Role    string          `json:"role"`
 		Content json.RawMessage `json:"content"`
+		// ToolCalls are an assistant message's calls, in the chat form
+		// [{"id","type":"function","function":{"name","arguments"}}]; the
+		// Responses and Messages requests' calls are turned into it.
+		ToolCalls  json.RawMessage `json:"tool_calls"`
+		ToolCallID string          `json:"tool_call_id"`
 	}
 	streamOptions struct {
 		IncludeUsage         bool `json:"include_usage"`
@@ -167,7 +172,7 @@ func readBody(w http.ResponseWriter, r *http.Request, v any) error {
 }
 
 // messageText flattens a message's content: a string, null, or an array of parts whose text parts
-// are joined with "\n".
+// (type text, or the Responses API's input_text and output_text) are joined with "\n".
 func messageText(raw json.RawMessage) (string, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
@@ -187,7 +192,7 @@ func messageText(raw json.RawMessage) (string, error) {
 	}
 	texts := make([]string, 0, len(parts))
 	for _, p := range parts {
-		if p.Type == "text" {
+		if p.Type == "text" || p.Type == "input_text" || p.Type == "output_text" {
 			texts = append(texts, p.Text)
 		}
 	}
@@ -195,22 +200,35 @@ func messageText(raw json.RawMessage) (string, error) {
 }
 
 // chatPrompt applies the chat template. It returns the prompt's token ids, its head (the message
-// contents joined by "\n"), and whether thinking is on for this request.
-func (e *Engine) chatPrompt(wire []wireMessage, tools json.RawMessage, kwargs map[string]any, addGen *bool) ([]uint32, string, bool, error) {
+// contents joined by "\n"), whether thinking is on for this request, and the messages as the
+// template saw them (for the trace).
+func (e *Engine) chatPrompt(wire []wireMessage, tools json.RawMessage, kwargs map[string]any, addGen *bool) ([]uint32, string, bool, []TraceMessage, error) {
 	if len(wire) == 0 {
-		return nil, "", false, badRequest("messages", "messages must contain at least one message")
+		return nil, "", false, nil, badRequest("messages", "messages must contain at least one message")
 	}
 	msgs := make([]ChatMessage, len(wire))
+	seen := make([]TraceMessage, len(wire))
 	var head strings.Builder
 	for i, m := range wire {
 		if m.Role == "" {
-			return nil, "", false, badRequest("messages", "messages[%d].role is required", i)
+			return nil, "", false, nil, badRequest("messages", "messages[%d].role is required", i)
 		}
 		text, err := messageText(m.Content)
 		if err != nil {
-			return nil, "", false, badRequest("messages", "messages[%d].content: %v", i, err)
+			return nil, "", false, nil, badRequest("messages", "messages[%d].content: %v", i, err)
 		}
-		msgs[i] = ChatMessage{Role: m.Role, Content: text}
+		calls, n, err := toolCallsText(m.ToolCalls)
+		if err != nil {
+			return nil, "", false, nil, badRequest("messages", "messages[%d].tool_calls: %v", i, err)
+		}
+		if m.Role == "tool" && m.ToolCallID == "" {
+			return nil, "", false, nil, badRequest("messages", "messages[%d].tool_call_id is required for a tool message", i)
+		}
+		msgs[i] = ChatMessage{Role: m.Role, Content: text + calls}
+		seen[i] = TraceMessage{Role: m.Role, Tokens: scanTokens(text+calls, nil, false), ToolCalls: n, ToolCallID: m.ToolCallID}
+		if m.Role == "assistant" {
+			seen[i].Text = truncateRunes(text, maxTraceAnswerRunes)
+		}
 		if head.Len() < 4*promptHeadRunes {
 			if i > 0 {
 				head.WriteByte('\n')
@@ -230,7 +248,7 @@ func (e *Engine) chatPrompt(wire []wireMessage, tools json.RawMessage, kwargs ma
 	if tb := bytes.TrimSpace(tools); len(tb) > 0 && string(tb) != "null" && string(tb) != "[]" {
 		t.tools = string(tb)
 	}
-	return t.apply(nil, msgs), truncateRunes(head.String(), promptHeadRunes), thinking, nil
+	return t.apply(nil, msgs), truncateRunes(head.String(), promptHeadRunes), thinking, seen, nil
 }
 
 // completionPrompt reads a /v1/completions or /tokenize prompt: a string, a list of one string, or a
@@ -310,7 +328,7 @@ func (e *Engine) handleTokenize(w http.ResponseWriter, r *http.Request) {
 	var ids []uint32
 	var err error
 	if req.Messages != nil {
-		ids, _, _, err = e.chatPrompt(req.Messages, req.Tools, req.ChatTemplateKwargs, req.AddGenerationPrompt)
+		ids, _, _, _, err = e.chatPrompt(req.Messages, req.Tools, req.ChatTemplateKwargs, req.AddGenerationPrompt)
 	} else {
 		ids, _, err = completionPrompt(req.Prompt)
 	}
@@ -383,10 +401,11 @@ func (e *Engine) generate(w http.ResponseWriter, hr *http.Request, arrived, deco
 		ids      []uint32
 		head     string
 		thinking = true
+		seenMsgs []TraceMessage
 	)
 	if err == nil {
 		if chat {
-			ids, head, thinking, err = e.chatPrompt(req.Messages, req.Tools, req.ChatTemplateKwargs, req.AddGenerationPrompt)
+			ids, head, thinking, seenMsgs, err = e.chatPrompt(req.Messages, req.Tools, req.ChatTemplateKwargs, req.AddGenerationPrompt)
 		} else {
 			ids, head, err = completionPrompt(req.Prompt)
 		}
@@ -464,7 +483,7 @@ func (e *Engine) generate(w http.ResponseWriter, hr *http.Request, arrived, deco
 	}
 	rec := &traceRecord{t: Trace{
 		ID: id, Endpoint: endpoint, Stream: req.Stream, Model: req.Model, Fault: fault.name,
-		Arrived: arrived, Decoded: decoded, PromptTokens: len(ids), CacheSalt: salt, PromptHead: head,
+		Arrived: arrived, Decoded: decoded, PromptTokens: len(ids), CacheSalt: salt, PromptHead: head, Messages: seenMsgs,
 		MaxTokens: maxReq, MinTokens: minTokens, IgnoreEOS: req.IgnoreEOS,
 		RequestID: hr.Header.Get("X-Request-Id"), TraceParent: hr.Header.Get("Traceparent"),
 	}}

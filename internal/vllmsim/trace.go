@@ -51,10 +51,28 @@ type Trace struct {
 
 	CacheSalt  string // cache_salt received, "" if none
 	PromptHead string // first 64 characters of the prompt (chat: message contents joined by "\n")
-	MaxTokens  int    // max_completion_tokens, else max_tokens, as received; 0 if absent
-	MinTokens  int    // min_tokens received; 0 if absent
-	IgnoreEOS  bool
+	// Messages are a chat-form request's messages as the chat template saw them (the Responses
+	// and Messages APIs' items turned into chat messages); nil for completions.
+	Messages  []TraceMessage
+	MaxTokens int // max_completion_tokens, else max_tokens, as received; 0 if absent
+	MinTokens int // min_tokens received; 0 if absent
+	IgnoreEOS bool
 }
+
+// TraceMessage is one message of a request as the chat template saw it.
+type TraceMessage struct {
+	Role string
+	// Tokens are its content's tokens, tool calls included, the template's own tokens excluded.
+	Tokens     int
+	ToolCalls  int    // tool calls it carried (an assistant message)
+	ToolCallID string // a tool message's tool_call_id
+	// Text is an assistant message's content (a replayed answer), up to maxTraceAnswerRunes
+	// runes; "" for other roles, whose content can be a long prompt.
+	Text string
+}
+
+// maxTraceAnswerRunes bounds TraceMessage.Text.
+const maxTraceAnswerRunes = 16384
 
 // ChunkWrite is one output chunk as written.
 type ChunkWrite struct {

@@ -50,6 +50,7 @@ type (
 		Model           string          `json:"model"`
 		Input           json.RawMessage `json:"input"`
 		Instructions    string          `json:"instructions"`
+		Tools           json.RawMessage `json:"tools"`
 		MaxOutputTokens *int            `json:"max_output_tokens"`
 		Stream          bool            `json:"stream"`
 		MinTokens       *int            `json:"min_tokens"`
@@ -57,11 +58,12 @@ type (
 		CacheSalt       *string         `json:"cache_salt"`
 	}
 	messagesWire struct {
-		Model     string          `json:"model"`
-		MaxTokens *int            `json:"max_tokens"`
-		Messages  []wireMessage   `json:"messages"`
-		System    json.RawMessage `json:"system"`
-		Stream    bool            `json:"stream"`
+		Model     string             `json:"model"`
+		MaxTokens *int               `json:"max_tokens"`
+		Messages  []anthropicMessage `json:"messages"`
+		System    json.RawMessage    `json:"system"`
+		Tools     json.RawMessage    `json:"tools"`
+		Stream    bool               `json:"stream"`
 	}
 )
 
@@ -70,7 +72,7 @@ type (
 // list of messages. Usage is always streamed.
 func responsesRequest(w *responsesWire) (*genRequest, error) {
 	req := &genRequest{Model: w.Model, Stream: w.Stream, MaxTokens: w.MaxOutputTokens, MinTokens: w.MinTokens,
-		IgnoreEOS: w.IgnoreEOS, CacheSalt: w.CacheSalt, StreamOptions: usageAlways(w.Stream)}
+		IgnoreEOS: w.IgnoreEOS, CacheSalt: w.CacheSalt, StreamOptions: usageAlways(w.Stream), Tools: w.Tools}
 	if w.Instructions != "" {
 		b, _ := json.Marshal(w.Instructions)
 		req.Messages = append(req.Messages, wireMessage{Role: "system", Content: b})
@@ -82,9 +84,9 @@ func responsesRequest(w *responsesWire) (*genRequest, error) {
 	case in[0] == '"':
 		req.Messages = append(req.Messages, wireMessage{Role: "user", Content: in})
 	default:
-		var msgs []wireMessage
-		if err := json.Unmarshal(in, &msgs); err != nil {
-			return nil, badRequest("input", "input must be a string or a list of messages: %v", err)
+		msgs, err := responsesItems(in)
+		if err != nil {
+			return nil, err
 		}
 		req.Messages = append(req.Messages, msgs...)
 	}
@@ -97,11 +99,15 @@ func messagesRequest(w *messagesWire) (*genRequest, error) {
 	if w.MaxTokens == nil {
 		return nil, badRequest("max_tokens", "max_tokens is required")
 	}
-	req := &genRequest{Model: w.Model, Stream: w.Stream, MaxTokens: w.MaxTokens, StreamOptions: usageAlways(w.Stream)}
+	req := &genRequest{Model: w.Model, Stream: w.Stream, MaxTokens: w.MaxTokens, StreamOptions: usageAlways(w.Stream), Tools: w.Tools}
 	if sys := bytes.TrimSpace(w.System); len(sys) > 0 && string(sys) != "null" {
 		req.Messages = append(req.Messages, wireMessage{Role: "system", Content: sys})
 	}
-	req.Messages = append(req.Messages, w.Messages...)
+	msgs, err := anthropicMessages(w.Messages)
+	if err != nil {
+		return nil, err
+	}
+	req.Messages = append(req.Messages, msgs...)
 	return req, nil
 }
 

@@ -28,6 +28,8 @@ type metrics struct {
 	reg *prometheus.Registry
 
 	promptTokens  prometheus.Counter
+	promptCached  prometheus.Counter
+	promptSource  *prometheus.CounterVec // vllm:prompt_tokens_by_source_total
 	genTokens     prometheus.Counter
 	preemptions   prometheus.Counter
 	prefixQueries prometheus.Counter
@@ -89,6 +91,31 @@ func newMetrics(cfg Config, g *gauges) *metrics {
 	gauge(kvName, "KV-cache usage. 1 means 100 percent usage.",
 		func() float64 { return float64(g.kvHeld.Load()) / m.kvCapacity })
 
+	// Waiting by reason, as vLLM splits num_requests_waiting: every request
+	// the simulator queues waits for capacity (it has no LoRA budget or KV
+	// transfer to defer one for), so deferred stays 0 and the two sum to
+	// num_requests_waiting.
+	for reason, f := range map[string]func() float64{
+		"capacity": func() float64 { return float64(g.waiting.Load()) },
+		"deferred": func() float64 { return 0 },
+	} {
+		l := prometheus.Labels{"reason": reason}
+		for k, v := range labels {
+			l[k] = v
+		}
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "vllm:num_requests_waiting_by_reason", Help: "Number of requests waiting to be processed, by reason.", ConstLabels: l,
+		}, f))
+	}
+	// The simulator never sleeps: awake is 1, the sleep levels 0.
+	sleep := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "vllm:engine_sleep_state", Help: "Engine sleep state; awake = 0 means engine is sleeping; weights_offloaded = 1 means sleep level 1; discard_all = 1 means sleep level 2.", ConstLabels: labels,
+	}, []string{"sleep_state"})
+	sleep.WithLabelValues("awake").Set(1)
+	sleep.WithLabelValues("weights_offloaded").Set(0)
+	sleep.WithLabelValues("discard_all").Set(0)
+	m.reg.MustRegister(sleep)
+
 	info := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "vllm:cache_config_info", Help: "Information of the LLMEngine CacheConfig.",
 		ConstLabels: prometheus.Labels{
@@ -102,6 +129,14 @@ func newMetrics(cfg Config, g *gauges) *metrics {
 	m.reg.MustRegister(info)
 
 	m.promptTokens = counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.")
+	m.promptCached = counter("vllm:prompt_tokens_cached_total", "Number of cached prompt tokens (local + external).")
+	m.promptSource = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "vllm:prompt_tokens_by_source_total", Help: "Number of prompt tokens by source.", ConstLabels: labels,
+	}, []string{"source"})
+	m.reg.MustRegister(m.promptSource)
+	for _, src := range []string{"local_compute", "local_cache_hit", "external_kv_transfer"} {
+		m.promptSource.WithLabelValues(src)
+	}
 	m.genTokens = counter("vllm:generation_tokens_total", "Number of generation tokens processed.")
 	m.preemptions = counter("vllm:num_preemptions_total", "Cumulative number of preemptions from the engine.")
 	m.prefixQueries = counter("vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strings"
 )
@@ -73,27 +74,26 @@ func FetchProps(ctx context.Context, client *http.Client, url string) (Props, er
 
 func parseProps(body []byte) (Props, error) {
 	var raw struct {
-		TotalSlots *json.Number `json:"total_slots"`
+		TotalSlots *float64 `json:"total_slots"`
 		Defaults   struct {
-			NCtx *json.Number `json:"n_ctx"`
+			NCtx *float64 `json:"n_ctx"`
 		} `json:"default_generation_settings"`
 	}
 	if err := json.Unmarshal(body, &raw); err != nil {
 		return Props{}, fmt.Errorf("props: %w", err)
 	}
-	var p Props
 	if raw.TotalSlots == nil {
 		return Props{}, errors.New("props: total_slots missing, expected a positive integer")
 	}
-	n, err := raw.TotalSlots.Int64()
-	if err != nil || n <= 0 || n > 1<<20 {
-		return Props{}, fmt.Errorf("props: total_slots %s, expected a positive integer", raw.TotalSlots.String())
+	n := *raw.TotalSlots
+	if n != math.Trunc(n) || n < 1 || n > 1<<20 {
+		return Props{}, fmt.Errorf("props: total_slots %v, expected a positive integer", n)
 	}
-	p.TotalSlots = int(n)
+	p := Props{TotalSlots: int(n)}
 	if raw.Defaults.NCtx != nil {
-		c, err := raw.Defaults.NCtx.Int64()
-		if err != nil || c < 0 || c > 1<<30 {
-			return Props{}, fmt.Errorf("props: default_generation_settings.n_ctx %s, expected a non-negative integer", raw.Defaults.NCtx.String())
+		c := *raw.Defaults.NCtx
+		if c != math.Trunc(c) || c < 0 || c > 1<<30 {
+			return Props{}, fmt.Errorf("props: default_generation_settings.n_ctx %v, expected a non-negative integer", c)
 		}
 		p.ContextSize = int(c)
 	}

@@ -147,6 +147,7 @@ var (
 		"local_cache_hit":      SourceCacheHit,
 		"external_kv_transfer": SourceKVTransfer,
 	}
+	sglCacheTiers  = map[string]bool{"device": true, "host": true, "storage": true}
 	sglStagePhases = []struct{ stage, phase string }{
 		{"prefill_forward", PhasePrefill},
 		{"decode_loop", PhaseDecode},
@@ -303,7 +304,9 @@ func readSGLangTail(fams map[string]*dto.MetricFamily, s *Snapshot) {
 				continue
 			}
 			cached += v
-			if tier, ok := labelValue(m, "cache_source"); ok && tier != "" {
+			// Only SGLang's known tiers become label values: a page cannot
+			// make slaprobe export series without bound.
+			if tier, _ := labelValue(m, "cache_source"); sglCacheTiers[tier] {
 				s.CacheTokensByTier[tier] += v
 			}
 		}

@@ -287,3 +287,20 @@ func TestParseHistogramLimits(t *testing.T) {
 		})
 	}
 }
+
+// An SGLang cache tier slaprobe does not know still counts as a cache hit,
+// but does not become a label value.
+func TestParseSGLangUnknownTier(t *testing.T) {
+	page := readTestdata(t, "sglang_2026.txt") +
+		"sglang:cached_tokens_total{cache_source=\"made_up\",model_name=\"Qwen/Qwen3-8B\"} 4000.0\n"
+	s, err := Parse(strings.NewReader(page))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.PromptCacheHit != 20000 || s.PromptComputed != 30000 {
+		t.Errorf("cache_hit %v computed %v, want 20000 and 30000", s.PromptCacheHit, s.PromptComputed)
+	}
+	if want := map[string]float64{"device": 12000, "host": 3000, "storage": 1000}; !reflect.DeepEqual(s.CacheTokensByTier, want) {
+		t.Errorf("tiers = %v, want %v", s.CacheTokensByTier, want)
+	}
+}

@@ -264,18 +264,18 @@ func (w *Watcher) record(snap Snapshot, err error) {
 
 // append keeps history sorted and bounded by age and count.
 func (w *Watcher) append(s Snapshot) {
-	// Only the newest snapshot keeps the engine's histograms and notes:
-	// rates need the scalars alone, and thousands of copies of histograms
-	// would be most of a target's memory.
+	// Only the newest snapshot keeps the engine's histograms, notes and
+	// cache tiers: rates need the scalars alone, and thousands of copies of
+	// histograms would be most of a target's memory.
 	if n := len(w.history); n > 0 && s.Time.Before(w.history[n-1].Time) {
 		i := sort.Search(n, func(i int) bool { return w.history[i].Time.After(s.Time) })
-		s.Hists, s.Notes = nil, nil
+		s.Hists, s.Notes, s.CacheTokensByTier = nil, nil, nil
 		w.history = append(w.history, Snapshot{})
 		copy(w.history[i+1:], w.history[i:])
 		w.history[i] = s
 	} else {
 		if n > 0 {
-			w.history[n-1].Hists, w.history[n-1].Notes = nil, nil
+			w.history[n-1].Hists, w.history[n-1].Notes, w.history[n-1].CacheTokensByTier = nil, nil, nil
 		}
 		w.history = append(w.history, s)
 	}

@@ -59,7 +59,9 @@ func NewEngineCollector(pool *engine.Pool) *EngineCollector {
 			"The engine's own histogram of time its requests spent in each phase (queue, prefill, decode), all traffic, in the engine's buckets, as last read.", tr("phase"), nil),
 		ttft: prometheus.NewDesc("slaprobe_engine_ttft_seconds",
 			"The engine's own time-to-first-token histogram (vllm:, sglang:time_to_first_token_seconds), all traffic, in the engine's buckets, as last read.", t, nil),
-		itl: prometheus.NewDesc("slaprobe_engine_itl_seconds",
+		// Not slaprobe_engine_itl_seconds: that name is the engine's mean ITL
+		// of each probe (engine_timing.go), with other labels.
+		itl: prometheus.NewDesc("slaprobe_engine_inter_token_latency_seconds",
 			"The engine's own inter-token latency histogram (vllm:, sglang:inter_token_latency_seconds), all traffic, in the engine's buckets, as last read.", t, nil),
 		sleeping: prometheus.NewDesc("slaprobe_engine_sleeping",
 			"1 while the engine reports it is asleep (vllm:engine_sleep_state{sleep_state=\"awake\"} is 0 on any engine), else 0.", t, nil),

@@ -103,3 +103,18 @@ func TestEngineCollectorGolden(t *testing.T) {
 	pool.Add(prober.Target{Name: "never_scraped", BaseURL: srv.URL + "/x"})
 	liveGolden(t, NewEngineCollector(pool), "engine_metrics.prom")
 }
+
+// The engine collector registers beside every other collector of the
+// daemon in one registry: no family name may clash (slaprobe_engine_itl_seconds
+// is the per-probe engine ITL of engine_timing.go, with other labels).
+func TestEngineCollectorRegistersBesideTheOthers(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	NewProbeMetrics(reg)
+	pool := engine.NewPool(engine.Options{}, nil)
+	defer pool.Close()
+	for _, c := range []prometheus.Collector{NewEngineCollector(pool), NewLive(pool, LiveOptions{}), NewBandCollector(), NewEnergyCollector(nil, pool, EnergyOptions{})} {
+		if err := reg.Register(c); err != nil {
+			t.Errorf("register %T: %v", c, err)
+		}
+	}
+}

@@ -86,27 +86,15 @@ func newMetrics(cfg Config, g *gauges) *metrics {
 	}
 	gauge("vllm:num_requests_running", "Number of requests in model execution batches.",
 		func() float64 { return float64(g.running.Load()) })
-	gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.",
-		func() float64 { return float64(g.waiting.Load()) })
 	gauge(kvName, "KV-cache usage. 1 means 100 percent usage.",
 		func() float64 { return float64(g.kvHeld.Load()) / m.kvCapacity })
 
-	// Waiting by reason, as vLLM splits num_requests_waiting: every request
-	// the simulator queues waits for capacity (it has no LoRA budget or KV
-	// transfer to defer one for), so deferred stays 0 and the two sum to
-	// num_requests_waiting.
-	for reason, f := range map[string]func() float64{
-		"capacity": func() float64 { return float64(g.waiting.Load()) },
-		"deferred": func() float64 { return 0 },
-	} {
-		l := prometheus.Labels{"reason": reason}
-		for k, v := range labels {
-			l[k] = v
-		}
-		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "vllm:num_requests_waiting_by_reason", Help: "Number of requests waiting to be processed, by reason.", ConstLabels: l,
-		}, f))
-	}
+	// num_requests_waiting and its split by reason, as vLLM exports them:
+	// every request the simulator queues waits for capacity (it has no LoRA
+	// budget or KV transfer to defer one for), so deferred stays 0. One
+	// collector reads the queue once per scrape, so the split sums to
+	// num_requests_waiting in every exposition, as vLLM's does.
+	m.reg.MustRegister(newWaitingCollector(labels, g))
 	// The simulator never sleeps: awake is 1, the sleep levels 0.
 	sleep := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "vllm:engine_sleep_state", Help: "Engine sleep state; awake = 0 means engine is sleeping; weights_offloaded = 1 means sleep level 1; discard_all = 1 means sleep level 2.", ConstLabels: labels,
@@ -170,4 +158,28 @@ func pyBool(b bool) string {
 		return "True"
 	}
 	return "False"
+}
+
+// waitingCollector exports vllm:num_requests_waiting and
+// vllm:num_requests_waiting_by_reason from one read of the queue length.
+type waitingCollector struct {
+	g                *gauges
+	waiting, reasons *prometheus.Desc
+}
+
+func newWaitingCollector(labels prometheus.Labels, g *gauges) *waitingCollector {
+	return &waitingCollector{
+		g:       g,
+		waiting: prometheus.NewDesc("vllm:num_requests_waiting", "Number of requests waiting to be processed.", nil, labels),
+		reasons: prometheus.NewDesc("vllm:num_requests_waiting_by_reason", "Number of requests waiting to be processed, by reason.", []string{"reason"}, labels),
+	}
+}
+
+func (c *waitingCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.waiting; ch <- c.reasons }
+
+func (c *waitingCollector) Collect(ch chan<- prometheus.Metric) {
+	n := float64(c.g.waiting.Load())
+	ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, n)
+	ch <- prometheus.MustNewConstMetric(c.reasons, prometheus.GaugeValue, n, "capacity")
+	ch <- prometheus.MustNewConstMetric(c.reasons, prometheus.GaugeValue, 0, "deferred")
 }

@@ -26,6 +26,9 @@ type tokenServer struct {
 	waiting map[string]float64
 	prompt  map[string]float64
 	done    map[string]float64
+	// deferred: where set, the page splits waiting by reason, this many
+	// deferred and the rest waiting for capacity.
+	deferred map[string]float64
 }
 
 func newTokenServer(t *testing.T) (*tokenServer, *httptest.Server) {
@@ -41,6 +44,10 @@ func (ts *tokenServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer ts.mu.Unlock()
 	fmt.Fprintf(w, "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{engine=\"0\"} %g\n", ts.running[target])
 	fmt.Fprintf(w, "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{engine=\"0\"} %g\n", ts.waiting[target])
+	if d, ok := ts.deferred[target]; ok {
+		fmt.Fprintf(w, "# TYPE vllm:num_requests_waiting_by_reason gauge\nvllm:num_requests_waiting_by_reason{engine=\"0\",reason=\"capacity\"} %g\n", ts.waiting[target]-d)
+		fmt.Fprintf(w, "vllm:num_requests_waiting_by_reason{engine=\"0\",reason=\"deferred\"} %g\n", d)
+	}
 	fmt.Fprintf(w, "# TYPE vllm:generation_tokens_total counter\nvllm:generation_tokens_total{engine=\"0\"} %g\n", ts.tokens[target])
 	fmt.Fprintf(w, "# TYPE vllm:prompt_tokens_total counter\nvllm:prompt_tokens_total{engine=\"0\"} %g\n", ts.prompt[target])
 	// Speculative decoding: half a draft token per generated token, 70 % accepted.
@@ -48,6 +55,17 @@ func (ts *tokenServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, "# TYPE vllm:spec_decode_num_accepted_tokens_total counter\nvllm:spec_decode_num_accepted_tokens_total{engine=\"0\"} %g\n", 0.35*ts.tokens[target])
 	fmt.Fprintf(w, "# TYPE vllm:e2e_request_latency_seconds histogram\nvllm:e2e_request_latency_seconds_bucket{engine=\"0\",le=\"+Inf\"} %g\n", ts.done[target])
 	fmt.Fprintf(w, "vllm:e2e_request_latency_seconds_sum{engine=\"0\"} 0\nvllm:e2e_request_latency_seconds_count{engine=\"0\"} %g\n", ts.done[target])
+}
+
+// setDeferred makes target's page split its waiting requests by reason,
+// deferred of them deferred.
+func (ts *tokenServer) setDeferred(target string, deferred float64) {
+	ts.mu.Lock()
+	if ts.deferred == nil {
+		ts.deferred = map[string]float64{}
+	}
+	ts.deferred[target] = deferred
+	ts.mu.Unlock()
 }
 
 func (ts *tokenServer) setQueue(target string, running, waiting float64) {

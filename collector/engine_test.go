@@ -63,6 +63,11 @@ func engineFixtureServer(t *testing.T) *httptest.Server {
 	t.Helper()
 	dir := filepath.Join("..", "internal", "engine", "testdata")
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// llama.cpp server's /props beside its /metrics.
+		if r.URL.Path == "/llamacpp/props" {
+			_, _ = w.Write([]byte(`{"default_generation_settings":{"n_ctx":8192},"total_slots":4,"model_path":"m.gguf"}`))
+			return
+		}
 		name, ok := strings.CutSuffix(strings.TrimPrefix(r.URL.Path, "/"), "/metrics")
 		if !ok {
 			http.NotFound(w, r)
@@ -88,7 +93,8 @@ func TestEngineCollectorGolden(t *testing.T) {
 	clk := newLiveTestClock()
 	pool := engine.NewPool(engine.Options{Clock: clk}, nil)
 	defer pool.Close()
-	for _, name := range []string{"vllm_current", "vllm_old", "sglang", "vllmsim", "llmd", "missing", "not_an_engine"} {
+	for _, name := range []string{"vllm_current", "vllm_old", "sglang", "vllmsim", "llmd", "missing", "not_an_engine",
+		"vllm_2026", "sglang_2026", "sglang_2026_no_retractions", "llamacpp", "llamacpp_old"} {
 		w := pool.Add(prober.Target{Name: name, BaseURL: srv.URL + "/" + name})
 		_, _ = w.Scrape(context.Background())
 	}
@@ -96,4 +102,19 @@ func TestEngineCollectorGolden(t *testing.T) {
 	_, _ = pool.Watcher("missing").Scrape(context.Background())
 	pool.Add(prober.Target{Name: "never_scraped", BaseURL: srv.URL + "/x"})
 	liveGolden(t, NewEngineCollector(pool), "engine_metrics.prom")
+}
+
+// The engine collector registers beside every other collector of the
+// daemon in one registry: no family name may clash (slaprobe_engine_itl_seconds
+// is the per-probe engine ITL of engine_timing.go, with other labels).
+func TestEngineCollectorRegistersBesideTheOthers(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	NewProbeMetrics(reg)
+	pool := engine.NewPool(engine.Options{}, nil)
+	defer pool.Close()
+	for _, c := range []prometheus.Collector{NewEngineCollector(pool), NewLive(pool, LiveOptions{}), NewBandCollector(), NewEnergyCollector(nil, pool, EnergyOptions{})} {
+		if err := reg.Register(c); err != nil {
+			t.Errorf("register %T: %v", c, err)
+		}
+	}
 }

@@ -26,7 +26,10 @@ import (
 //     over (single-stream decode speed × running requests), smoothed.
 //
 // Queue depth is running + waiting requests, read just before the probe is
-// sent; docs/live-signals.md says why, and when each signal misleads.
+// sent; where the engine splits waits by reason (vLLM), only those waiting
+// for capacity count: a request deferred for a LoRA budget or a KV transfer
+// does not hold a probe back. docs/live-signals.md says why, and when each
+// signal misleads.
 type Live struct {
 	pool   *engine.Pool
 	opts   LiveOptions
@@ -140,12 +143,15 @@ type livePending struct {
 	scenario         prober.Scenario
 	ok               bool // the engine's queue was read
 	running, waiting float64
-	gen              float64 // generation-token counter before the probe
-	genAt            time.Time
-	hasGen           bool
-	specDraft        float64 // speculative-decoding counters before the probe
-	specAccepted     float64
-	hasSpec          bool
+	// depthWaiting is the waiting count of the queue depth: capacity waits
+	// only where the engine splits them by reason (Snapshot.DepthWaiting).
+	depthWaiting float64
+	gen          float64 // generation-token counter before the probe
+	genAt        time.Time
+	hasGen       bool
+	specDraft    float64 // speculative-decoding counters before the probe
+	specAccepted float64
+	hasSpec      bool
 }
 
 type liveDepth struct {
@@ -226,7 +232,7 @@ func (l *Live) BeforeProbe(ctx context.Context, t prober.Target, s prober.Scenar
 	p := livePending{scenario: s}
 	if w := l.pool.Watcher(t.Name); w != nil {
 		if snap, err := w.Refresh(ctx); err == nil && snap.HasQueue {
-			p.ok, p.running, p.waiting = true, snap.Running, snap.Waiting
+			p.ok, p.running, p.waiting, p.depthWaiting = true, snap.Running, snap.Waiting, snap.DepthWaiting()
 			p.gen, p.genAt, p.hasGen = snap.GenerationTokens, snap.Time, snap.HasTokens
 			p.specDraft, p.specAccepted, p.hasSpec = snap.SpecDraftTokens, snap.SpecAcceptedTokens, snap.HasSpecDecode
 		}
@@ -350,7 +356,7 @@ func (l *Live) record(res *prober.Result, now time.Time) (livePending, bool) {
 	if !found || !p.ok || errors.Is(res.Err, context.Canceled) {
 		return p, false
 	}
-	depth := math.Round(p.running + p.waiting)
+	depth := math.Round(p.running + p.depthWaiting)
 	ser := liveSeries{res.Target, res.Model, res.Scenario}
 
 	ttft, hasTTFT := 0.0, false

@@ -144,6 +144,40 @@ func TestLiveTTFTByQueueDepth(t *testing.T) {
 	}
 }
 
+// Where the engine splits waiting requests by reason, the queue depth counts
+// those waiting for capacity only: running 2 + 6 waiting of which 5 are
+// deferred is depth 3, not 8; without the split it is 8.
+func TestLiveQueueDepthCountsCapacityWaitsOnly(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		split    bool
+		label    string
+		maxDepth float64
+	}{
+		{"split by reason", true, "2-3", 3},
+		{"no split", false, "8-15", 8},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newLiveRig(t, LiveOptions{})
+			if tc.split {
+				r.ts.setDeferred("a", 5)
+			}
+			// Every probe meets the same queue and stays under the threshold:
+			// the max safe depth is the depth seen, a lower bound.
+			for range 3 {
+				r.probe(liveChatbot, 2, 6, 500*time.Millisecond, 100, prober.ReasonNone)
+			}
+			ms := liveFind(t, r.live, "slaprobe_ttft_by_queue_depth_seconds", map[string]string{"queue_depth": tc.label, "scenario": "chatbot"})
+			if len(ms) != 1 || ms[0].GetHistogram().GetSampleCount() != 3 {
+				t.Errorf("queue_depth=%q: %v, want the 3 probes", tc.label, ms)
+			}
+			if v, ok := liveGauge(t, r.live, "slaprobe_live_max_safe_queue_depth", map[string]string{"scenario": "chatbot"}); !ok || v != tc.maxDepth {
+				t.Errorf("max safe queue depth = %v (%v), want %v", v, ok, tc.maxDepth)
+			}
+		})
+	}
+}
+
 func TestLiveMaxSafeQueueDepth(t *testing.T) {
 	r := newLiveRig(t, LiveOptions{})
 	// TTFT = 0.2 s + 0.25 s per queued request: crosses 3 s at depth 11.2.

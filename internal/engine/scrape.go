@@ -16,8 +16,9 @@ import (
 )
 
 // ErrNoEngineMetrics means the endpoint answered with valid exposition text
-// that holds no vLLM or SGLang family: it is not an engine we can read.
-var ErrNoEngineMetrics = errors.New("no vLLM or SGLang metrics in the exposition")
+// that holds no vLLM, SGLang or llama.cpp server family: it is not an
+// engine we can read.
+var ErrNoEngineMetrics = errors.New("no vLLM, SGLang or llama.cpp server metrics (vllm:, sglang:, llamacpp:) in the exposition")
 
 // maxBodyBytes bounds what one scrape reads. A vLLM /metrics page is tens of
 // KiB; a page this large is a misconfigured URL, not an engine.
@@ -111,6 +112,54 @@ var (
 	sglITL        = names{"sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds"}
 	sglE2E        = names{"sglang:e2e_request_latency_seconds"}
 	sglCacheHit   = names{"sglang:cache_hit_rate"}
+
+	vllmWaitingByReason  = names{"vllm:num_requests_waiting_by_reason"}
+	vllmPreemptions      = names{"vllm:num_preemptions_total", "vllm:num_preemptions"}
+	vllmPromptBySource   = names{"vllm:prompt_tokens_by_source_total", "vllm:prompt_tokens_by_source"}
+	vllmPromptCached     = names{"vllm:prompt_tokens_cached_total", "vllm:prompt_tokens_cached"}
+	vllmPrefillTime      = names{"vllm:request_prefill_time_seconds"}
+	vllmDecodeTime       = names{"vllm:request_decode_time_seconds"}
+	vllmSleepState       = names{"vllm:engine_sleep_state"}
+	vllmAdmissionRejects = names{"vllm:admission_rejections_total", "vllm:admission_rejections"}
+	vllmNixlXferTime     = names{"vllm:nixl_xfer_time_seconds"}
+	vllmNixlFailed       = names{"vllm:nixl_num_failed_transfers_total", "vllm:nixl_num_failed_transfers"}
+
+	sglRetracted    = names{"sglang:num_retracted_requests_total", "sglang:num_retracted_requests"}
+	sglCachedTokens = names{"sglang:cached_tokens_total", "sglang:cached_tokens"}
+	sglStageLatency = names{"sglang:per_stage_req_latency_seconds"}
+	sglSpecAccept   = names{"sglang:spec_accept_rate"}
+
+	lcppRunning      = names{"llamacpp:requests_processing"}
+	lcppWaiting      = names{"llamacpp:requests_deferred"}
+	lcppKVCache      = names{"llamacpp:kv_cache_usage_ratio"}
+	lcppGenTokens    = names{"llamacpp:tokens_predicted_total"}
+	lcppPromptToks   = names{"llamacpp:prompt_tokens_total"} // excludes cached tokens
+	lcppPromptCached = names{"llamacpp:prompt_tokens_cached_total"}
+	lcppSpecDraft    = names{"llamacpp:spec_decode_num_draft_tokens_total"}
+	lcppSpecAccept   = names{"llamacpp:spec_decode_num_accepted_tokens_total"}
+)
+
+// vLLM's prompt_tokens_by_source sources, and SGLang's per-stage latency
+// stages, that map to slaprobe's sources and phases.
+var (
+	vllmPromptSources = map[string]string{
+		"local_compute":        SourceComputed,
+		"local_cache_hit":      SourceCacheHit,
+		"external_kv_transfer": SourceKVTransfer,
+	}
+	sglCacheTiers  = map[string]bool{"device": true, "host": true, "storage": true}
+	sglStagePhases = []struct{ stage, phase string }{
+		{"prefill_forward", PhasePrefill},
+		{"decode_loop", PhaseDecode},
+	}
+)
+
+// Where a prompt token's KV came from, the source label of
+// slaprobe_engine_prompt_tokens_by_source_total.
+const (
+	SourceComputed   = "computed"
+	SourceCacheHit   = "cache_hit"
+	SourceKVTransfer = "kv_transfer"
 )
 
 // FromFamilies builds a Snapshot from parsed metric families.
@@ -136,6 +185,7 @@ func FromFamilies(fams map[string]*dto.MetricFamily) (Snapshot, error) {
 		s.SpecDraftTokens, _, hasD = sumOf(fams, vllmSpecDraft)
 		s.SpecAcceptedTokens, _, hasA = sumOf(fams, vllmSpecAccept)
 		s.HasSpecDecode = hasD && hasA
+		readVLLMTail(fams, &s)
 	case hasPrefix(fams, "sglang:"):
 		s.Flavor = "sglang"
 		s.Running, s.Series, s.HasQueue = sumOf(fams, sglRunning)
@@ -148,10 +198,204 @@ func FromFamilies(fams map[string]*dto.MetricFamily) (Snapshot, error) {
 		s.ITLSum, s.ITLCount, s.HasITL = histOf(fams, sglITL)
 		_, s.RequestsFinished, s.HasRequestsFinished = histOf(fams, sglE2E)
 		s.CacheHitRate, s.HasCacheHitRate = meanOf(fams, sglCacheHit)
+		readSGLangTail(fams, &s)
+	case hasPrefix(fams, "llamacpp:"):
+		s.Flavor = "llamacpp"
+		readLlamaCpp(fams, &s)
 	default:
 		return Snapshot{}, ErrNoEngineMetrics
 	}
+	if s.Hists.empty() {
+		s.Hists = nil
+	}
 	return s, nil
+}
+
+// readVLLMTail reads vLLM's families that explain a slow tail.
+func readVLLMTail(fams map[string]*dto.MetricFamily, s *Snapshot) {
+	if mf := first(fams, vllmWaitingByReason); mf != nil {
+		for _, m := range mf.GetMetric() {
+			v := scalar(m)
+			if math.IsNaN(v) {
+				continue
+			}
+			switch r, _ := labelValue(m, "reason"); r {
+			case "capacity":
+				s.WaitingCapacity += v
+				s.HasWaitingByReason = true
+			case "deferred":
+				s.WaitingDeferred += v
+				s.HasWaitingByReason = true
+			}
+		}
+	}
+	s.Preemptions, _, s.HasPreemptions = sumOf(fams, vllmPreemptions)
+
+	// Prompt tokens by source. prompt_tokens_by_source is preferred: the
+	// prefix_cache_queries/hits counters re-counted a waiting request at
+	// every scheduler retry before vLLM PR #48860.
+	if mf := first(fams, vllmPromptBySource); mf != nil {
+		for _, m := range mf.GetMetric() {
+			v := scalar(m)
+			if math.IsNaN(v) {
+				continue
+			}
+			src, _ := labelValue(m, "source")
+			switch vllmPromptSources[src] {
+			case SourceComputed:
+				s.PromptComputed += v
+			case SourceCacheHit:
+				s.PromptCacheHit += v
+			case SourceKVTransfer:
+				s.PromptKVTransfer += v
+			}
+		}
+		s.HasPromptBySource, s.HasPromptKVTransfer = true, true
+	} else if cached, _, ok := sumOf(fams, vllmPromptCached); ok {
+		if total, _, okT := sumOf(fams, vllmPromptToks); okT {
+			// prompt_tokens_cached counts local and external hits alike.
+			s.PromptCacheHit, s.PromptComputed = cached, math.Max(0, total-cached)
+			s.HasPromptBySource = true
+		}
+	}
+
+	if mf := first(fams, vllmSleepState); mf != nil {
+		for _, m := range mf.GetMetric() {
+			if st, _ := labelValue(m, "sleep_state"); st == "awake" {
+				s.HasSleepState = true
+				// Any engine asleep makes the server asleep for a probe
+				// that lands on it.
+				if scalar(m) == 0 {
+					s.Sleeping = true
+				}
+			}
+		}
+	}
+	s.AdmissionRejections, _, s.HasAdmissionRejections = sumOf(fams, vllmAdmissionRejects)
+	s.KVTransferFailures, _, s.HasKVTransferFailures = sumOf(fams, vllmNixlFailed)
+
+	h := &Histograms{}
+	h.Phase = map[string]Histogram{}
+	phaseNames := map[string]names{PhaseQueue: vllmQueueTime, PhasePrefill: vllmPrefillTime, PhaseDecode: vllmDecodeTime}
+	for _, phase := range Phases {
+		if x, ok := histogramOf(fams, phaseNames[phase], nil, s); ok {
+			h.Phase[phase] = x
+		}
+	}
+	h.TTFT = histogramPtr(histogramOf(fams, vllmTTFT, nil, s))
+	h.ITL = histogramPtr(histogramOf(fams, vllmITL, nil, s))
+	h.KVTransfer = histogramPtr(histogramOf(fams, vllmNixlXferTime, nil, s))
+	s.Hists = h
+}
+
+// readSGLangTail reads SGLang's families that explain a slow tail.
+func readSGLangTail(fams map[string]*dto.MetricFamily, s *Snapshot) {
+	// The retraction counter appears only after the first retraction: on a
+	// page with other sglang: families, its absence means none yet.
+	s.Preemptions, _, _ = sumOf(fams, sglRetracted)
+	s.HasPreemptions = true
+
+	if mf := first(fams, sglCachedTokens); mf != nil {
+		s.CacheTokensByTier = map[string]float64{}
+		var cached float64
+		for _, m := range mf.GetMetric() {
+			v := scalar(m)
+			if math.IsNaN(v) {
+				continue
+			}
+			cached += v
+			// Only SGLang's known tiers become label values: a page cannot
+			// make slaprobe export series without bound.
+			if tier, _ := labelValue(m, "cache_source"); sglCacheTiers[tier] {
+				s.CacheTokensByTier[tier] += v
+			}
+		}
+		if len(s.CacheTokensByTier) == 0 {
+			s.CacheTokensByTier = nil
+		}
+		if total, _, ok := sumOf(fams, sglPromptToks); ok {
+			s.PromptCacheHit, s.PromptComputed = cached, math.Max(0, total-cached)
+			s.HasPromptBySource = true
+		}
+	}
+	s.SpecAcceptRate, s.HasSpecAcceptRate = meanOf(fams, sglSpecAccept)
+
+	// Tensor-parallel ranks observe the same requests: where a tp_rank label
+	// exists, rank 0 alone is read, so a request is not counted once per rank.
+	h := &Histograms{Phase: map[string]Histogram{}}
+	if x, ok := histogramOf(fams, sglQueueTime, tpRank0, s); ok {
+		h.Phase[PhaseQueue] = x
+	}
+	if mf := first(fams, sglStageLatency); mf != nil {
+		for _, sp := range sglStagePhases {
+			stage, phase := sp.stage, sp.phase
+			keep := func(m *dto.Metric) bool {
+				st, _ := labelValue(m, "stage")
+				return st == stage && tpRank0(m)
+			}
+			x, ok, err := sumHistograms(mf, keep)
+			if err != nil {
+				s.Notes = append(s.Notes, fmt.Sprintf("stage %s: %v", stage, err))
+				continue
+			}
+			if ok {
+				h.Phase[phase] = x
+			}
+		}
+	}
+	h.TTFT = histogramPtr(histogramOf(fams, sglTTFT, tpRank0, s))
+	h.ITL = histogramPtr(histogramOf(fams, sglITL, tpRank0, s))
+	s.Hists = h
+}
+
+// tpRank0 keeps a label set without tp_rank, or with tp_rank "0".
+func tpRank0(m *dto.Metric) bool {
+	r, ok := labelValue(m, "tp_rank")
+	return !ok || r == "0"
+}
+
+// readLlamaCpp reads llama.cpp server's families (--metrics; no labels).
+func readLlamaCpp(fams map[string]*dto.MetricFamily, s *Snapshot) {
+	var hasW bool
+	s.Running, s.Series, s.HasQueue = sumOf(fams, lcppRunning)
+	s.Waiting, _, hasW = sumOf(fams, lcppWaiting)
+	s.HasQueue = s.HasQueue && hasW
+	s.KVCacheUsage, s.HasKVCache = meanOf(fams, lcppKVCache)
+	gen, _, hasG := sumOf(fams, lcppGenTokens)
+	computed, _, hasP := sumOf(fams, lcppPromptToks)
+	cached, _, hasC := sumOf(fams, lcppPromptCached)
+	// llama.cpp's prompt_tokens_total leaves cached tokens out; vLLM's and
+	// SGLang's count them. PromptTokens keeps vLLM's meaning.
+	s.GenerationTokens, s.PromptTokens, s.HasTokens = gen, computed+cached, hasG && hasP
+	if hasP && hasC {
+		s.PromptComputed, s.PromptCacheHit, s.HasPromptBySource = computed, cached, true
+	}
+	var hasD, hasA bool
+	s.SpecDraftTokens, _, hasD = sumOf(fams, lcppSpecDraft)
+	s.SpecAcceptedTokens, _, hasA = sumOf(fams, lcppSpecAccept)
+	s.HasSpecDecode = hasD && hasA
+}
+
+// histogramOf sums the first present family of ns as a typed histogram; a
+// family that cannot be summed is noted on s and left out.
+func histogramOf(fams map[string]*dto.MetricFamily, ns names, keep func(*dto.Metric) bool, s *Snapshot) (Histogram, bool) {
+	mf := first(fams, ns)
+	if mf == nil {
+		return Histogram{}, false
+	}
+	h, ok, err := sumHistograms(mf, keep)
+	if err != nil {
+		s.Notes = append(s.Notes, err.Error())
+		return Histogram{}, false
+	}
+	return h, ok
+}
+
+func histogramPtr(h Histogram, ok bool) *Histogram {
+	if !ok {
+		return nil
+	}
+	return &h
 }
 
 func hasPrefix(fams map[string]*dto.MetricFamily, prefix string) bool {

@@ -89,7 +89,16 @@ type Watcher struct {
 	errors   uint64
 	lastErr  error
 	inflight *scrapeCall
+
+	noted      map[string]bool // notes already logged (bounded by maxNotes)
+	propsTried bool
+	props      Props
+	hasProps   bool
 }
+
+// maxNotes bounds the distinct snapshot notes a Watcher remembers having
+// logged; later new ones go to debug.
+const maxNotes = 64
 
 type scrapeCall struct {
 	done chan struct{}
@@ -198,6 +207,9 @@ func (w *Watcher) do(ctx context.Context, client *http.Client, call *scrapeCall)
 	if !errors.Is(err, context.Canceled) {
 		w.record(snap, err)
 	}
+	if err == nil && snap.Flavor == "llamacpp" {
+		w.readPropsOnce(ctx, client)
+	}
 	// Listeners run before waiters wake and before the next scrape may
 	// start, so they see snapshots in order and a caller of Scrape sees
 	// their effect.
@@ -233,17 +245,38 @@ func (w *Watcher) record(snap Snapshot, err error) {
 		w.logger.Info("engine metrics found", "flavor", snap.Flavor)
 	}
 	w.failing, w.up, w.everUp, w.lastErr = false, true, true, nil
+	for _, n := range snap.Notes {
+		if w.noted[n] {
+			continue
+		}
+		if len(w.noted) >= maxNotes {
+			w.logger.Debug("engine metric not read", "reason", n)
+			continue
+		}
+		if w.noted == nil {
+			w.noted = map[string]bool{}
+		}
+		w.noted[n] = true
+		w.logger.Warn("engine metric not read (logged once)", "reason", n)
+	}
 	w.append(snap)
 }
 
 // append keeps history sorted and bounded by age and count.
 func (w *Watcher) append(s Snapshot) {
+	// Only the newest snapshot keeps the engine's histograms, notes and
+	// cache tiers: rates need the scalars alone, and thousands of copies of
+	// histograms would be most of a target's memory.
 	if n := len(w.history); n > 0 && s.Time.Before(w.history[n-1].Time) {
 		i := sort.Search(n, func(i int) bool { return w.history[i].Time.After(s.Time) })
+		s.Hists, s.Notes, s.CacheTokensByTier = nil, nil, nil
 		w.history = append(w.history, Snapshot{})
 		copy(w.history[i+1:], w.history[i:])
 		w.history[i] = s
 	} else {
+		if n > 0 {
+			w.history[n-1].Hists, w.history[n-1].Notes, w.history[n-1].CacheTokensByTier = nil, nil, nil
+		}
 		w.history = append(w.history, s)
 	}
 	cut := 0
@@ -269,13 +302,18 @@ type Status struct {
 	LastErr      error
 	Latest       Snapshot
 	HasLatest    bool
+	// Props is what llama.cpp server's GET /props said, read once when the
+	// watcher first found llamacpp: metrics.
+	Props    Props
+	HasProps bool
 }
 
 // Status returns the Watcher's current state.
 func (w *Watcher) Status() Status {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	st := Status{Target: w.target, URL: w.url, Up: w.up, Tried: w.tried, ScrapeErrors: w.errors, LastErr: w.lastErr}
+	st := Status{Target: w.target, URL: w.url, Up: w.up, Tried: w.tried, ScrapeErrors: w.errors, LastErr: w.lastErr,
+		Props: w.props, HasProps: w.hasProps}
 	if n := len(w.history); n > 0 {
 		st.Latest, st.HasLatest = w.history[n-1], true
 	}

@@ -133,8 +133,11 @@
 // reported in usage.prompt_tokens_details.cached_tokens on chat and completions,
 // input_tokens_details.cached_tokens on Responses and cache_read_input_tokens on Messages (when
 // EnablePromptTokensDetails; Messages' input_tokens are then the uncached ones), and in
-// vllm:prefix_cache_queries_total / vllm:prefix_cache_hits_total (tokens, counted at first
-// admission).
+// vllm:prefix_cache_queries_total / vllm:prefix_cache_hits_total, vllm:prompt_tokens_cached_total
+// and vllm:prompt_tokens_by_source_total{source="local_cache_hit"} (the rest of the prompt under
+// "local_compute", none under "external_kv_transfer"), all in tokens, counted at first admission.
+// vllm:num_requests_waiting_by_reason puts every waiting request under "capacity"; vllm:engine_sleep_state
+// is always awake.
 //
 // How many conversations' histories fit (K): each finished turn of P prompt and O generated
 // tokens leaves ⌈(P+O)/16⌉ blocks in the pool, all cached but the last, and later turns take

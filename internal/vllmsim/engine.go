@@ -478,6 +478,11 @@ func (e *Engine) planLocked(start time.Time) (step, time.Time) {
 			e.st.PromptTokens += uint64(r.promptTokens)
 			e.st.CachedTokens += uint64(cached)
 			e.m.promptTokens.Add(float64(r.promptTokens))
+			// Counted once per request, as prompt_tokens_total: a preempted
+			// request's recompute is not a new prompt.
+			e.m.promptCached.Add(float64(cached))
+			e.m.promptSource.WithLabelValues("local_cache_hit").Add(float64(cached))
+			e.m.promptSource.WithLabelValues("local_compute").Add(float64(r.promptTokens - cached))
 			e.m.prefixQueries.Add(float64(r.promptTokens))
 			e.m.prefixHits.Add(float64(cached))
 		}

@@ -28,6 +28,8 @@ type metrics struct {
 	reg *prometheus.Registry
 
 	promptTokens  prometheus.Counter
+	promptCached  prometheus.Counter
+	promptSource  *prometheus.CounterVec // vllm:prompt_tokens_by_source_total
 	genTokens     prometheus.Counter
 	preemptions   prometheus.Counter
 	prefixQueries prometheus.Counter
@@ -84,10 +86,23 @@ func newMetrics(cfg Config, g *gauges) *metrics {
 	}
 	gauge("vllm:num_requests_running", "Number of requests in model execution batches.",
 		func() float64 { return float64(g.running.Load()) })
-	gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.",
-		func() float64 { return float64(g.waiting.Load()) })
 	gauge(kvName, "KV-cache usage. 1 means 100 percent usage.",
 		func() float64 { return float64(g.kvHeld.Load()) / m.kvCapacity })
+
+	// num_requests_waiting and its split by reason, as vLLM exports them:
+	// every request the simulator queues waits for capacity (it has no LoRA
+	// budget or KV transfer to defer one for), so deferred stays 0. One
+	// collector reads the queue once per scrape, so the split sums to
+	// num_requests_waiting in every exposition, as vLLM's does.
+	m.reg.MustRegister(newWaitingCollector(labels, g))
+	// The simulator never sleeps: awake is 1, the sleep levels 0.
+	sleep := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "vllm:engine_sleep_state", Help: "Engine sleep state; awake = 0 means engine is sleeping; weights_offloaded = 1 means sleep level 1; discard_all = 1 means sleep level 2.", ConstLabels: labels,
+	}, []string{"sleep_state"})
+	sleep.WithLabelValues("awake").Set(1)
+	sleep.WithLabelValues("weights_offloaded").Set(0)
+	sleep.WithLabelValues("discard_all").Set(0)
+	m.reg.MustRegister(sleep)
 
 	info := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "vllm:cache_config_info", Help: "Information of the LLMEngine CacheConfig.",
@@ -102,6 +117,14 @@ func newMetrics(cfg Config, g *gauges) *metrics {
 	m.reg.MustRegister(info)
 
 	m.promptTokens = counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.")
+	m.promptCached = counter("vllm:prompt_tokens_cached_total", "Number of cached prompt tokens (local + external).")
+	m.promptSource = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "vllm:prompt_tokens_by_source_total", Help: "Number of prompt tokens by source.", ConstLabels: labels,
+	}, []string{"source"})
+	m.reg.MustRegister(m.promptSource)
+	for _, src := range []string{"local_compute", "local_cache_hit", "external_kv_transfer"} {
+		m.promptSource.WithLabelValues(src)
+	}
 	m.genTokens = counter("vllm:generation_tokens_total", "Number of generation tokens processed.")
 	m.preemptions = counter("vllm:num_preemptions_total", "Cumulative number of preemptions from the engine.")
 	m.prefixQueries = counter("vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.")
@@ -135,4 +158,28 @@ func pyBool(b bool) string {
 		return "True"
 	}
 	return "False"
+}
+
+// waitingCollector exports vllm:num_requests_waiting and
+// vllm:num_requests_waiting_by_reason from one read of the queue length.
+type waitingCollector struct {
+	g                *gauges
+	waiting, reasons *prometheus.Desc
+}
+
+func newWaitingCollector(labels prometheus.Labels, g *gauges) *waitingCollector {
+	return &waitingCollector{
+		g:       g,
+		waiting: prometheus.NewDesc("vllm:num_requests_waiting", "Number of requests waiting to be processed.", nil, labels),
+		reasons: prometheus.NewDesc("vllm:num_requests_waiting_by_reason", "Number of requests waiting to be processed, by reason.", []string{"reason"}, labels),
+	}
+}
+
+func (c *waitingCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.waiting; ch <- c.reasons }
+
+func (c *waitingCollector) Collect(ch chan<- prometheus.Metric) {
+	n := float64(c.g.waiting.Load())
+	ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, n)
+	ch <- prometheus.MustNewConstMetric(c.reasons, prometheus.GaugeValue, n, "capacity")
+	ch <- prometheus.MustNewConstMetric(c.reasons, prometheus.GaugeValue, 0, "deferred")
 }

@@ -29,19 +29,23 @@ func TestMetricsExposition(t *testing.T) {
 		},
 	}
 	common := map[string]string{ // name → type
-		"vllm:num_requests_running":         "gauge",
-		"vllm:num_requests_waiting":         "gauge",
-		"vllm:prompt_tokens_total":          "counter",
-		"vllm:generation_tokens_total":      "counter",
-		"vllm:num_preemptions_total":        "counter",
-		"vllm:request_success_total":        "counter",
-		"vllm:prefix_cache_queries_total":   "counter",
-		"vllm:prefix_cache_hits_total":      "counter",
-		"vllm:time_to_first_token_seconds":  "histogram",
-		"vllm:e2e_request_latency_seconds":  "histogram",
-		"vllm:request_queue_time_seconds":   "histogram",
-		"vllm:request_prefill_time_seconds": "histogram",
-		"vllm:request_decode_time_seconds":  "histogram",
+		"vllm:num_requests_running":           "gauge",
+		"vllm:num_requests_waiting":           "gauge",
+		"vllm:prompt_tokens_total":            "counter",
+		"vllm:generation_tokens_total":        "counter",
+		"vllm:num_preemptions_total":          "counter",
+		"vllm:request_success_total":          "counter",
+		"vllm:prefix_cache_queries_total":     "counter",
+		"vllm:prefix_cache_hits_total":        "counter",
+		"vllm:time_to_first_token_seconds":    "histogram",
+		"vllm:e2e_request_latency_seconds":    "histogram",
+		"vllm:request_queue_time_seconds":     "histogram",
+		"vllm:request_prefill_time_seconds":   "histogram",
+		"vllm:request_decode_time_seconds":    "histogram",
+		"vllm:num_requests_waiting_by_reason": "gauge",
+		"vllm:engine_sleep_state":             "gauge",
+		"vllm:prompt_tokens_cached_total":     "counter",
+		"vllm:prompt_tokens_by_source_total":  "counter",
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -76,6 +80,20 @@ func TestMetricsExposition(t *testing.T) {
 				`vllm:request_success_total{engine="0",finished_reason="length",model_name="` + cfg.ModelName + `"} 1`,
 				`vllm:request_success_total{engine="0",finished_reason="stop",model_name="` + cfg.ModelName + `"} 0`,
 				`vllm:time_to_first_token_seconds_count{` + labels + `} 1`,
+			} {
+				if !strings.Contains(body, line+"\n") {
+					t.Errorf("/metrics lacks line %q", line)
+				}
+			}
+			for _, line := range []string{
+				`vllm:num_requests_waiting_by_reason{` + labels + `,reason="capacity"} 0`,
+				`vllm:num_requests_waiting_by_reason{` + labels + `,reason="deferred"} 0`,
+				`vllm:engine_sleep_state{` + labels + `,sleep_state="awake"} 1`,
+				`vllm:engine_sleep_state{` + labels + `,sleep_state="discard_all"} 0`,
+				`vllm:engine_sleep_state{` + labels + `,sleep_state="weights_offloaded"} 0`,
+				fmt.Sprintf(`vllm:prompt_tokens_by_source_total{%s,source="local_compute"} %d`, labels, tr.PromptTokens-tr.CachedTokens),
+				fmt.Sprintf(`vllm:prompt_tokens_by_source_total{%s,source="local_cache_hit"} %d`, labels, tr.CachedTokens),
+				`vllm:prompt_tokens_by_source_total{` + labels + `,source="external_kv_transfer"} 0`,
 			} {
 				if !strings.Contains(body, line+"\n") {
 					t.Errorf("/metrics lacks line %q", line)

@@ -127,7 +127,7 @@ func figConversations(r *Report) []figure {
 		f := figure{Chart: ChartConversations, DOMID: "chart-conversations-" + slugify(s.Name), Scenario: s.Name,
 			Title: "Concurrent conversations: " + s.Name,
 			How: fmt.Sprintf("%d turns per conversation: %s in, then %s more per follow-up, %s out each. "+
-				"N conversations are in flight (a new one starts when one ends). Left axis: time to first token of the follow-ups (mean and p95) and of the cold priming turns (mean). "+
+				"N conversations are in flight (a new one starts when one ends). Left axis (log scale): time to first token of the follow-ups (mean and p95) and of the cold priming turns (mean). "+
 				"Right axis: the share of follow-ups that found at least 90%% of their conversation in the prefix cache, and the mean cached share. "+
 				"When the KV cache can no longer hold every conversation’s history, the engine evicts some between turns: the hit share falls and follow-up TTFT climbs towards the cold one.",
 				s.Turns, fmtTokens(float64(s.InputTokens)), fmtTokens(float64(s.NewTokens)), grouped(float64(s.OutputTokens), 0))}
@@ -207,8 +207,11 @@ func conversationChart(id string, s *Scenario, cc *ConversationCapacity, stat sw
 		ns = append(ns, float64(st.Concurrency))
 	}
 	c := svgchart.Chart{ID: id, Title: "Concurrent conversations: " + s.Name,
-		X:     nAxis("concurrent conversations (N, closed loop)", ns),
-		Y:     svgchart.Axis{Label: "time to first token", FromZero: true, Fmt: svgchart.TickSeconds},
+		X: nAxis("concurrent conversations (N, closed loop)", ns),
+		// Log, as on every capacity chart: a follow-up that hits the cache
+		// and one that prefills its whole history again lie an order of
+		// magnitude apart, and both must stay readable.
+		Y:     svgchart.Axis{Label: "time to first token (log scale)", Log: true, Fmt: svgchart.TickSeconds},
 		Y2:    &svgchart.Axis{Label: "share of follow-ups", Min: 0, Max: 1, Fmt: func(v float64) string { return fmtPct(v) }},
 		Empty: "No closed-loop step of this conversation scenario measured a follow-up."}
 	for _, sr := range []svgchart.Series{fu, p95, prime, hit, cached} {

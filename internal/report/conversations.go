@@ -7,6 +7,7 @@ package report
 import (
 	"fmt"
 	"html/template"
+	"strconv"
 	"strings"
 
 	"github.com/slaprobe/slaprobe/internal/svgchart"
@@ -212,7 +213,7 @@ func conversationChart(id string, s *Scenario, cc *ConversationCapacity, stat sw
 		// and one that prefills its whole history again lie an order of
 		// magnitude apart, and both must stay readable.
 		Y:     svgchart.Axis{Label: "time to first token (log scale)", Log: true, Fmt: svgchart.TickSeconds},
-		Y2:    &svgchart.Axis{Label: "share of follow-ups", Min: 0, Max: 1, Fmt: func(v float64) string { return fmtPct(v) }},
+		Y2:    &svgchart.Axis{Label: "share of follow-ups", Min: 0, Max: 1, Fmt: tickShare},
 		Empty: "No closed-loop step of this conversation scenario measured a follow-up."}
 	for _, sr := range []svgchart.Series{fu, p95, prime, hit, cached} {
 		if len(sr.Points) > 0 {
@@ -241,9 +242,16 @@ func conversationChart(id string, s *Scenario, cc *ConversationCapacity, stat sw
 			c.Refs = append(c.Refs, svgchart.RefLine{Value: float64(cc.Value), Vertical: true, Color: colorCapacityMrk, Label: "carries " + fmtBound(cc.Bound)})
 		}
 	}
-	c.SeparateRefs()
+	// No SeparateRefs: it stretches the axes of a capacity chart's layout
+	// (a linear left axis from zero), and the share axis here must keep
+	// 0–100 %.
 	c.SuspectNote = suspectNote
 	return c.SVG(), c.LegendHTML()
+}
+
+// tickShare labels a tick of a share: "0%", "50%", "100%".
+func tickShare(v float64) string {
+	return strconv.FormatFloat(svgchart.Clean(v*100), 'f', -1, 64) + "%"
 }
 
 // conversationStepsTable lists, for every closed-loop step of a

@@ -231,6 +231,9 @@ sweep:
 	if code := Run(context.Background(), o); code != 0 {
 		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout.String(), stderr.String())
 	}
+	if n := strings.Count(stderr.String(), "follow-ups ok, 100% hit the cache, follow-up TTFT mean"); n != 2 {
+		t.Errorf("%d conversation step lines on stderr; want 2:\n%s", n, stderr.String())
+	}
 	rep, err := report.Load(filepath.Join(out, report.JSONFile))
 	if err != nil {
 		t.Fatal(err)

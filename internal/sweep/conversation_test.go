@@ -1,6 +1,7 @@
 package sweep
 
 import (
+	"context"
 	"math"
 	"testing"
 	"time"
@@ -105,5 +106,35 @@ func TestConversationCapacityOf(t *testing.T) {
 	opts.HitShare = 0.99
 	if c := ConversationCapacityOf([]StepResult{step(1, 0.1, f(1)), step(2, 0.1, f(0.98))}, th, opts); c.String() != "1" {
 		t.Errorf("hit share 0.99: capacity %s; want 1", c)
+	}
+}
+
+// conversationRunner answers every Run with a conversation of three turns
+// of 10 output tokens each, the last ending 30 ms after it was called.
+type conversationRunner struct{}
+
+func (conversationRunner) Prepare(context.Context, prober.Target, string, prober.Scenario) (*prober.Prepared, error) {
+	return &prober.Prepared{}, nil
+}
+
+func (conversationRunner) Run(context.Context, prober.Target, *prober.Prepared) prober.Result {
+	t0 := time.Now()
+	turns := make([]prober.Result, 3)
+	for k := range turns {
+		s := t0.Add(time.Duration(10*k) * time.Millisecond)
+		turns[k] = prober.Result{Kind: prober.KindSuccess, Turn: k + 1, Start: s, FirstToken: s.Add(2 * time.Millisecond),
+			LastToken: s.Add(9 * time.Millisecond), OutputTokens: 10, RequestedTokens: 10, FirstChunkTokens: 1}
+	}
+	last := turns[2]
+	last.Earlier = turns[:2]
+	return last
+}
+
+// A burst of conversations counts every turn's output tokens in its
+// system throughput, not only the last turn's.
+func TestBurstCountsEveryTurn(t *testing.T) {
+	out := runBurst(context.Background(), conversationRunner{}, prober.Target{}, &prober.Prepared{}, 2, nil, nil)
+	if out.Tokens != 60 {
+		t.Errorf("burst of 2 conversations of 3 turns × 10 tokens: %v tokens; want 60", out.Tokens)
 	}
 }

@@ -505,14 +505,20 @@ func (sw *sweepRun) burst(ctx context.Context, prep *prober.Prepared, n int, sta
 // notMeasured explains a step in which no measured request ended, with the
 // step duration to set when a request's length is known.
 func (sw *sweepRun) notMeasured(info StepInfo) string {
-	if info.Mode == ModeBurst {
-		return "no request of the burst ended"
+	unit := "request" // a conversation scenario's unit of load is a whole conversation
+	for _, s := range sw.opts.Scenarios {
+		if s.Name == info.Scenario && s.IsConversation() {
+			unit = "conversation"
+		}
 	}
-	msg := fmt.Sprintf("no request ended inside the %s window", sw.opts.StepDuration)
+	if info.Mode == ModeBurst {
+		return "no " + unit + " of the burst ended"
+	}
+	msg := fmt.Sprintf("no %s ended inside the %s window", unit, sw.opts.StepDuration)
 	if e2e := sw.requestSeconds[info.Scenario]; e2e > 0 {
-		msg += fmt.Sprintf(": a request of %s takes about %.1fs here; %s", info.Scenario, e2e, stepDurationAdvice(e2e))
+		msg += fmt.Sprintf(": a %s of %s takes about %.1fs here; %s", unit, info.Scenario, e2e, stepDurationAdvice(e2e))
 	} else {
-		msg += ": a request takes longer than that; set step.duration (bench: --step.duration) to at least twice a request's length"
+		msg += fmt.Sprintf(": a %s takes longer than that; set step.duration (bench: --step.duration) to at least twice a %s's length", unit, unit)
 	}
 	return msg
 }
@@ -544,6 +550,10 @@ func (sw *sweepRun) sizeRequest(ctx context.Context, s prober.Scenario, prep *pr
 	if window := sw.opts.StepDuration.Seconds(); 2*e2e > window {
 		msg := fmt.Sprintf("one request takes %.1fs here (a first request, alone on the server), so the %s window of a closed-loop step holds fewer than two, and fewer still at higher N: a step may end with no request finished and measure nothing; %s",
 			e2e, sw.opts.StepDuration, stepDurationAdvice(e2e))
+		if s.IsConversation() {
+			msg = fmt.Sprintf("one conversation of %d turns takes %.1fs here (a first one, alone on the server), so the %s window of a closed-loop step holds fewer than two, and fewer still at higher N: a step may end with no conversation finished and measure nothing; %s",
+				s.Turns(), e2e, sw.opts.StepDuration, stepDurationAdvice(e2e))
+		}
 		sw.warn("sweep step duration shorter than two requests", "scenario", s.Name, "request_seconds", e2e, "step_duration", sw.opts.StepDuration)
 		sw.emit(ProgressEvent{Kind: ProgressWarning, StepInfo: StepInfo{Scenario: s.Name, Mode: ModeClosedLoop}, Message: msg})
 	}

@@ -19,14 +19,14 @@ import (
 // benchFlags are `slaprobe bench`'s own flags; each one given overrides the
 // config file's `sweep` section.
 type benchFlags struct {
-	concurrency, burst *override[string]
-	duration, warmup   *override[time.Duration]
-	ttft, cooldown     *override[time.Duration]
-	drain              *override[time.Duration]
-	stat               *override[string]
-	repeat, ceiling    *override[int]
-	earlyStop          *override[float64]
-	capacityOn         *override[[]string]
+	concurrency, burst  *override[string]
+	duration, warmup    *override[time.Duration]
+	ttft, cooldown      *override[time.Duration]
+	drain               *override[time.Duration]
+	stat                *override[string]
+	repeat, ceiling     *override[int]
+	earlyStop, hitShare *override[float64]
+	capacityOn          *override[[]string]
 }
 
 func addBench(c *cli) {
@@ -69,6 +69,8 @@ func addBench(c *cli) {
 			Default(strconv.FormatFloat(def.EarlyStop.Factor, 'g', -1, 64)), (*kingpin.FlagClause).Float64),
 		capacityOn: overrideFlag(cmd.Flag("capacity.on", `A rule the closed loop's capacity is asked on, repeated for several: "goodput >= 95%" (the default: that share of a step's requests met every threshold of the scenario at once) or "<stat> <metric> <op> <value>", e.g. "p99 ttft <= 2s", "p90 decode >= 20". Replaces sweep.capacity_on.`),
 			(*kingpin.FlagClause).Strings),
+		hitShare: overrideFlag(cmd.Flag("capacity.conversation-hit-share", "Share of a conversation scenario's follow-ups that must hit the prefix cache for a step to count within its capacity in conversations.").
+			Default(strconv.FormatFloat(def.Capacity.ConversationHitShare, 'g', -1, 64)), (*kingpin.FlagClause).Float64),
 		cooldown: overrideFlag(cmd.Flag("cooldown", "Idle time between steps when the server has no /metrics to tell when it is empty.").
 			Default(dur(def.Cooldown)), (*kingpin.FlagClause).Duration),
 		drain: overrideFlag(cmd.Flag("drain.timeout", "Longest wait, before each step, for the server's /metrics to show nothing running or waiting; "+
@@ -118,6 +120,6 @@ func (bf benchFlags) overrides() bench.Overrides {
 		StepDuration: bf.duration.ptr(), Warmup: bf.warmup.ptr(), MaxSafeTTFT: bf.ttft.ptr(),
 		Cooldown: bf.cooldown.ptr(), DrainTimeout: bf.drain.ptr(), Statistic: bf.stat.ptr(),
 		BurstRepeat: bf.repeat.ptr(), MaxConcurrency: bf.ceiling.ptr(), EarlyStopFactor: bf.earlyStop.ptr(),
-		CapacityOn: bf.capacityOn.ptr(),
+		CapacityOn: bf.capacityOn.ptr(), ConversationHitShare: bf.hitShare.ptr(),
 	}
 }

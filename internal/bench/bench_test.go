@@ -195,3 +195,68 @@ func TestBenchInterrupt(t *testing.T) {
 		t.Errorf("partial report: interrupted=%v scenarios=%+v notes=%v", rep.Meta.Interrupted, rep.Scenarios, rep.Notes)
 	}
 }
+
+// TestBenchConversationScenario: bench sweeps a conversation scenario (N
+// conversations in flight) and its report carries the follow-ups, their
+// cache and the capacity in concurrent conversations. The simulated engine's
+// KV cache is far larger than two conversations, so every follow-up hits
+// and the capacity is at least the largest N tested.
+func TestBenchConversationScenario(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a small sweep against the simulated engine")
+	}
+	path := filepath.Join(t.TempDir(), "slaprobe.yml")
+	cfg := `targets:
+  - name: sim
+    url: ` + startSim(t) + `
+scenarios:
+  - name: agent
+    input_tokens: 256
+    output_tokens: 16
+    conversation: {turns: 3, new_tokens: 32}
+    thresholds: {ttft: 2s}
+power:
+  nvml: false
+sweep:
+  scenarios: [agent]
+`
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "report")
+	o := benchOptions(t, path, []int{1, 2}, nil, 800*time.Millisecond, 100*time.Millisecond, 3*time.Second, out)
+	var stdout bytes.Buffer
+	stderr := &lineWatcher{}
+	o.Stdout, o.Stderr = &stdout, stderr
+	if code := Run(context.Background(), o); code != 0 {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout.String(), stderr.String())
+	}
+	if n := strings.Count(stderr.String(), "follow-ups ok, 100% hit the cache, follow-up TTFT mean"); n != 2 {
+		t.Errorf("%d conversation step lines on stderr; want 2:\n%s", n, stderr.String())
+	}
+	rep, err := report.Load(filepath.Join(out, report.JSONFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Scenarios) != 1 || rep.Scenarios[0].Turns != 3 || len(rep.Scenarios[0].ClosedLoop) != 2 {
+		t.Fatalf("scenarios = %+v", rep.Scenarios)
+	}
+	for _, st := range rep.Scenarios[0].ClosedLoop {
+		cs := st.Conversation
+		if cs == nil || cs.Conversations < st.Concurrency || cs.FollowUps != 2*cs.Conversations || st.RequestsSent != cs.FollowUps ||
+			cs.Hit != cs.FollowUps || cs.HitShare == nil || *cs.HitShare != 1 || cs.PrimingTTFT.Mean <= 0 {
+			t.Errorf("N=%d: step %+v, conversation %+v; want every follow-up sent and hitting, and the priming turns' TTFT", st.Concurrency, st, cs)
+		}
+	}
+	cc := rep.Capacity.Conversations
+	if len(cc) != 1 || !cc[0].AtLeast || cc[0].Value != 2 || cc[0].HitShare != 0.9 {
+		t.Errorf("capacity in conversations = %+v; want at least 2", cc)
+	}
+	md, err := os.ReadFile(filepath.Join(out, report.MarkdownFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "This server carries at least 2 concurrent agent conversations") {
+		t.Errorf("report.md does not state the capacity in conversations:\n%s", md)
+	}
+}

@@ -26,6 +26,8 @@ type Overrides struct {
 	EarlyStopFactor   *float64
 	// CapacityOn replaces sweep.capacity_on (--capacity.on, repeated).
 	CapacityOn *[]string
+	// ConversationHitShare replaces sweep.capacity.conversation_hit_share.
+	ConversationHitShare *float64
 }
 
 // Apply writes the overrides that are set over sc. A ladder that does not
@@ -58,6 +60,10 @@ func (o Overrides) Apply(sc *config.SweepConfig) error {
 	set(&sc.Burst.Repeat, o.BurstRepeat)
 	set(&sc.MaxConcurrency, o.MaxConcurrency)
 	set(&sc.EarlyStop.Factor, o.EarlyStopFactor)
+	if v := o.ConversationHitShare; v != nil && !(*v > 0 && *v <= 1) {
+		return fmt.Errorf("--capacity.conversation-hit-share=%g: expected a share in (0, 1], e.g. 0.9", *v)
+	}
+	set(&sc.Capacity.ConversationHitShare, o.ConversationHitShare)
 	if o.CapacityOn != nil {
 		if _, err := sweep.ParseCapacityRules(*o.CapacityOn); err != nil {
 			return fmt.Errorf("--capacity.on%w", err)

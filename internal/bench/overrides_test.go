@@ -35,6 +35,11 @@ func TestOverridesApply(t *testing.T) {
 		{"capacity rules", Overrides{CapacityOn: &[]string{"goodput >= 90%", "p99 ttft <= 2s"}}, func(sc config.SweepConfig) bool {
 			return reflect.DeepEqual(sc.CapacityOn, []string{"goodput >= 90%", "p99 ttft <= 2s"})
 		}, ""},
+		{"conversation hit share", Overrides{ConversationHitShare: func(v float64) *float64 { return &v }(0.8)}, func(sc config.SweepConfig) bool {
+			return sc.Capacity.ConversationHitShare == 0.8 && def.Capacity.ConversationHitShare == 0.9
+		}, ""},
+		{"a bad hit share names its flag", Overrides{ConversationHitShare: func(v float64) *float64 { return &v }(0)}, nil,
+			"--capacity.conversation-hit-share=0: expected a share in (0, 1]"},
 		{"a bad capacity rule names its flag", Overrides{CapacityOn: &[]string{"goodput >= 95%", "p99 ttft <= soon"}}, nil, `--capacity.on[1]: rule "p99 ttft <= soon"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

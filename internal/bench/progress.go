@@ -90,6 +90,17 @@ func (p *progress) event(ev sweep.ProgressEvent) {
 				ev.Step, ev.Steps, ev.Scenario, modeName(ev.Mode), ev.Concurrency, r.NotMeasured)
 			return
 		}
+		if cs := r.Conversation; cs != nil {
+			// A conversation step: its requests are its follow-ups.
+			hit := "cache not reported"
+			if cs.HitShare != nil {
+				hit = fmt.Sprintf("%.0f%% hit the cache", 100**cs.HitShare)
+			}
+			fmt.Fprintf(p.w, "[%d/%d] %s %s N=%d done: %d conversations, %d/%d follow-ups ok, %s, follow-up TTFT mean %.3fs (priming %.3fs), system %.0f tok/s%s\n",
+				ev.Step, ev.Steps, ev.Scenario, modeName(ev.Mode), ev.Concurrency, cs.Conversations, r.Succeeded, r.Requests,
+				hit, r.TTFT.Mean, cs.PrimingTTFT.Mean, r.SystemThroughput, cpuShare)
+			return
+		}
 		fmt.Fprintf(p.w, "[%d/%d] %s %s N=%d done: %d/%d ok, TTFT mean %.3fs, decode %.1f tok/s, system %.0f tok/s%s\n",
 			ev.Step, ev.Steps, ev.Scenario, modeName(ev.Mode), ev.Concurrency, r.Succeeded, r.Requests,
 			r.TTFT.Mean, r.Decode.Mean, r.SystemThroughput, cpuShare)

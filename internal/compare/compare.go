@@ -481,6 +481,14 @@ var stepMetrics = []metric{
 	{report.MetricDecode, func(s *report.Samples) []float64 { return s.Decode }, func(s *report.Step) float64 { return s.Decode.P50 }},
 	{report.MetricE2E, func(s *report.Samples) []float64 { return s.E2E }, func(s *report.Step) float64 { return s.E2E.P50 }},
 	{report.MetricPrefill, func(s *report.Samples) []float64 { return s.Prefill }, func(s *report.Step) float64 { return s.PrefillTokensPerSecond }},
+	// A conversation step's TTFT above is its follow-ups'; its priming
+	// (cold) turns are a figure of their own.
+	{report.MetricPrimingTTFT, func(s *report.Samples) []float64 { return s.PrimingTTFT }, func(s *report.Step) float64 {
+		if s.Conversation == nil {
+			return 0
+		}
+		return s.Conversation.PrimingTTFT.P50
+	}},
 }
 
 func (k comparer) metrics(scenario string, mode sweep.Mode, b, n *report.Step) []report.MetricChange {
@@ -571,6 +579,9 @@ func (k comparer) metrics(scenario string, mode sweep.Mode, b, n *report.Step) [
 	if mc, ok := k.goodShare(scenario, mode, b, n, busy); ok {
 		out = append(out, mc)
 	}
+	if mc, ok := k.cachedShare(scenario, mode, b, n, busy); ok {
+		out = append(out, mc)
+	}
 	if b.SystemTokensPerSecond > 0 || n.SystemTokensPerSecond > 0 {
 		mc := report.MetricChange{Metric: report.MetricSystemThroughput, Base: b.SystemTokensPerSecond, New: n.SystemTokensPerSecond,
 			Verdict: report.VerdictUnknown, Note: "one number per step: compared as a number"}
@@ -618,6 +629,46 @@ func (k comparer) goodShare(scenario string, mode sweep.Mode, b, n *report.Step,
 		k.tests[key] = figureTest{base: bg, new: ng, unit: unit}
 		mc.BaseSamples, mc.NewSamples = len(bg), len(ng)
 		mc.Note = fmt.Sprintf("compared on the good shares of %d and %d %s", len(bg), len(ng), unit)
+	default:
+		k.short[key] = shortFigure{unit: unit, nb: len(bg), nn: len(ng)}
+	}
+	return mc, true
+}
+
+// cachedShare compares the mean cached share of two conversation steps'
+// follow-ups as goodShare compares the good share: the figure is each
+// step's mean, judged on the means of consecutive slices of its follow-ups
+// (closed loop) or of its rounds (a burst repeated in both runs), with the
+// same rules for too few.
+func (k comparer) cachedShare(scenario string, mode sweep.Mode, b, n *report.Step, busy bool) (report.MetricChange, bool) {
+	if b.Conversation == nil || n.Conversation == nil || b.Conversation.HitShare == nil || n.Conversation.HitShare == nil {
+		return report.MetricChange{}, false // not a conversation step, or no cached tokens reported
+	}
+	mc := report.MetricChange{Metric: report.MetricCachedShare, Base: b.Conversation.CachedShare, New: n.Conversation.CachedShare, Verdict: report.VerdictUnknown}
+	if mc.Base > 0 {
+		mc.Change = (mc.New - mc.Base) / mc.Base
+	}
+	var bg, ng []float64
+	unit := unitSlices
+	switch {
+	case mode == sweep.ModeBurst:
+		unit = unitRounds
+		if b.Samples != nil && n.Samples != nil && b.Samples.RoundMedians != nil && n.Samples.RoundMedians != nil {
+			bg, ng = b.Samples.RoundMedians.CachedShare, n.Samples.RoundMedians.CachedShare
+		}
+	case b.Samples != nil && n.Samples != nil:
+		bg, ng = sliceShares(b.Samples.CachedShare, k.o.Slices, k.o.MinSamples), sliceShares(n.Samples.CachedShare, k.o.Slices, k.o.MinSamples)
+	}
+	key := figureKey(scenario, mode, n.Concurrency, report.MetricCachedShare)
+	switch {
+	case busy:
+		mc.Note = "a step started on a busy engine"
+	case mc.Base <= 0:
+		mc.Note = "the base value is zero"
+	case len(bg) >= k.o.MinRounds && len(ng) >= k.o.MinRounds:
+		k.tests[key] = figureTest{base: bg, new: ng, unit: unit}
+		mc.BaseSamples, mc.NewSamples = len(bg), len(ng)
+		mc.Note = fmt.Sprintf("compared on the mean cached shares of %d and %d %s", len(bg), len(ng), unit)
 	default:
 		k.short[key] = shortFigure{unit: unit, nb: len(bg), nn: len(ng)}
 	}

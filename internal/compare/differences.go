@@ -111,12 +111,18 @@ func (k comparer) capacity(base, cur *report.Report) []report.CapacityChange {
 			}
 			return m
 		}
+		if kind == report.CapacityConversations {
+			for _, c := range r.Capacity.Conversations {
+				m[c.Scenario] = entry{c.Bound, measured(r, c.Scenario, c.Mode), conversationLimits(c)}
+			}
+			return m
+		}
 		for _, u := range r.Capacity.UseCases {
 			m[u.Scenario] = entry{u.Bound, measured(r, u.Scenario, u.Mode), ""}
 		}
 		return m
 	}
-	for _, kind := range []string{report.CapacityMaxSafeQueue, report.CapacityUseCase, report.CapacityOn} {
+	for _, kind := range []string{report.CapacityMaxSafeQueue, report.CapacityUseCase, report.CapacityOn, report.CapacityConversations} {
 		bm, nm := collect(base, kind), collect(cur, kind)
 		var names []string
 		for _, list := range [][]string{capacityNames(cur, kind), capacityNames(base, kind)} {
@@ -183,10 +189,29 @@ func capacityNames(r *report.Report, kind string) []string {
 		}
 		return out
 	}
+	if kind == report.CapacityConversations {
+		for _, c := range r.Capacity.Conversations {
+			out = append(out, c.Scenario)
+		}
+		return out
+	}
 	for _, u := range r.Capacity.UseCases {
 		out = append(out, u.Scenario)
 	}
 	return out
+}
+
+// conversationLimits names what a capacity in conversations was judged
+// against, so that two runs judged against different limits (another hit
+// share, TTFT threshold or statistic) get no verdict.
+func conversationLimits(c report.ConversationCapacity) string {
+	parts := []string{fmt.Sprintf("hit share ≥ %g", c.HitShare)}
+	for _, l := range c.Limits {
+		if l.Kind != report.LimitCache {
+			parts = append(parts, fmt.Sprintf("%s %s ≤ %g", l.Kind, l.Stat, l.Threshold))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // ruleKey names a capacity on a rule among a report's: its scenario and

@@ -444,11 +444,6 @@ func (c *Config) finish() error {
 	if err := c.checkList("sweep.scenarios", c.Sweep.Scenarios, valid); err != nil {
 		return err
 	}
-	for _, n := range c.Sweep.Scenarios {
-		if c.lookup(n).IsConversation() {
-			return fmt.Errorf("sweep.scenarios: %q is a conversation scenario; expected cold ones (a sweep measures cold prefill under load)", n)
-		}
-	}
 
 	// `targets: []` (present but empty) and file_sd_configs may leave no
 	// targets: such a slaprobe probes what /probe is asked to.

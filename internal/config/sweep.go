@@ -101,6 +101,10 @@ type SweepCapacityConfig struct {
 	Statistic string `yaml:"statistic"`
 	// MinSuccessRatio a step needs to count as within capacity.
 	MinSuccessRatio float64 `yaml:"min_success_ratio"`
+	// ConversationHitShare is the share of a conversation step's
+	// follow-ups that must hit the prefix cache for the step to count
+	// within the capacity in conversations.
+	ConversationHitShare float64 `yaml:"conversation_hit_share"`
 }
 
 // SweepScheduleConfig says when the daemon sweeps on its own. With neither
@@ -153,9 +157,10 @@ func DefaultSweepConfig() SweepConfig {
 		Drain:          SweepDrainConfig{Timeout: model.Duration(d.Drain.Timeout), MaxRunning: d.Drain.MaxRunning},
 		EarlyStop:      SweepEarlyStopConfig{Factor: d.EarlyStopFactor, MinSuccessRatio: d.EarlyStopMinSuccess},
 		Capacity: SweepCapacityConfig{
-			MaxSafeTTFT:     model.Duration(d.Capacity.MaxSafeTTFT),
-			Statistic:       string(d.Capacity.Stat),
-			MinSuccessRatio: d.Capacity.MinSuccess,
+			MaxSafeTTFT:          model.Duration(d.Capacity.MaxSafeTTFT),
+			Statistic:            string(d.Capacity.Stat),
+			MinSuccessRatio:      d.Capacity.MinSuccess,
+			ConversationHitShare: d.Capacity.HitShare,
 		},
 		CapacityOn: []string{sweep.DefaultCapacityOn},
 		Pause: SweepPauseConfig{
@@ -215,6 +220,8 @@ func (s *SweepConfig) Validate() error {
 		return fmt.Errorf("sweep.capacity.max_safe_ttft=%s; expected a positive duration, e.g. 3s", s.Capacity.MaxSafeTTFT)
 	case s.Capacity.MinSuccessRatio < 0 || s.Capacity.MinSuccessRatio > 1:
 		return fmt.Errorf("sweep.capacity.min_success_ratio=%g; expected a ratio in [0, 1]", s.Capacity.MinSuccessRatio)
+	case !(s.Capacity.ConversationHitShare > 0 && s.Capacity.ConversationHitShare <= 1):
+		return fmt.Errorf("sweep.capacity.conversation_hit_share=%g; expected a share in (0, 1], e.g. 0.9", s.Capacity.ConversationHitShare)
 	case s.Schedule.Interval < 0:
 		return fmt.Errorf("sweep.schedule.interval=%s; expected a duration >= 0 (0: none)", s.Schedule.Interval)
 	case s.Schedule.Interval > 0 && s.Schedule.Interval < model.Duration(time.Minute):
@@ -272,6 +279,7 @@ func (s SweepConfig) Options(scenarios []prober.Scenario) sweep.Options {
 			Stat:        st,
 			MinSuccess:  s.Capacity.MinSuccessRatio,
 			On:          on,
+			HitShare:    s.Capacity.ConversationHitShare,
 		},
 	}
 }

@@ -69,14 +69,29 @@ scenarios:
 	}
 }
 
-func TestWarmScenarioNotSwept(t *testing.T) {
-	_, err := LoadBytes([]byte(`
+// TestConversationScenarioSwept: a conversation scenario can be swept (its
+// steps hold N conversations in flight), with the hit share its capacity
+// in conversations asks for.
+func TestConversationScenarioSwept(t *testing.T) {
+	c, err := LoadBytes([]byte(`
 targets:
   - url: http://vllm:8000
 sweep:
   scenarios: [general_chat_followup]
 `))
-	want := `sweep.scenarios: "general_chat_followup" is a conversation scenario; expected cold ones (a sweep measures cold prefill under load)`
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Sweep.Options(nil).Capacity.HitShare; got != 0.9 {
+		t.Errorf("default conversation hit share %g, want 0.9", got)
+	}
+	_, err = LoadBytes([]byte(`
+targets:
+  - url: http://vllm:8000
+sweep:
+  capacity: {conversation_hit_share: 1.5}
+`))
+	want := "sweep.capacity.conversation_hit_share=1.5; expected a share in (0, 1], e.g. 0.9"
 	if err == nil || !strings.HasSuffix(err.Error(), want) {
 		t.Errorf("error %v, want …%s", err, want)
 	}

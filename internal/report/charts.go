@@ -388,7 +388,29 @@ func buildSections(r *Report) []section {
 		Intro: "Where the time goes: queueing inside the engine, prefill speed as the context grows, and what the GPUs draw while they work. Each line is one closed-loop concurrency level."}
 	tech.Figures = append(tech.Figures, figQueueWait(r, idx), figPrefill(r, idx), figPower(r, idx))
 
-	out := []section{closed, burst, tput, capSec, tech}
+	out := []section{closed, burst, tput, capSec}
+	if figs := figConversations(r); len(figs) > 0 {
+		conv := section{ID: "conversations", Title: "How many conversations?",
+			Intro: "A conversation scenario holds N conversations in flight, each sending its turns one after the other. Its follow-ups should find their conversation in the prefix cache; the capacity in conversations is the largest N whose follow-ups keep their TTFT within the threshold and keep hitting the cache."}
+		if len(r.Capacity.Conversations) > 0 {
+			f := newFigure(ChartConversationCapacity, "Capacity in concurrent conversations",
+				"The largest closed-loop N of conversations in flight that meets every limit: the follow-ups’ TTFT statistic within the scenario’s threshold, and the share of follow-ups hitting the prefix cache at or above the configured share (sweep.capacity.conversation_hit_share, 90 % by default). Between two measured steps each limit is interpolated linearly, as for every capacity.")
+			f.Wide = true
+			t := conversationTable(r)
+			f.Table = &t
+			conv.Figures = append(conv.Figures, f)
+		}
+		conv.Figures = append(conv.Figures, figs...)
+		if t := conversationStepsTable(r); len(t.Rows) > 0 {
+			f := newFigure(ChartConversationSteps, "Follow-ups by concurrent conversations",
+				"Per closed-loop step: the follow-ups’ time to first token, the cold priming turns’ TTFT, and how the follow-ups found their conversation in the prefix cache (hit: at least 90 % of what the engine had seen of it came from the cache; miss: under 10 %; unknown: the server reported no cached tokens).")
+			f.Wide = true
+			f.Table = &t
+			conv.Figures = append(conv.Figures, f)
+		}
+		out = append(out, conv)
+	}
+	out = append(out, tech)
 	for i := range out {
 		balance(out[i].Figures)
 	}

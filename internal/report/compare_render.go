@@ -113,6 +113,12 @@ func metricLabel(metric string) string {
 		return "goodput share"
 	case CapacityOn:
 		return "capacity on"
+	case MetricPrimingTTFT:
+		return "priming TTFT"
+	case MetricCachedShare:
+		return "cached share"
+	case CapacityConversations:
+		return "capacity in conversations"
 	}
 	return metric
 }
@@ -120,8 +126,10 @@ func metricLabel(metric string) string {
 // metricValue formats a compared metric's value in its unit.
 func metricValue(metric string, v float64) string {
 	switch metric {
-	case MetricTTFT, MetricE2E:
+	case MetricTTFT, MetricE2E, MetricPrimingTTFT:
 		return fmtSeconds(v)
+	case MetricCachedShare:
+		return fmtPct(v)
 	case MetricITL:
 		return fmtMS(v)
 	case MetricGoodShare:
@@ -385,6 +393,13 @@ func stepChangeColumns(r *Report, s *Scenario, mode sweep.Mode) []column {
 		{2, g, "Δ", "E2E", cell(MetricE2E)},
 		{2, g, "Δ", "prefill", cell(MetricPrefill)},
 		{2, "step, change vs base", "Δ", "system tok/s", cell(MetricSystemThroughput)},
+	}
+	for _, st := range s.Steps(mode) {
+		if st.Conversation != nil {
+			cols = append(cols, column{2, g, "Δ", "priming TTFT", cell(MetricPrimingTTFT)},
+				column{2, "step, change vs base", "Δ", "cached share", cell(MetricCachedShare)})
+			break
+		}
 	}
 	for _, st := range s.Steps(mode) {
 		if st.GoodShare != nil {

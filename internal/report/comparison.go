@@ -42,6 +42,13 @@ const (
 	// (Step.GoodShare), judged on the shares of slices of the closed loop
 	// and of burst rounds.
 	MetricGoodShare = "good_share"
+	// MetricPrimingTTFT is a conversation step's priming (cold) turns'
+	// TTFT; its follow-ups' TTFT is MetricTTFT.
+	MetricPrimingTTFT = "priming_ttft"
+	// MetricCachedShare is a conversation step's mean cached share of its
+	// follow-ups (Step.Conversation.CachedShare), judged as
+	// MetricGoodShare is, on the means of slices and burst rounds.
+	MetricCachedShare = "cached_share"
 )
 
 // Capacity figures compared.
@@ -51,12 +58,16 @@ const (
 	// CapacityOn is the capacity on a rule (Capacity.On); the change's
 	// Rule names it.
 	CapacityOn = "capacity_on"
+	// CapacityConversations is the capacity in concurrent conversations
+	// (Capacity.Conversations).
+	CapacityConversations = "conversations"
 )
 
 // HigherIsBetter says which way a compared metric improves.
 func HigherIsBetter(metric string) bool {
 	switch metric {
-	case MetricDecode, MetricPrefill, MetricSystemThroughput, MetricGoodShare, CapacityMaxSafeQueue, CapacityUseCase, CapacityOn:
+	case MetricDecode, MetricPrefill, MetricSystemThroughput, MetricGoodShare, MetricCachedShare,
+		CapacityMaxSafeQueue, CapacityUseCase, CapacityOn, CapacityConversations:
 		return true
 	}
 	return false

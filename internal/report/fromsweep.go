@@ -47,7 +47,7 @@ func FromSweep(res *sweep.Result, meta Meta, pricePerKWh float64, power bool) *R
 		rs := Scenario{
 			Name: s.Name, Family: string(s.Family), Description: s.Description,
 			InputTokens: s.InputTokens, OutputTokens: s.OutputTokens,
-			Thresholds: s.Thresholds,
+			Thresholds: s.Thresholds, Turns: s.Turns, NewTokens: s.NewTokens,
 		}
 		for _, st := range s.ClosedLoop {
 			rs.ClosedLoop = append(rs.ClosedLoop, fromStep(st, pricePerKWh))
@@ -82,6 +82,20 @@ func FromSweep(res *sweep.Result, meta Meta, pricePerKWh float64, power bool) *R
 				uc.Limits = append(uc.Limits, Limit{Kind: l.Kind, Threshold: l.Threshold, Stat: l.Stat, Bound: fromBound(l.Capacity)})
 			}
 			rep.Capacity.UseCases = append(rep.Capacity.UseCases, uc)
+		}
+		if c := s.ConversationCapacity; c != nil && c.Bound != sweep.BoundUnknown {
+			cc := ConversationCapacity{Scenario: s.Name, Mode: sweep.ModeClosedLoop, Bound: fromBound(*c), LimitedBy: c.LimitedBy,
+				HitShare: res.Settings.ConversationHitShare, MaxTested: c.MaxTested}
+			if c.Bound == sweep.BoundWithin {
+				cc.Estimate, cc.Between = c.Estimate, c.Between
+			}
+			for _, l := range c.Limits {
+				if l.Kind == "success" || l.Bound == sweep.BoundUnknown {
+					continue
+				}
+				cc.Limits = append(cc.Limits, Limit{Kind: l.Kind, Threshold: l.Threshold, Stat: l.Stat, Bound: fromBound(l.Capacity)})
+			}
+			rep.Capacity.Conversations = append(rep.Capacity.Conversations, cc)
 		}
 		for _, c := range s.CapacityOn {
 			if c.Bound == sweep.BoundUnknown {
@@ -125,6 +139,11 @@ func fromStep(st sweep.StepResult, pricePerKWh float64) Step {
 	}
 	if st.Measured() {
 		out.GoodShare = Float(st.GoodShare)
+	}
+	if cs := st.Conversation; cs != nil {
+		out.Conversation = &ConversationStep{Conversations: cs.Conversations, FollowUps: cs.FollowUps,
+			Hit: cs.Hit, Partial: cs.Partial, Miss: cs.Miss, Unknown: cs.Unknown, HitShare: cs.HitShare,
+			CachedShare: cs.CachedShare.Mean, PrimingTTFT: dist(cs.PrimingTTFT), Seconds: dist(cs.Seconds)}
 	}
 	if st.PrefillExclQueue > 0 {
 		out.PrefillTokensPerSecond = st.PrefillExclQueue

@@ -125,7 +125,14 @@ func buildPage(r *Report) page {
 	}
 	p.Methodology = append(p.Methodology,
 		kv{"Percentiles", "plain percentiles of the per-request values. For latencies (ITL, TTFT, E2E) the tail that hurts is the high end, so the tables show p90 and p99; for decode speed it is the low end, so they show p10 and p1: the speed the slowest 10% and 1% of requests got."})
-	if !r.Config.PromptCaching {
+	conversations := false
+	for _, s := range r.Scenarios {
+		conversations = conversations || s.Turns > 0
+	}
+	switch {
+	case conversations:
+		p.Methodology = append(p.Methodology, kv{"Prompt caching", "cold scenarios carry a fresh context on every request, so their TTFT is the worst case. A conversation scenario’s conversation keeps one context: its first, priming turn is cold, and each follow-up re-sends the whole history plus new tokens, so it finds the history in the prefix cache unless the engine evicted it. Its steps hold N conversations in flight, and their figures are the follow-ups’; the priming turns are kept apart."})
+	case !r.Config.PromptCaching:
 		p.Methodology = append(p.Methodology, kv{"Prompt caching", "off: every request carries a fresh context, so TTFT is the worst case. With a warm prefix cache a long conversation answers about as fast as its newest turn."})
 	}
 	if r.Comparison != nil {
@@ -289,6 +296,25 @@ func headlineTiles(r *Report) []tile {
 			rest = append(rest, s.Scenario+" "+fmtBound(statBound(&s)))
 		}
 		t.Extra = strings.Join(rest, " · ")
+		out = append(out, t)
+	}
+	if len(h.Conversations) > 0 {
+		first := h.Conversations[0]
+		t := tile{Label: "Concurrent conversations", Value: fmtBound(statBound(&first)), Unit: "conversations", Sub: first.Scenario}
+		if len(r.Capacity.Conversations) > 0 {
+			t.Sub += ", follow-ups ≥ " + fmtPct(r.Capacity.Conversations[0].HitShare) + " cache hits"
+		}
+		var rest []string
+		for _, s := range h.Conversations[1:] {
+			rest = append(rest, s.Scenario+" "+fmtBound(statBound(&s)))
+		}
+		t.Extra = strings.Join(rest, " · ")
+		if c := r.Comparison.CapacityOf(CapacityConversations, first.Scenario); c != nil {
+			t.Change = capacityChangeText(c)
+			if c.Significant() {
+				t.ChangeClass = c.Verdict
+			}
+		}
 		out = append(out, t)
 	}
 	if h.RequestsSent > 0 {

@@ -109,6 +109,19 @@ func RenderMarkdown(w io.Writer, r *Report) error {
 		mdTable(bw, t.Head, t.Numeric, t.Rows)
 	}
 
+	if len(r.Capacity.Conversations) > 0 {
+		p("## Capacity in concurrent conversations\n\n")
+		t := conversationTable(r)
+		mdTable(bw, t.Head, t.Numeric, t.Rows)
+		for _, c := range r.Capacity.Conversations {
+			p("%s\n\n", mdEscape(ConversationSentence(c)))
+		}
+		if t := conversationStepsTable(r); len(t.Rows) > 0 {
+			p("### Follow-ups by concurrent conversations\n\n")
+			mdTable(bw, t.Head, t.Numeric, t.Rows)
+		}
+	}
+
 	if len(r.Capacity.MaxSafeQueue) > 0 {
 		p("## Max safe queue depth\n\n")
 		var rows [][]string

@@ -34,8 +34,15 @@ func NewSamples(s sweep.Samples) *Samples {
 		return v
 	}
 	out.TTFT, out.ITL, out.Decode, out.E2E, out.Prefill = keep(s.TTFT), keep(s.ITL), keep(s.Decode), keep(s.E2E), keep(s.Prefill)
+	out.PrimingTTFT = keep(s.PrimingTTFT)
+	// Like Good, never subsampled: a comparison judges the cached share on
+	// slices of the follow-ups in the order they ended.
+	for _, v := range s.CachedShare {
+		out.CachedShare = append(out.CachedShare, round6(v))
+	}
 	out.Good = slices.Clone(s.Good)
-	if out.TTFT == nil && out.ITL == nil && out.Decode == nil && out.E2E == nil && out.Prefill == nil && out.Good == nil {
+	if out.TTFT == nil && out.ITL == nil && out.Decode == nil && out.E2E == nil && out.Prefill == nil && out.Good == nil &&
+		out.CachedShare == nil && out.PrimingTTFT == nil {
 		return nil
 	}
 	if s.RoundMedians != nil {

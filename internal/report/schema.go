@@ -54,6 +54,9 @@ const (
 	LimitE2E    = "e2e"    // end-to-end latency must stay <= threshold (seconds)
 	LimitITL    = "itl"    // inter-token latency must stay <= threshold (seconds)
 	LimitDecode = "decode" // per-user decode speed must stay >= threshold (tokens/s)
+	// LimitCache: the share of a conversation step's follow-ups that hit
+	// the prefix cache must stay >= threshold (a ratio).
+	LimitCache = sweep.LimitCache
 )
 
 // Report is the whole benchmark: what ran, against what, and what came out.
@@ -185,6 +188,13 @@ type Scenario struct {
 	// Thresholds are the scenario's SLA in seconds and tokens/s; unset
 	// ones are omitted.
 	Thresholds prober.Thresholds `json:"thresholds"`
+	// Turns and NewTokens describe a conversation scenario: each of its
+	// conversations sends Turns requests, the first (priming) of
+	// InputTokens, each follow-up NewTokens more. Its steps hold N
+	// conversations in flight, and their figures are the follow-ups'
+	// (Step.Conversation). Both are 0 for a cold scenario.
+	Turns     int `json:"turns,omitempty"`
+	NewTokens int `json:"new_tokens,omitempty"`
 	// ClosedLoop and Burst hold one Step per N measured, in ladder order.
 	ClosedLoop []Step `json:"closed_loop,omitempty"`
 	Burst      []Step `json:"burst,omitempty"`
@@ -254,6 +264,36 @@ type Step struct {
 	// and charts, capacity, scaling efficiency, the headline and a
 	// comparison leave it out.
 	NotMeasured string `json:"not_measured,omitempty"`
+	// Conversation is set on a step of a conversation scenario: N is then
+	// conversations in flight, and the figures above describe its
+	// follow-up turns (with its priming turns that failed); the priming
+	// turns that succeeded and the follow-ups' cache are here.
+	Conversation *ConversationStep `json:"conversation,omitempty"`
+}
+
+// ConversationStep is what a step of a conversation scenario measured
+// beside its follow-ups (sweep.ConversationStep).
+type ConversationStep struct {
+	Conversations int `json:"conversations"` // conversations measured
+	FollowUps     int `json:"follow_ups"`    // their follow-up turns sent
+	// Hit, Partial, Miss and Unknown count the follow-ups by how much of
+	// what the engine had already seen of their conversation it served
+	// from its prefix cache: at least 90 %, between, under 10 %, or not
+	// reported.
+	Hit     int `json:"hit"`
+	Partial int `json:"partial"`
+	Miss    int `json:"miss"`
+	Unknown int `json:"unknown"`
+	// HitShare is Hit / (Hit + Partial + Miss); nil when the server
+	// reported no cached tokens.
+	HitShare *float64 `json:"hit_share,omitempty"`
+	// CachedShare is the mean cached share of the follow-ups that
+	// reported one (0..1).
+	CachedShare float64 `json:"cached_share"`
+	// PrimingTTFT is the TTFT of the priming (cold) turns that succeeded.
+	PrimingTTFT Dist `json:"priming_ttft_seconds"`
+	// Seconds is each conversation's length, first request to last token.
+	Seconds Dist `json:"conversation_seconds"`
 }
 
 // MaxSamples is the most per-request values a step keeps per metric. A
@@ -270,6 +310,12 @@ type Samples struct {
 	Decode  []float64 `json:"decode_tokens_per_second,omitempty"`
 	E2E     []float64 `json:"e2e_seconds,omitempty"`
 	Prefill []float64 `json:"prefill_tokens_per_second,omitempty"`
+	// CachedShare is each follow-up's cached share, in the order they
+	// ended and never subsampled, and PrimingTTFT each priming turn's TTFT,
+	// in a conversation step (Step.Conversation); in RoundMedians, each
+	// round's mean cached share.
+	CachedShare []float64 `json:"cached_share,omitempty"`
+	PrimingTTFT []float64 `json:"priming_ttft_seconds,omitempty"`
 	// Good is 1 or 0 per request sent, failed ones included, in the order
 	// they ended: whether it was good (see Step.Good); never subsampled.
 	// In RoundMedians, each round's share of good requests.
@@ -333,6 +379,30 @@ type Capacity struct {
 	// On has one entry per scenario and rule of Config.CapacityOn
 	// (sweep.capacity_on): the largest closed-loop N that meets the rule.
 	On []RuleCapacity `json:"on,omitempty"`
+	// Conversations has one entry per conversation scenario: how many
+	// concurrent conversations the server carries.
+	Conversations []ConversationCapacity `json:"conversations,omitempty"`
+}
+
+// ConversationCapacity is a conversation scenario's capacity in concurrent
+// conversations: the largest closed-loop N of conversations in flight whose
+// follow-ups keep their TTFT within the scenario's threshold and keep
+// hitting the prefix cache (sweep.ConversationCapacityOf).
+type ConversationCapacity struct {
+	Scenario string     `json:"scenario"`
+	Mode     sweep.Mode `json:"mode"`
+	Bound
+	// LimitedBy names the binding limit: "ttft", "cache" or "success";
+	// empty when AtLeast.
+	LimitedBy string `json:"limited_by,omitempty"`
+	// HitShare is the share of follow-ups that had to hit the cache.
+	HitShare float64 `json:"hit_share"`
+	// Estimate and Between are as in RuleCapacity.
+	Estimate  float64 `json:"estimate,omitempty"`
+	Between   []int   `json:"between,omitempty"`
+	MaxTested int     `json:"max_tested"`
+	// Limits holds the capacity against each limit on its own.
+	Limits []Limit `json:"limits"`
 }
 
 // RuleCapacity is one scenario's capacity on one rule ("goodput >= 95%",
@@ -386,7 +456,7 @@ type UseCaseCapacity struct {
 
 // Limit is the capacity against a single threshold.
 type Limit struct {
-	Kind      string     `json:"kind"`      // LimitTTFT, LimitE2E, LimitITL or LimitDecode
+	Kind      string     `json:"kind"`      // LimitTTFT, LimitE2E, LimitITL, LimitDecode or LimitCache
 	Threshold float64    `json:"threshold"` // seconds, or tokens/s for LimitDecode
 	Stat      sweep.Stat `json:"stat"`      // statistic judged ("mean", "p50", ...)
 	Bound
@@ -402,6 +472,9 @@ type Headline struct {
 	// GoodputCapacity mirrors the first goodput rule of Capacity.On, one
 	// figure per scenario.
 	GoodputCapacity []Figure `json:"goodput_capacity,omitempty"`
+	// Conversations mirrors Capacity.Conversations, one figure (unit
+	// "conversations") per conversation scenario.
+	Conversations []Figure `json:"conversations,omitempty"`
 	// SuccessRate is RequestsOK / RequestsSent over every step of the run.
 	SuccessRate  float64 `json:"success_rate"`
 	RequestsSent int     `json:"requests_sent"`

@@ -235,12 +235,23 @@ type CapacityOptions struct {
 	// MinSuccess is the success ratio a step needs to count as within
 	// capacity, whatever its latencies (failed requests have none).
 	MinSuccess float64
+	// HitShare is the share of a conversation step's follow-ups (of those
+	// whose cache is known) that must hit the cache for the step to be
+	// within the capacity in conversations; 0 takes
+	// DefaultConversationHitShare.
+	HitShare float64
 }
+
+// DefaultConversationHitShare is the share of follow-ups that must hit the
+// cache (StepResult.Conversation.HitShare) for a step to count within the
+// capacity in conversations: 90 %, so a few evicted conversations are
+// tolerated but a cache that no longer holds the load is not.
+const DefaultConversationHitShare = 0.9
 
 // DefaultCapacityOptions returns the reports' settings.
 func DefaultCapacityOptions() CapacityOptions {
 	on, _ := ParseCapacityRules(nil)
-	return CapacityOptions{MaxSafeTTFT: 3 * time.Second, Stat: StatMean, MinSuccess: 0.95, On: on}
+	return CapacityOptions{MaxSafeTTFT: 3 * time.Second, Stat: StatMean, MinSuccess: 0.95, On: on, HitShare: DefaultConversationHitShare}
 }
 
 // MaxSafeQueue is the largest burst N whose TTFT statistic stays within
@@ -317,5 +328,38 @@ func capacityFor(steps []StepResult, th prober.Thresholds, opts CapacityOptions)
 		limits = append(limits, CapacityLimit{Kind: "success", Threshold: opts.MinSuccess,
 			Capacity: MaxWithin(pts, opts.MinSuccess, HigherIsBetter)})
 	}
+	return minCapacity(limits)
+}
+
+// LimitCache names the limit of the capacity in conversations on the share
+// of follow-ups that hit the cache.
+const LimitCache = "cache"
+
+// ConversationCapacityOf is the capacity in concurrent conversations of a
+// conversation scenario's steps (one mode, drained): the largest N whose
+// follow-up TTFT statistic (opts.Stat) stays within th.TTFT and whose
+// follow-ups keep hitting the cache (Conversation.HitShare >=
+// opts.HitShare), at the success ratio opts.MinSuccess, each limit
+// interpolated as MaxWithin does and the tightest one binding. A scenario
+// without a TTFT threshold is judged on the cache and success alone; steps
+// whose server reported no cached tokens give no point on the cache limit.
+func ConversationCapacityOf(steps []StepResult, th prober.Thresholds, opts CapacityOptions) Capacity {
+	if len(steps) == 0 {
+		return Capacity{Bound: BoundUnknown}
+	}
+	hit := opts.HitShare
+	if hit <= 0 {
+		hit = DefaultConversationHitShare
+	}
+	c := capacityFor(steps, prober.Thresholds{TTFT: th.TTFT}, opts)
+	pts := make([]CapacityPoint, 0, len(steps))
+	for i := range steps {
+		v := math.NaN()
+		if cs := steps[i].Conversation; cs != nil && cs.HitShare != nil {
+			v = *cs.HitShare
+		}
+		pts = append(pts, CapacityPoint{N: steps[i].Concurrency, Value: v})
+	}
+	limits := append(c.Limits, CapacityLimit{Kind: LimitCache, Threshold: hit, Capacity: MaxWithin(pts, hit, HigherIsBetter)})
 	return minCapacity(limits)
 }

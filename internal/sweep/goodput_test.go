@@ -28,7 +28,7 @@ func TestSummarizeStepGoodput(t *testing.T) {
 		},
 		SpanStart: t0, SpanEnd: t0.Add(4 * time.Second),
 	}
-	st := summarizeStep(StepInfo{Scenario: "s", Mode: ModeClosedLoop, Concurrency: 4}, th, out)
+	st := summarizeStep(StepInfo{Scenario: "s", Mode: ModeClosedLoop, Concurrency: 4}, th, false, out)
 	if st.Good != 2 || st.GoodShare != 0.4 || st.GoodPerSecond != 0.5 {
 		t.Errorf("good %d, share %v, per second %v; want 2 of 5 requests (0.4), 0.5 a second over 4 s", st.Good, st.GoodShare, st.GoodPerSecond)
 	}
@@ -36,7 +36,7 @@ func TestSummarizeStepGoodput(t *testing.T) {
 	if st.TTFT.Mean > th.TTFT.Seconds() || st.ITL.Mean > th.ITL.Seconds() {
 		t.Errorf("mean TTFT %v s, mean ITL %v s: the case needs both within their thresholds", st.TTFT.Mean, st.ITL.Mean)
 	}
-	if st := summarizeStep(StepInfo{Scenario: "s", Mode: ModeClosedLoop, Concurrency: 4}, prober.Thresholds{}, out); st.Good != 4 {
+	if st := summarizeStep(StepInfo{Scenario: "s", Mode: ModeClosedLoop, Concurrency: 4}, prober.Thresholds{}, false, out); st.Good != 4 {
 		t.Errorf("no threshold: %d good, want the 4 answered", st.Good)
 	}
 }
@@ -54,7 +54,7 @@ func TestStepGoodSamples(t *testing.T) {
 		RoundEnds: []int{2, 5},
 		SpanStart: t0, SpanEnd: t0.Add(time.Second),
 	}
-	st := summarizeStep(StepInfo{Scenario: "s", Mode: ModeBurst, Concurrency: 2}, prober.Thresholds{TTFT: 500 * ms}, out)
+	st := summarizeStep(StepInfo{Scenario: "s", Mode: ModeBurst, Concurrency: 2}, prober.Thresholds{TTFT: 500 * ms}, false, out)
 	if want := []float64{1, 0, 1, 1, 0}; !slices.Equal(st.Samples.Good, want) {
 		t.Errorf("good flags %v, want %v", st.Samples.Good, want)
 	}

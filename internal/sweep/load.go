@@ -2,6 +2,9 @@ package sweep
 
 // This file holds load generation: the closed loop (N streams, each
 // sending again as soon as its request ends) and the burst (N at once).
+// For a conversation scenario one Run is a whole conversation, so a step
+// holds N conversations in flight (or sends N at once), each pacing its
+// own turns.
 
 import (
 	"context"
@@ -173,7 +176,9 @@ func runClosedLoop(ctx context.Context, r Runner, t prober.Target, prep *prober.
 	out.Interrupted = interrupted
 	out.Sampled = sampled
 	for i := range counted {
-		out.Tokens += tokensInWindow(&counted[i], ws, we)
+		for _, turn := range turnsOf(&counted[i]) { // every turn of a conversation
+			out.Tokens += tokensInWindow(&turn, ws, we)
+		}
 	}
 	return out
 }
@@ -216,11 +221,12 @@ func runBurst(ctx context.Context, r Runner, t prober.Target, prep *prober.Prepa
 	out.MaxInFlight = int(flight.max.Load())
 	out.SpanEnd = t0
 	for i := range results {
-		res := &results[i]
-		if countsTokens(res) {
-			out.Tokens += float64(res.OutputTokens)
-			if res.LastToken.After(out.SpanEnd) {
-				out.SpanEnd = res.LastToken
+		for _, res := range turnsOf(&results[i]) { // every turn of a conversation
+			if countsTokens(&res) {
+				out.Tokens += float64(res.OutputTokens)
+				if res.LastToken.After(out.SpanEnd) {
+					out.SpanEnd = res.LastToken
+				}
 			}
 		}
 	}

@@ -19,6 +19,13 @@ type Samples struct {
 	// the order they ended: 1 when it was good (prober.Thresholds.MetBy),
 	// else 0. In RoundMedians, each round's share of good requests.
 	Good []float64
+	// CachedShare holds, in a conversation step, each follow-up's share of
+	// what the engine had already seen of its conversation that it served
+	// from its cache (prober.Result.SeenCachedShare), for the follow-ups
+	// whose server reported cached tokens; PrimingTTFT the TTFT of each
+	// conversation's priming (cold) turn that succeeded. In RoundMedians,
+	// each round's mean cached share (no priming TTFT).
+	CachedShare, PrimingTTFT []float64
 	// RoundMedians holds, for a burst step of two or more rounds
 	// (BurstRepeat), each round's median of every metric, one value per
 	// round that measured it. A burst's requests share one queue, so they
@@ -99,8 +106,47 @@ type StepResult struct {
 
 	MaxInFlight int `json:"max_in_flight"` // client side, highest seen
 	// StartSpreadSeconds is the time between the first and the last
-	// request start (burst: how "at once" the burst really was).
+	// request start (burst: how "at once" the burst really was); in a
+	// conversation step, between the conversations' first turns.
 	StartSpreadSeconds float64 `json:"start_spread_seconds"`
+
+	// Conversation is set on a step of a conversation scenario, whose unit
+	// of load is a conversation: N conversations in flight (closed loop: a
+	// new one starts when one ends), each running its turns. Such a step's
+	// requests and distributions above are its follow-up turns (the
+	// measurement), and its priming turns that failed (so that a failure is
+	// never hidden); the priming turns that succeeded are kept apart here.
+	Conversation *ConversationStep `json:"conversation,omitempty"`
+}
+
+// ConversationStep is what a step of a conversation scenario measured
+// beside its follow-ups: the conversations, their priming turns, and how
+// well the follow-ups found their conversation in the prefix cache.
+type ConversationStep struct {
+	// Conversations counts the conversations measured (started in the
+	// steady window, or sent by the burst); FollowUps their follow-up
+	// turns sent.
+	Conversations int `json:"conversations"`
+	FollowUps     int `json:"follow_ups"`
+	// PrimingTTFT is the TTFT of the priming (cold) turns that succeeded.
+	PrimingTTFT Summary `json:"priming_ttft_seconds"`
+	// Hit, Partial, Miss and Unknown count the follow-ups by
+	// prober.Result.ConversationCache: hit when at least prober.HitShare
+	// of what the engine had seen of the conversation came from its cache,
+	// miss under prober.MissShare, unknown when the server reported no
+	// cached tokens (or the turn failed).
+	Hit     int `json:"hit"`
+	Partial int `json:"partial"`
+	Miss    int `json:"miss"`
+	Unknown int `json:"unknown"`
+	// HitShare is Hit / (Hit + Partial + Miss): the share of the
+	// follow-ups whose cache is known that hit; nil when none is known.
+	HitShare *float64 `json:"hit_share,omitempty"`
+	// CachedShare describes the follow-ups' cached shares (Samples.CachedShare).
+	CachedShare Summary `json:"cached_share"`
+	// Seconds describes the conversations' whole length, first request
+	// to last token of the last turn sent.
+	Seconds Summary `json:"conversation_seconds"`
 }
 
 // StartedBusy reports whether the step started on an engine that had not
@@ -111,26 +157,103 @@ func (s *StepResult) StartedBusy() bool { return s.Drain != nil && s.Drain.Busy 
 // so that its figures exist (see NotMeasured).
 func (s *StepResult) Measured() bool { return s.Requests > 0 }
 
+// turnsOf returns the requests one Run sent: r alone for a cold probe, the
+// turns of a conversation (prober.Result.Earlier, then r) in order.
+func turnsOf(r *prober.Result) []prober.Result {
+	if len(r.Earlier) == 0 {
+		return []prober.Result{*r}
+	}
+	out := make([]prober.Result, 0, len(r.Earlier)+1)
+	out = append(out, r.Earlier...)
+	last := *r
+	last.Earlier = nil
+	return append(out, last)
+}
+
+// firstStart is when the first request of one Run's result started.
+func firstStart(r *prober.Result) time.Time {
+	if len(r.Earlier) > 0 {
+		return r.Earlier[0].Start
+	}
+	return r.Start
+}
+
+// conversationTurns splits the results of a conversation step (one per
+// conversation) into the requests the step's figures describe, its
+// follow-ups and its failed priming turns, in the order the conversations
+// ended (with ends, a burst's round ends remapped onto them), and fills cs
+// from the rest.
+func conversationTurns(rs []prober.Result, ends []int) (turns []prober.Result, turnEnds []int, cs *ConversationStep) {
+	cs = &ConversationStep{Conversations: len(rs)}
+	var seconds []float64
+	e := 0
+	for i := range rs {
+		all := turnsOf(&rs[i])
+		if last := &all[len(all)-1]; !last.LastToken.IsZero() && !all[0].Start.IsZero() {
+			seconds = append(seconds, last.LastToken.Sub(all[0].Start).Seconds())
+		}
+		for _, t := range all {
+			switch {
+			case t.FollowUp():
+				turns = append(turns, t)
+				cs.FollowUps++
+				switch t.ConversationCache() {
+				case prober.CacheHitTurn:
+					cs.Hit++
+				case prober.CachePartialTurn:
+					cs.Partial++
+				case prober.CacheMissTurn:
+					cs.Miss++
+				default:
+					cs.Unknown++
+				}
+			case t.Kind != prober.KindSuccess && !t.Timed():
+				turns = append(turns, t) // a failed priming turn: its conversation had no follow-up
+			}
+		}
+		if e < len(ends) && i+1 == ends[e] {
+			turnEnds = append(turnEnds, len(turns))
+			e++
+		}
+	}
+	if known := cs.Hit + cs.Partial + cs.Miss; known > 0 {
+		share := float64(cs.Hit) / float64(known)
+		cs.HitShare = &share
+	}
+	cs.Seconds = Summarize(seconds)
+	return turns, turnEnds, cs
+}
+
 // summarizeStep turns raw results into a StepResult; th judges which
-// requests are good.
-func summarizeStep(info StepInfo, th prober.Thresholds, out loadOutcome) StepResult {
+// requests are good. A conversation step (conversation set) is summarised
+// over its follow-up turns, its priming turns kept apart
+// (StepResult.Conversation).
+func summarizeStep(info StepInfo, th prober.Thresholds, conversation bool, out loadOutcome) StepResult {
+	var first, last time.Time
+	for i := range out.Sampled {
+		if s := firstStart(&out.Sampled[i]); !s.IsZero() {
+			if first.IsZero() || s.Before(first) {
+				first = s
+			}
+			if s.After(last) {
+				last = s
+			}
+		}
+	}
+	var cs *ConversationStep
+	conversations := out.Sampled
+	if conversation {
+		out.Sampled, out.RoundEnds, cs = conversationTurns(out.Sampled, out.RoundEnds)
+	}
 	st := StepResult{
 		Scenario: info.Scenario, Mode: info.Mode, Concurrency: info.Concurrency,
 		Started: out.Started, Finished: out.Finished,
 		Requests: len(out.Sampled), MaxInFlight: out.MaxInFlight, OutputTokens: out.Tokens,
+		Conversation: cs,
 	}
 	var prompt float64
-	var first, last time.Time
 	for i := range out.Sampled {
 		r := &out.Sampled[i]
-		if !r.Start.IsZero() {
-			if first.IsZero() || r.Start.Before(first) {
-				first = r.Start
-			}
-			if r.Start.After(last) {
-				last = r.Start
-			}
-		}
 		if r.Kind != prober.KindSuccess && !r.Timed() {
 			if st.Errors == nil {
 				st.Errors = map[prober.Reason]int{}
@@ -166,6 +289,17 @@ func summarizeStep(info StepInfo, th prober.Thresholds, out loadOutcome) StepRes
 	}
 	if st.Requests > 0 {
 		st.GoodShare = float64(st.Good) / float64(st.Requests)
+	}
+	if cs != nil {
+		for i := range conversations {
+			for _, t := range turnsOf(&conversations[i]) {
+				if t.Turn == 1 && t.Kind == prober.KindSuccess {
+					st.Samples.PrimingTTFT = append(st.Samples.PrimingTTFT, t.TTFT().Seconds())
+				}
+			}
+		}
+		st.Samples.CachedShare = cachedShares(out.Sampled)
+		cs.PrimingTTFT, cs.CachedShare = Summarize(st.Samples.PrimingTTFT), Summarize(st.Samples.CachedShare)
 	}
 	if len(out.RoundEnds) > 1 {
 		st.Samples.RoundMedians = roundMedians(out.Sampled, out.RoundEnds, th)
@@ -225,6 +359,7 @@ func roundMedians(rs []prober.Result, ends []int, th prober.Thresholds) *Samples
 	start := 0
 	for _, end := range ends {
 		r := sampleValues(rs[start:end], th)
+		cached := cachedShares(rs[start:end])
 		start = end
 		add(&rm.TTFT, r.TTFT)
 		add(&rm.ITL, r.ITL)
@@ -233,6 +368,9 @@ func roundMedians(rs []prober.Result, ends []int, th prober.Thresholds) *Samples
 		add(&rm.Prefill, r.Prefill)
 		if len(r.Good) > 0 {
 			rm.Good = append(rm.Good, Summarize(r.Good).Mean)
+		}
+		if len(cached) > 0 {
+			rm.CachedShare = append(rm.CachedShare, Summarize(cached).Mean)
 		}
 	}
 	return rm
@@ -254,3 +392,15 @@ const (
 	// ModeBurst sends N requests at once ("when to scale up").
 	ModeBurst Mode = "burst"
 )
+
+// cachedShares returns the cached share of each follow-up of rs whose
+// server reported cached tokens.
+func cachedShares(rs []prober.Result) []float64 {
+	var out []float64
+	for i := range rs {
+		if share, ok := rs[i].SeenCachedShare(); ok {
+			out = append(out, share)
+		}
+	}
+	return out
+}

@@ -115,7 +115,12 @@ type ScenarioResult struct {
 	InputTokens  int               `json:"input_tokens"`
 	OutputTokens int               `json:"output_tokens"`
 	Thresholds   prober.Thresholds `json:"thresholds"`
-	Error        string            `json:"error,omitempty"` // the scenario could not be prepared
+	// Turns and NewTokens describe a conversation scenario
+	// (prober.Conversation): its steps hold N conversations in flight.
+	// Both are 0 for a cold scenario.
+	Turns     int    `json:"turns,omitempty"`
+	NewTokens int    `json:"new_tokens,omitempty"`
+	Error     string `json:"error,omitempty"` // the scenario could not be prepared
 
 	ClosedLoop     []StepResult `json:"closed_loop,omitempty"`
 	Burst          []StepResult `json:"burst,omitempty"`
@@ -129,6 +134,11 @@ type ScenarioResult struct {
 	CapacityOn []RuleCapacity `json:"capacity_on,omitempty"`
 	// Capacity is the largest closed-loop N within every scenario threshold.
 	Capacity *Capacity `json:"capacity,omitempty"`
+	// ConversationCapacity is, for a conversation scenario, the largest
+	// closed-loop N of conversations in flight whose follow-ups keep within
+	// the scenario's TTFT threshold and keep hitting the cache
+	// (ConversationCapacityOf).
+	ConversationCapacity *Capacity `json:"conversation_capacity,omitempty"`
 }
 
 // Steps returns the ladder for mode.
@@ -152,6 +162,9 @@ type Settings struct {
 	MaxSafeTTFTSeconds  float64 `json:"max_safe_ttft_seconds"`
 	CapacityStat        Stat    `json:"capacity_stat"`
 	CapacityMinSuccess  float64 `json:"capacity_min_success"`
+	// ConversationHitShare is the share of follow-ups that must hit the
+	// cache for a step to be within the capacity in conversations.
+	ConversationHitShare float64 `json:"conversation_hit_share,omitempty"`
 	// CapacityOn are the rules of Options.Capacity.On, normalized.
 	CapacityOn []string `json:"capacity_on,omitempty"`
 }
@@ -197,6 +210,9 @@ func Run(ctx context.Context, r Runner, t prober.Target, model string, opts Opti
 	if opts.Capacity.On == nil {
 		opts.Capacity.On = DefaultCapacityOptions().On
 	}
+	if opts.Capacity.HitShare <= 0 {
+		opts.Capacity.HitShare = DefaultConversationHitShare
+	}
 	closed := ladder(opts.ClosedLoop, opts.MaxConcurrency)
 	burst := ladder(opts.Burst, opts.MaxConcurrency)
 	if len(closed) > 0 && opts.StepDuration <= 0 {
@@ -216,7 +232,7 @@ func Run(ctx context.Context, r Runner, t prober.Target, model string, opts Opti
 			BurstRepeat: opts.BurstRepeat, MaxConcurrency: opts.MaxConcurrency,
 			EarlyStopFactor: opts.EarlyStopFactor, EarlyStopMinSuccess: opts.EarlyStopMinSuccess,
 			MaxSafeTTFTSeconds: opts.Capacity.MaxSafeTTFT.Seconds(), CapacityStat: opts.Capacity.Stat,
-			CapacityMinSuccess: opts.Capacity.MinSuccess,
+			CapacityMinSuccess: opts.Capacity.MinSuccess, ConversationHitShare: opts.Capacity.HitShare,
 		},
 	}
 	for _, r := range opts.Capacity.On {
@@ -237,6 +253,9 @@ func Run(ctx context.Context, r Runner, t prober.Target, model string, opts Opti
 		sr := ScenarioResult{
 			Name: s.Name, Family: s.Family, Description: s.Description,
 			InputTokens: s.InputTokens, OutputTokens: s.OutputTokens, Thresholds: s.Thresholds,
+		}
+		if s.IsConversation() {
+			sr.Turns, sr.NewTokens = s.Conversation.Turns, s.Conversation.NewTokens
 		}
 		err = sw.scenario(ctx, s, closed, burst, &sr)
 		finishScenario(&sr, s, opts)
@@ -405,9 +424,12 @@ func (sw *sweepRun) step(ctx context.Context, s prober.Scenario, prep *prober.Pr
 		stopPower()
 		return StepResult{}, ctx.Err()
 	}
-	step := summarizeStep(info, s.Thresholds, out)
+	step := summarizeStep(info, s.Thresholds, s.IsConversation(), out)
 	step.Drain = &drain
-	if step.E2E.Count > 0 {
+	switch {
+	case step.Conversation != nil && step.Conversation.Seconds.Count > 0:
+		sw.noteRequest(info.Scenario, step.Conversation.Seconds.Max) // a closed-loop step's unit is a whole conversation
+	case step.E2E.Count > 0:
 		sw.noteRequest(info.Scenario, step.E2E.Max)
 	}
 	if !step.Measured() {
@@ -483,14 +505,20 @@ func (sw *sweepRun) burst(ctx context.Context, prep *prober.Prepared, n int, sta
 // notMeasured explains a step in which no measured request ended, with the
 // step duration to set when a request's length is known.
 func (sw *sweepRun) notMeasured(info StepInfo) string {
-	if info.Mode == ModeBurst {
-		return "no request of the burst ended"
+	unit := "request" // a conversation scenario's unit of load is a whole conversation
+	for _, s := range sw.opts.Scenarios {
+		if s.Name == info.Scenario && s.IsConversation() {
+			unit = "conversation"
+		}
 	}
-	msg := fmt.Sprintf("no request ended inside the %s window", sw.opts.StepDuration)
+	if info.Mode == ModeBurst {
+		return "no " + unit + " of the burst ended"
+	}
+	msg := fmt.Sprintf("no %s ended inside the %s window", unit, sw.opts.StepDuration)
 	if e2e := sw.requestSeconds[info.Scenario]; e2e > 0 {
-		msg += fmt.Sprintf(": a request of %s takes about %.1fs here; %s", info.Scenario, e2e, stepDurationAdvice(e2e))
+		msg += fmt.Sprintf(": a %s of %s takes about %.1fs here; %s", unit, info.Scenario, e2e, stepDurationAdvice(e2e))
 	} else {
-		msg += ": a request takes longer than that; set step.duration (bench: --step.duration) to at least twice a request's length"
+		msg += fmt.Sprintf(": a %s takes longer than that; set step.duration (bench: --step.duration) to at least twice a %s's length", unit, unit)
 	}
 	return msg
 }
@@ -513,10 +541,19 @@ func (sw *sweepRun) sizeRequest(ctx context.Context, s prober.Scenario, prep *pr
 	if at, ok := res.E2EAtRequested(); ok {
 		e2e = at.Seconds() // a short answer: as long as the steps' requests will be
 	}
+	if s.IsConversation() {
+		// One Run is a whole conversation: a closed-loop step's window
+		// must hold two of them.
+		e2e = res.LastToken.Sub(firstStart(&res)).Seconds()
+	}
 	sw.noteRequest(s.Name, e2e)
 	if window := sw.opts.StepDuration.Seconds(); 2*e2e > window {
 		msg := fmt.Sprintf("one request takes %.1fs here (a first request, alone on the server), so the %s window of a closed-loop step holds fewer than two, and fewer still at higher N: a step may end with no request finished and measure nothing; %s",
 			e2e, sw.opts.StepDuration, stepDurationAdvice(e2e))
+		if s.IsConversation() {
+			msg = fmt.Sprintf("one conversation of %d turns takes %.1fs here (a first one, alone on the server), so the %s window of a closed-loop step holds fewer than two, and fewer still at higher N: a step may end with no conversation finished and measure nothing; %s",
+				s.Turns(), e2e, sw.opts.StepDuration, stepDurationAdvice(e2e))
+		}
 		sw.warn("sweep step duration shorter than two requests", "scenario", s.Name, "request_seconds", e2e, "step_duration", sw.opts.StepDuration)
 		sw.emit(ProgressEvent{Kind: ProgressWarning, StepInfo: StepInfo{Scenario: s.Name, Mode: ModeClosedLoop}, Message: msg})
 	}
@@ -627,6 +664,10 @@ func finishScenario(sr *ScenarioResult, s prober.Scenario, opts Options) {
 		c := UseCaseCapacityOf(closed, s.Thresholds, opts.Capacity)
 		sr.Capacity = &c
 		sr.CapacityOn = CapacityOn(closed, opts.Capacity.On)
+		if s.IsConversation() {
+			c := ConversationCapacityOf(closed, s.Thresholds, opts.Capacity)
+			sr.ConversationCapacity = &c
+		}
 	}
 }
 

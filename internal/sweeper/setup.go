@@ -146,9 +146,6 @@ func LookupScenarios(catalog []prober.Scenario, names []string) ([]prober.Scenar
 			sort.Strings(known)
 			return nil, fmt.Errorf("unknown scenario %q; expected one of: %s", n, strings.Join(known, ", "))
 		}
-		if catalog[i].IsConversation() {
-			return nil, fmt.Errorf("scenario %q is a conversation scenario; a sweep measures cold prefill under load, pick a cold scenario", n)
-		}
 		out = append(out, catalog[i])
 	}
 	return out, nil

@@ -135,6 +135,12 @@ type Result struct {
 	// had already seen: the turn before's prompt as the server counted it
 	// (answers are not replayed, so they are not part of the prefix).
 	SeenTokens int
+	// ConversationID is the conversation's own random id, on every turn:
+	// the value of its id_header, and the seed of its draws (draw.go).
+	ConversationID string
+	// ThinkTime is, on a follow-up, the pause drawn before it: from the
+	// end of the turn before's answer to this turn's request.
+	ThinkTime time.Duration
 }
 
 // ConversationCache classes a follow-up by the share of what the engine had

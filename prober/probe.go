@@ -299,8 +299,8 @@ func (p *Prober) Run(ctx context.Context, t Target, prep *Prepared) (res Result)
 // Each conversation keeps its own cookies, as a user's client does: a
 // gateway's session-affinity cookie set on one turn goes back with the next,
 // and never to another conversation or a cold probe (the target's client
-// keeps none). With Conversation.IDHeader every turn carries that header with
-// the conversation's own random id.
+// keeps none). With Conversation.IDHeader every turn carries that header
+// with the conversation's own random id.
 func (p *Prober) runConversation(ctx context.Context, t Target, prep *Prepared) Result {
 	s := prep.Scenario
 	t = withCookieJar(t)

@@ -162,8 +162,8 @@ func NewScheduler(targets []ScheduledTarget, opts SchedulerOptions) *Scheduler {
 func PlannedTokensPerHour(scenarios []Scenario) float64 {
 	var sum float64
 	for _, s := range scenarios {
-		if c := s.Cycle(); s.Interval > 0 {
-			sum += float64(s.TokensPerProbe()) * float64(time.Hour) / float64(c)
+		if s.Interval > 0 {
+			sum += float64(s.TokensPerProbe()) * float64(time.Hour) / float64(s.Cycle())
 		}
 	}
 	return sum

@@ -3,7 +3,13 @@ package prober
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -334,5 +340,105 @@ func TestSchedulerStopDuringThink(t *testing.T) {
 	}
 	if b, a := hook.before.Load(), hook.after.Load(); b != 1 || a != 1 {
 		t.Errorf("hooks: %d before, %d after; want 1 and 1 (a conversation is one probe)", b, a)
+	}
+}
+
+// TestSchedulerConversationsKeepTheLimit: conversations (a fake probe that
+// calls the scheduler's ThinkFunc between its turns, as runConversation
+// does) and cold probes on one target, many times over, never have more
+// requests in flight than the target's limit, yet cold probes do run
+// inside think times.
+func TestSchedulerConversationsKeepTheLimit(t *testing.T) {
+	for _, limit := range []int{1, 2} {
+		t.Run(fmt.Sprintf("limit=%d", limit), func(t *testing.T) {
+			var inFlight, maxSeen, thinking, duringThink, conversations atomic.Int32
+			send := func() {
+				n := inFlight.Add(1)
+				for {
+					if m := maxSeen.Load(); n <= m || maxSeen.CompareAndSwap(m, n) {
+						break
+					}
+				}
+				if thinking.Load() > 0 {
+					duringThink.Add(1)
+				}
+				time.Sleep(time.Millisecond)
+				inFlight.Add(-1)
+			}
+			probe := func(ctx context.Context, tg Target, model string, s Scenario) Result {
+				if !s.IsConversation() {
+					send()
+					return schedOK(tg, model, s)
+				}
+				think, _ := ctx.Value(thinkKey{}).(ThinkFunc)
+				if think == nil {
+					t.Error("the scheduler gave a conversation no ThinkFunc")
+					return schedOK(tg, model, s)
+				}
+				for k := 1; k <= s.Turns(); k++ {
+					if k > 1 {
+						thinking.Add(1)
+						err := think(ctx, s.Conversation.ThinkTime.Min)
+						thinking.Add(-1)
+						if err != nil {
+							return Result{Kind: KindError, Reason: ClassifyError(err), Err: err}
+						}
+					}
+					send()
+				}
+				conversations.Add(1)
+				return schedOK(tg, model, s)
+			}
+			var scenarios []Scenario
+			for i := range 3 {
+				c := schedScenario(fmt.Sprintf("conv%d", i), 100, 100*time.Millisecond)
+				c.Conversation = Conversation{Turns: 4, NewTokens: 10, ThinkTime: ThinkTime{Min: 2 * time.Second, Max: 2 * time.Second}}
+				scenarios = append(scenarios, c, schedScenario(fmt.Sprintf("cold%d", i), 100, 100*time.Millisecond))
+			}
+			sch := NewScheduler([]ScheduledTarget{{Target: Target{Name: "a", Model: "m"}, Scenarios: scenarios}},
+				SchedulerOptions{Probe: probe, ListModels: schedStaticModels(ModelInfo{ID: "m"}), Sleep: schedFastSleep,
+					Jitter: 0.2, MaxInFlightPerTarget: limit})
+			schedRunFor(t, sch, 5*time.Second, func() bool { return conversations.Load() >= 30 && duringThink.Load() >= 30 })
+			if conversations.Load() < 10 || duringThink.Load() < 10 {
+				t.Fatalf("only %d conversations, %d requests during think times", conversations.Load(), duringThink.Load())
+			}
+			if got := maxSeen.Load(); got > int32(limit) {
+				t.Errorf("%d requests in flight at once; want at most %d", got, limit)
+			}
+		})
+	}
+}
+
+// TestAgentScenariosCost: the built-in agent scenarios are conversations
+// with think time, not probed by default, and cost what the README's table
+// says (tokens per probe, and tokens an hour to 0.01 M).
+func TestAgentScenariosCost(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"coding_agent", "tool_calling_agent", "general_chat_followup", "long_document_followup"} {
+		s, ok := LookupBuiltin(name)
+		if !ok || !s.IsConversation() || s.Validate() != nil {
+			t.Fatalf("%s: built in %v, a conversation %v, %v", name, ok, s.IsConversation(), s.Validate())
+		}
+		if slices.Contains(DefaultScenarios, name) {
+			t.Errorf("%s is probed by default", name)
+		}
+		if strings.HasSuffix(name, "_agent") && s.Conversation.ThinkTime.Max == 0 {
+			t.Errorf("%s has no think time", name)
+		}
+		row := regexp.MustCompile("(?m)^\\| `" + name + "` \\| ([0-9,]+) \\| [^|]+ \\| ([0-9.]+) M \\|$").FindStringSubmatch(string(readme))
+		if row == nil {
+			t.Errorf("README: no cost row for %s", name)
+			continue
+		}
+		perHour := PlannedTokensPerHour([]Scenario{s})
+		if got, want := strings.ReplaceAll(row[1], ",", ""), strconv.Itoa(s.TokensPerProbe()); got != want {
+			t.Errorf("README: %s costs %s tokens a probe; the scenario sends %s", name, got, want)
+		}
+		if got, want := row[2], strconv.FormatFloat(perHour/1e6, 'f', 2, 64); got != want {
+			t.Errorf("README: %s costs %s M tokens an hour; planned tokens per hour say %s M", name, got, want)
+		}
 	}
 }

@@ -442,3 +442,24 @@ func TestAgentScenariosCost(t *testing.T) {
 		}
 	}
 }
+
+// TestConversationThinkTimeElapses: on the real timer, each follow-up starts
+// at least its drawn think time after the turn before's last token (a lower
+// bound only: how much later depends on the machine).
+func TestConversationThinkTimeElapses(t *testing.T) {
+	_, target := warmSim(t, nil)
+	s := conversationTestScenario(3, 1024, 256)
+	s.Conversation.ThinkTime = ThinkTime{Min: 100 * time.Millisecond, Max: 300 * time.Millisecond}
+	res := New(nil, nil).Probe(context.Background(), target, "", s)
+	if res.Kind != KindSuccess || len(res.Earlier) != 2 {
+		t.Fatalf("conversation: kind %s reason %s turn %d err %v", res.Kind, res.Reason, res.Turn, res.Err)
+	}
+	turns := append(append([]Result(nil), res.Earlier...), res)
+	for i := 1; i < len(turns); i++ {
+		gap := turns[i].Start.Sub(turns[i-1].LastToken)
+		if turns[i].ThinkTime < s.Conversation.ThinkTime.Min || gap < turns[i].ThinkTime {
+			t.Errorf("turn %d started %v after turn %d's last token; its think time was %v", i+1, gap, i, turns[i].ThinkTime)
+		}
+		t.Logf("turn %d: think time %v, gap %v", i+1, turns[i].ThinkTime, gap)
+	}
+}

@@ -1,8 +1,8 @@
 package prober
 
 // This file holds the seeded draws of a conversation's per-turn values (a
-// follow-up's new tokens today): a range in the config ("1024-4096") is drawn
-// per turn, reproducibly.
+// follow-up's new tokens, the think time before it): a range in the config
+// ("1024-4096", "5s-1m") is drawn per turn, reproducibly.
 
 import (
 	"fmt"
@@ -77,6 +77,19 @@ func (d *Draw) Duration(lo, hi time.Duration) time.Duration {
 	}
 	return lo + time.Duration(d.r.Int64N(int64(hi-lo)+1))
 }
+
+// thinkSeedSalt moves the think times' draws to a generator of their own, so
+// drawing one kind of value never shifts the other's sequence.
+const thinkSeedSalt uint64 = 0x7468696e6b74696d // "thinktim"
+
+// conversationDraws returns conversation n's generators of seed: its new
+// tokens' and its think times'.
+func conversationDraws(seed, n uint64) (newTokens, think *Draw) {
+	return NewDraw(seed, n), NewDraw(seed^thinkSeedSalt, n)
+}
+
+// ThinkTime draws the think time before the next follow-up from tt.
+func (d *Draw) ThinkTime(tt ThinkTime) time.Duration { return d.Duration(tt.Min, tt.Max) }
 
 // DefaultSeed is the seed of a scenario without conversation.seed: the
 // FNV-1a hash of its name, so two runs of one config draw alike and two

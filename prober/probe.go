@@ -34,6 +34,9 @@ type Prober struct {
 	// freshFollowUpSalt gives warm follow-ups a new cache_salt: tests use it
 	// to show that a broken conversation reads as a miss.
 	freshFollowUpSalt bool
+	// sleep waits out a think time where no ThinkFunc is in the context:
+	// a timer (schedSleep); tests replace it.
+	sleep func(ctx context.Context, d time.Duration) bool
 
 	mu         sync.Mutex
 	cal        map[calKey]*calEntry
@@ -63,6 +66,7 @@ func New(logger *slog.Logger, clock Clock) *Prober {
 		noTokenize: map[string]bool{},
 		detected:   map[string]string{},
 		convSeq:    map[prepKey]uint64{},
+		sleep:      schedSleep,
 	}
 	p.SetTracerProvider(nil)
 	return p
@@ -258,7 +262,8 @@ type history struct {
 	prep  *Prepared
 	first string // the priming prompt (nonce included)
 	steps []convStep
-	draw  *Draw
+	draw  *Draw   // new tokens
+	think *Draw   // think times
 	prev  *Result // a copy of the turn before, once it succeeded
 }
 
@@ -268,8 +273,8 @@ func (p *Prober) newHistory(t Target, prep *Prepared, nonce string) *history {
 	n := p.convSeq[pk]
 	p.convSeq[pk] = n + 1
 	p.mu.Unlock()
-	return &history{prep: prep, first: promptText(nonce, bodyWords(prep.Words)),
-		draw: NewDraw(prep.Scenario.ConversationSeed(), n)}
+	draw, think := conversationDraws(prep.Scenario.ConversationSeed(), n)
+	return &history{prep: prep, first: promptText(nonce, bodyWords(prep.Words)), draw: draw, think: think}
 }
 
 // answered records the turn before the next follow-up.
@@ -378,6 +383,10 @@ func (p *Prober) Run(ctx context.Context, t Target, prep *Prepared) (res Result)
 // It returns the last turn it sent, carrying the earlier ones; it stops at
 // the first turn that did not succeed.
 //
+// Before each follow-up it waits the think time drawn for it (think); a
+// context that ends meanwhile ends the conversation at once, with a failed
+// result for the turn that was not sent.
+//
 // Each conversation keeps its own cookies, as a user's client does: a
 // gateway's session-affinity cookie set on one turn goes back with the next,
 // and never to another conversation or a cold probe (the target's client
@@ -386,12 +395,13 @@ func (p *Prober) Run(ctx context.Context, t Target, prep *Prepared) (res Result)
 func (p *Prober) runConversation(ctx context.Context, t Target, prep *Prepared) Result {
 	s := prep.Scenario
 	t = withCookieJar(t)
+	id := "slaprobe-" + newSalt()[:16]
 	if h := s.Conversation.IDHeader; h != "" {
 		headers := maps.Clone(t.Headers)
 		if headers == nil {
 			headers = map[string]string{}
 		}
-		headers[h] = "slaprobe-" + newSalt()[:16]
+		headers[h] = id
 		t.Headers = headers
 	}
 	nonce, salt := newNonce(), newSalt()
@@ -399,11 +409,22 @@ func (p *Prober) runConversation(ctx context.Context, t Target, prep *Prepared) 
 	var earlier []Result
 	var primeTTFT time.Duration
 	for k := 1; ; k++ {
+		var think time.Duration
+		if k > 1 {
+			think = h.think.ThinkTime(s.Conversation.ThinkTime)
+			if err := p.think(ctx, think); err != nil {
+				res := Result{Target: t.Name, Model: prep.Model, Scenario: s.Name, API: prep.API, RequestedTokens: s.OutputTokens,
+					Turn: k, Start: p.clock.Now(), ConversationID: id, ThinkTime: think, Earlier: earlier}
+				failResult(&res, ClassifyError(err), fmt.Errorf("conversation stopped in the %s think time before turn %d: %w", think, k, err))
+				return res
+			}
+		}
 		turnSalt := salt
 		if k > 1 && p.freshFollowUpSalt {
 			turnSalt = newSalt()
 		}
 		res := p.runTurn(ctx, t, prep, k, nonce, turnSalt, h)
+		res.ConversationID, res.ThinkTime = id, think
 		if k > 1 {
 			res.PrimeTTFT = primeTTFT
 			res.SeenTokens = h.seen()
@@ -418,6 +439,38 @@ func (p *Prober) runConversation(ctx context.Context, t Target, prep *Prepared) 
 		earlier = append(earlier, res)
 		h.answered(res)
 	}
+}
+
+// ThinkFunc waits out a conversation's think time d before its next turn
+// and returns once that turn may be sent, or with the reason it may not
+// (the context's cause). The scheduler's gives the target's in-flight slot
+// back meanwhile and takes one again before returning.
+type ThinkFunc func(ctx context.Context, d time.Duration) error
+
+type thinkKey struct{}
+
+// WithThinkFunc returns ctx carrying f: the conversations Run sends with
+// that context wait their think times with f. It is request-scoped on
+// purpose: whoever runs the probe (the scheduler, a sweep) decides what a
+// pause means for its own limits.
+func WithThinkFunc(ctx context.Context, f ThinkFunc) context.Context {
+	return context.WithValue(ctx, thinkKey{}, f)
+}
+
+// think waits d with the context's ThinkFunc, else p.sleep. A zero think
+// time sends the next turn at once, without a call: the turns of a warm
+// scenario go back to back, as they always have.
+func (p *Prober) think(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	if f, ok := ctx.Value(thinkKey{}).(ThinkFunc); ok && f != nil {
+		return f(ctx, d)
+	}
+	if !p.sleep(ctx, d) {
+		return thinkCause(ctx)
+	}
+	return nil
 }
 
 // withCookieJar returns t with a copy of its client that has a fresh, empty

@@ -144,6 +144,12 @@ type Result struct {
 	// Answer is the content text the server streamed, kept on the turns of a
 	// conversation that another turn follows (it replays it); "" otherwise.
 	Answer string
+	// ConversationID is the conversation's own random id, on every turn:
+	// the value of its id_header when one is set.
+	ConversationID string
+	// ThinkTime is, on a follow-up, the pause drawn before it: from the
+	// end of the turn before's answer to this turn's request.
+	ThinkTime time.Duration
 }
 
 // ConversationCache classes a follow-up by the share of what the engine had

@@ -131,13 +131,52 @@ type Conversation struct {
 	// follow-up's new tokens as the result of a tool call the replayed answer
 	// made (conversation.go).
 	Tools bool
-	// Seed seeds the per-turn draws (NewTokens as a range); 0 means
+	// Seed seeds the per-turn draws (NewTokens and ThinkTime ranges); 0 means
 	// DefaultSeed(the scenario's name).
 	Seed uint64
+	// ThinkTime is the pause from the end of one turn's answer to the next
+	// turn's request (a tool running, a user reading): fixed, or drawn per
+	// turn from a range. The zero value sends the turns back to back.
+	ThinkTime ThinkTime
 	// IDHeader, when set, is a request header every turn of a conversation
 	// carries with the conversation's own id, for a router that keeps a
 	// session on one replica by a header.
 	IDHeader string
+}
+
+// ThinkTime is a conversation's pause before each follow-up turn: Min when
+// Min == Max, else a uniform draw in [Min, Max], per turn, from the
+// conversation's own seeded generator (Draw.ThinkTime).
+type ThinkTime struct{ Min, Max time.Duration }
+
+// MaxThinkTime bounds a think time: the longest pause of an agent's tool
+// call worth modelling; a conversation holds its scheduler loop throughout.
+const MaxThinkTime = 10 * time.Minute
+
+// Fixed reports whether every turn waits the same time.
+func (tt ThinkTime) Fixed() bool { return tt.Min == tt.Max }
+
+// Mean is the expected pause per follow-up turn.
+func (tt ThinkTime) Mean() time.Duration { return tt.Min + (tt.Max-tt.Min)/2 }
+
+// String is the config's spelling: "15s", or "5s-1m" for a range; "0s" for none.
+func (tt ThinkTime) String() string {
+	if tt.Fixed() {
+		return durationText(tt.Min)
+	}
+	return durationText(tt.Min) + "-" + durationText(tt.Max)
+}
+
+// durationText writes d as the config does: "90s" as "1m30s", "60s" as "1m".
+func durationText(d time.Duration) string {
+	t := d.String()
+	if strings.HasSuffix(t, "m0s") {
+		t = t[:len(t)-2]
+	}
+	if strings.HasSuffix(t, "h0m") {
+		t = t[:len(t)-2]
+	}
+	return t
 }
 
 // IsConversation reports whether s is a conversation (warm-context) scenario.
@@ -169,6 +208,17 @@ func (s Scenario) ConversationSeed() uint64 {
 func (s Scenario) TurnInputTokens(k int) int {
 	return s.InputTokens + max(k-1, 0)*(s.Conversation.NewTokenRange().Max+s.OutputTokens)
 }
+
+// ThinkTotal is the expected time one conversation of s spends thinking:
+// the mean think time before each follow-up turn.
+func (s Scenario) ThinkTotal() time.Duration {
+	return time.Duration(max(s.Turns()-1, 0)) * s.Conversation.ThinkTime.Mean()
+}
+
+// Cycle is the expected time from the start of one probe of s to the start
+// of the next on one target, turns' own latencies left out: the interval,
+// counted from the end of a probe, plus the conversation's think time.
+func (s Scenario) Cycle() time.Duration { return s.Interval + s.ThinkTotal() }
 
 // MaxInputTokens is the longest prompt one probe of s sends (the last turn's).
 func (s Scenario) MaxInputTokens() int { return s.TurnInputTokens(s.Turns()) }
@@ -220,6 +270,12 @@ func (s Scenario) Validate() error {
 	case s.Conversation.IDHeader != "" && !s.IsConversation():
 		return fmt.Errorf("scenario %q: conversation.id_header=%q with conversation.turns=0; expected conversation.turns of 2 or more",
 			s.Name, s.Conversation.IDHeader)
+	case s.Conversation.ThinkTime.Min < 0 || s.Conversation.ThinkTime.Max < s.Conversation.ThinkTime.Min || s.Conversation.ThinkTime.Max > MaxThinkTime:
+		return fmt.Errorf("scenario %q: conversation.think_time=%s; expected a duration from 0s to %s, or a range lo-hi with lo <= hi (\"5s-1m\")",
+			s.Name, s.Conversation.ThinkTime, durationText(MaxThinkTime))
+	case !s.IsConversation() && s.Conversation.ThinkTime != (ThinkTime{}):
+		return fmt.Errorf("scenario %q: conversation.think_time=%s with conversation.turns=0; expected conversation.turns of 2 or more",
+			s.Name, s.Conversation.ThinkTime)
 	case !s.IsConversation() && s.Conversation.NewTokens != 0:
 		return fmt.Errorf("scenario %q: conversation.new_tokens=%d with conversation.turns=0; expected conversation.turns of 2 or more",
 			s.Name, s.Conversation.NewTokens)
@@ -286,6 +342,23 @@ var builtin = []Scenario{
 	{Name: "long_document_followup", Family: FamilyUseCase, Description: "follow-up question (1K new tokens) on a 64K document",
 		InputTokens: 65536, OutputTokens: 1024, Conversation: Conversation{Turns: 2, NewTokens: 1024},
 		Interval: 10 * time.Minute, Timeout: 5 * time.Minute, Thresholds: Thresholds{TTFT: 3 * time.Second, MinDecode: 15}},
+
+	// Agent conversations: many turns, each re-sending the history plus what
+	// the tools returned, after the time the tools took. Follow-ups prefill
+	// only what is new when the cache kept the conversation, so they are
+	// judged as short prompts (docs/warm.md, "Built-in agent scenarios").
+	// Intervals count from a conversation's end: with its think time a
+	// coding_agent conversation comes round about every 36 min, a
+	// tool_calling_agent one about every 11 min.
+	// Both send tool definitions and their new tokens as tool results.
+	{Name: "coding_agent", Family: FamilyUseCase, Description: "coding agent: 12 turns on a 16K task, each adding 2K of tool output after 5-60 s of tool time",
+		InputTokens: 16384, OutputTokens: 256,
+		Conversation: Conversation{Turns: 12, NewTokens: 2048, Tools: true, ThinkTime: ThinkTime{Min: 5 * time.Second, Max: time.Minute}},
+		Interval:     30 * time.Minute, Timeout: 3 * time.Minute, Thresholds: Thresholds{TTFT: 2 * time.Second, MinDecode: 20}},
+	{Name: "tool_calling_agent", Family: FamilyUseCase, Description: "tool-calling agent: 8 short turns on 4K of tool schemas, each adding a 512-token tool result after 1-10 s",
+		InputTokens: 4096, OutputTokens: 128,
+		Conversation: Conversation{Turns: 8, NewTokens: 512, Tools: true, ThinkTime: ThinkTime{Min: time.Second, Max: 10 * time.Second}},
+		Interval:     10 * time.Minute, Timeout: 90 * time.Second, Thresholds: Thresholds{E2E: 2 * time.Second}},
 }
 
 // Builtin returns a copy of the built-in scenario catalog, report family first.

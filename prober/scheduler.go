@@ -155,12 +155,15 @@ func NewScheduler(targets []ScheduledTarget, opts SchedulerOptions) *Scheduler {
 }
 
 // PlannedTokensPerHour is the prompt plus output tokens that probing
-// scenarios at their intervals spends per hour.
+// scenarios at their intervals spends per hour. A scenario's loop waits its
+// interval after each probe ends, so a conversation with think time comes
+// round every Cycle (interval plus its mean think time); the turns' own
+// latencies are left out, so the figure is an upper bound.
 func PlannedTokensPerHour(scenarios []Scenario) float64 {
 	var sum float64
 	for _, s := range scenarios {
 		if s.Interval > 0 {
-			sum += float64(s.TokensPerProbe()) * float64(time.Hour) / float64(s.Interval)
+			sum += float64(s.TokensPerProbe()) * float64(time.Hour) / float64(s.Cycle())
 		}
 	}
 	return sum
@@ -520,19 +523,27 @@ func (s *Scheduler) probeOnce(ctx context.Context, ts *schedTarget, sc Scenario)
 		<-ts.sem
 		return probeGated, gateStep{}
 	}
-	// The prober enforces the scenario's timeout; this bound only keeps a
-	// hung probe from holding the slot forever.
-	pctx, cancel := context.WithTimeout(ctx, 2*sc.Timeout*time.Duration(sc.Turns())+time.Minute)
+	// The prober enforces the scenario's timeout on every turn; this guard
+	// only keeps a hung probe from holding the slot forever. It runs while
+	// the probe holds the slot: a conversation's think time and its wait
+	// for a slot afterwards do not count.
+	pctx, cancel := context.WithCancelCause(ctx)
+	pacer := &schedPacer{s: s, ts: ts, held: true, bound: 2*sc.Timeout*time.Duration(sc.Turns()) + time.Minute}
+	pacer.guard = time.AfterFunc(pacer.bound, func() { cancel(context.DeadlineExceeded) })
+	pctx = WithThinkFunc(pctx, pacer.think)
 	for _, h := range s.opts.Hooks {
 		h.BeforeProbe(pctx, ts.t, sc)
 	}
 	res := s.opts.Probe(pctx, ts.t, model, sc)
-	cancel()
+	pacer.guard.Stop()
+	cancel(nil)
 	var step gateStep
 	if ctx.Err() == nil {
 		step = ts.gate.note(&res, sc, ts.log)
 	}
-	<-ts.sem
+	if pacer.held {
+		<-ts.sem
+	}
 	for _, h := range s.opts.Hooks {
 		h.AfterProbe(&res)
 	}
@@ -565,13 +576,56 @@ func (s *Scheduler) probeOnce(ctx context.Context, ts *schedTarget, sc Scenario)
 	return probeDone, step
 }
 
+// schedPacer paces the turns of one conversation the scheduler runs (a
+// ThinkFunc): during a think time the conversation gives its in-flight slot
+// back, so the target's other probes run while a tool would; it takes a
+// slot again before its next turn, so it never sends two turns at once and
+// never exceeds the target's limit. Its methods run on the probe's
+// goroutine, between turns.
+type schedPacer struct {
+	s     *Scheduler
+	ts    *schedTarget
+	held  bool          // the conversation holds one of ts.sem's slots
+	guard *time.Timer   // cancels a probe that holds the slot past bound
+	bound time.Duration // the hang guard's time
+}
+
+// think gives the slot back, sleeps d (the scheduler's Sleep), then waits
+// for a slot. It returns the context's cause when ctx ends first; the
+// conversation then ends without its slot, and probeOnce frees none.
+func (p *schedPacer) think(ctx context.Context, d time.Duration) error {
+	p.guard.Stop()
+	<-p.ts.sem
+	p.held = false
+	if !p.s.opts.Sleep(ctx, d) {
+		return thinkCause(ctx)
+	}
+	select {
+	case <-ctx.Done():
+		return thinkCause(ctx)
+	case p.ts.sem <- struct{}{}:
+	}
+	p.held = true
+	p.guard.Reset(p.bound)
+	return nil
+}
+
+// thinkCause is why a think time ended early: ctx's cause.
+func thinkCause(ctx context.Context) error {
+	if err := context.Cause(ctx); err != nil {
+		return err
+	}
+	return context.Canceled
+}
+
 func (s *Scheduler) logResult(ts *schedTarget, r *Result) {
 	log := ts.log.With("model", r.Model, "scenario", r.Scenario)
 	switch r.Kind {
 	case KindSuccess:
 		if r.FollowUp() {
 			share, _ := r.CachedShare()
-			log.Debug("warm follow-up succeeded", "turn", r.Turn, "ttft", r.TTFT(), "prime_ttft", r.PrimeTTFT,
+			log.Debug("warm follow-up succeeded", "conversation", r.ConversationID, "turn", r.Turn, "think_time", r.ThinkTime,
+				"ttft", r.TTFT(), "prime_ttft", r.PrimeTTFT,
 				"cached_tokens", r.CachedTokens, "prompt_tokens", r.PromptTokens, "cached_share", share, "id", r.ResponseID)
 		} else if r.CacheHit() {
 			log.Warn("the prompt hit the prefix cache; TTFT, E2E and prefill not recorded",

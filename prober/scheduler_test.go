@@ -489,6 +489,15 @@ func TestPlannedTokensPerHour(t *testing.T) {
 	if want := 1280.0*120 + 4352*60; got != want {
 		t.Errorf("PlannedTokensPerHour = %g, want %g", got, want)
 	}
+	// A conversation comes round every interval (counted from its end) plus
+	// its think time: 60 s + 2 × 20 s mean, so 36 conversations an hour of
+	// (1000+100) + (1600+100) + (2200+100) tokens (each follow-up replays the
+	// 100-token answer before it, then adds 500).
+	conv := Scenario{InputTokens: 1000, OutputTokens: 100, Interval: time.Minute,
+		Conversation: Conversation{Turns: 3, NewTokens: 500, ThinkTime: ThinkTime{Min: 10 * time.Second, Max: 30 * time.Second}}}
+	if got, want := PlannedTokensPerHour([]Scenario{conv}), 5100.0*36; got != want {
+		t.Errorf("PlannedTokensPerHour(conversation with think time) = %g, want %g", got, want)
+	}
 }
 
 // NextProbe tells when each loop wakes: unknown before the loop starts,

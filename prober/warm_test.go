@@ -210,6 +210,16 @@ func TestWarmScenarioValidate(t *testing.T) {
 		{Conversation{Tools: true}, `scenario "w": conversation.tools, seed or a new_tokens range with conversation.turns=0; expected conversation.turns of 2 or more`},
 		{Conversation{Turns: 2, NewTokens: 512, IDHeader: "host"}, "scenario \"w\": conversation.id_header=\"host\"; expected an HTTP header name such as X-Session-Id (letters, digits and !#$%&'*+-.^_`|~)"},
 		{Conversation{IDHeader: "X-Session-Id"}, `scenario "w": conversation.id_header="X-Session-Id" with conversation.turns=0; expected conversation.turns of 2 or more`},
+		{Conversation{Turns: 2, NewTokens: 512, ThinkTime: ThinkTime{Min: 15 * time.Second, Max: 15 * time.Second}}, ""},
+		{Conversation{Turns: 2, NewTokens: 512, ThinkTime: ThinkTime{Min: 5 * time.Second, Max: 10 * time.Minute}}, ""},
+		{Conversation{Turns: 2, NewTokens: 512, ThinkTime: ThinkTime{Min: time.Minute, Max: 5 * time.Second}},
+			`scenario "w": conversation.think_time=1m-5s; expected a duration from 0s to 10m, or a range lo-hi with lo <= hi ("5s-1m")`},
+		{Conversation{Turns: 2, NewTokens: 512, ThinkTime: ThinkTime{Min: -time.Second, Max: time.Second}},
+			`scenario "w": conversation.think_time=-1s-1s; expected a duration from 0s to 10m, or a range lo-hi with lo <= hi ("5s-1m")`},
+		{Conversation{Turns: 2, NewTokens: 512, ThinkTime: ThinkTime{Min: time.Second, Max: 10*time.Minute + time.Second}},
+			`scenario "w": conversation.think_time=1s-10m1s; expected a duration from 0s to 10m, or a range lo-hi with lo <= hi ("5s-1m")`},
+		{Conversation{ThinkTime: ThinkTime{Min: time.Second, Max: time.Second}},
+			`scenario "w": conversation.think_time=1s with conversation.turns=0; expected conversation.turns of 2 or more`},
 	} {
 		s := base
 		s.Conversation = tc.conv

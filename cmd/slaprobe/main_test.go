@@ -212,7 +212,8 @@ func TestCheckConfig(t *testing.T) {
 		notStdout  string
 	}{
 		{name: "good", args: []string{"--config.file=" + good}, wantCode: 0,
-			wantStdout: []string{"name: vllm:8000", "password: <secret>", "stall_timeout: 30s", "scenarios: [chatbot, rag, agentic, tool_calling]"}, notStdout: "hunter2"},
+			wantStdout: []string{"name: vllm:8000", "password: <secret>", "stall_timeout: 30s", "scenarios: [chatbot, rag, agentic, tool_calling]",
+				"name: coding_agent", "think_time: 5s-1m"}, notStdout: "hunter2"},
 		{name: "unknown field", args: []string{"--config.file=" + bad}, wantCode: 1,
 			wantStderr: `line 3: unknown field "colour" in targets[]`},
 		{name: "quick flags", args: []string{"--target.url=http://a:1", "--scenarios=chatbot"}, wantCode: 0,
@@ -254,7 +255,8 @@ func TestCheckConfig(t *testing.T) {
 func TestHelpShowsDefaults(t *testing.T) {
 	bin := binary(t)
 	for cmd, wants := range map[string][]string{
-		"run":  {"--web.listen-address=:9781", "--config.file=PATH", "--scenarios=chatbot,rag,agentic,tool_calling", "--log.level=info"},
+		"run": {"--web.listen-address=:9781", "--config.file=PATH", "--scenarios=chatbot,rag,agentic,tool_calling", "--log.level=info",
+			"coding_agent,", "tool_calling_agent."}, // the built-in list names the agent scenarios
 		"demo": {"--web.listen-address=127.0.0.1:9781", "--web.config.file"},
 		// bench warns before anyone runs it, and shows a gentler start.
 		"bench": {"loads the server on purpose", "up to 32 requests in flight", "bursts of up to 256", "each burst 8 times", "about an hour",

@@ -15,7 +15,7 @@ import (
 	"github.com/slaprobe/slaprobe/prober"
 )
 
-const allScenarios = "agentic, chatbot, code_completion, coding_assistant, general_chat, general_chat_followup, long_document, long_document_followup, rag, short_chat, tool_calling"
+const allScenarios = "agentic, chatbot, code_completion, coding_agent, coding_assistant, general_chat, general_chat_followup, long_document, long_document_followup, rag, short_chat, tool_calling, tool_calling_agent"
 
 func TestLoadErrors(t *testing.T) {
 	for _, tc := range []struct{ file, want string }{
@@ -34,7 +34,7 @@ func TestLoadErrors(t *testing.T) {
 		{"one_output_token.yml", `line 6: scenarios[0]: scenario "my_case": output_tokens=1; expected at least 2 (decode speed needs two tokens)`},
 		{"warm_one_turn.yml", `line 4: scenarios[0]: scenario "my_followup": conversation.turns=1; expected 2 to 64 (the priming turn and at least one follow-up) (read from warm:, the older name of conversation:)`},
 		{"warm_no_new_tokens.yml", `line 4: scenarios[0] (my_followup): warm.new_tokens is missing; expected the tokens each follow-up turn adds, e.g. 1024`},
-		{"warm_on_cold_builtin.yml", `line 5: scenarios[0] (chatbot): warm is set on the cold built-in scenario "chatbot"; expected a new name for a conversation variant (built-in conversation scenarios: general_chat_followup, long_document_followup)`},
+		{"warm_on_cold_builtin.yml", `line 5: scenarios[0] (chatbot): warm is set on the cold built-in scenario "chatbot"; expected a new name for a conversation variant (built-in conversation scenarios: general_chat_followup, long_document_followup, coding_agent, tool_calling_agent)`},
 		{"warm_negative_new_tokens.yml", `line 4: scenarios[0]: scenario "general_chat_followup": conversation.new_tokens=-5; expected a positive token count per follow-up turn (read from warm:, the older name of conversation:)`},
 		{"conversation_too_many_turns.yml", `line 4: scenarios[0]: scenario "agent": conversation.turns=65; expected 2 to 64 (the priming turn and at least one follow-up)`},
 		{"conversation_no_new_tokens.yml", `line 4: scenarios[0] (agent): conversation.new_tokens is missing; expected the tokens each follow-up turn adds, e.g. 1024`},

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -48,9 +49,13 @@ type ConversationConfig struct {
 	// Tools puts tool definitions in every request and sends the new tokens
 	// as a tool result. Default false.
 	Tools *bool `yaml:"tools,omitempty"`
-	// Seed seeds the per-turn draws of a new_tokens range. Default: derived
+	// Seed seeds the per-turn draws of new_tokens and think_time ranges. Default: derived
 	// from the scenario's name, so every run draws alike.
 	Seed *uint64 `yaml:"seed,omitempty"`
+	// ThinkTime is the pause before each follow-up turn, from the end of
+	// the answer before it: a duration ("15s") or a range drawn per turn
+	// ("5s-1m"). Default 0s: the turns go back to back.
+	ThinkTime *string `yaml:"think_time,omitempty"`
 	// IDHeader is a request header that carries the conversation's id on
 	// every turn, for a router with header affinity. Empty: none.
 	IDHeader *string `yaml:"id_header,omitempty"`
@@ -180,6 +185,17 @@ func (c *Config) resolveScenarios() error {
 			}
 		}
 		sc.apply(&s)
+		if cv := sc.Conversation; cv != nil && cv.ThinkTime != nil {
+			key := "conversation"
+			if fromWarm {
+				key = "warm"
+			}
+			tt, err := ParseThinkTime(*cv.ThinkTime)
+			if err != nil {
+				return fmt.Errorf("%s: %s.think_time=%q: %w", where, key, *cv.ThinkTime, err)
+			}
+			s.Conversation.ThinkTime = tt
+		}
 		if err := s.Validate(); err != nil {
 			if fromWarm {
 				return fmt.Errorf("scenarios[%d]: %w (read from warm:, the older name of conversation:)", i, err)
@@ -198,6 +214,26 @@ func (c *Config) resolveScenarios() error {
 	}
 	return nil
 }
+
+// ParseThinkTime reads conversation.think_time: a duration ("15s", "0s")
+// or a range "lo-hi" ("5s-1m"), each side a Prometheus duration. The bounds
+// (lo <= hi, at most prober.MaxThinkTime) are Scenario.Validate's.
+func ParseThinkTime(text string) (prober.ThinkTime, error) {
+	loText, hiText, isRange := strings.Cut(strings.TrimSpace(text), "-")
+	lo, err := model.ParseDuration(strings.TrimSpace(loText))
+	if err != nil {
+		return prober.ThinkTime{}, errThinkTimeSyntax
+	}
+	hi := lo
+	if isRange {
+		if hi, err = model.ParseDuration(strings.TrimSpace(hiText)); err != nil {
+			return prober.ThinkTime{}, errThinkTimeSyntax
+		}
+	}
+	return prober.ThinkTime{Min: time.Duration(lo), Max: time.Duration(hi)}, nil
+}
+
+var errThinkTimeSyntax = errors.New(`expected a duration such as "15s", or a range drawn per turn such as "5s-1m"`)
 
 // apply writes the fields that are set onto s.
 func (sc ScenarioConfig) apply(s *prober.Scenario) {
@@ -281,6 +317,10 @@ func scenarioConfigOf(s prober.Scenario) ScenarioConfig {
 		}
 		if seed := s.Conversation.Seed; seed != 0 {
 			sc.Conversation.Seed = &seed
+		}
+		if tt := s.Conversation.ThinkTime; tt != (prober.ThinkTime{}) {
+			text := tt.String()
+			sc.Conversation.ThinkTime = &text
 		}
 	}
 	return sc

@@ -119,7 +119,8 @@ scenarios:
 		t.Fatal(err)
 	}
 	got := c.lookup("coding_agent").Conversation
-	if want := (prober.Conversation{Turns: 12, NewTokens: 1024, NewTokensMax: 4096, Tools: true, Seed: 7}); got != want {
+	if want := (prober.Conversation{Turns: 12, NewTokens: 1024, NewTokensMax: 4096, Tools: true, Seed: 7,
+		ThinkTime: prober.ThinkTime{Min: 5 * time.Second, Max: time.Minute}}); got != want { // the built-in's think time stays
 		t.Errorf("conversation %+v, want %+v", got, want)
 	}
 	again, err := LoadBytes([]byte(c.Redacted()))
@@ -164,5 +165,94 @@ scenarios:
 `))
 	if want := `conversation.tools=true with api=completions; expected chat, responses or messages (a completions prompt has no tool calls)`; err == nil || !strings.HasSuffix(err.Error(), want) {
 		t.Errorf("tools on completions: error %v, want …%s", err, want)
+	}
+}
+
+// TestConversationThinkTime reads conversation.think_time as a duration or a
+// range, prints it back as it loads, and rejects what is not one with an
+// error naming the field, the value and the form expected.
+func TestConversationThinkTime(t *testing.T) {
+	const cfg = `
+targets:
+  - url: http://vllm:8000
+scenarios:
+  - name: agent
+    input_tokens: 4096
+    output_tokens: 256
+    conversation:
+      turns: 4
+      new_tokens: 512
+      think_time: THINK
+`
+	for _, tc := range []struct {
+		text    string
+		want    prober.ThinkTime
+		wantErr string
+	}{
+		{"15s", prober.ThinkTime{Min: 15 * time.Second, Max: 15 * time.Second}, ""},
+		{"5s-1m", prober.ThinkTime{Min: 5 * time.Second, Max: time.Minute}, ""},
+		{"500ms - 2s", prober.ThinkTime{Min: 500 * time.Millisecond, Max: 2 * time.Second}, ""},
+		{"0s", prober.ThinkTime{}, ""},
+		{"10m", prober.ThinkTime{Min: 10 * time.Minute, Max: 10 * time.Minute}, ""},
+		{"15", prober.ThinkTime{}, `line 11: scenarios[0] (agent): conversation.think_time="15": expected a duration such as "15s", or a range drawn per turn such as "5s-1m"`},
+		{"5s-", prober.ThinkTime{}, `line 11: scenarios[0] (agent): conversation.think_time="5s-": expected a duration such as "15s", or a range drawn per turn such as "5s-1m"`},
+		{"1m-5s", prober.ThinkTime{}, `line 5: scenarios[0]: scenario "agent": conversation.think_time=1m-5s; expected a duration from 0s to 10m, or a range lo-hi with lo <= hi ("5s-1m")`},
+		{"11m", prober.ThinkTime{}, `line 5: scenarios[0]: scenario "agent": conversation.think_time=11m; expected a duration from 0s to 10m, or a range lo-hi with lo <= hi ("5s-1m")`},
+	} {
+		t.Run(tc.text, func(t *testing.T) {
+			c, err := LoadBytes([]byte(strings.Replace(cfg, "THINK", `"`+tc.text+`"`, 1)))
+			if tc.wantErr != "" {
+				if err == nil || err.Error() != tc.wantErr {
+					t.Fatalf("error:\n got: %v\nwant: %s", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.lookup("agent").Conversation.ThinkTime; got != tc.want {
+				t.Errorf("think time %+v, want %+v", got, tc.want)
+			}
+			again, err := LoadBytes([]byte(c.Redacted()))
+			if err != nil {
+				t.Fatalf("reload the printed config: %v\n%s", err, c.Redacted())
+			}
+			if got := again.lookup("agent").Conversation.ThinkTime; got != tc.want {
+				t.Errorf("printed and reloaded: %+v, want %+v\n%s", got, tc.want, c.Redacted())
+			}
+		})
+	}
+}
+
+// TestAgentScenarios: the built-in agent conversations are known to the
+// config, not probed unless listed, and tunable like any conversation.
+func TestAgentScenarios(t *testing.T) {
+	c, err := LoadBytes([]byte(`
+targets:
+  - url: http://vllm:8000
+  - name: agents
+    url: http://vllm:8001
+    scenarios: [coding_agent, tool_calling_agent]
+scenarios:
+  - name: coding_agent
+    conversation: {think_time: 30s}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range c.Scenarios("vllm:8000") {
+		if s.Name == "coding_agent" || s.Name == "tool_calling_agent" {
+			t.Errorf("%s is probed by default; it must be listed", s.Name)
+		}
+	}
+	got := c.Scenarios("agents")
+	if len(got) != 2 {
+		t.Fatalf("scenarios of the agents target: %+v", got)
+	}
+	if cv := got[0].Conversation; cv.Turns != 12 || cv.NewTokens != 2048 || cv.ThinkTime != (prober.ThinkTime{Min: 30 * time.Second, Max: 30 * time.Second}) {
+		t.Errorf("tuned coding_agent: %+v", cv)
+	}
+	if cv := got[1].Conversation; cv.ThinkTime != (prober.ThinkTime{Min: time.Second, Max: 10 * time.Second}) {
+		t.Errorf("tool_calling_agent think time %+v", cv.ThinkTime)
 	}
 }

@@ -150,7 +150,7 @@ func (p *Prober) Prepare(ctx context.Context, t Target, model string, s Scenario
 			s.Name, s.MaxInputTokens(), s.OutputTokens, entry.maxModelLen)
 	}
 
-	pk := prepKey{target: t.Name, s: s}
+	pk := prepKey{target: t.Name, s: s, metrics: t.PerRequestMetrics}
 	p.mu.Lock()
 	prep := entry.preps[pk]
 	for _, f := range prep.followUpsOrNil() {
@@ -163,7 +163,7 @@ func (p *Prober) Prepare(ctx context.Context, t Target, model string, s Scenario
 	if prep != nil {
 		return prep, nil
 	}
-	body, err := newBodyTemplate(key.api, model, entry.words, s.OutputTokens)
+	body, err := newProbeBody(key.api, model, entry.words, s.OutputTokens, t.PerRequestMetrics)
 	if err != nil {
 		return nil, fmt.Errorf("calibrate %s: %w", s.Name, err)
 	}

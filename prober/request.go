@@ -32,6 +32,8 @@ type vllmChatRequest struct {
 	MinTokens     int                `json:"min_tokens,omitempty"`
 	IgnoreEOS     bool               `json:"ignore_eos,omitempty"`
 	CacheSalt     string             `json:"cache_salt,omitempty"`
+	// IncludeMetrics asks vLLM for its per-request `metrics` object.
+	IncludeMetrics bool `json:"include_metrics,omitempty"`
 }
 
 // vllmCompletionRequest is a (legacy) completion request with vLLM's extensions.
@@ -41,6 +43,8 @@ type vllmCompletionRequest struct {
 	MinTokens     int                `json:"min_tokens,omitempty"`
 	IgnoreEOS     bool               `json:"ignore_eos,omitempty"`
 	CacheSalt     string             `json:"cache_salt,omitempty"`
+	// IncludeMetrics asks vLLM for its per-request `metrics` object.
+	IncludeMetrics bool `json:"include_metrics,omitempty"`
 }
 
 // tokenizeChatRequest is vLLM's POST /tokenize chat form; the server applies
@@ -79,6 +83,8 @@ type requestSpec struct {
 	MinTokens int  // forced output length; 0 omits min_tokens and ignore_eos
 	Stream    bool // streaming with continuous usage
 	CacheSalt string
+	// IncludeMetrics sets include_metrics (chat and completions only).
+	IncludeMetrics bool
 }
 
 // marshalRequest encodes a probe or calibration request.
@@ -106,6 +112,8 @@ func marshalRequest(r requestSpec) ([]byte, error) {
 			MinTokens:     r.MinTokens,
 			IgnoreEOS:     forced,
 			CacheSalt:     r.CacheSalt,
+
+			IncludeMetrics: r.IncludeMetrics,
 		})
 	}
 	return json.Marshal(vllmChatRequest{
@@ -119,6 +127,8 @@ func marshalRequest(r requestSpec) ([]byte, error) {
 		MinTokens:     r.MinTokens,
 		IgnoreEOS:     forced,
 		CacheSalt:     r.CacheSalt,
+
+		IncludeMetrics: r.IncludeMetrics,
 	})
 }
 
@@ -153,6 +163,12 @@ type bodyTemplate struct {
 
 // newBodyTemplate encodes a streaming probe request for words words of body.
 func newBodyTemplate(api API, model string, words, outputTokens int) (*bodyTemplate, error) {
+	return newProbeBody(api, model, words, outputTokens, false)
+}
+
+// newProbeBody is newBodyTemplate that also asks for vLLM's per-request
+// metrics when includeMetrics is set and the API is chat or completions.
+func newProbeBody(api API, model string, words, outputTokens int, includeMetrics bool) (*bodyTemplate, error) {
 	b, err := marshalRequest(requestSpec{
 		API:       api,
 		Model:     model,
@@ -161,6 +177,8 @@ func newBodyTemplate(api API, model string, words, outputTokens int) (*bodyTempl
 		MinTokens: outputTokens,
 		Stream:    true,
 		CacheSalt: saltMark,
+
+		IncludeMetrics: includeMetrics && (api == APIChat || api == APICompletions),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("encode request: %w", err)

@@ -56,14 +56,18 @@ func tailRow(b *board) {
 	b.row("Why the tail: the engine's own signals")
 
 	// Queue: why requests wait, beside the TTFT they get.
-	b.add(12, 8, timeseries("Waiting requests by reason",
+	waiting := timeseries("Waiting requests by reason",
 		"Requests waiting in the engine's queue, by why (vllm:num_requests_waiting_by_reason): capacity (no room "+
 			"in the batch or the KV cache: more load than the engine serves; TTFT grows with it) or deferred "+
 			"(a transient constraint: a LoRA adapter budget, a KV transfer still arriving, a blocked request). "+
 			"Capacity waits beside a rising probe TTFT say the engine is full; deferred ones point at the constraint.",
 		"short", nil,
 		rangeQ(fmt.Sprintf("sum by (target, reason) (%s)", sel(engWaitingByReason, mTarget)), "{{reason}} {{target}}"),
-	).bars("1m"))
+	)
+	// Stacked: the reasons add up to the engine's waiting requests.
+	waiting.FieldConfig.Defaults.Custom.Stacking = &Stacking{Group: "A", Mode: "normal"}
+	waiting.FieldConfig.Defaults.Custom.FillOpacity = 30
+	b.add(12, 8, waiting)
 	b.add(12, 8, timeseries("Probe TTFT p95 and SLA",
 		"p95 TTFT of the probes over 15 min, per scenario, with the configured threshold dashed: read beside the "+
 			"waiting requests on the left.",

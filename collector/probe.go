@@ -30,6 +30,8 @@ var (
 	prefillBuckets = []float64{250, 500, 1000, 2000, 3000, 5000, 7500, 10000, 15000, 20000, 30000, 40000, 50000, 75000, 100000}
 	// 1 .. 32 tokens: 1 is plain decoding, more is MTP / speculative / stream-interval.
 	chunkBuckets = []float64{1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32}
+	// 0 .. 1: the share of drafted tokens accepted.
+	acceptanceBuckets = []float64{0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1}
 )
 
 // Reduced classic buckets keep only the edges at the thresholds and
@@ -43,6 +45,7 @@ var (
 	e2eBucketsReduced     = []float64{0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300}
 	prefillBucketsReduced = []float64{500, 1000, 2500, 5000, 10000, 25000, 50000, 100000}
 	chunkBucketsReduced   = []float64{1, 2, 4, 8, 16, 32}
+	acceptanceReduced     = []float64{0.25, 0.5, 0.75, 0.9, 1}
 )
 
 // ClassicBuckets selects the classic buckets of the probe histograms; the
@@ -90,6 +93,7 @@ func apiOf(r *prober.Result) string { return string(r.API) }
 // metrics contract (docs/architecture.md). It is safe for concurrent use.
 type ProbeMetrics struct {
 	ttft, itl, decode, e2e, prefill, chunk, ttfc *prometheus.HistogramVec
+	specAcceptance                               *prometheus.HistogramVec
 
 	probes, good, errors, cacheHits, tokens, mismatches *prometheus.CounterVec
 	usageMismatches, firstChunk                         *prometheus.CounterVec
@@ -154,6 +158,8 @@ func NewProbeMetricsWith(reg prometheus.Registerer, o ProbeMetricsOptions) *Prob
 			"Output tokens carried by each streamed chunk, when the server reports continuous usage.", o.buckets(chunkBuckets, chunkBucketsReduced)),
 		ttfc: newHistogram("time_to_first_content_seconds",
 			"Time to the first non-reasoning output token. Successful probes of reasoning models with a cold prompt only.", o.buckets(ttftBuckets, ttftBucketsReduced)),
+		specAcceptance: newHistogram("spec_decode_acceptance_ratio",
+			"Speculative decoding of a probe: accepted / drafted tokens, as the response reported them (vLLM's per-request metrics with the target's per_request_metrics, llama.cpp's timings). Answered probes whose response reported at least one drafted token.", o.buckets(acceptanceBuckets, acceptanceReduced)),
 
 		probes: newCounter("probes_total",
 			"Probes run, by outcome: success, error, or short_output (fewer tokens than asked).", "result"),
@@ -194,7 +200,7 @@ func NewProbeMetricsWith(reg prometheus.Registerer, o ProbeMetricsOptions) *Prob
 	m.engine = newEngineTimingMetrics(o)
 	reg.MustRegister(m.engine.collectors()...)
 	reg.MustRegister(
-		m.ttft, m.itl, m.decode, m.e2e, m.prefill, m.chunk, m.ttfc,
+		m.ttft, m.itl, m.decode, m.e2e, m.prefill, m.chunk, m.ttfc, m.specAcceptance,
 		m.probes, m.good, m.errors, m.cacheHits, m.tokens, m.mismatches, m.usageMismatches, m.firstChunk,
 		m.success, m.promptTokens, m.outputTokens, m.lastTimestamp, m.enabled,
 		m.threshold, m.planned, m.contextNeeded,
@@ -275,6 +281,9 @@ func (m *ProbeMetrics) observe(r *prober.Result) {
 		if r.DecodeMeasured() {
 			m.itl.WithLabelValues(lv...).Observe(r.ITL().Seconds())
 			m.decode.WithLabelValues(lv...).Observe(r.DecodeSpeed())
+		}
+		if a, ok := r.SpecDecode.Acceptance(); ok {
+			m.specAcceptance.WithLabelValues(lv...).Observe(a)
 		}
 		if r.FollowUp() {
 			if kind == prober.KindSuccess {
@@ -433,6 +442,7 @@ func (m *ProbeMetrics) ForgetModel(target, model string) {
 func (m *ProbeMetrics) vecs() []*prometheus.MetricVec {
 	return append(m.engine.vecs(),
 		m.ttft.MetricVec, m.itl.MetricVec, m.decode.MetricVec, m.e2e.MetricVec, m.prefill.MetricVec, m.chunk.MetricVec, m.ttfc.MetricVec,
+		m.specAcceptance.MetricVec,
 		m.probes.MetricVec, m.good.MetricVec, m.errors.MetricVec, m.cacheHits.MetricVec, m.tokens.MetricVec, m.mismatches.MetricVec,
 		m.usageMismatches.MetricVec, m.firstChunk.MetricVec,
 		m.success.MetricVec, m.promptTokens.MetricVec, m.outputTokens.MetricVec, m.lastTimestamp.MetricVec, m.enabled.MetricVec,

@@ -64,6 +64,8 @@ func goldenCases() []prober.Result {
 	reasoning.Engine = prober.EngineTiming{Source: prober.TimingResponse,
 		Queue: 50 * time.Millisecond, HasQueue: true, Prefill: 120 * time.Millisecond, HasPrefill: true,
 		ITL: 4 * time.Millisecond, HasITL: true}
+	// Speculative decoding with counts: 90 of 120 drafted tokens accepted.
+	reasoning.SpecDecode = prober.SpecDecode{Draft: 120, Accepted: 90, HasCounts: true, Ratio: 0.75, Has: true}
 
 	short := success()
 	short.Kind = prober.KindShortOutput
@@ -72,6 +74,8 @@ func goldenCases() []prober.Result {
 	short.ChunkTokens = []int32{1}
 	// The engine's span: prefill only, so no split.
 	short.Engine = prober.EngineTiming{Source: prober.TimingTrace, Prefill: 150 * time.Millisecond, HasPrefill: true}
+	// An acceptance rate without counts.
+	short.SpecDecode = prober.SpecDecode{Ratio: 0.42, Has: true}
 
 	timeout := prober.Result{
 		API: prober.APIChat, Target: "a", Model: "m", Scenario: "rag", Kind: prober.KindError, Reason: prober.ReasonTimeout,

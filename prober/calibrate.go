@@ -82,8 +82,9 @@ type calEntry struct {
 }
 
 type prepKey struct {
-	target string
-	s      Scenario
+	target  string
+	s       Scenario
+	metrics bool // Target.PerRequestMetrics: the body asks for include_metrics
 }
 
 // cutRecheck is how long a calibration that found the prompt cut is

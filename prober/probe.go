@@ -160,7 +160,7 @@ func (p *Prober) Prepare(ctx context.Context, t Target, model string, s Scenario
 			s.Name, s.MaxInputTokens(), s.OutputTokens, entry.maxModelLen)
 	}
 
-	pk := prepKey{target: t.Name, s: s}
+	pk := prepKey{target: t.Name, s: s, metrics: t.PerRequestMetrics}
 	p.mu.Lock()
 	prep := entry.preps[pk]
 	for _, f := range prep.followUpsOrNil() {
@@ -173,7 +173,7 @@ func (p *Prober) Prepare(ctx context.Context, t Target, model string, s Scenario
 	if prep != nil {
 		return prep, nil
 	}
-	body, err := newBodyTemplate(key.api, model, entry.words, s.OutputTokens, key.tools)
+	body, err := newBodyTemplate(key.api, model, entry.words, s.OutputTokens, key.tools, t.PerRequestMetrics)
 	if err != nil {
 		return nil, fmt.Errorf("calibrate %s: %w", s.Name, err)
 	}
@@ -265,6 +265,9 @@ type history struct {
 	draw  *Draw   // new tokens
 	think *Draw   // think times
 	prev  *Result // a copy of the turn before, once it succeeded
+	// includeMetrics asks every follow-up for vLLM's per-request metrics,
+	// as the priming turn's body does (Target.PerRequestMetrics).
+	includeMetrics bool
 }
 
 func (p *Prober) newHistory(t Target, prep *Prepared, nonce string) *history {
@@ -274,7 +277,8 @@ func (p *Prober) newHistory(t Target, prep *Prepared, nonce string) *history {
 	p.convSeq[pk] = n + 1
 	p.mu.Unlock()
 	draw, think := conversationDraws(prep.Scenario.ConversationSeed(), n)
-	return &history{prep: prep, first: promptText(nonce, bodyWords(prep.Words)), draw: draw, think: think}
+	return &history{prep: prep, first: promptText(nonce, bodyWords(prep.Words)), draw: draw, think: think,
+		includeMetrics: t.PerRequestMetrics}
 }
 
 // answered records the turn before the next follow-up.
@@ -320,6 +324,7 @@ func (h *history) next(k int, salt string) (body []byte, f followUp, want int, e
 	body, err = marshalRequest(requestSpec{
 		API: h.prep.API, Model: h.prep.Model, Prompt: h.first, Steps: h.steps, Tools: s.Conversation.Tools,
 		MaxTokens: s.OutputTokens, MinTokens: s.OutputTokens, Stream: true, CacheSalt: salt,
+		IncludeMetrics: h.includeMetrics && (h.prep.API == APIChat || h.prep.API == APICompletions),
 	})
 	if err != nil {
 		return nil, f, 0, fmt.Errorf("encode follow-up turn %d: %w", k, err)

@@ -26,7 +26,7 @@ func probeScenario(outputTokens int, timeout time.Duration) Scenario {
 // preparedFor builds a Prepared without calibration (40 words of body).
 func preparedFor(t *testing.T, api API, s Scenario) *Prepared {
 	t.Helper()
-	body, err := newBodyTemplate(api, "test-model", 40, s.OutputTokens, false)
+	body, err := newBodyTemplate(api, "test-model", 40, s.OutputTokens, false, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,6 +32,8 @@ type vllmChatRequest struct {
 	MinTokens     int                `json:"min_tokens,omitempty"`
 	IgnoreEOS     bool               `json:"ignore_eos,omitempty"`
 	CacheSalt     string             `json:"cache_salt,omitempty"`
+	// IncludeMetrics asks vLLM for its per-request `metrics` object.
+	IncludeMetrics bool `json:"include_metrics,omitempty"`
 }
 
 // vllmCompletionRequest is a (legacy) completion request with vLLM's extensions.
@@ -41,6 +43,8 @@ type vllmCompletionRequest struct {
 	MinTokens     int                `json:"min_tokens,omitempty"`
 	IgnoreEOS     bool               `json:"ignore_eos,omitempty"`
 	CacheSalt     string             `json:"cache_salt,omitempty"`
+	// IncludeMetrics asks vLLM for its per-request `metrics` object.
+	IncludeMetrics bool `json:"include_metrics,omitempty"`
 }
 
 // tokenizeChatRequest is vLLM's POST /tokenize chat form; the server applies
@@ -84,6 +88,8 @@ type requestSpec struct {
 	// and the tool definitions of conversation.tools.
 	Steps []convStep
 	Tools bool
+	// IncludeMetrics sets include_metrics (chat and completions only).
+	IncludeMetrics bool
 }
 
 // marshalRequest encodes a probe or calibration request.
@@ -114,6 +120,8 @@ func marshalRequest(r requestSpec) ([]byte, error) {
 			MinTokens:     r.MinTokens,
 			IgnoreEOS:     forced,
 			CacheSalt:     r.CacheSalt,
+
+			IncludeMetrics: r.IncludeMetrics,
 		})
 	}
 	return json.Marshal(vllmChatRequest{
@@ -129,6 +137,8 @@ func marshalRequest(r requestSpec) ([]byte, error) {
 		MinTokens:     r.MinTokens,
 		IgnoreEOS:     forced,
 		CacheSalt:     r.CacheSalt,
+
+		IncludeMetrics: r.IncludeMetrics,
 	})
 }
 
@@ -164,17 +174,20 @@ type bodyTemplate struct {
 }
 
 // newBodyTemplate encodes a streaming probe request for words words of body
-// (with the conversation.tools definitions when tools is set).
-func newBodyTemplate(api API, model string, words, outputTokens int, tools bool) (*bodyTemplate, error) {
+// (with the conversation.tools definitions when tools is set), asking for
+// vLLM's per-request metrics when includeMetrics is set and the API is chat
+// or completions.
+func newBodyTemplate(api API, model string, words, outputTokens int, tools, includeMetrics bool) (*bodyTemplate, error) {
 	b, err := marshalRequest(requestSpec{
-		API:       api,
-		Model:     model,
-		Prompt:    promptText(nonceMark, bodyWords(words)),
-		MaxTokens: outputTokens,
-		MinTokens: outputTokens,
-		Stream:    true,
-		CacheSalt: saltMark,
-		Tools:     tools,
+		API:            api,
+		Model:          model,
+		Prompt:         promptText(nonceMark, bodyWords(words)),
+		MaxTokens:      outputTokens,
+		MinTokens:      outputTokens,
+		Stream:         true,
+		CacheSalt:      saltMark,
+		Tools:          tools,
+		IncludeMetrics: includeMetrics && (api == APIChat || api == APICompletions),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("encode request: %w", err)

@@ -10,7 +10,7 @@ import (
 
 func TestBodyTemplateSplice(t *testing.T) {
 	for _, api := range []API{APIChat, APICompletions} {
-		tpl, err := newBodyTemplate(api, "org/model-7B", 300, 256, false)
+		tpl, err := newBodyTemplate(api, "org/model-7B", 300, 256, false, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,7 +65,7 @@ func TestRequestJSONShape(t *testing.T) {
 }
 
 func TestBodyTemplateRejectsPlaceholderClash(t *testing.T) {
-	if _, err := newBodyTemplate(APIChat, "x"+nonceMark, 5, 5, false); err == nil {
+	if _, err := newBodyTemplate(APIChat, "x"+nonceMark, 5, 5, false, false); err == nil {
 		t.Fatal("a model name containing the placeholder must be rejected")
 	}
 }

@@ -105,6 +105,10 @@ type Result struct {
 	// when the server sends it (Source TimingResponse), TimingNone when it
 	// did not; a trace join may later replace it (TimingTrace).
 	Engine EngineTiming
+	// SpecDecode is the speculative decoding of the request as the
+	// response reports it (vLLM's per-request metrics, llama.cpp's
+	// timings); zero when it reports none.
+	SpecDecode SpecDecode
 
 	// Semantic canaries: what the stream says about the server's setup.
 	//

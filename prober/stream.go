@@ -486,6 +486,9 @@ func (d *streamDecoder) chunk(v *fastjson.Value, at time.Time) (streamEnd, bool)
 			r.Engine = e
 		}
 	}
+	if sd, ok := specDecodeOf(metricsV, timingsV); ok {
+		r.SpecDecode = sd
+	}
 
 	if !utf8.Valid(content) || !utf8.Valid(reasoning) {
 		return malformedChunk("generated text is not valid UTF-8: %q", clipForErr(append(content, reasoning...)))

@@ -49,6 +49,11 @@ type Target struct {
 	StallTimeout time.Duration
 	// Headers are sent with every request (besides auth from Client).
 	Headers map[string]string
+	// PerRequestMetrics asks the engine for its per-request metrics:
+	// chat and completions probes set "include_metrics": true (vLLM >= 0.25
+	// with --enable-per-request-metrics answers with a `metrics` object).
+	// Opt-in: a strict server may refuse a field it does not know.
+	PerRequestMetrics bool
 }
 
 // Clock is the time source; tests inject a fake one. Now must carry a

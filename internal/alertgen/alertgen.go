@@ -182,6 +182,7 @@ func Groups(p Params) ([]Group, error) {
 	rec.Rules = append(rec.Rules, goodputRecordingRules(p)...)
 	rec.Rules = append(rec.Rules, probeRecordingRules()...)
 	alerts := Group{Name: "slaprobe.alerts", Rules: append(append(append(append(sliAlerts(p), goodputAlerts(p)...), otherAlerts()...), newAlerts()...), warmAlerts(p)...)}
+	alerts.Rules = append(alerts.Rules, engineAlerts()...)
 	return []Group{rec, alerts}, nil
 }
 

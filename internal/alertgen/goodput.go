@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Goodput: the joint SLO. A probe is good when it got an answer and met every threshold of its
@@ -85,8 +86,10 @@ func (p Params) goodputAlert(name, severity string, tiers []Tier) Rule {
 		`{{ else if eq . "ttft_seconds" }}TTFT ≤ {{ $t.Value | humanizeDuration }}{{ else if eq . "itl_seconds" }}ITL ≤ {{ $t.Value | humanizeDuration }}` +
 		`{{ else if eq . "e2e_latency_seconds" }}E2E ≤ {{ $t.Value | humanizeDuration }}{{ else }}{{ . }} {{ $t.Value }}{{ end }}{{ end }}{{ end }}`
 	return Rule{
-		Alert:  name,
-		Expr:   strings.Join(parts, "\nor\n") + "\n",
+		Alert: name,
+		// Failed probes are not good: an engine put to sleep on purpose would burn the budget. Quiet
+		// while a short window still holds a probe of its sleep.
+		Expr:   unlessAsleep("(\n"+indent(strings.Join(parts, "\nor\n"), 2)+"\n)\n", dur(longestShort(tiers))),
 		For:    dur(tiers[0].For),
 		Labels: map[string]string{"severity": severity},
 		Annotations: map[string]string{
@@ -114,4 +117,13 @@ func goodputAlerts(p Params) []Rule {
 		out = append(out, p.goodputAlert(GoodputTicketAlert, "warning", p.Ticket))
 	}
 	return out
+}
+
+// longestShort is the longest short window of tiers.
+func longestShort(tiers []Tier) time.Duration {
+	var d time.Duration
+	for _, t := range tiers {
+		d = max(d, t.Short)
+	}
+	return d
 }

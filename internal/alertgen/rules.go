@@ -81,8 +81,10 @@ func otherAlerts() []Rule {
 Probe outcomes.
 
 The last probe failed and no probe has succeeded for three probe intervals: about three failures
-in a row. Without a success in the last day, the oldest probe of the day stands in for it.`,
-			"SlaprobeProbesFailing", "critical", "1m", `slaprobe_probe_success == 0
+in a row. Without a success in the last day, the oldest probe of the day stands in for it. An
+engine that slept in the last 10 minutes (vLLM sleep mode, slaprobe_engine_sleeping) refuses
+probes on purpose: no page.`,
+			"SlaprobeProbesFailing", "critical", "1m", unlessAsleep(`slaprobe_probe_success == 0
 and on (job, instance, target, model, scenario, api)
 (
   time()
@@ -97,13 +99,13 @@ and on (job, instance, target, model, scenario, api)
 3 * target_scenario:slaprobe_probe_interval_seconds:mean_1d
 unless on (job, instance, target, model, scenario, api)
 slaprobe_scenario_context_needed_tokens
-`,
+`, "10m"),
 			`Probes of {{ $labels.scenario }} on {{ $labels.target }} keep failing.`,
 			`Every probe of scenario {{ $labels.scenario }} on target {{ $labels.target }} (model {{ $labels.model }}) for at least three probe intervals has failed. slaprobe_probe_errors_total{reason} says why.`),
-		alert("SlaprobeProbeSuccessRateLow", "warning", "15m", `target_scenario:slaprobe_probe_success:ratio_1h < 0.9
+		alert("SlaprobeProbeSuccessRateLow", "warning", "15m", unlessAsleep(`target_scenario:slaprobe_probe_success:ratio_1h < 0.9
 unless on (job, instance, target, model, scenario, api)
 slaprobe_scenario_context_needed_tokens
-`,
+`, "1h"),
 			`Under 90 % of probes of {{ $labels.scenario }} on {{ $labels.target }} succeed.`,
 			`Only {{ $value | humanizePercentage }} of the probes of scenario {{ $labels.scenario }} on target {{ $labels.target }} (model {{ $labels.model }}) succeeded over the last hour.`),
 		commentedAlert(`No probe started for three measured intervals, or for a day when no interval is measured any

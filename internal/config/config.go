@@ -100,6 +100,11 @@ type TargetConfig struct {
 	// http_client_config (authorization, or http_headers with secrets);
 	// check-config hides the values of headers whose names look secret.
 	Headers map[string]string `yaml:"headers,omitempty"`
+	// PerRequestMetrics sets "include_metrics": true on chat and completions probes, so that vLLM >=
+	// 0.25 run with --enable-per-request-metrics returns its per-request `metrics` object (the
+	// engine's queue, prefill and decode time, and speculative decoding). Off by default: a strict
+	// server may refuse a request with a field it does not know.
+	PerRequestMetrics bool `yaml:"per_request_metrics,omitempty"`
 	// HTTPClientConfig sets authentication, TLS and proxy.
 	HTTPClientConfig promcfg.HTTPClientConfig `yaml:"http_client_config"`
 
@@ -629,6 +634,8 @@ func (c *Config) Targets() ([]prober.Target, error) {
 			Client:       client,
 			StallTimeout: time.Duration(c.Global.StallTimeout),
 			Headers:      headers,
+
+			PerRequestMetrics: t.PerRequestMetrics,
 		})
 	}
 	return out, nil

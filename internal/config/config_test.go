@@ -419,3 +419,26 @@ func TestSafeConfigReload(t *testing.T) {
 		t.Errorf("flags only, again: changed=%v err=%v, want unchanged", changed, err)
 	}
 }
+
+// TestPerRequestMetrics: per_request_metrics reaches the prober's target (and
+// so the request body's include_metrics); it is off unless set.
+func TestPerRequestMetrics(t *testing.T) {
+	c, err := LoadBytes([]byte("targets:\n  - {name: on, url: http://a:8000, per_request_metrics: true}\n  - {name: off, url: http://b:8000}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, err := c.Targets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, tg := range ts {
+		got[tg.Name] = tg.PerRequestMetrics
+	}
+	if !got["on"] || got["off"] || len(got) != 2 {
+		t.Errorf("per_request_metrics by target: %v; want on: true, off: false", got)
+	}
+	if _, err := LoadBytes([]byte("targets:\n  - {name: x, url: http://a:8000, per_request_metrics: maybe}\n")); err == nil || !strings.Contains(err.Error(), `per_request_metrics="maybe"`) {
+		t.Errorf("per_request_metrics: maybe: error %v; want one naming the field and the value", err)
+	}
+}

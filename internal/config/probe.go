@@ -146,5 +146,7 @@ func (c *Config) ProbeTarget(target, scenario string) (prober.Target, prober.Sce
 		Client:       client,
 		StallTimeout: time.Duration(c.Global.StallTimeout),
 		Headers:      tc.Headers,
+
+		PerRequestMetrics: tc.PerRequestMetrics,
 	}, *s, nil
 }

@@ -110,6 +110,8 @@ max by (scenario) (slaprobe_sla_threshold{metric="ttft_seconds", %s}),
 		"short", steps(colorExcellent, 1.0, colorAcceptable),
 		instantQ(fmt.Sprintf("sum by (target) (increase(%s[$__range]))", sel("slaprobe_engine_scrape_errors_total", mTarget)), "{{target}}")))
 
+	tailRow(b)
+
 	b.row("GPU power, energy and cost")
 	b.add(8, 8, timeseries("Power per target",
 		"Average (from the GPUs' energy counters) and peak draw of each target's GPUs over power.window (5 min).",

@@ -168,6 +168,10 @@ scenarios:
 				res.LastToken = res.FirstToken.Add(time.Duration(255*(8+rng.IntN(6))) * time.Millisecond)
 				res.Engine = prober.EngineTiming{Source: prober.TimingResponse,
 					Queue: ttft / 3, HasQueue: true, Prefill: ttft / 2, HasPrefill: true}
+				if tc.Name == "prod-a" { // speculative decoding: an acceptance row beside decode speed
+					acc := 24 + i%9
+					res.SpecDecode = prober.SpecDecode{Draft: 36, Accepted: acc, HasCounts: true, Ratio: float64(acc) / 36, Has: true}
+				}
 				switch {
 				case tc.Name == "staging":
 					res.Engine = prober.EngineTiming{} // no split: the "not reported" note

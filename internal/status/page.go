@@ -199,7 +199,7 @@ func (s *Server) scenarioView(target string, sc prober.Scenario, now time.Time, 
 		ProbesURL: probesURL(target, sc.Name),
 	}
 	since := now.Add(-s.o.Window)
-	for _, m := range metrics {
+	for _, m := range withAcceptance(done) {
 		sv.Rows = append(sv.Rows, buildRow(m, done, since, sc.Thresholds))
 	}
 	sv.Split = buildSplit(done, since)

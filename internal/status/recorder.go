@@ -45,7 +45,11 @@ type Probe struct {
 
 	TTFT, ITL, E2E time.Duration
 	Decode         float64 // tokens/s
-	CacheHit       bool    // TTFT and E2E are not valid (the prefix cache served part of the prompt)
+	// Acceptance is the probe's speculative-decoding acceptance (accepted
+	// ÷ drafted tokens) as the response reported it, when HasAcceptance.
+	Acceptance    float64
+	HasAcceptance bool
+	CacheHit      bool // TTFT and E2E are not valid (the prefix cache served part of the prompt)
 
 	PromptTokens, OutputTokens, RequestedTokens int
 	FinishReason, ResponseID                    string
@@ -229,6 +233,7 @@ func fill(p *Probe, res *prober.Result, now time.Time) {
 	if res.DecodeMeasured() {
 		p.ITL, p.Decode = res.ITL(), res.DecodeSpeed()
 	}
+	p.Acceptance, p.HasAcceptance = res.SpecDecode.Acceptance()
 }
 
 func setEngine(p *Probe, res *prober.Result) {

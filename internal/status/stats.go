@@ -39,6 +39,32 @@ var metrics = []metric{
 		limit: func(t prober.Thresholds) float64 { return t.E2E.Seconds() }},
 }
 
+// acceptance is the speculative-decoding acceptance of the probes, shown
+// beside decode speed on a scenario whose probes reported it (vLLM's
+// per-request metrics, llama.cpp's timings): the share of drafted tokens the
+// model kept explains a decode speed that moves. No SLA; p10 is its tail.
+var acceptance = metric{Name: "Acceptance", Unit: "ratio", Lower: false, tail: 0.10,
+	value: func(p *Probe) (float64, bool) { return p.Acceptance, p.Timed() && p.HasAcceptance },
+	limit: func(prober.Thresholds) float64 { return 0 }}
+
+// withAcceptance is the metrics of a scenario's card: acceptance follows
+// decode speed when any of the probes reported it.
+func withAcceptance(probes []Probe) []metric {
+	for i := range probes {
+		if probes[i].HasAcceptance {
+			out := make([]metric, 0, len(metrics)+1)
+			for _, m := range metrics {
+				out = append(out, m)
+				if m.Name == "Decode" {
+					out = append(out, acceptance)
+				}
+			}
+			return out
+		}
+	}
+	return metrics
+}
+
 // metricRow is one metric of one scenario on the status page.
 type metricRow struct {
 	Name, Unit string
@@ -108,6 +134,8 @@ func formatValue(v float64, unit string) string {
 		return "–"
 	case unit == "tok/s":
 		return fmt.Sprintf("%.1f tok/s", v)
+	case unit == "ratio":
+		return fmt.Sprintf("%.0f %%", v*100)
 	case v < 1:
 		return fmt.Sprintf("%.1f ms", v*1000)
 	default:

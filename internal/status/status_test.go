@@ -387,3 +387,35 @@ func TestStatusGoodput(t *testing.T) {
 		}
 	}
 }
+
+// TestAcceptanceBesideDecode: a scenario whose probes reported speculative
+// decoding shows its acceptance in the row after decode speed (p50 and the
+// slow p10 over the window); a scenario without it has no such row.
+func TestAcceptanceBesideDecode(t *testing.T) {
+	c := newClock()
+	r := NewRecorder(50, c.now)
+	for i, a := range []float64{0.5, 0.6, 0.7, 0.8, 0.9} {
+		res := okResult("a", "chatbot", c.t)
+		res.ResponseID = fmt.Sprint("cmpl-", i)
+		res.SpecDecode = prober.SpecDecode{Ratio: a, Has: true}
+		probe(r, c, res)
+		probe(r, c, okResult("a", "rag", c.t))
+	}
+	done, _ := r.Probes("a", "chatbot")
+	ms := withAcceptance(done)
+	var names []string
+	for _, m := range ms {
+		names = append(names, m.Name)
+	}
+	if want := "TTFT ITL Decode Acceptance E2E"; strings.Join(names, " ") != want {
+		t.Fatalf("rows %v, want %s", names, want)
+	}
+	row := buildRow(acceptance, done, c.t.Add(-time.Hour), prober.Thresholds{})
+	if row.P50 != "70 %" || row.Tail != "54 %" || row.Last != "90 %" || row.N != 5 || row.Limit != "" {
+		t.Errorf("acceptance row: last %q p50 %q p10 %q n %d limit %q; want 90 %%, 70 %%, 54 %%, 5, none", row.Last, row.P50, row.Tail, row.N, row.Limit)
+	}
+	rag, _ := r.Probes("a", "rag")
+	if got := withAcceptance(rag); len(got) != len(metrics) {
+		t.Errorf("a scenario without speculative decoding has %d rows, want %d", len(got), len(metrics))
+	}
+}

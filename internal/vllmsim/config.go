@@ -87,6 +87,10 @@ type Config struct {
 	// stream (so only with stream_options.include_usage) and beside usage in a non-streaming
 	// body. See PerRequestMetrics.
 	EnablePerRequestMetrics bool `yaml:"enable_per_request_metrics"`
+	// RequireIncludeMetrics sends that object only to a request that sets "include_metrics": true,
+	// as vLLM >= 0.25 does (PR #46768: the server flag and the request parameter both). Off, every
+	// request gets it (the simulator's older behaviour, which slaprobe's demo relies on).
+	RequireIncludeMetrics bool `yaml:"require_include_metrics"`
 	// OTLPTracesEndpoint sends one `llm_request` span per request, with vLLM's attribute names, to
 	// this OTLP endpoint (vLLM's --otlp-traces-endpoint), in the trace of the request's
 	// traceparent header when it has one. Empty sends none.

@@ -582,6 +582,10 @@ func (e *Engine) finishLocked(st step, end time.Time) {
 			e.m.specDrafts.Inc()
 			e.m.specDraftTokens.Add(float64(e.cfg.TokensPerStep - 1))
 			e.m.specAccepted.Add(float64(max(n-1, 0)))
+			r.trace.update(func(t *Trace) {
+				t.SpecDraftTokens += e.cfg.TokensPerStep - 1
+				t.SpecAcceptedTokens += max(n-1, 0)
+			})
 		}
 		if r.fault.name == FaultStall && !r.stalled && r.fault.after > 0 && r.produced >= r.fault.after {
 			r.stalled = true

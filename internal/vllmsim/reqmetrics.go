@@ -23,6 +23,21 @@ type PerRequestMetrics struct {
 	GenerationTimeMs   *float64 `json:"generation_time_ms"`
 	MeanITLMs          *float64 `json:"mean_itl_ms"`
 	TokensPerSecond    *float64 `json:"tokens_per_second"`
+	// SpeculativeDecoding is present when the request drafted tokens (Config.TokensPerStep > 1).
+	// vLLM's own name and fields for it are not verified: slaprobe reads it leniently.
+	SpeculativeDecoding *SpecDecodeMetrics `json:"speculative_decoding,omitempty"`
+}
+
+// SpecDecodeMetrics is a request's speculative decoding: tokens drafted and accepted.
+type SpecDecodeMetrics struct {
+	NumDraftTokens    int `json:"num_draft_tokens"`
+	NumAcceptedTokens int `json:"num_accepted_tokens"`
+}
+
+// sendsMetrics reports whether the session's response carries the per-request metrics object.
+func (s *session) sendsMetrics() bool {
+	c := s.e.cfg
+	return c.EnablePerRequestMetrics && (!c.RequireIncludeMetrics || s.j.includeMetrics)
 }
 
 func msBetween(a, b time.Time) *float64 {
@@ -49,6 +64,9 @@ func perRequestMetrics(t Trace, completion int) PerRequestMetrics {
 	if d := msBetween(t.Admitted, t.EngineLastToken); d != nil && *d > 0 {
 		v := float64(completion) / (*d / 1000)
 		m.TokensPerSecond = &v
+	}
+	if t.SpecDraftTokens > 0 {
+		m.SpeculativeDecoding = &SpecDecodeMetrics{NumDraftTokens: t.SpecDraftTokens, NumAcceptedTokens: t.SpecAcceptedTokens}
 	}
 	return m
 }

@@ -62,6 +62,7 @@ type (
 		MaxCompletionTokens *int            `json:"max_completion_tokens"`
 		MinTokens           *int            `json:"min_tokens"`
 		IgnoreEOS           bool            `json:"ignore_eos"`
+		IncludeMetrics      bool            `json:"include_metrics"`
 		CacheSalt           *string         `json:"cache_salt"`
 		N                   *int            `json:"n"`
 		ReturnTokenIDs      bool            `json:"return_token_ids"`
@@ -355,7 +356,8 @@ type job struct {
 	includeUsage   bool
 	continuous     bool
 	returnTokenIDs bool
-	reasoning      int // leading output tokens that are reasoning
+	includeMetrics bool // the request set include_metrics: true
+	reasoning      int  // leading output tokens that are reasoning
 	seq            uint64
 	created        int64 // unix seconds of arrival
 }
@@ -457,6 +459,7 @@ func (e *Engine) generate(w http.ResponseWriter, hr *http.Request, arrived, deco
 		chat:           chat,
 		stream:         req.Stream,
 		returnTokenIDs: req.ReturnTokenIDs,
+		includeMetrics: req.IncludeMetrics,
 		seq:            seq,
 		created:        arrived.Unix(),
 	}

@@ -164,7 +164,7 @@ func (s *session) stream() {
 				b = append(b, s.head...)
 				b = append(b, `,"choices":[],"usage":`...)
 				b = s.appendUsage(b, s.written, true)
-				if e.cfg.EnablePerRequestMetrics {
+				if s.sendsMetrics() {
 					b = s.appendPerRequestMetrics(b, s.written)
 				}
 				b = append(b, "}\n\n"...)
@@ -517,7 +517,7 @@ func (s *session) respond() {
 			usage["prompt_tokens_details"] = map[string]any{"cached_tokens": s.cachedTokens()}
 		}
 		resp["usage"] = usage
-		if e.cfg.EnablePerRequestMetrics {
+		if s.sendsMetrics() {
 			resp["metrics"] = perRequestMetrics(r.trace.snapshot(), avail)
 		}
 	}

@@ -39,12 +39,17 @@ type Trace struct {
 	// non-streaming response has one entry for the whole body (FirstTokenWritten = LastTokenWritten).
 	Chunks []ChunkWrite
 
-	PromptTokens     int
-	CachedTokens     int // prefix-cache hit at first admission
-	CompletionTokens int // output tokens written to the client
-	ReasoningTokens  int // of which reasoning
-	FinishReason     string
-	Preemptions      int
+	PromptTokens int
+	CachedTokens int // prefix-cache hit at first admission
+	// SpecDraftTokens and SpecAcceptedTokens count the request's speculative decoding (TokensPerStep
+	// > 1): every decode step after the first token drafts TokensPerStep − 1 tokens, and those it
+	// emitted beyond the first are accepted (the engine's vllm:spec_decode_* counters, per request).
+	SpecDraftTokens    int
+	SpecAcceptedTokens int
+	CompletionTokens   int // output tokens written to the client
+	ReasoningTokens    int // of which reasoning
+	FinishReason       string
+	Preemptions        int
 
 	RequestID   string // X-Request-Id header received, "" if none
 	TraceParent string // traceparent header received, "" if none

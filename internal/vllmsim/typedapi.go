@@ -287,7 +287,7 @@ func (s *session) typedEnd(b []byte, reason string) []byte {
 			b = append(b, '}')
 		}
 		b = append(b, '}')
-		if usage && s.e.cfg.EnablePerRequestMetrics {
+		if usage && s.sendsMetrics() {
 			b = s.appendPerRequestMetrics(b, s.written)
 		}
 		return append(b, '}')
@@ -349,7 +349,7 @@ func (s *session) typedBody(reasoning, content string, reason string, avail int)
 	if usage {
 		out["usage"] = map[string]any{"input_tokens": s.r.promptTokens, "output_tokens": avail,
 			"input_tokens_details": map[string]any{"cached_tokens": s.cachedTokens()}, "total_tokens": s.r.promptTokens + avail}
-		if s.e.cfg.EnablePerRequestMetrics {
+		if s.sendsMetrics() {
 			out["metrics"] = perRequestMetrics(s.r.trace.snapshot(), avail)
 		}
 	}

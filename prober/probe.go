@@ -316,6 +316,7 @@ func (p *Prober) runConversation(ctx context.Context, t Target, prep *Prepared) 
 		if k > 1 {
 			res.PrimeTTFT = primeTTFT
 			res.SeenTokens = earlier[len(earlier)-1].PromptTokens
+			res.PrimePromptTokens = earlier[0].PromptTokens
 		}
 		if res.Kind != KindSuccess || k >= s.Turns() || ctx.Err() != nil {
 			res.Earlier = earlier

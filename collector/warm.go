@@ -34,9 +34,9 @@ var (
 func newWarmMetrics(o ProbeMetricsOptions) warmMetrics {
 	return warmMetrics{
 		turns: newCounter("conversation_turns_total",
-			"Successful follow-up turns of conversation scenarios by the share of what the engine had already seen of the conversation (the turn before's prompt and answer) that it served from its cache: hit (at least 0.9), partial, miss (under 0.1), unknown (the server reports no cached tokens).", "cache"),
+			"Successful follow-up turns of conversation scenarios by the share of what the engine had already seen of the conversation (the turn before's prompt and answer) that it served from its cache: hit (at least 0.9), partial, miss (under 0.1), unknown (neither reported by the server nor inferable from the turn's TTFT).", "cache"),
 		cachedRatio: newHistogram("conversation_cached_ratio",
-			"Share of what the engine had already seen of a conversation (the turn before's prompt and answer) that it served from its cache, per successful follow-up turn whose server reports cached tokens.",
+			"Share of what the engine had already seen of a conversation (the turn before's prompt and answer) that it served from its cache, per successful follow-up turn whose share is known: reported by the server, else inferred from the turn's TTFT.",
 			o.buckets(cachedRatioBuckets, cachedRatioBuckets)),
 		conversationSeconds: newHistogram("conversation_seconds",
 			"Waiting time of each conversation whose every turn succeeded: the sum of its turns' E2E latencies, priming turn included.",

@@ -93,19 +93,31 @@ func responsesToolChoice(tools bool) string {
 	return "none"
 }
 
+// chatMessage is one chat message. Unlike go-openai's, it writes its
+// content when empty: an assistant message replaying an empty answer (the
+// step calibration's, or a reasoning model's that streamed no content) is
+// {"role": "assistant", "content": ""}, which servers take; without the
+// key Ollama refuses it ("invalid message content type: <nil>").
+type chatMessage struct {
+	Role       string            `json:"role"`
+	Content    string            `json:"content"`
+	ToolCalls  []openai.ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string            `json:"tool_call_id,omitempty"`
+}
+
 // chatMessages is the history as chat messages.
-func chatMessages(first string, steps []convStep, tools bool) []openai.ChatCompletionMessage {
-	msgs := make([]openai.ChatCompletionMessage, 0, 1+2*len(steps))
-	msgs = append(msgs, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleUser, Content: first})
+func chatMessages(first string, steps []convStep, tools bool) []chatMessage {
+	msgs := make([]chatMessage, 0, 1+2*len(steps))
+	msgs = append(msgs, chatMessage{Role: openai.ChatMessageRoleUser, Content: first})
 	for _, st := range steps {
-		a := openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant, Content: st.Answer}
+		a := chatMessage{Role: openai.ChatMessageRoleAssistant, Content: st.Answer}
 		if !tools {
-			msgs = append(msgs, a, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleUser, Content: st.New})
+			msgs = append(msgs, a, chatMessage{Role: openai.ChatMessageRoleUser, Content: st.New})
 			continue
 		}
 		a.ToolCalls = []openai.ToolCall{{ID: toolCallID(st.Turn), Type: openai.ToolTypeFunction,
 			Function: openai.FunctionCall{Name: probeToolName, Arguments: toolCallArgs(st.Turn)}}}
-		msgs = append(msgs, a, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleTool, Content: st.New, ToolCallID: toolCallID(st.Turn)})
+		msgs = append(msgs, a, chatMessage{Role: openai.ChatMessageRoleTool, Content: st.New, ToolCallID: toolCallID(st.Turn)})
 	}
 	return msgs
 }

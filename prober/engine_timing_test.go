@@ -2,6 +2,7 @@ package prober
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -684,5 +685,38 @@ func TestRunRequestKind(t *testing.T) {
 		if k.Recorded() != want {
 			t.Errorf("%s.Recorded() = %v, want %v", k, k.Recorded(), want)
 		}
+	}
+}
+
+// TestDecoderLlamaCacheN: llama.cpp's timings.cache_n is the cached tokens
+// where usage reports none; usage's cached_tokens wins where both come; a
+// cache_n that is no count is ignored.
+func TestDecoderLlamaCacheN(t *testing.T) {
+	withUsage := func(cached int) []netStep {
+		s := etLlamaStream(`,"timings":{"prompt_n":36,"cache_n":64,"prompt_ms":2.5}`)
+		s[5] = netStep{0, `data: {"id":"chatcmpl-42","object":"chat.completion.chunk","created":1735689600,"model":"m","choices":[],"usage":` +
+			fmt.Sprintf(`{"prompt_tokens":100,"total_tokens":104,"completion_tokens":4,"prompt_tokens_details":{"cached_tokens":%d}}`, cached) + "}\n\n"}
+		return s
+	}
+	for _, tc := range []struct {
+		name     string
+		steps    []netStep
+		cached   int
+		reported bool
+	}{
+		{"cache_n alone", etLlamaStream(`,"timings":{"prompt_n":36,"cache_n":64,"prompt_ms":2.5}`), 64, true},
+		{"cache_n zero", etLlamaStream(`,"timings":{"prompt_n":100,"cache_n":0,"prompt_ms":2.5}`), 0, true},
+		{"usage wins", withUsage(48), 48, true},
+		{"no cache_n", etLlamaStream(`,"timings":{"prompt_n":100,"prompt_ms":2.5}`), 0, false},
+		{"cache_n negative", etLlamaStream(`,"timings":{"cache_n":-3,"prompt_ms":2.5}`), 0, false},
+		{"cache_n a string", etLlamaStream(`,"timings":{"cache_n":"64","prompt_ms":2.5}`), 0, false},
+		{"timings not an object", etLlamaStream(`,"timings":[64]`), 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := decodeScripted(4, 0, nil, tc.steps...)
+			if r.Kind != KindSuccess || r.CachedTokens != tc.cached || r.CachedReported != tc.reported {
+				t.Errorf("%s/%s: cached %d (reported %v), want %d (%v)", r.Kind, r.Reason, r.CachedTokens, r.CachedReported, tc.cached, tc.reported)
+			}
+		})
 	}
 }

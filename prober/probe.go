@@ -433,6 +433,7 @@ func (p *Prober) runConversation(ctx context.Context, t Target, prep *Prepared) 
 		if k > 1 {
 			res.PrimeTTFT = primeTTFT
 			res.SeenTokens = h.seen()
+			res.PrimePromptTokens = earlier[0].PromptTokens
 		}
 		if res.Kind != KindSuccess || k >= s.Turns() || ctx.Err() != nil {
 			res.Earlier = earlier

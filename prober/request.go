@@ -28,6 +28,9 @@ type vllmStreamOptions struct {
 // vllmChatRequest is a chat completion request with vLLM's extensions.
 type vllmChatRequest struct {
 	openai.ChatCompletionRequest
+	// Messages shadows the embedded request's: chatMessage always writes
+	// its content, "" included (conversation.go).
+	Messages      []chatMessage      `json:"messages"`
 	StreamOptions *vllmStreamOptions `json:"stream_options,omitempty"`
 	MinTokens     int                `json:"min_tokens,omitempty"`
 	IgnoreEOS     bool               `json:"ignore_eos,omitempty"`
@@ -50,10 +53,10 @@ type vllmCompletionRequest struct {
 // tokenizeChatRequest is vLLM's POST /tokenize chat form; the server applies
 // the chat template, so the count matches the real request's prompt_tokens.
 type tokenizeChatRequest struct {
-	Model               string                         `json:"model"`
-	Messages            []openai.ChatCompletionMessage `json:"messages"`
-	AddGenerationPrompt bool                           `json:"add_generation_prompt"`
-	Tools               []openai.Tool                  `json:"tools,omitempty"`
+	Model               string        `json:"model"`
+	Messages            []chatMessage `json:"messages"`
+	AddGenerationPrompt bool          `json:"add_generation_prompt"`
+	Tools               []openai.Tool `json:"tools,omitempty"`
 }
 
 // tokenizeCompletionRequest is vLLM's POST /tokenize prompt form.
@@ -127,12 +130,12 @@ func marshalRequest(r requestSpec) ([]byte, error) {
 	return json.Marshal(vllmChatRequest{
 		ChatCompletionRequest: openai.ChatCompletionRequest{
 			Model:      r.Model,
-			Messages:   chatMessages(r.Prompt, r.Steps, r.Tools),
 			MaxTokens:  r.MaxTokens,
 			Stream:     r.Stream,
 			Tools:      chatTools(r.Tools),
 			ToolChoice: chatToolChoice(r.Tools),
 		},
+		Messages:      chatMessages(r.Prompt, r.Steps, r.Tools),
 		StreamOptions: opts,
 		MinTokens:     r.MinTokens,
 		IgnoreEOS:     forced,

@@ -154,6 +154,10 @@ type Result struct {
 	// ThinkTime is, on a follow-up, the pause drawn before it: from the
 	// end of the turn before's answer to this turn's request.
 	ThinkTime time.Duration
+	// PrimePromptTokens is, on a follow-up, the priming turn's prompt as the
+	// server counted it: with PrimeTTFT, the cold prefill pace that infers
+	// the cached share where the server reports none (SeenCached).
+	PrimePromptTokens int
 }
 
 // ConversationCache classes a follow-up by the share of what the engine had
@@ -162,7 +166,7 @@ type Result struct {
 type ConversationCache string
 
 // The classes: hit at least HitShare, miss under MissShare, partial between;
-// unknown when the server reports no cached tokens.
+// unknown when the share is not known (SeenCachedShare).
 const (
 	CacheHitTurn     ConversationCache = "hit"
 	CachePartialTurn ConversationCache = "partial"
@@ -176,16 +180,82 @@ const (
 // ConversationCaches lists every class.
 var ConversationCaches = []ConversationCache{CacheHitTurn, CachePartialTurn, CacheMissTurn, CacheUnknownTurn}
 
+// CachedMethod says where a follow-up's cached share came from.
+type CachedMethod string
+
+const (
+	// CachedReportedMethod: the server's own count (usage's cached_tokens,
+	// Messages' cache_read_input_tokens, llama.cpp's timings.cache_n).
+	CachedReportedMethod CachedMethod = "reported"
+	// CachedTTFTMethod: inferred from the turn's TTFT against the
+	// conversation's own cold priming turn (InferSeenCachedShare).
+	CachedTTFTMethod CachedMethod = "ttft"
+	// CachedNoMethod: neither (a cold probe, a priming turn, a failed turn).
+	CachedNoMethod CachedMethod = ""
+)
+
 // SeenCachedShare is the share of what the engine had already seen of the
 // conversation (SeenTokens) that the server served from its cache, capped
 // at 1 (the new tokens' full blocks cannot be cached, but a server may count
 // differently); ok is false on a cold probe or priming turn, or when the
-// server did not report cached tokens.
+// server did not report cached tokens and the share cannot be inferred.
+// SeenCached also says how the share was found.
 func (r *Result) SeenCachedShare() (share float64, ok bool) {
-	if !r.FollowUp() || !r.CachedReported || r.SeenTokens <= 0 {
+	share, m := r.SeenCached()
+	return share, m != CachedNoMethod
+}
+
+// SeenCached is SeenCachedShare with the method that found it: the server's
+// count where it reports one, else InferSeenCachedShare.
+func (r *Result) SeenCached() (share float64, method CachedMethod) {
+	if !r.FollowUp() || r.SeenTokens <= 0 {
+		return 0, CachedNoMethod
+	}
+	if r.CachedReported {
+		return min(float64(r.CachedTokens)/float64(r.SeenTokens), 1), CachedReportedMethod
+	}
+	if share, ok := r.InferSeenCachedShare(); ok {
+		return share, CachedTTFTMethod
+	}
+	return 0, CachedNoMethod
+}
+
+// InferSeenCachedShare infers SeenCachedShare from timing alone, for a
+// server that does not count cached tokens. Prefill time grows with the
+// tokens prefilled, so the conversation's own cold priming turn (PrimeTTFT
+// for PrimePromptTokens) gives the pace, and the follow-up's TTFT at that
+// pace is what it prefilled, U; the rest of its prompt came from the cache:
+//
+//	U     = PrimePromptTokens × (TTFT − o) / (PrimeTTFT − o)
+//	share = (PromptTokens − U) / SeenTokens, clamped to [0, 1]
+//
+// o is the turn's ITL (the engine's one forward pass that even a fully
+// cached prompt costs), or 0 when the turn has no measured decode; at most
+// half the priming turn's TTFT. What else is fixed per request (the round
+// trip, tokenization, a slow scheduler step) and the new tokens' higher
+// per-token cost deep in a long context (attention) count as prefilled
+// tokens, so the share reads low rather than high, by about that overhead's
+// share of the cold TTFT: a miss reads as a miss; a hit may read as partial where
+// the fixed overhead is large against the cold prefill (docs/warm.md has the
+// measured error). ok is false unless r is a successful, timed follow-up
+// with its priming turn known, and false where the priming turn's TTFT is
+// under four decode steps (4·o): its prefill is then not measurably more than
+// one forward pass, and timing cannot tell a hit from a miss (a server that
+// streams its first token at once, as a simulator set to no prefill time).
+func (r *Result) InferSeenCachedShare() (share float64, ok bool) {
+	if !r.FollowUp() || r.Kind != KindSuccess || !r.Timed() || r.PrimeTTFT <= 0 || r.PrimePromptTokens <= 0 ||
+		r.PromptTokens <= 0 || r.SeenTokens <= 0 {
 		return 0, false
 	}
-	return min(float64(r.CachedTokens)/float64(r.SeenTokens), 1), true
+	var o time.Duration
+	if r.DecodeMeasured() {
+		if r.PrimeTTFT < 4*r.ITL() {
+			return 0, false
+		}
+		o = min(r.ITL(), r.PrimeTTFT/2)
+	}
+	uncached := float64(r.PrimePromptTokens) * float64(max(r.TTFT()-o, 0)) / float64(r.PrimeTTFT-o)
+	return min(max((float64(r.PromptTokens)-uncached)/float64(r.SeenTokens), 0), 1), true
 }
 
 // ConversationCache classes a follow-up by SeenCachedShare.

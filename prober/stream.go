@@ -485,6 +485,13 @@ func (d *streamDecoder) chunk(v *fastjson.Value, at time.Time) (streamEnd, bool)
 		if e, ok := llamaTimings(timingsV); ok {
 			r.Engine = e
 		}
+		// llama.cpp's server counts the prompt tokens it took from its cache
+		// there (cache_n); usage's cached_tokens, where also sent, wins.
+		if timingsV.Type() == fastjson.TypeObject && !r.CachedReported {
+			if n, ok := jsonCount(timingsV.Get("cache_n")); ok {
+				r.CachedTokens, r.CachedReported = n, true
+			}
+		}
 	}
 	if sd, ok := specDecodeOf(metricsV, timingsV); ok {
 		r.SpecDecode = sd

@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -58,6 +59,9 @@ type Options struct {
 	Layers, Embedding int
 	// FlashAttention turns on OLLAMA_FLASH_ATTENTION; off by default: on CPU it halves prefill speed.
 	FlashAttention bool
+	// Debug turns on OLLAMA_DEBUG: the engine then logs, for every request, how much of the prompt
+	// it took from the KV cache of the slot it ran in (CacheLoads).
+	Debug bool
 	// Threads is the model's num_thread, the CPU threads the engine computes with; default 1, which
 	// leaves the other core of a 2-core machine to the client and the engine's own HTTP side, so
 	// that a client's timestamps are not delayed by the engine's compute threads.
@@ -188,6 +192,9 @@ func start(bin string, port int, dir string, opts Options) (*Server, error) {
 		"OLLAMA_FLASH_ATTENTION=" + fa,
 		"OLLAMA_NOPRUNE=1",
 	}
+	if opts.Debug {
+		s.env = append(s.env, "OLLAMA_DEBUG=1")
+	}
 	cmd := exec.Command(bin, "serve")
 	cmd.Env = s.env
 	proc, err := testproc.Start(cmd)
@@ -269,3 +276,25 @@ func (s *Server) Chat(ctx context.Context, r ChatRequest) (ChatResult, error) {
 // Stop stops the engine now (Start also does when the test ends). The runner it started is its
 // child and goes with it.
 func (s *Server) Stop() { s.proc.Stop(5 * time.Second) }
+
+// CacheLoad is what the engine's runner logged of one request's use of its prompt cache (with
+// Options.Debug): the slot it ran in, the prompt's length in tokens, and how many of them it
+// took from the KV cache the slot held (its "used"; the rest were prefilled).
+type CacheLoad struct {
+	Slot, Prompt, Used int
+}
+
+var cacheLoadLine = regexp.MustCompile(`msg="loading cache slot" id=(\d+) cache=\d+ prompt=(\d+) used=(\d+)`)
+
+// CacheLoads returns the requests' cache loads still in the tail of the engine's log, oldest
+// first; none without Options.Debug.
+func (s *Server) CacheLoads() []CacheLoad {
+	var out []CacheLoad
+	for _, m := range cacheLoadLine.FindAllStringSubmatch(s.Logs(), -1) {
+		slot, _ := strconv.Atoi(m[1])
+		prompt, _ := strconv.Atoi(m[2])
+		used, _ := strconv.Atoi(m[3])
+		out = append(out, CacheLoad{Slot: slot, Prompt: prompt, Used: used})
+	}
+	return out
+}

@@ -19,8 +19,9 @@ func conversationRow(b *board) {
 	const byClass = "target, scenario, api, cache"
 	classes := timeseries("Follow-ups by cache class",
 		"Successful follow-up turns of conversation scenarios per 15 min, stacked by how much of what the "+
-			"engine had already seen of the conversation (the turn before's prompt) its cache served: hit (at "+
-			"least 90 %), partial, miss (under 10 %), unknown (the server reports no cached tokens). Misses "+
+			"engine had already seen of the conversation (the turn before's prompt and answer) its cache served, "+
+			"as the server reports it or, where it does not, inferred from the turn's TTFT: hit (at "+
+			"least 90 %), partial, miss (under 10 %), unknown (neither). Misses "+
 			"from the first follow-up on, with partials, point at a router without affinity; misses that come "+
 			"with load at a KV cache too small; misses everywhere at prefix caching off (docs/alerts.md).",
 		"short", nil,

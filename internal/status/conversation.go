@@ -153,7 +153,7 @@ func buildConversation(id string, sc prober.Scenario, probes []Probe, since time
 	case v.FollowUps == 0:
 		v.Note = fmt.Sprintf("%d conversation(s) in the window, none with a successful follow-up.", v.Conversations)
 	default:
-		v.Note = fmt.Sprintf("%d successful follow-ups of %d conversation(s) in the window, classed by the share of what the engine had already seen that it served from its cache: hit ≥ %.0f %%, miss < %.0f %%, unknown when the server reports no cached tokens.",
+		v.Note = fmt.Sprintf("%d successful follow-ups of %d conversation(s) in the window, classed by the share of what the engine had already seen that it served from its cache: hit ≥ %.0f %%, miss < %.0f %%, the share reported by the server, else inferred from the turn's TTFT against the cold first turn; unknown when neither is possible.",
 			v.FollowUps, v.Conversations, prober.HitShare*100, prober.MissShare*100)
 	}
 	return v

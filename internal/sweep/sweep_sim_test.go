@@ -160,10 +160,9 @@ func simClosedLoop(t *testing.T, errorf func(string, ...any)) {
 		}
 		// The batch's mean over the window's samples (1 ms apart): between a
 		// stream's last token and its next request's admission the batch is
-		// one short, for at most about one engine step of the 64 a request
-		// takes, so the mean falls short of N by less than N/64 whatever the
-		// load (measured 0.004 at N=1 to 0.103 at N=8 beside two busy
-		// loops, docs/testing.md); a share of samples at exactly N (once
+		// one short, for about one engine step of the 64 a request takes,
+		// so the mean falls short of N by about N/64 (measured 0.004 at N=1
+		// to 0.103 at N=8 beside two busy loops, docs/testing.md); a share of samples at exactly N (once
 		// ≥ 85 %) is the chance that none of N streams is between requests,
 		// which falls with N and with the load. One stream stalled costs a
 		// whole one, each away a tenth of its request N/11: more than the

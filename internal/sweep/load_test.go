@@ -26,6 +26,7 @@ type swFakeEngine struct {
 	mu              sync.Mutex
 	inflight, maxIn int
 	starts          []time.Time
+	spans           [][2]time.Time // every request's [start, end) on the engine, in flight
 	queueSum        float64
 	queueCount      float64
 	streams         [][]time.Time // every completed stream's token arrivals, when recordTokens
@@ -98,6 +99,7 @@ func (f *swFakeEngine) Run(ctx context.Context, t prober.Target, prep *prober.Pr
 	defer func() {
 		f.mu.Lock()
 		f.inflight--
+		f.spans = append(f.spans, [2]time.Time{start, time.Now()})
 		f.mu.Unlock()
 	}()
 	res := prober.Result{Target: t.Name, Model: prep.Model, Scenario: prep.Scenario.Name, Start: start,
@@ -144,6 +146,32 @@ func (f *swFakeEngine) Run(ctx context.Context, t prober.Target, prep *prober.Pr
 	return res
 }
 
+// heldIn is the engine's time-weighted count of requests in flight over
+// [ws, we] (the integral of its in-flight count over the window, divided by
+// the window), from every request's own start and end, and how many
+// requests ended inside the window.
+func (f *swFakeEngine) heldIn(ws, we time.Time) (mean float64, ended int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var sum time.Duration
+	for _, sp := range f.spans {
+		lo, hi := sp[0], sp[1]
+		if lo.Before(ws) {
+			lo = ws
+		}
+		if hi.After(we) {
+			hi = we
+		}
+		if hi.After(lo) {
+			sum += hi.Sub(lo)
+		}
+		if sp[1].After(ws) && sp[1].Before(we) {
+			ended++
+		}
+	}
+	return float64(sum) / float64(we.Sub(ws)), ended
+}
+
 func (f *swFakeEngine) current() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -175,42 +203,33 @@ func TestClosedLoopHoldsN(t *testing.T) {
 		f.recordTokens = true
 		prep, _ := f.Prepare(context.Background(), prober.Target{Name: "t"}, "m", swScenario())
 
-		// Sample the engine's in-flight count through the steady window.
-		var samples, atN int
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		plan := closedLoopPlan{N: n, Warmup: 50 * time.Millisecond, Window: 300 * time.Millisecond,
-			OnWindowStart: func() {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					tick := time.NewTicker(2 * time.Millisecond)
-					defer tick.Stop()
-					for {
-						select {
-						case <-stop:
-							return
-						case <-tick.C:
-							samples++
-							if f.current() == n {
-								atN++
-							}
-						}
-					}
-				}()
-			},
-			OnWindowEnd: func() { close(stop) },
-		}
+		plan := closedLoopPlan{N: n, Warmup: 50 * time.Millisecond, Window: 300 * time.Millisecond}
 		out := runClosedLoop(context.Background(), f, prober.Target{Name: "t"}, prep, plan)
-		wg.Wait()
 		if out.Interrupted {
 			t.Fatalf("N=%d: interrupted", n)
 		}
 		if out.MaxInFlight != n || f.maxIn != n {
 			t.Errorf("N=%d: max in flight client=%d engine=%d; want %d", n, out.MaxInFlight, f.maxIn, n)
 		}
-		if frac := float64(atN) / float64(samples); samples == 0 || frac < 0.9 {
-			t.Errorf("N=%d: engine had N in flight in %d of %d samples of the window; want ≥ 90 %%", n, atN, samples)
+		// The loop holds N: the engine's time-weighted in-flight count over
+		// the window, from every request's own start and end (not a share of
+		// samples at exactly N, which at N=16 is the chance that none of 16
+		// workers is between two requests: 132 of 149 once under load). A
+		// worker is away only between a completion and its next send, a gap
+		// the scheduler sets: 6–82 µs a completion beside two busy loops,
+		// against a request of 10 steps of 1.1 ms or more, so the mean fell
+		// short of N by at most 0.097 at N=16 (docs/testing.md). One worker
+		// stalled costs a whole stream, each away a tenth of its request
+		// N/11: more than the allowance, min(N/20, 1/2).
+		held, ended := f.heldIn(out.SpanStart, out.SpanEnd)
+		allow := min(float64(n)/20, 0.5)
+		if held < float64(n)-allow || held > float64(n)+1e-9 {
+			t.Errorf("N=%d: engine held %.3f requests in flight over the window (time-weighted); want N within −%.2f", n, held, allow)
+		}
+		// The gap per completion the shortfall stands for, for the log.
+		gap := time.Duration(0)
+		if ended > 0 {
+			gap = time.Duration((float64(n) - held) * float64(out.SpanEnd.Sub(out.SpanStart)) / float64(ended))
 		}
 		if f.current() != 0 {
 			t.Errorf("N=%d: %d requests still in flight after the step", n, f.current())
@@ -249,8 +268,8 @@ func TestClosedLoopHoldsN(t *testing.T) {
 		if limit := float64(n) * perStream; out.Tokens > limit {
 			t.Errorf("N=%d: %.0f tokens in the window; N streams at full speed give at most %.0f", n, out.Tokens, limit)
 		}
-		t.Logf("N=%d: %.2f tokens counted in the window, exact %d (±%.2f at the edges), at most %.0f at full speed; N in flight in %d of %d samples",
-			n, out.Tokens, exact, edges, float64(n)*perStream, atN, samples)
+		t.Logf("N=%d: %.2f tokens counted in the window, exact %d (±%.2f at the edges), at most %.0f at full speed; held %.3f in flight (allowance −%.2f), %d completions in the window, %v of gap each",
+			n, out.Tokens, exact, edges, float64(n)*perStream, held, allow, ended, gap)
 	}
 }
 

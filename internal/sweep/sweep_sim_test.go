@@ -158,17 +158,26 @@ func simClosedLoop(t *testing.T, errorf func(string, ...any)) {
 		if peak := sampler.peaks[i]; peak != n {
 			errorf("N=%d: engine ran at most %d requests during the window; want exactly N", n, peak)
 		}
+		// The batch's mean over the window's samples (1 ms apart): between a
+		// stream's last token and its next request's admission the batch is
+		// one short, for about one engine step of the 64 a request takes,
+		// so the mean falls short of N by about N/64 (measured 0.004 at N=1
+		// to 0.103 at N=8 beside two busy loops, docs/testing.md); a share of samples at exactly N (once
+		// ≥ 85 %) is the chance that none of N streams is between requests,
+		// which falls with N and with the load. One stream stalled costs a
+		// whole one, each away a tenth of its request N/11: more than the
+		// allowance, min(N/20, 1/2).
 		samples := sampler.samples[i+1]
-		atN := 0
+		atN, sum := 0, 0
 		for _, r := range samples {
+			sum += r
 			if r == n {
 				atN++
 			}
 		}
-		// Between a stream's last token and its next request's admission
-		// the batch is one short for about one engine step.
-		if frac := float64(atN) / float64(len(samples)); len(samples) < 100 || frac < 0.85 {
-			errorf("N=%d: engine batch held N in %d of %d samples of the window", n, atN, len(samples))
+		meanBatch := float64(sum) / float64(max(len(samples), 1))
+		if allow := min(float64(n)/20, 0.5); len(samples) < 100 || meanBatch < float64(n)-allow {
+			errorf("N=%d: engine batch held %.3f on average over %d samples of the window; want N within −%.2f", n, meanBatch, len(samples), allow)
 		}
 		if st.SuccessRatio != 1 || st.Succeeded < n {
 			errorf("N=%d: %d of %d requests succeeded", n, st.Succeeded, st.Requests)
@@ -225,9 +234,9 @@ func simClosedLoop(t *testing.T, errorf func(string, ...any)) {
 		want := predict(n)
 		wantEff := want / (base * float64(n))
 		wantITL := cfg.ITL(n, P, O).Seconds()
-		t.Logf("N=%d: system %.1f tok/s (engine %.1f, %+.2f%%; model %.1f), efficiency %.3f (engine %.3f, model %.3f), ITL %.3f ms (engine %.3f over %d requests, %+.2f%%; model %.2f), batch at N in %.0f%% of %d samples",
+		t.Logf("N=%d: system %.1f tok/s (engine %.1f, %+.2f%%; model %.1f), efficiency %.3f (engine %.3f, model %.3f), ITL %.3f ms (engine %.3f over %d requests, %+.2f%%; model %.2f), batch %.3f on average, at N in %.0f%% of %d samples",
 			n, st.SystemThroughput, engineRate, 100*(st.SystemThroughput/engineRate-1), want, st.ScalingEfficiency, engineEff, wantEff,
-			st.ITL.Mean*1e3, engineITL*1e3, itlN, 100*(st.ITL.Mean/engineITL-1), wantITL*1e3, 100*float64(atN)/float64(len(samples)), len(samples))
+			st.ITL.Mean*1e3, engineITL*1e3, itlN, 100*(st.ITL.Mean/engineITL-1), wantITL*1e3, meanBatch, 100*float64(atN)/float64(max(len(samples), 1)), len(samples))
 	}
 	// Capacity: the model's ITL is linear in N, so the interpolated
 	// crossing of the limit is at N=6 exactly; the client's few percent of

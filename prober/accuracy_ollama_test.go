@@ -57,9 +57,18 @@ func ollamaTarget(t *testing.T, opts ollama.Options, rec *accTransport) (*ollama
 const (
 	ollamaTTFTRel = 0.03
 	ollamaITLRel  = 0.03
-	// Decode speed against Ollama's own eval_count / eval_duration, which
-	// sits 2-3 % above slaprobe's by construction (see docs/testing.md).
+	// Decode speed against Ollama's own eval_count / eval_duration: the
+	// runner's compute time, which sits 2-3 % above what a client sees by
+	// construction and further above on a loaded machine, where relaying
+	// the tokens slows every client (-5.5 % once in a quiet pass beside two
+	// busy loops, while ITL and TTFT matched the independent client within
+	// 0.1 %). So it bounds slaprobe's decode from above (a client cannot
+	// stream faster than the engine computes) within ollamaDecodeRel, and
+	// from below only loosely (ollamaDecodeLow); the check that a 10 % error
+	// fails is the paired one against the independent client's decode of
+	// the same requests, within ollamaITLRel.
 	ollamaDecodeRel = 0.05
+	ollamaDecodeLow = 0.15
 )
 
 // ollamaAgree checks slaprobe's TTFT or ITL (got) against the independent
@@ -94,11 +103,27 @@ func pairedWithin(t *testing.T, what string, rel []float64, tol float64) {
 	t.Logf("%s: median %+.2f%% (each: %s; tolerance ±%.0f%%)", what, 100*m, strings.Join(each, " "), 100*tol)
 }
 
+// pairedBetween is pairedWithin with a bound on each side: the median of
+// rel in [lo, hi].
+func pairedBetween(t *testing.T, what string, rel []float64, lo, hi float64) {
+	t.Helper()
+	each := make([]string, len(rel))
+	for i, r := range rel {
+		each[i] = fmt.Sprintf("%+.2f%%", 100*r)
+	}
+	m := medianF(rel)
+	if m < lo || m > hi {
+		t.Errorf("%s: median %+.2f%% (each: %s), want %+.0f%% to %+.0f%%", what, 100*m, strings.Join(each, " "), 100*lo, 100*hi)
+	}
+	t.Logf("%s: median %+.2f%% (each: %s; want %+.0f%% to %+.0f%%)", what, 100*m, strings.Join(each, " "), 100*lo, 100*hi)
+}
+
 // TestOllamaAccuracy: on the real engine, slaprobe sizes a 1K prompt
 // without /tokenize; its TTFT and ITL agree with the independent client's on
 // the same requests (ollamaAgree: the median of the per-request differences
-// within ollamaTTFTRel and ollamaITLRel), and its decode speed with Ollama's
-// own eval_count / eval_duration of the same requests within ollamaDecodeRel.
+// within ollamaTTFTRel and ollamaITLRel), its decode speed with the
+// client's within ollamaITLRel, and Ollama's own eval_count / eval_duration
+// of the same requests bounds it (ollamaDecodeRel above, ollamaDecodeLow below).
 func TestOllamaAccuracy(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real-time probes against a real engine")
@@ -133,7 +158,7 @@ func TestOllamaAccuracy(t *testing.T) {
 				t.Fatalf("warm-up probe: %s/%s: %v\n%s", res.Kind, res.Reason, res.Err, srv.Logs())
 			}
 			var probeTTFT, probeITL, clientTTFT, clientITL []time.Duration
-			var probeDecode, ownDecode []float64
+			var probeDecode, ownDecode, clientDecode []float64
 			for i := 0; i < rounds; i++ {
 				k := ic.settled(t)
 				res := p.Run(context.Background(), target, prep)
@@ -156,6 +181,7 @@ func TestOllamaAccuracy(t *testing.T) {
 				if native {
 					own := float64(ic.evalCount) / ic.evalDuration.Seconds()
 					probeDecode, ownDecode = append(probeDecode, res.DecodeSpeed()), append(ownDecode, own)
+					clientDecode = append(clientDecode, 1/ic.itl.Seconds())
 					line += fmt.Sprintf(" | decode slaprobe %.1f Ollama's own %.1f tok/s (%+.2f%%)", res.DecodeSpeed(), own, 100*(res.DecodeSpeed()-own)/own)
 				}
 				t.Log(line)
@@ -166,11 +192,13 @@ func TestOllamaAccuracy(t *testing.T) {
 				// Paired as well: the medians of the two lists may come
 				// from different requests (that gave +4.4 % once where
 				// every request but one was 1.4-3.0 % below).
-				rel := make([]float64, len(probeDecode))
+				rel, relClient := make([]float64, len(probeDecode)), make([]float64, len(probeDecode))
 				for i := range probeDecode {
 					rel[i] = (probeDecode[i] - ownDecode[i]) / ownDecode[i]
+					relClient[i] = (probeDecode[i] - clientDecode[i]) / clientDecode[i]
 				}
-				pairedWithin(t, "decode speed: slaprobe against Ollama's eval_count/eval_duration of the same requests", rel, ollamaDecodeRel)
+				pairedWithin(t, "decode speed: slaprobe against the independent client's (1/ITL) of the same requests", relClient, ollamaITLRel)
+				pairedBetween(t, "decode speed: slaprobe against Ollama's eval_count/eval_duration of the same requests", rel, -ollamaDecodeLow, ollamaDecodeRel)
 			}
 		})
 	}

@@ -604,35 +604,14 @@ func (k comparer) goodShare(scenario string, mode sweep.Mode, b, n *report.Step,
 	if b.GoodShare == nil || n.GoodShare == nil {
 		return report.MetricChange{}, false // a report written before goodput was kept
 	}
-	mc := report.MetricChange{Metric: report.MetricGoodShare, Base: *b.GoodShare, New: *n.GoodShare, Verdict: report.VerdictUnknown}
-	if mc.Base > 0 {
-		mc.Change = (mc.New - mc.Base) / mc.Base
-	}
-	var bg, ng []float64
-	unit := unitSlices
-	switch {
-	case mode == sweep.ModeBurst:
-		unit = unitRounds
-		if b.Samples != nil && n.Samples != nil && b.Samples.RoundMedians != nil && n.Samples.RoundMedians != nil {
-			bg, ng = b.Samples.RoundMedians.Good, n.Samples.RoundMedians.Good
+	bs, ns := shareSamples{whole: *b.GoodShare}, shareSamples{whole: *n.GoodShare}
+	if b.Samples != nil && n.Samples != nil {
+		bs.perRequest, ns.perRequest = b.Samples.Good, n.Samples.Good
+		if b.Samples.RoundMedians != nil && n.Samples.RoundMedians != nil {
+			bs.rounds, ns.rounds = b.Samples.RoundMedians.Good, n.Samples.RoundMedians.Good
 		}
-	case b.Samples != nil && n.Samples != nil:
-		bg, ng = sliceShares(b.Samples.Good, k.o.Slices, k.o.MinSamples), sliceShares(n.Samples.Good, k.o.Slices, k.o.MinSamples)
 	}
-	key := figureKey(scenario, mode, n.Concurrency, report.MetricGoodShare)
-	switch {
-	case busy:
-		mc.Note = "a step started on a busy engine"
-	case mc.Base <= 0:
-		mc.Note = "the base value is zero"
-	case len(bg) >= k.o.MinRounds && len(ng) >= k.o.MinRounds:
-		k.tests[key] = figureTest{base: bg, new: ng, unit: unit}
-		mc.BaseSamples, mc.NewSamples = len(bg), len(ng)
-		mc.Note = fmt.Sprintf("compared on the good shares of %d and %d %s", len(bg), len(ng), unit)
-	default:
-		k.short[key] = shortFigure{unit: unit, nb: len(bg), nn: len(ng)}
-	}
-	return mc, true
+	return k.share(scenario, mode, n.Concurrency, report.MetricGoodShare, "good shares", bs, ns, busy), true
 }
 
 // cachedShare compares the mean cached share of two conversation steps'
@@ -644,22 +623,39 @@ func (k comparer) cachedShare(scenario string, mode sweep.Mode, b, n *report.Ste
 	if b.Conversation == nil || n.Conversation == nil || b.Conversation.HitShare == nil || n.Conversation.HitShare == nil {
 		return report.MetricChange{}, false // not a conversation step, or no cached tokens reported
 	}
-	mc := report.MetricChange{Metric: report.MetricCachedShare, Base: b.Conversation.CachedShare, New: n.Conversation.CachedShare, Verdict: report.VerdictUnknown}
+	bs, ns := shareSamples{whole: b.Conversation.CachedShare}, shareSamples{whole: n.Conversation.CachedShare}
+	if b.Samples != nil && n.Samples != nil {
+		bs.perRequest, ns.perRequest = b.Samples.CachedShare, n.Samples.CachedShare
+		if b.Samples.RoundMedians != nil && n.Samples.RoundMedians != nil {
+			bs.rounds, ns.rounds = b.Samples.RoundMedians.CachedShare, n.Samples.RoundMedians.CachedShare
+		}
+	}
+	return k.share(scenario, mode, n.Concurrency, report.MetricCachedShare, "mean cached shares", bs, ns, busy), true
+}
+
+// shareSamples is one step's share figure: the whole step's value, its
+// per-request values (1 or 0 good, or each follow-up's cached share) and
+// its rounds' (a burst).
+type shareSamples struct {
+	whole      float64
+	perRequest []float64
+	rounds     []float64
+}
+
+// share judges a share figure of two steps: on the rounds' values for a
+// burst, else on the means of consecutive slices of the per-request values,
+// with the rank rules of judge; too few rounds or slices give no verdict
+// and a note saying how many would.
+func (k comparer) share(scenario string, mode sweep.Mode, concurrency int, metric, what string, b, n shareSamples, busy bool) report.MetricChange {
+	mc := report.MetricChange{Metric: metric, Base: b.whole, New: n.whole, Verdict: report.VerdictUnknown}
 	if mc.Base > 0 {
 		mc.Change = (mc.New - mc.Base) / mc.Base
 	}
-	var bg, ng []float64
-	unit := unitSlices
-	switch {
-	case mode == sweep.ModeBurst:
-		unit = unitRounds
-		if b.Samples != nil && n.Samples != nil && b.Samples.RoundMedians != nil && n.Samples.RoundMedians != nil {
-			bg, ng = b.Samples.RoundMedians.CachedShare, n.Samples.RoundMedians.CachedShare
-		}
-	case b.Samples != nil && n.Samples != nil:
-		bg, ng = sliceShares(b.Samples.CachedShare, k.o.Slices, k.o.MinSamples), sliceShares(n.Samples.CachedShare, k.o.Slices, k.o.MinSamples)
+	bg, ng, unit := b.rounds, n.rounds, unitRounds
+	if mode != sweep.ModeBurst {
+		bg, ng, unit = sliceShares(b.perRequest, k.o.Slices, k.o.MinSamples), sliceShares(n.perRequest, k.o.Slices, k.o.MinSamples), unitSlices
 	}
-	key := figureKey(scenario, mode, n.Concurrency, report.MetricCachedShare)
+	key := figureKey(scenario, mode, concurrency, metric)
 	switch {
 	case busy:
 		mc.Note = "a step started on a busy engine"
@@ -668,11 +664,11 @@ func (k comparer) cachedShare(scenario string, mode sweep.Mode, b, n *report.Ste
 	case len(bg) >= k.o.MinRounds && len(ng) >= k.o.MinRounds:
 		k.tests[key] = figureTest{base: bg, new: ng, unit: unit}
 		mc.BaseSamples, mc.NewSamples = len(bg), len(ng)
-		mc.Note = fmt.Sprintf("compared on the mean cached shares of %d and %d %s", len(bg), len(ng), unit)
+		mc.Note = fmt.Sprintf("compared on the %s of %d and %d %s", what, len(bg), len(ng), unit)
 	default:
 		k.short[key] = shortFigure{unit: unit, nb: len(bg), nn: len(ng)}
 	}
-	return mc, true
+	return mc
 }
 
 // sliceShares cuts good (1 or 0 per request, in the order they ended) as

@@ -75,10 +75,10 @@ func (e *HTTPError) Error() string {
 	return fmt.Sprintf("HTTP %d: %s", e.StatusCode, e.Message)
 }
 
-// Reason maps the status to http_5xx or http_4xx; a refused over-long prompt
-// is prompt_truncated, like a cut one (the scenario does not fit). Statuses below 400 that are
+// Reason maps the status to http_5xx or http_4xx. Statuses below 400 that are
 // not 2xx (an unfollowed redirect) are a configuration problem and count as
-// http_4xx.
+// http_4xx. A refused over-long prompt is prompt_truncated, like a cut one:
+// the scenario does not fit.
 func (e *HTTPError) Reason() Reason {
 	if e.cut != nil {
 		return ReasonPromptTruncated
@@ -299,8 +299,10 @@ func contextRefusal(status int, b []byte) *PromptCutError {
 func (e *PromptCutError) Error() string {
 	var b strings.Builder
 	switch {
-	case e.Refused:
+	case e.Refused && e.Sent > 0 && e.Context > 0:
 		fmt.Fprintf(&b, "the server refused a %d-token prompt as longer than its context of %d tokens (exceed_context_size_error)", e.Sent, e.Context)
+	case e.Refused:
+		b.WriteString("the server refused the prompt as longer than its context (exceed_context_size_error)")
 	case e.Calibrated:
 		fmt.Fprintf(&b, "the server read %d prompt tokens of a prompt calibrated to %d: it cut the prompt to its context window (or its tokenizer changed; recalibrating on the next probe)", e.Read, e.Want)
 	default:

@@ -223,6 +223,10 @@ func TestContextRefusal(t *testing.T) {
 		!strings.Contains(he.Error(), "exceeds the available context size") {
 		t.Fatalf("%+v %v", he, he.cut)
 	}
+	bare := newHTTPError(400, []byte(`{"error":{"code":400,"message":"too long","type":"exceed_context_size_error"}}`))
+	if bare.Reason() != ReasonPromptTruncated || bare.cut.Error() != "the server refused the prompt as longer than its context (exceed_context_size_error)" {
+		t.Errorf("without n_ctx: %s, %q", bare.Reason(), bare.cut.Error())
+	}
 	for name, tc := range map[string]struct {
 		status int
 		body   string

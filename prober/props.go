@@ -30,8 +30,7 @@ const MaxPropsBytes = 1 << 20
 // or a build without it. It is not a failure worth a log line.
 var ErrNoProps = errors.New("no /props endpoint")
 
-// ReadProps reads GET {base}/props of t with t's client and headers (a
-// llama.cpp server started with --api-key wants the key there too). The
+// ReadProps reads GET {base}/props of t with t's client and headers. The
 // deadline comes from ctx.
 func ReadProps(ctx context.Context, t Target) (Props, error) {
 	url := baseURLOf(t.BaseURL) + "/props"

@@ -118,3 +118,46 @@ func TestEngineCollectorRegistersBesideTheOthers(t *testing.T) {
 		}
 	}
 }
+
+// A target whose /metrics holds only another application's families, or
+// none at all (Ollama: 404), exports slaprobe_engine_up 0 and its scrape
+// errors, and nothing else of the engine (internal/engine's
+// TestWatcherUnknownEngine: one warning, and probes do not wait on it).
+func TestEngineCollectorUnknownEngine(t *testing.T) {
+	srv := engineFixtureServer(t)
+	pool := engine.NewPool(engine.Options{}, nil)
+	defer pool.Close()
+	for _, name := range []string{"other_app", "missing"} {
+		w := pool.Add(prober.Target{Name: name, BaseURL: srv.URL + "/" + name})
+		for range 3 {
+			if _, err := w.Scrape(context.Background()); err == nil {
+				t.Fatalf("%s: scrape succeeded", name)
+			}
+		}
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(NewEngineCollector(pool))
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			v := m.GetGauge().GetValue() + m.GetCounter().GetValue()
+			got[f.GetName()+"/"+m.GetLabel()[0].GetValue()] = v
+		}
+	}
+	want := map[string]float64{
+		"slaprobe_engine_up/other_app": 0, "slaprobe_engine_scrape_errors_total/other_app": 3,
+		"slaprobe_engine_up/missing": 0, "slaprobe_engine_scrape_errors_total/missing": 3,
+	}
+	if len(got) != len(want) {
+		t.Errorf("series %v, want only %v", got, want)
+	}
+	for k, v := range want {
+		if g, ok := got[k]; !ok || g != v {
+			t.Errorf("%s = %v (present %v), want %v", k, g, ok, v)
+		}
+	}
+}

@@ -405,7 +405,7 @@ func (p *Prober) tokenizeCount(ctx context.Context, t Target, key calKey, spec r
 		status == http.StatusNotImplemented, status == http.StatusUnprocessableEntity:
 		return 0, 0, fmt.Errorf("%w: %v", errNoTokenize, &HTTPError{StatusCode: status, Message: errorMessage(resp)})
 	case status < 200 || status > 299:
-		return 0, 0, &HTTPError{StatusCode: status, Message: errorMessage(resp)}
+		return 0, 0, newHTTPError(status, resp)
 	}
 	var out struct {
 		Count       *int `json:"count"`
@@ -447,7 +447,7 @@ func (p *Prober) usageCount(ctx context.Context, t Target, key calKey, spec requ
 		return 0, err
 	}
 	if status < 200 || status > 299 {
-		return 0, &HTTPError{StatusCode: status, Message: errorMessage(resp)}
+		return 0, newHTTPError(status, resp)
 	}
 	var out struct {
 		Usage *struct {

@@ -49,6 +49,23 @@ type HTTPError struct {
 	// RetryAfter is the Retry-After header of a 429 or 503 answer; 0 when
 	// absent or unreadable.
 	RetryAfter time.Duration
+	// cut is set when the body is a refusal of a prompt longer than the
+	// server's context (llama.cpp server's exceed_context_size_error).
+	cut *PromptCutError
+}
+
+// newHTTPError is the *HTTPError of a non-2xx answer with body b.
+func newHTTPError(status int, b []byte) *HTTPError {
+	return &HTTPError{StatusCode: status, Message: errorMessage(b), cut: contextRefusal(status, b)}
+}
+
+// Unwrap gives the *PromptCutError of a refused over-long prompt, so that
+// errors.As finds it as it finds a cut prompt's.
+func (e *HTTPError) Unwrap() error {
+	if e.cut == nil {
+		return nil
+	}
+	return e.cut
 }
 
 func (e *HTTPError) Error() string {
@@ -60,8 +77,12 @@ func (e *HTTPError) Error() string {
 
 // Reason maps the status to http_5xx or http_4xx. Statuses below 400 that are
 // not 2xx (an unfollowed redirect) are a configuration problem and count as
-// http_4xx.
+// http_4xx. A refused over-long prompt is prompt_truncated, like a cut one:
+// the scenario does not fit.
 func (e *HTTPError) Reason() Reason {
+	if e.cut != nil {
+		return ReasonPromptTruncated
+	}
 	if e.StatusCode >= 500 {
 		return ReasonHTTP5xx
 	}
@@ -147,7 +168,7 @@ func isTLSError(err error) bool {
 // Retry-After.
 func readHTTPError(status int, h http.Header, body io.Reader) *HTTPError {
 	b, _ := io.ReadAll(io.LimitReader(body, maxErrorBody))
-	he := &HTTPError{StatusCode: status, Message: errorMessage(b)}
+	he := newHTTPError(status, b)
 	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
 		he.RetryAfter = parseRetryAfter(h.Get("Retry-After"), time.Now())
 	}
@@ -245,13 +266,46 @@ type PromptCutError struct {
 	// Calibrated is set when the probe's prompt had been calibrated to Want
 	// earlier and the server now reads less: cut, or a tokenizer that changed.
 	Calibrated bool
+	// Refused is set when the server did not cut the prompt but refused it
+	// (llama.cpp server: HTTP 400 exceed_context_size_error); Sent is the
+	// prompt's length and Context the server's context, as it counts them.
+	Refused       bool
+	Sent, Context int
+}
+
+// contextRefusal reads llama.cpp server's refusal of a prompt longer than
+// its context: HTTP 400 {"error":{"type":"exceed_context_size_error",
+// "n_prompt_tokens":N,"n_ctx":C,…}}; nil for any other answer.
+func contextRefusal(status int, b []byte) *PromptCutError {
+	if status != http.StatusBadRequest {
+		return nil
+	}
+	var p fastjson.Parser
+	v, err := p.ParseBytes(b)
+	if err != nil {
+		return nil
+	}
+	e := v.Get("error")
+	if e == nil || string(e.GetStringBytes("type")) != "exceed_context_size_error" {
+		return nil
+	}
+	c := &PromptCutError{Refused: true, Sent: e.GetInt("n_prompt_tokens"), Context: e.GetInt("n_ctx")}
+	if c.Sent < 0 || c.Context < 0 {
+		c.Sent, c.Context = 0, 0
+	}
+	return c
 }
 
 func (e *PromptCutError) Error() string {
 	var b strings.Builder
-	if e.Calibrated {
+	switch {
+	case e.Refused && e.Sent > 0 && e.Context > 0:
+		fmt.Fprintf(&b, "the server refused a %d-token prompt as longer than its context of %d tokens (exceed_context_size_error)", e.Sent, e.Context)
+	case e.Refused:
+		b.WriteString("the server refused the prompt as longer than its context (exceed_context_size_error)")
+	case e.Calibrated:
 		fmt.Fprintf(&b, "the server read %d prompt tokens of a prompt calibrated to %d: it cut the prompt to its context window (or its tokenizer changed; recalibrating on the next probe)", e.Read, e.Want)
-	} else {
+	default:
 		fmt.Fprintf(&b, "the server cuts prompts to about %d tokens (a longer prompt still counts %d): it cannot read this scenario's %d-token prompt", e.Read, e.Read, e.Want)
 	}
 	if e.Needed > 0 {

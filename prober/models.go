@@ -16,12 +16,19 @@ import (
 
 // ModelInfo is one entry of /v1/models.
 type ModelInfo struct {
-	ID          string
-	Root        string
-	MaxModelLen int // 0 = unknown (null for LoRA adapters, absent on other servers)
+	ID   string
+	Root string
+	// MaxModelLen is the longest prompt plus output the model takes:
+	// vLLM's max_model_len, or llama.cpp server's per-slot n_ctx from
+	// /props; 0 = unknown (null for LoRA adapters, absent on other servers).
+	MaxModelLen int
 }
 
-// ListModels reads GET {base}/v1/models.
+// ListModels reads GET {base}/v1/models. When it lists one model and no
+// max_model_len (llama.cpp server's /v1/models has none), the context size
+// of GET {base}/props (llama.cpp's per-slot n_ctx) is taken as the model's
+// MaxModelLen, best effort: a server without /props (Ollama) or an
+// unreadable answer leaves it unknown.
 func ListModels(ctx context.Context, t Target) ([]ModelInfo, error) {
 	url := baseURLOf(t.BaseURL) + "/v1/models"
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -60,6 +67,11 @@ func ListModels(ctx context.Context, t Target) ([]ModelInfo, error) {
 			mi.MaxModelLen = *m.MaxModelLen
 		}
 		models = append(models, mi)
+	}
+	if len(models) == 1 && models[0].MaxModelLen == 0 {
+		if props, err := ReadProps(ctx, t); err == nil && props.ContextSize > 0 {
+			models[0].MaxModelLen = props.ContextSize
+		}
 	}
 	return models, nil
 }

@@ -614,6 +614,9 @@ func (p *Prober) send(ctx context.Context, t Target, prep *Prepared, turn int, b
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		he := readHTTPError(resp.StatusCode, resp.Header, resp.Body)
 		res.RetryAfter = he.RetryAfter
+		if he.cut != nil { // refused as longer than the context: say what it needs
+			he.cut.Needed = prep.Scenario.MaxInputTokens() + prep.Scenario.OutputTokens
+		}
 		failResult(res, he.Reason(), he)
 		return
 	}

@@ -41,8 +41,10 @@ const (
 	ReasonCalibration       Reason = "calibration"     // the prompt could not be sized to the scenario
 	ReasonTooManyTokens     Reason = "too_many_tokens" // the server generated more tokens than max_tokens asked for
 	// ReasonPromptTruncated: the server read fewer prompt tokens than were
-	// sent, because it cuts prompts to its context window and answers anyway.
-	// Its TTFT is that of a shorter prompt, so it is not recorded.
+	// sent, because it cuts prompts to its context window and answers anyway
+	// (its TTFT is that of a shorter prompt, so it is not recorded), or it
+	// refused the prompt as longer than its context (llama.cpp server's 400
+	// exceed_context_size_error): either way the scenario does not fit.
 	ReasonPromptTruncated Reason = "prompt_truncated"
 )
 

@@ -2,31 +2,24 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"math"
 	"net/http"
 	"strings"
+
+	"github.com/slaprobe/slaprobe/prober"
 )
 
-// Props is what llama.cpp server says of itself on GET /props.
-type Props struct {
-	// ContextSize is the context of one slot, in tokens
-	// (default_generation_settings.n_ctx); 0 when not given.
-	ContextSize int
-	// TotalSlots is the number of requests the server runs at once.
-	TotalSlots int
-}
+// Props is what llama.cpp server says of itself on GET /props; the prober
+// reads the same endpoint for its context size.
+type Props = prober.Props
 
-// maxPropsBytes bounds what a /props read takes in: llama.cpp's answer is
-// a few KiB (its chat template is the largest part).
-const maxPropsBytes = 1 << 20
+// maxPropsBytes bounds what a /props read takes in.
+const maxPropsBytes = prober.MaxPropsBytes
 
-// errNoProps means the server has no /props (404): not llama.cpp's server,
-// or a build without it. It is not logged as a failure.
-var errNoProps = errors.New("no /props endpoint")
+// errNoProps means the server has no /props (404). It is not logged as a
+// failure.
+var errNoProps = prober.ErrNoProps
 
 // PropsURL is llama.cpp server's /props beside metricsURL, which must end
 // in /metrics (the server serves both at its root); "" otherwise.
@@ -53,52 +46,10 @@ func FetchProps(ctx context.Context, client *http.Client, url string) (Props, er
 	if err != nil {
 		return Props{}, fmt.Errorf("props %s: %w", url, err)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusNotFound {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
-		return Props{}, errNoProps
-	}
-	if resp.StatusCode != http.StatusOK {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
-		return Props{}, fmt.Errorf("props %s: HTTP %s", url, resp.Status)
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxPropsBytes+1))
-	if err != nil {
-		return Props{}, fmt.Errorf("props %s: %w", url, err)
-	}
-	if len(body) > maxPropsBytes {
-		return Props{}, fmt.Errorf("props %s: body over %d bytes", url, maxPropsBytes)
-	}
-	return parseProps(body)
+	return prober.ReadPropsResponse(url, resp)
 }
 
-func parseProps(body []byte) (Props, error) {
-	var raw struct {
-		TotalSlots *float64 `json:"total_slots"`
-		Defaults   struct {
-			NCtx *float64 `json:"n_ctx"`
-		} `json:"default_generation_settings"`
-	}
-	if err := json.Unmarshal(body, &raw); err != nil {
-		return Props{}, fmt.Errorf("props: %w", err)
-	}
-	if raw.TotalSlots == nil {
-		return Props{}, errors.New("props: total_slots missing, expected a positive integer")
-	}
-	n := *raw.TotalSlots
-	if n != math.Trunc(n) || n < 1 || n > 1<<20 {
-		return Props{}, fmt.Errorf("props: total_slots %v, expected a positive integer", n)
-	}
-	p := Props{TotalSlots: int(n)}
-	if raw.Defaults.NCtx != nil {
-		c := *raw.Defaults.NCtx
-		if c != math.Trunc(c) || c < 0 || c > 1<<30 {
-			return Props{}, fmt.Errorf("props: default_generation_settings.n_ctx %v, expected a non-negative integer", c)
-		}
-		p.ContextSize = int(c)
-	}
-	return p, nil
-}
+func parseProps(body []byte) (Props, error) { return prober.ParseProps(body) }
 
 // readPropsOnce reads /props the first time the watcher finds llama.cpp
 // server metrics; a 404 is skipped quietly, another failure logged once.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"sort"
 	"strings"
 	"time"
 
@@ -19,6 +20,49 @@ import (
 // that holds no vLLM, SGLang or llama.cpp server family: it is not an
 // engine we can read.
 var ErrNoEngineMetrics = errors.New("no vLLM, SGLang or llama.cpp server metrics (vllm:, sglang:, llamacpp:) in the exposition")
+
+// NoEngineError is ErrNoEngineMetrics with the families the page did hold
+// (a few, sorted), so the one log line about it says what answered: another
+// application's metrics, a proxy's, an engine slaprobe cannot read.
+type NoEngineError struct {
+	Seen  []string // at most maxSeenFamilies names, each at most maxSeenName bytes
+	Total int      // families on the page
+}
+
+const (
+	maxSeenFamilies = 8
+	maxSeenName     = 80
+)
+
+func noEngineError(fams map[string]*dto.MetricFamily) *NoEngineError {
+	names := make([]string, 0, len(fams))
+	for n := range fams {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	e := &NoEngineError{Total: len(names)}
+	for _, n := range names[:min(len(names), maxSeenFamilies)] {
+		if len(n) > maxSeenName {
+			n = strings.ToValidUTF8(n[:maxSeenName], "") + "…"
+		}
+		e.Seen = append(e.Seen, n)
+	}
+	return e
+}
+
+func (e *NoEngineError) Error() string {
+	seen := "none"
+	if e.Total > 0 {
+		seen = strings.Join(e.Seen, ", ")
+		if e.Total > len(e.Seen) {
+			seen += fmt.Sprintf(", … (%d in all)", e.Total)
+		}
+	}
+	return "no engine signals: " + ErrNoEngineMetrics.Error() + "; families seen: " + seen
+}
+
+// Is makes errors.Is(err, ErrNoEngineMetrics) hold.
+func (e *NoEngineError) Is(target error) bool { return target == ErrNoEngineMetrics }
 
 // maxBodyBytes bounds what one scrape reads. A vLLM /metrics page is tens of
 // KiB; a page this large is a misconfigured URL, not an engine.
@@ -203,7 +247,7 @@ func FromFamilies(fams map[string]*dto.MetricFamily) (Snapshot, error) {
 		s.Flavor = "llamacpp"
 		readLlamaCpp(fams, &s)
 	default:
-		return Snapshot{}, ErrNoEngineMetrics
+		return Snapshot{}, noEngineError(fams)
 	}
 	if s.Hists.empty() {
 		s.Hists = nil

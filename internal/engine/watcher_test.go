@@ -3,10 +3,12 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -300,5 +302,88 @@ func TestPoolSync(t *testing.T) {
 	p.Sync([]prober.Target{b})
 	if p.Watcher("a") != nil || len(p.Watchers()) != 1 {
 		t.Error("removed target still watched")
+	}
+}
+
+// A target whose /metrics holds only families slaprobe does not read (another
+// application's page) or that has no /metrics at all (Ollama) gives one
+// warning naming what it saw, engine up 0, and never holds a probe up: while
+// down, Refresh answers ErrDown without touching the endpoint.
+func TestWatcherUnknownEngine(t *testing.T) {
+	page := readTestdata(t, "other_app.txt")
+	for _, tc := range []struct {
+		name string
+		h    http.HandlerFunc
+		want []string // in the one warning's err
+	}{
+		{"another application's metrics", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte(page)) },
+			[]string{"no engine signals:", "vllm:, sglang:, llamacpp:", "families seen: go_goroutines, http_requests_total, myapp_queue_depth, process_cpu_seconds_total"}},
+		{"no /metrics (Ollama)", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "404 page not found", http.StatusNotFound) },
+			[]string{"404"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var hits atomic.Int64
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				hits.Add(1)
+				tc.h(w, r)
+			}))
+			defer srv.Close()
+			rec := &recorder{}
+			w := NewWatcher("app", srv.URL+"/metrics", srv.Client(), Options{}, slog.New(rec))
+			ctx := context.Background()
+			for range 4 {
+				if _, err := w.Scrape(ctx); err == nil {
+					t.Fatal("scrape succeeded")
+				}
+			}
+			rec.mu.Lock()
+			var warns []string
+			for _, r := range rec.recs {
+				if r.Level != slog.LevelWarn {
+					continue
+				}
+				msg := r.Message
+				r.Attrs(func(a slog.Attr) bool { msg += " " + a.Key + "=" + a.Value.String(); return true })
+				warns = append(warns, msg)
+			}
+			rec.mu.Unlock()
+			if len(warns) != 1 {
+				t.Fatalf("warnings %q, want one", warns)
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(warns[0], want) {
+					t.Errorf("warning %q does not say %q", warns[0], want)
+				}
+			}
+			st := w.Status()
+			if st.Up || st.ScrapeErrors != 4 || st.HasLatest {
+				t.Errorf("status up %v, errors %d, has latest %v; want down, 4, none", st.Up, st.ScrapeErrors, st.HasLatest)
+			}
+			before := hits.Load()
+			if _, err := w.Refresh(ctx); !errors.Is(err, ErrDown) || hits.Load() != before {
+				t.Errorf("Refresh: %v after %d more requests; want ErrDown and none", err, hits.Load()-before)
+			}
+		})
+	}
+}
+
+func TestNoEngineErrorBounded(t *testing.T) {
+	var b strings.Builder
+	for i := range 20 {
+		fmt.Fprintf(&b, "# TYPE fam_%02d_%s gauge\nfam_%02d_%s 1\n", i, strings.Repeat("x", 100), i, strings.Repeat("x", 100))
+	}
+	_, err := Parse(strings.NewReader(b.String()))
+	var ne *NoEngineError
+	if !errors.As(err, &ne) || !errors.Is(err, ErrNoEngineMetrics) {
+		t.Fatalf("err = %v", err)
+	}
+	if ne.Total != 20 || len(ne.Seen) != maxSeenFamilies || !strings.HasPrefix(ne.Seen[0], "fam_00_") || len(ne.Seen[0]) > maxSeenName+len("…") {
+		t.Fatalf("%+v", ne)
+	}
+	if !strings.HasSuffix(err.Error(), ", … (20 in all)") {
+		t.Errorf("err %q does not count the rest", err)
+	}
+	if _, err := Parse(strings.NewReader("")); err == nil || !strings.HasSuffix(err.Error(), "families seen: none") {
+		t.Errorf("empty page: %v", err)
 	}
 }

@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 
 	"github.com/slaprobe/slaprobe/internal/bench"
-	"github.com/slaprobe/slaprobe/internal/compare"
 )
 
 func addCompare(c *cli) {
@@ -27,35 +25,6 @@ func addCompare(c *cli) {
 	out := cmd.Flag("out", "Directory the comparison is written to (created if needed).").Default("slaprobe-compare").String()
 	g := addGateFlags(cmd)
 	c.command(cmd, func(context.Context) int {
-		b, err := compare.LoadReport(*base)
-		if err != nil {
-			fmt.Fprintf(c.stderr, "compare: BASE: %v\n", err)
-			return bench.ExitFailure
-		}
-		n, err := compare.LoadReport(*cur)
-		if err != nil {
-			fmt.Fprintf(c.stderr, "compare: NEW: %v\n", err)
-			return bench.ExitFailure
-		}
-		rep := compare.Compare(b, n, compare.Options{BaseLabel: *base})
-		paths, err := compare.WriteReport(*out, rep)
-		if err != nil {
-			fmt.Fprintf(c.stderr, "compare: write report: %v\n", err)
-			return bench.ExitFailure
-		}
-		fmt.Fprintf(c.stdout, "comparison written to %s\n", *out)
-		for _, p := range paths {
-			fmt.Fprintf(c.stdout, "  %s\n", p)
-		}
-		compare.WriteSummary(c.stdout, rep.Comparison)
-		if !g.Enabled() {
-			return bench.ExitOK
-		}
-		code, err := g.Apply(rep.Comparison, c.stdout)
-		if err != nil {
-			fmt.Fprintf(c.stderr, "compare: %v\n", err)
-			return bench.ExitFailure
-		}
-		return code
+		return bench.Compare(bench.CompareOptions{Base: *base, New: *cur, Out: *out, Gate: *g, Stdout: c.stdout, Stderr: c.stderr})
 	})
 }

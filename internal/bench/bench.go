@@ -161,33 +161,8 @@ func Run(ctx context.Context, o Options) int {
 		co.BaseLabel = o.Baseline
 		rep = compare.Compare(baseline, rep, co)
 	}
-	paths, err := report.Write(o.Out, rep)
-	if err != nil {
-		fmt.Fprintf(o.Stderr, "bench: write report: %v\n", err)
-		return ExitFailure
-	}
-	fmt.Fprintf(o.Stdout, "report written to %s\n", o.Out)
-	for _, p := range paths {
-		fmt.Fprintf(o.Stdout, "  %s\n", p)
-	}
-	if rep.Comparison != nil {
-		compare.WriteSummary(o.Stdout, rep.Comparison)
-	}
-	code := ExitOK
-	if rep.Comparison != nil && o.Gate.Enabled() {
-		g := o.Gate
-		if sweepErr != nil {
-			g.Interrupted = ExitInterrupted
-		}
-		if code, err = g.Apply(rep.Comparison, o.Stdout); err != nil {
-			fmt.Fprintf(o.Stderr, "bench: %v\n", err)
-			return ExitFailure
-		}
-	}
-	if sweepErr != nil {
-		return ExitInterrupted // a partial run is no verdict; the gate says so
-	}
-	return code
+	return publish(rep, publishOptions{cmd: "bench", noun: "report", out: o.Out, gate: o.Gate, interrupted: sweepErr != nil,
+		stdout: o.Stdout, stderr: o.Stderr})
 }
 
 // ParseLadder reads "1,2,4" (spaces allowed); "none" or "" is an empty ladder.

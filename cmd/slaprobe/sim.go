@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"net"
 	"strconv"
 
 	"github.com/alecthomas/kingpin/v2"
@@ -67,24 +66,8 @@ func addSim(c *cli) {
 		details.apply(&cfg.EnablePromptTokensDetails)
 		perReq.apply(&cfg.EnablePerRequestMetrics)
 		otlpEndpoint.apply(&cfg.OTLPTracesEndpoint)
-		eng, err := vllmsim.New(cfg, logger.With("component", "sim"))
-		if err != nil {
-			logger.Error("invalid simulator config", "err", err)
-			return 1
-		}
-		defer eng.Close()
-
-		ln, err := net.Listen("tcp", *listen)
-		if err != nil {
-			logger.Error("cannot listen", "address", *listen, "err", err)
-			return 1
-		}
-		logger.Info("simulated vLLM engine listening", "address", ln.Addr().String(), "model", cfg.ModelName,
-			"max_model_len", cfg.MaxModelLen, "max_num_seqs", cfg.MaxNumSeqs,
-			"kv_cache_tokens", cfg.KVCacheTokens, "prefix_caching", cfg.EnablePrefixCaching,
-			"per_request_metrics", cfg.EnablePerRequestMetrics, "otlp_traces_endpoint", cfg.OTLPTracesEndpoint)
-		if err := eng.Serve(ctx, ln); err != nil {
-			logger.Error("simulator stopped", "err", err)
+		if err := vllmsim.ListenAndServe(ctx, cfg, *listen, logger); err != nil {
+			logger.Error("simulated engine failed", "err", err)
 			return 1
 		}
 		return 0

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -44,4 +45,27 @@ func (e *Engine) Serve(ctx context.Context, ln net.Listener) error {
 		_ = srv.Shutdown(sctx)
 		return nil
 	}
+}
+
+// ListenAndServe runs an engine of cfg on address until ctx is done: the
+// `slaprobe sim` command. It logs the engine's shape once it listens, and
+// returns an error naming what failed (the config, the address, serving).
+func ListenAndServe(ctx context.Context, cfg Config, address string, logger *slog.Logger) error {
+	eng, err := New(cfg, logger.With("component", "sim"))
+	if err != nil {
+		return fmt.Errorf("invalid simulator config: %w", err)
+	}
+	defer eng.Close()
+	ln, err := net.Listen("tcp", address)
+	if err != nil {
+		return fmt.Errorf("cannot listen on %s: %w", address, err)
+	}
+	logger.Info("simulated vLLM engine listening", "address", ln.Addr().String(), "model", cfg.ModelName,
+		"max_model_len", cfg.MaxModelLen, "max_num_seqs", cfg.MaxNumSeqs,
+		"kv_cache_tokens", cfg.KVCacheTokens, "prefix_caching", cfg.EnablePrefixCaching,
+		"per_request_metrics", cfg.EnablePerRequestMetrics, "otlp_traces_endpoint", cfg.OTLPTracesEndpoint)
+	if err := eng.Serve(ctx, ln); err != nil {
+		return fmt.Errorf("simulator stopped: %w", err)
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -176,27 +177,50 @@ func TestConversationCancelDuringThink(t *testing.T) {
 	}
 }
 
-// maxConcurrent wraps h, counting the POST requests (calibrations and
-// turns) it serves at once.
+// maxConcurrent wraps the prober's transport, counting the POST requests
+// (calibrations and turns) the prober has open at once: from the request's
+// send to its response body's close. It counts on the client's side because
+// the slot is the client's: a server handler may still be returning after
+// the prober read [DONE], closed the body and started its next request, so a
+// count taken in the server's handler sees an overlap the prober never made.
 type maxConcurrent struct {
-	h        http.Handler
+	rt       http.RoundTripper
 	now, max atomic.Int32
 }
 
-func (m *maxConcurrent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method == http.MethodPost {
-		n := m.now.Add(1)
-		for {
-			if old := m.max.Load(); n <= old || m.max.CompareAndSwap(old, n) {
-				break
-			}
-		}
-		defer m.now.Add(-1)
+func (m *maxConcurrent) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method != http.MethodPost {
+		return m.rt.RoundTrip(r)
 	}
-	m.h.ServeHTTP(w, r)
+	n := m.now.Add(1)
+	for {
+		if old := m.max.Load(); n <= old || m.max.CompareAndSwap(old, n) {
+			break
+		}
+	}
+	resp, err := m.rt.RoundTrip(r)
+	if err != nil {
+		m.now.Add(-1)
+		return nil, err
+	}
+	resp.Body = &countedBody{ReadCloser: resp.Body, done: func() { m.now.Add(-1) }}
+	return resp, nil
 }
 
-// thinkSim is a simulated engine counting its concurrent requests.
+// countedBody calls done once, at its first Close.
+type countedBody struct {
+	io.ReadCloser
+	once sync.Once
+	done func()
+}
+
+func (b *countedBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.once.Do(b.done)
+	return err
+}
+
+// thinkSim is a simulated engine whose client counts its concurrent requests.
 func thinkSim(t *testing.T) (*maxConcurrent, Target) {
 	t.Helper()
 	cfg := vllmsim.DefaultConfig()
@@ -206,14 +230,15 @@ func thinkSim(t *testing.T) (*maxConcurrent, Target) {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.Close)
-	mc := &maxConcurrent{h: e.Handler()}
-	url, client := testproc.Serve(t, mc)
+	url, client := testproc.Serve(t, e.Handler())
+	mc := &maxConcurrent{rt: client.Transport}
+	client.Transport = mc
 	return mc, Target{Name: "sim", BaseURL: url, API: APIChat, Client: client}
 }
 
 // TestSchedulerConversationThinkReleasesSlot: with one in-flight slot per
 // target, a cold probe of the same target runs while a conversation thinks,
-// between its turns, and the server never sees two requests at once. The
+// between its turns, and the prober never has two requests open at once. The
 // injected Sleep holds the think time open until the cold probe has run, so
 // without the slot's release the two wait for each other and no
 // conversation finishes.
@@ -288,7 +313,7 @@ func TestSchedulerConversationThinkReleasesSlot(t *testing.T) {
 			coldRes.Start, coldRes.LastToken, prime.LastToken, second.Start)
 	}
 	if got := mc.max.Load(); got != 1 {
-		t.Errorf("the server saw %d requests at once; want 1 (one in-flight slot)", got)
+		t.Errorf("the prober had %d requests open at once; want 1 (one in-flight slot)", got)
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/slaprobe/slaprobe/test/testproc"
 )
 
 // TestExitCodes runs every command with the same kinds of mistake and
@@ -55,7 +57,7 @@ func TestExitCodes(t *testing.T) {
 		{"sim: unknown flag", []string{"sim", "--no-such-flag"}, exitUsage},
 		{"healthcheck: unknown flag", []string{"healthcheck", "--no-such-flag"}, exitUsage},
 		{"healthcheck: malformed timeout", []string{"healthcheck", "--healthcheck.timeout=soon"}, exitUsage},
-		{"healthcheck: nothing answers", []string{"healthcheck", "--healthcheck.url=" + freePort(t), "--healthcheck.timeout=2s"}, exitFailure},
+		{"healthcheck: nothing answers", []string{"healthcheck", "--healthcheck.url=" + testproc.FreeAddr(t), "--healthcheck.timeout=2s"}, exitFailure},
 		{"run: malformed log level", []string{"run", "--log.level=loud"}, exitUsage},
 
 		{"run: invalid config", []string{"run", "--config.file=" + bad, "--web.listen-address=127.0.0.1:0"}, exitFailure},

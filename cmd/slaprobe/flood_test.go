@@ -270,7 +270,7 @@ func runFlood(t *testing.T, p floodPlan) *floodResult {
 	if bin == "" {
 		bin = binary(t)
 	}
-	grpcAddr, httpAddr, webAddr := freePort(t), freePort(t), freePort(t)
+	grpcAddr, httpAddr, webAddr := testproc.FreeAddr(t), testproc.FreeAddr(t), testproc.FreeAddr(t)
 
 	cfg := vllmsim.DefaultConfig()
 	cfg.TimeScale = 0.02

@@ -14,6 +14,7 @@ import (
 	"github.com/slaprobe/slaprobe/internal/report"
 	"github.com/slaprobe/slaprobe/test/browser"
 	"github.com/slaprobe/slaprobe/test/ollama"
+	"github.com/slaprobe/slaprobe/test/testproc"
 )
 
 // TestRunAgainstOllama runs the README's line, `slaprobe run
@@ -30,7 +31,7 @@ func TestRunAgainstOllama(t *testing.T) {
 	ollama.SkipIfMissing(t)
 	srv := ollama.Start(t, ollama.Options{ContextLength: 2048})
 	bin := binary(t)
-	addr := freePort(t)
+	addr := testproc.FreeAddr(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "run", "--target.url="+srv.URL, "--scenarios=chatbot,rag",

@@ -33,6 +33,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/slaprobe/slaprobe/internal/vllmsim"
+	"github.com/slaprobe/slaprobe/test/testproc"
 )
 
 // Secrets the security test plants; none may show up in any output.
@@ -78,17 +79,6 @@ func writeSelfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *
 	pool = x509.NewCertPool()
 	pool.AddCert(cert)
 	return certFile, keyFile, pool
-}
-
-// freePort returns a loopback port nothing listens on right now.
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // authEngine is the simulated engine behind a check of the target's
@@ -160,7 +150,7 @@ sweep:
 		t.Fatal(err)
 	}
 
-	addr := freePort(t)
+	addr := testproc.FreeAddr(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "run", "--config.file="+cfgPath, "--web.listen-address="+addr,
@@ -346,7 +336,7 @@ func TestSecurityOTLPReceivers(t *testing.T) {
 		"tls_server_config: {cert_file: web.crt, key_file: web.key}\nbasic_auth_users:\n  vllm: %s\n", hash)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	grpcAddr, httpAddr, webAddr := freePort(t), freePort(t), freePort(t)
+	grpcAddr, httpAddr, webAddr := testproc.FreeAddr(t), testproc.FreeAddr(t), testproc.FreeAddr(t)
 	writeConfig := func(webConfig string) string {
 		path := filepath.Join(dir, "slaprobe.yml")
 		cfg := "targets: [{name: sim, url: " + engine.URL + "}]\n" +

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/slaprobe/slaprobe/internal/vllmsim"
+	"github.com/slaprobe/slaprobe/test/testproc"
 )
 
 // shutdownBound is how long slaprobe may take to exit after SIGTERM: probes
@@ -74,7 +75,7 @@ targets:
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "run", "--config.file="+cfgPath, "--web.listen-address="+freePort(t), "--log.level=info")
+	cmd := exec.CommandContext(ctx, bin, "run", "--config.file="+cfgPath, "--web.listen-address="+testproc.FreeAddr(t), "--log.level=info")
 	logs, exited := startProcess(t, cmd)
 
 	// Both scenarios hang in their streams.

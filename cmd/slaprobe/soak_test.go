@@ -22,6 +22,7 @@ import (
 
 	"github.com/slaprobe/slaprobe/internal/vllmsim"
 	"github.com/slaprobe/slaprobe/prober"
+	"github.com/slaprobe/slaprobe/test/testproc"
 )
 
 // The soak: `slaprobe run` probing all nine built-in scenarios on twenty
@@ -138,7 +139,7 @@ func TestSoak(t *testing.T) {
 	if err := os.WriteFile(cfgPath, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	addr := freePort(t)
+	addr := testproc.FreeAddr(t)
 	cmd := exec.Command(bin, "run", "--config.file="+cfgPath, "--web.listen-address="+addr, "--log.level=error")
 	logs, exited := startProcess(t, cmd)
 
@@ -330,7 +331,7 @@ type flapServer struct {
 }
 
 func newFlapServer(t *testing.T, h http.Handler) *flapServer {
-	f := &flapServer{t: t, h: h, addr: freePort(t)}
+	f := &flapServer{t: t, h: h, addr: testproc.FreeAddr(t)}
 	f.up()
 	t.Cleanup(f.down)
 	return f

@@ -25,6 +25,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/slaprobe/slaprobe/internal/vllmsim"
+	"github.com/slaprobe/slaprobe/test/testproc"
 )
 
 // truthRelay stands between the simulated engine and slaprobe's OTLP/HTTP
@@ -167,7 +168,7 @@ func TestForgedEngineSpans(t *testing.T) {
 		t.Skip("builds and runs slaprobe for about a minute")
 	}
 	bin := binary(t)
-	otlpAddr, webAddr := freePort(t), freePort(t)
+	otlpAddr, webAddr := testproc.FreeAddr(t), testproc.FreeAddr(t)
 	relay := &truthRelay{queue: map[string]float64{}, prefill: map[string]float64{}, forward: "http://" + otlpAddr + "/v1/traces"}
 	relaySrv := httptest.NewServer(relay)
 	t.Cleanup(relaySrv.Close)

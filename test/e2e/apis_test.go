@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/slaprobe/slaprobe/test/testproc"
 )
 
 // allAPIs are the APIs a probe can use; TestFourAPIs probes one target on each.
@@ -28,7 +30,7 @@ func TestFourAPIs(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), waitBudget)
 	t.Cleanup(cancel)
 
-	simAddr, webAddr := freeAddr(t), freeAddr(t)
+	simAddr, webAddr := testproc.FreeAddr(t), testproc.FreeAddr(t)
 	startProcess(t, "slaprobe sim", bin, "sim", "--sim.listen-address="+simAddr, "--sim.time-scale=0.1", "--sim.enable-per-request-metrics")
 	var scen strings.Builder
 	var names []string

@@ -38,11 +38,11 @@ func TestGoodputAlertOnPrometheus(t *testing.T) {
 	t.Cleanup(cancel)
 	dir := t.TempDir()
 
-	simAddr := freeAddr(t)
+	simAddr := testproc.FreeAddr(t)
 	simCfg := writeFile(t, dir, "sim.yml", "faults:\n  alternate_slow_first_token: 800ms\n  alternate_slow_token: 60ms\n")
 	startProcess(t, "slaprobe sim", bin, "sim", "--sim.listen-address="+simAddr, "--sim.config.file="+simCfg)
 
-	webAddr := freeAddr(t)
+	webAddr := testproc.FreeAddr(t)
 	cfg := writeFile(t, dir, "slaprobe.yml", fmt.Sprintf(`
 global: {jitter: 0}
 targets:

@@ -262,7 +262,7 @@ receivers:
 		t.Fatal(err)
 	}
 	for try := 1; ; try++ {
-		addr := freeAddr(t)
+		addr := testproc.FreeAddr(t)
 		proc := startProcess(t, "alertmanager", bin,
 			"--config.file="+path,
 			"--storage.path="+filepath.Join(dir, fmt.Sprintf("am%d", try)),

@@ -47,7 +47,7 @@ func TestProbeFleet(t *testing.T) {
 
 	sims := make([]string, 2)
 	for i := range sims {
-		sims[i] = freeAddr(t)
+		sims[i] = testproc.FreeAddr(t)
 		startProcess(t, fmt.Sprintf("slaprobe sim %d", i), bin, "sim", "--sim.listen-address="+sims[i], "--sim.time-scale=0.1")
 	}
 
@@ -79,7 +79,7 @@ scenarios:
 `)
 	webCfg := writeFile(t, dir, "web.yml", fleetWebCfg)
 	// Two slaprobe instances: Prometheus shards the engines over them with hashmod.
-	addrs := []string{freeAddr(t), freeAddr(t)}
+	addrs := []string{testproc.FreeAddr(t), testproc.FreeAddr(t)}
 	procs := make([]*testproc.Process, len(addrs))
 	for i, a := range addrs {
 		procs[i] = startProcess(t, fmt.Sprintf("slaprobe run %d", i), bin, "run", "--config.file="+cfg,

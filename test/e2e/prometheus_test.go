@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -260,7 +259,7 @@ func startPrometheusWith(t *testing.T, ctx context.Context, bin, dir string, con
 	}
 	// A free port can be taken between picking and binding it: try again then.
 	for try := 1; ; try++ {
-		addr := freeAddr(t)
+		addr := testproc.FreeAddr(t)
 		args := append([]string{
 			"--config.file=" + cfg,
 			"--storage.tsdb.path=" + filepath.Join(dir, fmt.Sprintf("data%d", try)),
@@ -660,17 +659,6 @@ func startRun(t *testing.T, ctx context.Context, bin, cfg, webAddr string) *test
 	sp := startProcess(t, "slaprobe run", bin, "run", "--config.file="+cfg, "--web.listen-address="+webAddr)
 	waitHTTP(t, ctx, sp, "http://"+webAddr+"/-/ready", http.StatusOK, false)
 	return sp
-}
-
-// freeAddr returns a loopback address with a port that was free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // startProcess starts a program; it is stopped when the test ends, if the test did not stop it, and

@@ -102,13 +102,13 @@ func TestRolloutGatesOnPrometheus(t *testing.T) {
 
 	var targets strings.Builder
 	for _, s := range rolloutSims {
-		addr := freeAddr(t)
+		addr := testproc.FreeAddr(t)
 		cfg := writeFile(t, dir, s.target+".yml", s.config)
 		startProcess(t, "slaprobe sim "+s.target, bin, "sim", "--sim.listen-address="+addr, "--sim.config.file="+cfg)
 		fmt.Fprintf(&targets, "  - {name: %s, url: \"http://%s\", scenarios: [chat]}\n", s.target, addr)
 	}
 	// At time_scale 5 the engine's TTFT is about 390 ms and its ITL 30 ms; at 6.5, 510 ms and 39 ms.
-	webAddr := freeAddr(t)
+	webAddr := testproc.FreeAddr(t)
 	cfg := writeFile(t, dir, "slaprobe.yml", `
 global: {jitter: 0}
 targets:

@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/slaprobe/slaprobe/test/testproc"
 )
 
 // envShotDir names the folder where TestTailRowSignalsFollowTheirCauses saves screenshots of
@@ -86,10 +88,10 @@ func TestTailRowSignalsFollowTheirCauses(t *testing.T) {
 	t.Cleanup(cancel)
 	dir := t.TempDir()
 
-	simAddr := freeAddr(t)
+	simAddr := testproc.FreeAddr(t)
 	startProcess(t, "slaprobe sim", bin, "sim", "--sim.listen-address="+simAddr, "--sim.model="+tailModel,
 		"--sim.max-model-len="+strconv.Itoa(tailKVTokens), "--sim.kv-cache-tokens="+strconv.Itoa(tailKVTokens))
-	webAddr := freeAddr(t)
+	webAddr := testproc.FreeAddr(t)
 	cfg := writeFile(t, dir, "slaprobe.yml", fmt.Sprintf(`
 global: {jitter: 0}
 engine: {scrape_interval: 1s, scrape_timeout: 1s}

@@ -17,6 +17,8 @@ import (
 
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/slaprobe/slaprobe/test/testproc"
 )
 
 // spanLog is the test's own OTLP/HTTP receiver, standing in for a trace back end (Tempo, Jaeger): it
@@ -114,11 +116,11 @@ func TestExemplarsAndEngineSpans(t *testing.T) {
 	t.Cleanup(recv.Close)
 
 	dir := t.TempDir()
-	simAddr := freeAddr(t)
+	simAddr := testproc.FreeAddr(t)
 	simCfg := writeFile(t, dir, "sim.yml", fmt.Sprintf("otlp_traces_endpoint: %s/v1/traces\notlp_traces_protocol: http/protobuf\n", recv.URL))
 	startProcess(t, "slaprobe sim", bin, "sim", "--sim.listen-address="+simAddr, "--sim.time-scale=0.1", "--sim.config.file="+simCfg)
 
-	otlpAddr, webAddr := freeAddr(t), freeAddr(t)
+	otlpAddr, webAddr := testproc.FreeAddr(t), testproc.FreeAddr(t)
 	cfg := writeFile(t, dir, "slaprobe.yml", fmt.Sprintf(`
 global: {jitter: 0}
 targets:

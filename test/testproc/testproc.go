@@ -1,11 +1,10 @@
 // Package testproc holds what the test packages that run a third-party program (test/llmd,
 // test/ollama) share: finding the program that `make test-deps` built into .tools/bin, skipping or
-// failing when it is missing, a free loopback port, and a bounded tail of its output.
+// failing when it is missing, a free loopback port no outgoing connection can take, and a bounded tail of its output.
 package testproc
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -85,16 +84,6 @@ func SkipIfMissing(t testing.TB, name, env, what string) string {
 	}
 	t.Skip(msg)
 	return ""
-}
-
-// FreePort returns a loopback TCP port that was free a moment ago.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // IsExecutable reports whether p is a regular file with an execute bit.

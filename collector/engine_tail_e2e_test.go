@@ -40,7 +40,9 @@ func engineTailRun(t *testing.T, kvTokens int, causes bool) {
 	cfg.PrefillOverhead = time.Millisecond
 	cfg.PrefillTokensPerSecond = 1e6
 	cfg.PrefillQuadratic = 0
-	cfg.DecodeBase = 2 * time.Millisecond
+	// 150 tokens at 6 ms: each long request runs about 0.9 s, so the three
+	// overlap (and preempt) even where a loaded machine starts them apart.
+	cfg.DecodeBase = 6 * time.Millisecond
 	cfg.DecodePerSeq = 50 * time.Microsecond
 	cfg.DecodePerKVToken = 0
 	cfg.EOSMeanTokens = 0
@@ -105,9 +107,11 @@ func engineTailRun(t *testing.T, kvTokens int, causes bool) {
 	}
 	// KV pressure: three concurrent long requests, scraped while they run.
 	var wg sync.WaitGroup
+	start := make(chan struct{})
 	for i := range 3 {
-		wg.Go(func() { complete(words(fmt.Sprintf("p%d-", i), 20), 150) })
+		wg.Go(func() { <-start; complete(words(fmt.Sprintf("p%d-", i), 20), 150) })
 	}
+	close(start)
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 	sawWaiting := false

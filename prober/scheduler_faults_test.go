@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/slaprobe/slaprobe/prober"
+	"github.com/slaprobe/slaprobe/test/testproc"
 )
 
 // probeLog records every probe the scheduler sends: when it started and
@@ -139,12 +140,10 @@ func TestSchedulerHonoursRetryAfter(t *testing.T) {
 // comes back every scenario resumes, spread out rather than all at once.
 func TestSchedulerBacksOffFromADownTarget(t *testing.T) {
 	r := newFaultRig(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close() // connection refused from now on
+	// Nothing listens there: connection refused until the server comes up.
+	// A port below the ephemeral range, which no outgoing connection takes
+	// in the meantime.
+	addr := testproc.FreeAddr(t)
 	target := r.target("http://"+addr, r.plainTr)
 	p := prober.New(nil, nil)
 
@@ -189,11 +188,12 @@ func TestSchedulerBacksOffFromADownTarget(t *testing.T) {
 			}
 		}
 		if failed >= downProbes+len(names) && srv == nil {
-			// Bring the target up on the same address.
+			// Bring the target up on the same address; should something
+			// else hold it for a moment, try again at the next look.
 			l, err := net.Listen("tcp", addr)
 			if err != nil {
-				t.Errorf("relisten on %s: %v", addr, err)
-				return true
+				t.Logf("relisten on %s: %v; trying again", addr, err)
+				return false
 			}
 			srv = &http.Server{Handler: r.h}
 			go srv.Serve(l)

@@ -29,13 +29,15 @@ func TestScrapeLLMDInferenceSim(t *testing.T) {
 			t.Fatalf("chat: HTTP %d", resp.StatusCode)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var s Snapshot
 	var err error
-	// The simulator updates its metrics asynchronously: wait for both requests.
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if s, err = Scrape(ctx, nil, srv.URL+"/metrics"); err == nil && s.RequestsFinished >= 2 {
+	// The simulator updates its metrics asynchronously, each family on its
+	// own: wait for both requests in the counter and in the TTFT histogram.
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if s, err = Scrape(ctx, nil, srv.URL+"/metrics"); err == nil && s.RequestsFinished >= 2 &&
+			s.Hists != nil && s.Hists.TTFT != nil && s.Hists.TTFT.Count >= 2 {
 			break
 		}
 	}

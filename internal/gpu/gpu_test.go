@@ -249,7 +249,11 @@ func TestPowerSamplerTicks(t *testing.T) {
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(80 * time.Millisecond)
+	// Four samples: the one Start takes and three ticks. Wait for them
+	// rather than a fixed time: a loaded machine drops a ticker's ticks.
+	for deadline := time.Now().Add(5 * time.Second); len(s.Samples()) < 4 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if _, err := s.Stop(); err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/slaprobe/slaprobe/internal/vllmsim"
 	"github.com/slaprobe/slaprobe/prober"
 	"github.com/slaprobe/slaprobe/test/llmd"
+	"github.com/slaprobe/slaprobe/test/testproc"
 )
 
 // TestDrainAgainstLLMD: llm-d-inference-sim keeps working on requests
@@ -69,15 +70,21 @@ sweep:
 		return b
 	}
 
-	b := run(true)
-	if b.Drain.Method != sweep.DrainEngine || b.Drain.Busy || b.Drain.WaitedSeconds < 0.5 {
-		t.Errorf("drain %+v; want a wait of more than 0.5 s for the leftovers, then an empty engine", *b.Drain)
-	}
-	// Unloaded: the configured TTFT plus the simulator's and client's own
-	// few milliseconds.
-	if b.TTFT.Mean > (ttft + 100*time.Millisecond).Seconds() {
-		t.Errorf("burst N=1 TTFT %.0f ms after a drained start; want the unloaded %v", b.TTFT.Mean*1000, ttft)
-	}
+	// One burst request's TTFT from a separate process: up to three tries
+	// (TimingAttempts), as the shared machine can slow one. Queued behind
+	// the leftovers it would wait seconds (100 tokens at 20 ms), not 100 ms.
+	var b sweep.StepResult
+	testproc.TimingAttempts(t, func(errorf func(string, ...any)) {
+		b = run(true)
+		if b.Drain.Method != sweep.DrainEngine || b.Drain.Busy || b.Drain.WaitedSeconds < 0.5 {
+			errorf("drain %+v; want a wait of more than 0.5 s for the leftovers, then an empty engine", *b.Drain)
+		}
+		// Unloaded: the configured TTFT plus the simulator's and client's own
+		// few milliseconds.
+		if b.TTFT.Mean > (ttft + 100*time.Millisecond).Seconds() {
+			errorf("burst N=1 TTFT %.0f ms after a drained start; want the unloaded %v", b.TTFT.Mean*1000, ttft)
+		}
+	})
 
 	nb := run(false)
 	for attempt := 1; nb.Succeeded == 0 && attempt < 3; attempt++ {
@@ -146,14 +153,20 @@ sweep:
 		}
 		return res.Scenarios[0].Burst[0]
 	}
-	idle := burst(false)
-	after := burst(true)
-	t.Logf("burst N=1 TTFT: on the idle engine %.1f ms, after the over-full closed loop %.1f ms (drain %+v)",
-		idle.TTFT.Mean*1000, after.TTFT.Mean*1000, *after.Drain)
-	if after.Drain.Method != sweep.DrainEngine || after.Drain.Busy {
-		t.Errorf("drain %+v; want an empty engine read from its /metrics", *after.Drain)
-	}
-	if after.TTFT.Mean > idle.TTFT.Mean*1.2+0.005 {
-		t.Errorf("burst N=1 TTFT %.1f ms after the closed loop; on the idle engine %.1f ms", after.TTFT.Mean*1000, idle.TTFT.Mean*1000)
-	}
+	// Two wall-clock means taken apart in time: up to three tries
+	// (TimingAttempts), as the shared machine can slow one. A burst that
+	// queued behind a leftover waits for its 100 tokens, several times the
+	// 20 % allowed.
+	testproc.TimingAttempts(t, func(errorf func(string, ...any)) {
+		idle := burst(false)
+		after := burst(true)
+		t.Logf("burst N=1 TTFT: on the idle engine %.1f ms, after the over-full closed loop %.1f ms (drain %+v)",
+			idle.TTFT.Mean*1000, after.TTFT.Mean*1000, *after.Drain)
+		if after.Drain.Method != sweep.DrainEngine || after.Drain.Busy {
+			errorf("drain %+v; want an empty engine read from its /metrics", *after.Drain)
+		}
+		if after.TTFT.Mean > idle.TTFT.Mean*1.2+0.005 {
+			errorf("burst N=1 TTFT %.1f ms after the closed loop; on the idle engine %.1f ms", after.TTFT.Mean*1000, idle.TTFT.Mean*1000)
+		}
+	})
 }

@@ -72,6 +72,13 @@ func (p *holdProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.rp.ServeHTTP(w, r)
 }
 
+// resetHolds forgets the holds measured so far.
+func (p *holdProxy) resetHolds() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.holds = nil
+}
+
 func (p *holdProxy) medianHold() time.Duration {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -231,21 +238,27 @@ func TestProxyHoldShowsOutsideTheEngine(t *testing.T) {
 			t.Logf("engine %s, proxy %s", r.url, proxyURL)
 			r.probeN(t, r.url, 2) // calibrated and warm
 
-			direct := medians(t, r.probeN(t, r.url, n), c.source)
-			held := medians(t, r.probeN(t, proxyURL, n), c.source)
-			hold := proxy.medianHold()
-			t.Logf("direct:    outside %6.2f ms, queue %6.3f ms, prefill %7.2f ms", ms(direct.outside), ms(direct.queue), ms(direct.prefill))
-			t.Logf("via proxy: outside %6.2f ms, queue %6.3f ms, prefill %7.2f ms (proxy held %.2f ms)", ms(held.outside), ms(held.queue), ms(held.prefill), ms(hold))
-			if d := held.outside - direct.outside - hold; d < -proxyHoldTol || d > proxyHoldTol {
-				t.Errorf("outside the engine grew by %.2f ms through a proxy that held %.2f ms; want the hold ±%.0f ms",
-					ms(held.outside-direct.outside), ms(hold), ms(proxyHoldTol))
-			}
-			if d := held.queue - direct.queue; d < -3*time.Millisecond || d > 3*time.Millisecond {
-				t.Errorf("queue moved by %.2f ms through the proxy; want unchanged (±3 ms)", ms(d))
-			}
-			if d := held.prefill - direct.prefill; d < -3*time.Millisecond || d > 3*time.Millisecond {
-				t.Errorf("prefill moved by %.2f ms through the proxy; want unchanged (±3 ms)", ms(d))
-			}
+			// Up to three tries (TimingAttempts): the shared machine can
+			// upset one set of 2×15 probes without anything being wrong.
+			var direct splitMedians
+			testproc.TimingAttempts(t, func(errorf func(string, ...any)) {
+				proxy.resetHolds()
+				direct = medians(t, r.probeN(t, r.url, n), c.source)
+				held := medians(t, r.probeN(t, proxyURL, n), c.source)
+				hold := proxy.medianHold()
+				t.Logf("direct:    outside %6.2f ms, queue %6.3f ms, prefill %7.2f ms", ms(direct.outside), ms(direct.queue), ms(direct.prefill))
+				t.Logf("via proxy: outside %6.2f ms, queue %6.3f ms, prefill %7.2f ms (proxy held %.2f ms)", ms(held.outside), ms(held.queue), ms(held.prefill), ms(hold))
+				if d := held.outside - direct.outside - hold; d < -proxyHoldTol || d > proxyHoldTol {
+					errorf("outside the engine grew by %.2f ms through a proxy that held %.2f ms; want the hold ±%.0f ms",
+						ms(held.outside-direct.outside), ms(hold), ms(proxyHoldTol))
+				}
+				if d := held.queue - direct.queue; d < -3*time.Millisecond || d > 3*time.Millisecond {
+					errorf("queue moved by %.2f ms through the proxy; want unchanged (±3 ms)", ms(d))
+				}
+				if d := held.prefill - direct.prefill; d < -3*time.Millisecond || d > 3*time.Millisecond {
+					errorf("prefill moved by %.2f ms through the proxy; want unchanged (±3 ms)", ms(d))
+				}
+			})
 
 			// Load: two long answers fill both of the engine's slots (max_num_seqs 2),
 			// so every probe waits in the queue for one of them to end.

@@ -24,7 +24,8 @@ import (
 //
 //   - One conversation at a time, four turns: the engine takes all it had
 //     seen from its cache, the inferred share reads at most 0.2 below the
-//     engine's own (the median of them) and never above it, the follow-ups' median TTFT is far below a cold prompt of the last
+//     engine's own (the median of them) and never above it, the
+//     follow-ups' median TTFT is far below a cold prompt of the last
 //     turn's length, and slaprobe's TTFT of every turn agrees with the
 //     independent client's on the same requests (ollamaAgree, within
 //     ollamaTTFTRel, as for single probes).

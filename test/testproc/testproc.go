@@ -1,6 +1,7 @@
 // Package testproc holds what the test packages that run a third-party program (test/llmd,
 // test/ollama) share: finding the program that `make test-deps` built into .tools/bin, skipping or
-// failing when it is missing, a free loopback port no outgoing connection can take, and a bounded tail of its output.
+// failing when it is missing, a free loopback port no outgoing connection can take, and a bounded
+// tail of its output.
 package testproc
 
 import (

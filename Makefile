@@ -55,6 +55,7 @@ help:
 	@echo '  fuzz        fuzz the stream decoder for $(FUZZTIME)'
 	@echo '  fuzz-short  fuzz the stream decoders (60000 runs chat and completions, 40000 responses and messages) and the config parser (20000 runs); part of test'
 	@echo '  soak        the 30-minute soak (SLAPROBE_SOAK=1), figures in docs/reliability.md'
+	@echo '  attack      the attack suite (TestAttack*): /probe, hostile servers, redirects, secrets, the listener, cross-site posts, config'
 	@echo '  flood       a minute of floods on the OTLP receivers (SLAPROBE_FLOOD=1), figures in docs/reliability.md'
 	@echo '  demo        go run ./cmd/slaprobe demo'
 
@@ -172,6 +173,12 @@ SOAK_DURATION ?= 30m
 soak:
 	SLAPROBE_SOAK=1 SLAPROBE_SOAK_DURATION=$(SOAK_DURATION) SLAPROBE_SOAK_OUT=$(CURDIR)/docs/reliability \
 		nice -n 10 $(GO) test ./cmd/slaprobe -run '^TestSoak$$' -count=1 -timeout 60m -v
+
+# The attack suite (docs/reliability.md): every test named TestAttack* drives one door against a
+# running slaprobe and, where it needs one, a hostile server. They are part of make test too.
+.PHONY: attack
+attack:
+	$(GO) test ./cmd/slaprobe -run '^TestAttack' -count=1 -timeout 20m -v
 
 # A minute of floods on slaprobe's OTLP receivers (docs/reliability.md), niced.
 .PHONY: flood

@@ -115,3 +115,31 @@ func TestReloadRefusesCrossSite(t *testing.T) {
 		t.Errorf("bare POST /-/reload: %d %s, want 200", code, body)
 	}
 }
+
+// TestProbeWriteDeadline: /probe answers past the server's write timeout,
+// up to its own deadline; any other path is cut off at the write timeout.
+func TestProbeWriteDeadline(t *testing.T) {
+	g, err := newWebGuard(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+		time.Sleep(300 * time.Millisecond) // a probe, longer than the write timeout
+		fmt.Fprint(w, "done")
+	})
+	srv := httptest.NewUnstartedServer(g.wrap(mux, func() time.Duration { return 5 * time.Second }))
+	srv.Config.WriteTimeout = 100 * time.Millisecond
+	srv.Start()
+	defer srv.Close()
+	for path, wantOK := range map[string]bool{"/probe": true, "/metrics": false} {
+		resp, err := srv.Client().Get(srv.URL + path)
+		ok := err == nil && resp.StatusCode == 200
+		if err == nil {
+			resp.Body.Close()
+		}
+		if ok != wantOK {
+			t.Errorf("GET %s after 300 ms with a 100 ms write timeout: answered %t (%v), want %t", path, ok, err, wantOK)
+		}
+	}
+}

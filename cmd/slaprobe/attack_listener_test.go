@@ -26,14 +26,15 @@ import (
 
 const (
 	attackUser = "prometheus"
+	lateUser   = "prometheus-restarted"
 	attackPass = "listener-attack-PASSWORD-9e1f"
 )
 
 // listenerUnderAttack is a running `slaprobe run` against the simulated
 // engine, with the web config file and sweep section the attacks need.
 type listenerUnderAttack struct {
-	addr    string
-	logs    *syncBuffer
+	addr string
+	logs *syncBuffer
 }
 
 // startListener starts slaprobe with basic auth on its main listener (a
@@ -73,7 +74,9 @@ sweep:
 			t.Fatal(err)
 		}
 		webCfg := filepath.Join(dir, "web.yml")
-		if err := os.WriteFile(webCfg, fmt.Appendf(nil, "basic_auth_users:\n  %s: %s\n", attackUser, hash), 0o600); err != nil {
+		// lateUser has the same password: a client that first comes during
+		// the flood (Prometheus after a restart of slaprobe).
+		if err := os.WriteFile(webCfg, fmt.Appendf(nil, "basic_auth_users:\n  %s: %s\n  %s: %s\n", attackUser, hash, lateUser, hash), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		args = append(args, "--web.config.file="+webCfg)
@@ -243,9 +246,12 @@ func TestAttackListener(t *testing.T) {
 		defer stop()
 		var wrong, throttled atomic.Int64
 		var wg sync.WaitGroup
+		// The flood comes from 127.0.0.2, Prometheus from 127.0.0.1: two
+		// hosts, as in a cluster.
+		floodDialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
 		for i := range 16 {
 			wg.Go(func() {
-				c := &http.Client{Timeout: 10 * time.Second}
+				c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: floodDialer.DialContext}}
 				for n := 0; ctx.Err() == nil; n++ {
 					req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+l.addr+"/metrics", nil)
 					req.SetBasicAuth(attackUser, fmt.Sprintf("wrong-%d-%d", i, n))
@@ -264,6 +270,32 @@ func TestAttackListener(t *testing.T) {
 				}
 			})
 		}
+		// A client whose credentials are not known yet comes once the
+		// flood has spent the budget (its wrong passwords are throttled):
+		// it is checked on the reserve, within a few tries a second apart
+		// (Retry-After: 1) while the flood goes on, not throttled for as long
+		// as the flood lasts.
+		lateDone := make(chan string, 1)
+		go func() {
+			for throttled.Load() == 0 && ctx.Err() == nil {
+				time.Sleep(50 * time.Millisecond)
+			}
+			for try := 1; ctx.Err() == nil; try++ {
+				req, _ := http.NewRequest("GET", "http://"+l.addr+"/metrics", nil)
+				req.SetBasicAuth(lateUser, attackPass)
+				resp, err := client.Do(req)
+				if err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode == http.StatusOK && ctx.Err() == nil {
+						lateDone <- fmt.Sprintf("at try %d, %s into the flood", try, time.Since(floodStart).Round(10*time.Millisecond))
+						return
+					}
+				}
+				time.Sleep(time.Second)
+			}
+			lateDone <- ""
+		}()
 		var lat []time.Duration
 		failed := 0
 		tick := time.NewTicker(100 * time.Millisecond)
@@ -289,13 +321,19 @@ func TestAttackListener(t *testing.T) {
 		if failed > 0 {
 			t.Errorf("%d of %d authenticated scrapes failed under the flood", failed, len(lat))
 		}
+		if late := <-lateDone; late == "" {
+			t.Errorf("a client first coming during the flood, with the right password, was refused until the flood ended")
+		} else {
+			t.Logf("a client first coming during the flood was let in %s", late)
+		}
 		if throttled.Load() == 0 {
 			t.Errorf("no wrong password was throttled: every one cost a bcrypt comparison")
 		}
-		// The budget: at most Burst when the flood starts, refilled at Share
-		// per second, and one comparison that may start on the last of it
-		// (cost 10: well under a second on any machine that runs this).
-		if limit := webguard.Burst.Seconds() + webguard.Share*elapsed.Seconds() + 1; spent > limit {
+		// The budget and the reserve: at most Burst and ReserveBurst when
+		// the flood starts, refilled at Share and ReserveShare per second,
+		// and one comparison that may start on the last of either (cost 10:
+		// well under half a second on any machine that runs this).
+		if limit := (webguard.Burst + webguard.ReserveBurst).Seconds() + (webguard.Share+webguard.ReserveShare)*elapsed.Seconds() + 1; spent > limit {
 			t.Errorf("password checks spent %.2f s of bcrypt in %.1f s; the budget allows %.2f s", spent, elapsed.Seconds(), limit)
 		}
 		if refused := metricSum(body, "slaprobe_web_requests_refused_total", `reason="throttled"`); refused < float64(throttled.Load()) {

@@ -116,8 +116,9 @@ func (g *webGuard) collectors() []prometheus.Collector {
 		g.refused,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Namespace: "slaprobe", Name: "web_password_check_seconds_total",
-			Help: "CPU time the main web listener spent checking basic auth passwords (bcrypt); " +
-				"at most 2 s plus a quarter of a core, known-good credentials are remembered.",
+			Help: "CPU time the main web listener spent checking basic auth passwords (bcrypt): " +
+				"at most 2.5 s plus 0.3 of a core (the budget, and the reserve for clients whose passwords never failed); " +
+				"known-good credentials are remembered.",
 		}, func() float64 {
 			if g.basic == nil {
 				return 0
@@ -145,7 +146,8 @@ func (g *webGuard) wrap(next http.Handler, probeWrite func() time.Duration) http
 		if g.basic != nil && !unauthenticated(r) {
 			reason := webguard.Unauthenticated
 			if user, pass, ok := r.BasicAuth(); ok {
-				reason = g.basic.Check(user, pass)
+				source, _, _ := net.SplitHostPort(r.RemoteAddr)
+				reason = g.basic.CheckFrom(source, user, pass)
 			}
 			switch reason {
 			case "":

@@ -40,6 +40,21 @@ const (
 	maxGoodCredentials = 64
 )
 
+// The reserve: once the budget is spent, a flood takes every comparison
+// the refill allows, and a client whose credentials are not known good yet
+// (Prometheus after a restart of slaprobe) would be throttled for as long
+// as the flood lasts. So a source (an IP address, CheckFrom) whose
+// credentials have not failed in the last SuspectFor may draw on a small
+// reserve of its own; a failed comparison marks its source, which then
+// draws on the budget alone. Each source of a flood costs the reserve one
+// comparison: it bounds what many sources can take, ReserveShare of a core.
+const (
+	ReserveShare = 0.05
+	ReserveBurst = 500 * time.Millisecond
+	SuspectFor   = 10 * time.Minute
+	maxSuspects  = 4096
+)
+
 // BasicAuth checks user and password against bcrypt hashes, in constant
 // time over the user names (an unknown user is checked against a hash of
 // the same cost), within a bounded CPU budget (see Share). It is safe for
@@ -52,11 +67,13 @@ type BasicAuth struct {
 
 	bcryptMu sync.Mutex // one comparison at a time
 
-	mu     sync.Mutex
-	budget time.Duration // bcrypt time left
-	filled time.Time     // when budget was last refilled
-	spent  time.Duration // bcrypt time spent since start
-	good   map[[sha256.Size]byte]struct{}
+	mu       sync.Mutex
+	budget   time.Duration // bcrypt time left
+	reserve  time.Duration // bcrypt time left for sources not suspect
+	filled   time.Time     // when budget and reserve were last refilled
+	spent    time.Duration // bcrypt time spent since start
+	good     map[[sha256.Size]byte]struct{}
+	suspects map[string]time.Time // source → when its credentials last failed
 }
 
 type basicUser struct {
@@ -69,7 +86,8 @@ type basicUser struct {
 func NewBasicAuth[S ~string](users map[string]S) (*BasicAuth, error) {
 	b := &BasicAuth{
 		now: time.Now, compare: bcrypt.CompareHashAndPassword,
-		budget: Burst, good: map[[sha256.Size]byte]struct{}{},
+		budget: Burst, reserve: ReserveBurst,
+		good: map[[sha256.Size]byte]struct{}{}, suspects: map[string]time.Time{},
 	}
 	b.filled = b.now()
 	maxCost := bcrypt.MinCost
@@ -110,11 +128,12 @@ func (b *BasicAuth) SetHooks(h Hooks) {
 	}
 }
 
-// Drain empties the budget: the steady state of a long flood (benchmarks).
+// Drain empties the budget and the reserve: the steady state of a long
+// flood (benchmarks).
 func (b *BasicAuth) Drain() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.budget = 0
+	b.budget, b.reserve = 0, 0
 }
 
 // Spent is the bcrypt time spent so far.
@@ -128,42 +147,70 @@ func credentialKey(user, pass string) [sha256.Size]byte {
 	return sha256.Sum256([]byte(user + "\x00" + pass))
 }
 
-// refill adds the budget earned since the last refill. b.mu is held.
+// refill adds the budget and reserve earned since the last refill. b.mu
+// is held.
 func (b *BasicAuth) refill() {
 	now := b.now()
-	earned := time.Duration(float64(now.Sub(b.filled)) * Share)
-	b.budget = min(Burst, b.budget+earned)
+	elapsed := float64(now.Sub(b.filled))
+	b.budget = min(Burst, b.budget+time.Duration(elapsed*Share))
+	b.reserve = min(ReserveBurst, b.reserve+time.Duration(elapsed*ReserveShare))
 	b.filled = now
+}
+
+// suspect reports whether source's credentials failed within SuspectFor.
+// b.mu is held.
+func (b *BasicAuth) suspect(source string) bool {
+	if source == "" {
+		return true // unknown: no reserve
+	}
+	at, ok := b.suspects[source]
+	return ok && b.now().Sub(at) < SuspectFor
 }
 
 // Quick settles what needs no bcrypt comparison: credentials known good
 // (""), or any other while the budget is spent (Throttled). It does not
 // settle the rest: Check does.
 func (b *BasicAuth) Quick(user, pass string) (settled bool, reason string) {
+	settled, reason, _ = b.quick("", user, pass)
+	return settled, reason
+}
+
+// quick is Quick for a request from source; when not settled, fromReserve
+// says which bucket the comparison draws on.
+func (b *BasicAuth) quick(source, user, pass string) (settled bool, reason string, fromReserve bool) {
 	key := credentialKey(user, pass)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if _, ok := b.good[key]; ok {
-		return true, ""
+		return true, "", false
 	}
 	b.refill()
-	if b.budget <= 0 {
-		return true, Throttled
+	switch {
+	case b.budget > 0:
+		return false, "", false
+	case b.reserve > 0 && !b.suspect(source):
+		return false, "", true
 	}
-	return false, ""
+	return true, Throttled, false
 }
 
 // Check returns "" for a known user with its password, else the reason to
 // refuse: Unauthenticated or Throttled.
-func (b *BasicAuth) Check(user, pass string) string {
-	if settled, reason := b.Quick(user, pass); settled {
+func (b *BasicAuth) Check(user, pass string) string { return b.CheckFrom("", user, pass) }
+
+// CheckFrom is Check for a request from source, the client's IP address
+// ("" when unknown): a source whose credentials have not failed lately
+// may be checked on the reserve while the budget is spent.
+func (b *BasicAuth) CheckFrom(source, user, pass string) string {
+	if settled, reason, _ := b.quick(source, user, pass); settled {
 		return reason
 	}
 	b.bcryptMu.Lock()
 	defer b.bcryptMu.Unlock()
 	// Settle again: the budget may have gone, or the credentials been
 	// found good, while this one waited for its turn.
-	if settled, reason := b.Quick(user, pass); settled {
+	settled, reason, fromReserve := b.quick(source, user, pass)
+	if settled {
 		return reason
 	}
 	hash, known := b.fake, false
@@ -179,9 +226,14 @@ func (b *BasicAuth) Check(user, pass string) string {
 
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.budget -= spent
+	if fromReserve {
+		b.reserve -= spent
+	} else {
+		b.budget -= spent
+	}
 	b.spent += spent
 	if err != nil || !known {
+		b.markSuspect(source)
 		return Unauthenticated
 	}
 	if len(b.good) >= maxGoodCredentials {
@@ -189,4 +241,26 @@ func (b *BasicAuth) Check(user, pass string) string {
 	}
 	b.good[credentialKey(user, pass)] = struct{}{}
 	return ""
+}
+
+// markSuspect records that source's credentials failed. The map is
+// bounded: when full, the marks older than SuspectFor go, and if none
+// does, all of them (a flood from more than maxSuspects sources then costs
+// the reserve again, within ReserveShare). b.mu is held.
+func (b *BasicAuth) markSuspect(source string) {
+	if source == "" {
+		return
+	}
+	if _, ok := b.suspects[source]; !ok && len(b.suspects) >= maxSuspects {
+		now := b.now()
+		for s, at := range b.suspects {
+			if now.Sub(at) >= SuspectFor {
+				delete(b.suspects, s)
+			}
+		}
+		if len(b.suspects) >= maxSuspects {
+			clear(b.suspects)
+		}
+	}
+	b.suspects[source] = b.now()
 }

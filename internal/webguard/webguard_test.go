@@ -119,3 +119,75 @@ func TestStateChange(t *testing.T) {
 		})
 	}
 }
+
+// TestBasicAuthReserve: once a flood has spent the budget, a source whose
+// credentials never failed is still checked, on the reserve; the flood's
+// sources, marked by their failures, are not; fresh sources each cost the
+// reserve one comparison until it is spent; a mark lasts SuspectFor.
+func TestBasicAuthReserve(t *testing.T) {
+	hash, err := bcrypt.GenerateFromPassword([]byte(authPass), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewBasicAuth(map[string]string{authUser: string(hash), "grafana": string(hash)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A fake clock on which every comparison takes 100 ms.
+	now := time.Unix(1e9, 0)
+	compares := 0
+	b.SetHooks(Hooks{
+		Now: func() time.Time { return now },
+		Compare: func(h, p []byte) error {
+			compares++
+			now = now.Add(100 * time.Millisecond)
+			return bcrypt.CompareHashAndPassword(h, p)
+		},
+	})
+	step := func(source, user, pass, want string, wantCompares int) {
+		t.Helper()
+		before := compares
+		if got := b.CheckFrom(source, user, pass); got != want {
+			t.Errorf("CheckFrom(%q, %q, …) = %q, want %q", source, user, got, want)
+		}
+		if n := compares - before; n != wantCompares {
+			t.Errorf("CheckFrom(%q, %q, …) ran %d comparisons, want %d", source, user, n, wantCompares)
+		}
+	}
+	const attacker, prometheus = "127.0.0.2", "127.0.0.1"
+	// The flood spends the budget (2 s, refilled at 0.025 s per comparison:
+	// 21 comparisons start with some left).
+	for i := 0; ; i++ {
+		if b.CheckFrom(attacker, authUser, fmt.Sprint("wrong", i)) == Throttled {
+			break
+		}
+		if i > 100 {
+			t.Fatal("the budget never ran out")
+		}
+	}
+	step(attacker, authUser, "wrong", Throttled, 0) // marked: no reserve
+	step("", authUser, authPass, Throttled, 0)      // unknown source: no reserve
+	step(prometheus, authUser, authPass, "", 1)     // never failed: on the reserve
+	step(prometheus, authUser, authPass, "", 0)     // known good now
+	// Fresh sources cost the reserve one comparison each until it is spent
+	// (0.4 s left, refilled at 0.005 s per comparison: five start with some
+	// left), while the flood keeps the budget spent.
+	spendBudget := func() {
+		b.mu.Lock()
+		b.budget = -time.Hour
+		b.mu.Unlock()
+	}
+	for i := range 5 {
+		spendBudget()
+		step(fmt.Sprintf("127.0.1.%d", i), authUser, "wrong", Unauthenticated, 1)
+	}
+	spendBudget()
+	step("127.0.1.9", "grafana", authPass, Throttled, 0) // the reserve is spent too
+	step(prometheus, authUser, authPass, "", 0)          // still known good
+	// The marks last SuspectFor.
+	now = now.Add(SuspectFor)
+	spendBudget()
+	step(attacker, authUser, "wrong", Unauthenticated, 1) // its mark expired: the reserve again
+	spendBudget()
+	step(attacker, authUser, "wrong", Throttled, 0) // marked again
+}

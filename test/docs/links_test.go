@@ -119,8 +119,8 @@ func TestDocLinks(t *testing.T) {
 	}
 }
 
-// TestReadmeFrontPage: the README names the two commands literally and links every page of docs/
-// and CONFIGURATION.md, so that each topic can be found from it.
+// TestReadmeFrontPage: the README stays a front page (at most 15 KB), names the two commands
+// literally and links every page of docs/ and CONFIGURATION.md, so that each topic can be found from it.
 func TestReadmeFrontPage(t *testing.T) {
 	root := filepath.Join("..", "..")
 	b, err := os.ReadFile(filepath.Join(root, "README.md"))
@@ -128,6 +128,10 @@ func TestReadmeFrontPage(t *testing.T) {
 		t.Fatal(err)
 	}
 	readme := string(b)
+	// A front page is read whole; reference material belongs on the page of its topic.
+	if limit := 15000; len(b) > limit {
+		t.Errorf("README.md is %d bytes, over the front page's %d: move reference material to CONFIGURATION.md or docs/", len(b), limit)
+	}
 	for _, want := range []string{"go run ./cmd/slaprobe demo", "make test"} {
 		if !strings.Contains(readme, want) {
 			t.Errorf("README.md does not show the command %q", want)

@@ -209,8 +209,9 @@ sweep:
 		{"GET", "/-/ready", 200},
 		{"POST", "/-/reload", 200},
 		{"GET", "/-/sweep", 200},
-		{"POST", "/-/sweep", 202},
+		// Before the sweep starts: /probe is refused (503) while a sweep holds its target.
 		{"GET", "/probe?target=sim&scenario=chatbot", 200},
+		{"POST", "/-/sweep", 202},
 	}
 	plain := &http.Client{Timeout: 10 * time.Second}
 	for _, ep := range endpoints {

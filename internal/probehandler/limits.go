@@ -168,9 +168,9 @@ func (h *Handler) calibration(ctx context.Context, t prober.Target, s prober.Sce
 	calCtx, stop := context.WithTimeout(calCtx, 2*timeout)
 	go func() {
 		<-ctx.Done()
-		t := time.AfterFunc(timeout, calCancel)
+		timer := time.AfterFunc(timeout, calCancel)
 		<-calCtx.Done()
-		t.Stop()
+		timer.Stop()
 	}()
 	l.add()
 	go func() {

@@ -178,6 +178,11 @@ func (h *Handler) calibration(ctx context.Context, t prober.Target, s prober.Sce
 		defer stop()
 		defer calCancel()
 		p, err := h.opts.Runner.Prepare(calCtx, t, t.Model, s)
+		if t.Client != nil && ctx.Err() != nil {
+			// The request is gone (it closed its client's idle connections
+			// then): leave none open after it either.
+			t.Client.CloseIdleConnections()
+		}
 		h.mu.Lock()
 		delete(h.calls, k)
 		h.mu.Unlock()

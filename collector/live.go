@@ -349,6 +349,12 @@ func (l *Live) record(res *prober.Result, now time.Time) (livePending, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if res.Model != "" {
+		// A target has one model at a time: what was kept of the one
+		// before goes, so that a target whose model changes keeps no
+		// more than one model's state.
+		if old := l.models[res.Target]; old != "" && old != res.Model {
+			l.forgetModelLocked(res.Target, old)
+		}
 		l.models[res.Target] = res.Model
 	}
 	p, found := l.popPending(liveProbeKey{res.Target, res.Scenario}, res.Start)
@@ -566,6 +572,10 @@ func (l *Live) ForgetTarget(target string) {
 func (l *Live) ForgetModel(target, model string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.forgetModelLocked(target, model)
+}
+
+func (l *Live) forgetModelLocked(target, model string) {
 	l.ttftByDepth.DeletePartialMatch(prometheus.Labels{"target": target, "model": model})
 	l.specAcceptance.DeletePartialMatch(prometheus.Labels{"target": target, "model": model})
 	for k := range l.depth {

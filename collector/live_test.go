@@ -418,3 +418,31 @@ func TestLiveWithoutPool(t *testing.T) {
 		t.Errorf("%d series without engine state", n)
 	}
 }
+
+// A target whose model keeps changing keeps the live state of one model:
+// the state of each model before is dropped when the next one is probed.
+func TestLiveOneModelPerTarget(t *testing.T) {
+	r := newLiveRig(t, LiveOptions{})
+	for i := range 50 {
+		r.model = "m" + string(rune('a'+i%26)) + string(rune('a'+i/26))
+		r.probe(liveChatbot, 1, 0, 100*time.Millisecond, 100, prober.ReasonNone)
+	}
+	r.live.mu.Lock()
+	depth, decode, base := len(r.live.depth), len(r.live.decode), len(r.live.baselines)
+	r.live.mu.Unlock()
+	if depth > 1 || decode > 1 || base > 1 {
+		t.Errorf("after 50 models on one target: %d depth, %d decode, %d baseline series kept; want 1 model's", depth, decode, base)
+	}
+	if ms := liveFind(t, r.live, "slaprobe_ttft_by_queue_depth_seconds", map[string]string{"target": "a"}); len(ms) != 1 || !hasLabel(ms[0], r.model) {
+		t.Errorf("TTFT by queue depth: %d series, want the last model's only", len(ms))
+	}
+}
+
+func hasLabel(m *dto.Metric, v string) bool {
+	for _, l := range m.GetLabel() {
+		if l.GetValue() == v {
+			return true
+		}
+	}
+	return false
+}

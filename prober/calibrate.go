@@ -78,7 +78,7 @@ type calEntry struct {
 	method      string
 	rounds      int
 	maxModelLen int // from /tokenize; 0 when unknown
-	preps       map[prepKey]*Prepared
+	preps       *boundedMap[prepKey, *Prepared]
 }
 
 type prepKey struct {
@@ -114,24 +114,17 @@ func (p *Prober) Invalidate(t Target, model string) {
 	base := baseURLOf(t.BaseURL)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for k := range p.cal {
-		if k.base == base && (model == "" || k.model == model) {
-			delete(p.cal, k)
-		}
-	}
+	onBase := func(k calKey) bool { return k.base == base && (model == "" || k.model == model) }
+	p.cal.removeIf(func(k calKey, _ *calEntry) bool { return onBase(k) })
 	for k := range p.calls {
-		if k.base == base && (model == "" || k.model == model) {
+		if onBase(k) {
 			delete(p.calls, k) // the calibration in flight will not be cached
 		}
 	}
-	for k := range p.cuts {
-		if k.base == base && (model == "" || k.model == model) {
-			delete(p.cuts, k)
-		}
-	}
-	delete(p.noTokenize, base)
-	if m, ok := p.detected[base]; ok && (model == "" || model == m) {
-		delete(p.detected, base)
+	p.cuts.removeIf(func(k calKey, _ cutEntry) bool { return onBase(k) })
+	p.noTokenize.remove(base)
+	if m, ok := p.detected.get(base); ok && (model == "" || model == m) {
+		p.detected.remove(base)
 	}
 }
 
@@ -140,8 +133,8 @@ func (p *Prober) Invalidate(t Target, model string) {
 func (p *Prober) dropCalibration(key calKey, entry *calEntry) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if e, ok := p.cal[key]; ok && e == entry {
-		delete(p.cal, key)
+	if e, ok := p.cal.get(key); ok && e == entry {
+		p.cal.remove(key)
 	}
 }
 
@@ -149,18 +142,18 @@ func (p *Prober) dropCalibration(key calKey, entry *calEntry) {
 // callers for the same key share a single run.
 func (p *Prober) calibration(ctx context.Context, t Target, key calKey) (*calEntry, error) {
 	p.mu.Lock()
-	if e := p.cal[key]; e != nil {
+	if e, _ := p.cal.get(key); e != nil {
 		p.mu.Unlock()
 		return e, nil
 	}
 	// A prompt the server cut is not sent again for a while: each try
 	// costs the server a full prefill of its longest prompt.
-	if c, ok := p.cuts[key]; ok {
+	if c, ok := p.cuts.get(key); ok {
 		if p.clock.Now().Sub(c.at) < cutRecheck {
 			p.mu.Unlock()
 			return nil, c.err
 		}
-		delete(p.cuts, key)
+		p.cuts.remove(key)
 	}
 	if c := p.calls[key]; c != nil {
 		p.mu.Unlock()
@@ -182,9 +175,9 @@ func (p *Prober) calibration(ctx context.Context, t Target, key calKey) (*calEnt
 			var cut *PromptCutError
 			switch {
 			case c.err == nil:
-				p.cal[key] = c.entry
+				p.cal.put(key, c.entry)
 			case errors.As(c.err, &cut):
-				p.cuts[key] = cutEntry{err: c.err, at: p.clock.Now()}
+				p.cuts.put(key, cutEntry{err: c.err, at: p.clock.Now()})
 			}
 		}
 		p.mu.Unlock()
@@ -198,7 +191,7 @@ func (p *Prober) calibration(ctx context.Context, t Target, key calKey) (*calEnt
 // counts as key.input tokens (chat template included).
 func (p *Prober) calibrate(ctx context.Context, t Target, key calKey) (*calEntry, error) {
 	p.mu.Lock()
-	noTokenize := p.noTokenize[key.base]
+	noTokenize, _ := p.noTokenize.get(key.base)
 	p.mu.Unlock()
 	// /tokenize knows the chat and completions forms only: the Responses and
 	// Messages APIs are calibrated with their own usage counts.
@@ -206,7 +199,7 @@ func (p *Prober) calibrate(ctx context.Context, t Target, key calKey) (*calEntry
 		noTokenize = true
 	}
 
-	e := &calEntry{method: CalibrationTokenize, preps: map[prepKey]*Prepared{}}
+	e := &calEntry{method: CalibrationTokenize, preps: p.newPreps()}
 	// A step's count is what the step adds to the prompt: measured with
 	// one word more than asked (an empty new message is not a request every
 	// server takes), less the prompt without the step.
@@ -224,7 +217,7 @@ func (p *Prober) calibrate(ctx context.Context, t Target, key calKey) (*calEntry
 			p.logger.Info("target has no /tokenize; calibrating with max_tokens=1 requests",
 				"target", t.Name, "err", err)
 			p.mu.Lock()
-			p.noTokenize[key.base] = true
+			p.noTokenize.put(key.base, true)
 			p.mu.Unlock()
 			noTokenize = true
 		} else if err != nil {
@@ -393,7 +386,7 @@ func (p *Prober) tokenizeCount(ctx context.Context, t Target, key calKey, spec r
 	if err != nil {
 		return 0, 0, err
 	}
-	status, resp, err := postJSON(ctx, t, key.base+"/tokenize", body)
+	status, resp, err := postJSON(ctx, t, endpointURL(key.base, "/tokenize"), body)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -442,7 +435,7 @@ func (p *Prober) usageCount(ctx context.Context, t Target, key calKey, spec requ
 	if err != nil {
 		return 0, err
 	}
-	status, resp, err := postJSON(ctx, t, key.base+apiPath(key.api), body)
+	status, resp, err := postJSON(ctx, t, endpointURL(key.base, apiPath(key.api)), body)
 	if err != nil {
 		return 0, err
 	}

@@ -499,7 +499,7 @@ func TestTokenizeUnknownModelIsNotAMissingEndpoint(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "does not exist") || ClassifyError(err) != ReasonHTTP4xx || completions.Load() != 0 {
 		t.Fatalf("err = %v (reason %q), %d fallback requests", err, ClassifyError(err), completions.Load())
 	}
-	if p.noTokenize[srv.URL] {
+	if v, _ := p.noTokenize.get(srv.URL); v {
 		t.Fatal("an unknown model marked the target as lacking /tokenize")
 	}
 }

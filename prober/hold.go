@@ -68,6 +68,23 @@ func (h *Holds) leave(target string) {
 		close(st.idle)
 		st.idle = nil
 	}
+	h.forgetIdleLocked(target, st)
+}
+
+// forgetIdleLocked drops the state of a target neither held nor probed, so
+// that the map holds only targets in use (a fleet's addresses change).
+func (h *Holds) forgetIdleLocked(target string, st *holdState) {
+	if st.holds == 0 && st.inFlight == 0 && h.targets[target] == st {
+		delete(h.targets, target)
+	}
+}
+
+// Len is how many targets the Holds keeps state for: those held or with a
+// probe in flight.
+func (h *Holds) Len() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.targets)
 }
 
 // Hold stops new probes of target from starting and waits until those in
@@ -91,6 +108,7 @@ func (h *Holds) Hold(ctx context.Context, target string) (release func(), err er
 			if st.holds == 0 {
 				close(st.released)
 			}
+			h.forgetIdleLocked(target, st)
 		})
 	}
 	for st.inFlight > 0 {

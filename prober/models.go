@@ -30,7 +30,7 @@ type ModelInfo struct {
 // MaxModelLen, best effort: a server without /props (Ollama) or an
 // unreadable answer leaves it unknown.
 func ListModels(ctx context.Context, t Target) ([]ModelInfo, error) {
-	url := baseURLOf(t.BaseURL) + "/v1/models"
+	url := endpointURL(t.BaseURL, "/v1/models")
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, fmt.Errorf("list models: %w", err)

@@ -38,13 +38,15 @@ type Prober struct {
 	// a timer (schedSleep); tests replace it.
 	sleep func(ctx context.Context, d time.Duration) bool
 
-	mu         sync.Mutex
-	cal        map[calKey]*calEntry
+	mu sync.Mutex
+	// Every map keyed by a target, a URL or a model is bounded
+	// (bounded.go); calls holds only calibrations in flight.
+	cal        *boundedMap[calKey, *calEntry]
 	calls      map[calKey]*calCall
-	cuts       map[calKey]cutEntry // calibrations that found the prompt cut
-	noTokenize map[string]bool     // base URLs without a usable /tokenize
-	detected   map[string]string   // base URL → model found on /v1/models
-	convSeq    map[prepKey]uint64  // conversations started per target and scenario: their draws' stream
+	cuts       *boundedMap[calKey, cutEntry] // calibrations that found the prompt cut
+	noTokenize *boundedMap[string, bool]     // base URLs without a usable /tokenize
+	detected   *boundedMap[string, string]   // base URL → model found on /v1/models
+	convSeq    *boundedMap[prepKey, uint64]  // conversations started per target and scenario: their draws' stream
 
 	tracer atomic.Value // tracerBox: where probe spans go (trace.go)
 }
@@ -58,16 +60,12 @@ func New(logger *slog.Logger, clock Clock) *Prober {
 		clock = SystemClock{}
 	}
 	p := &Prober{
-		logger:     logger,
-		clock:      clock,
-		cal:        map[calKey]*calEntry{},
-		calls:      map[calKey]*calCall{},
-		cuts:       map[calKey]cutEntry{},
-		noTokenize: map[string]bool{},
-		detected:   map[string]string{},
-		convSeq:    map[prepKey]uint64{},
-		sleep:      schedSleep,
+		logger: logger,
+		clock:  clock,
+		calls:  map[calKey]*calCall{},
+		sleep:  schedSleep,
 	}
+	p.newState()
 	p.SetTracerProvider(nil)
 	return p
 }
@@ -162,9 +160,9 @@ func (p *Prober) Prepare(ctx context.Context, t Target, model string, s Scenario
 
 	pk := prepKey{target: t.Name, s: s, metrics: t.PerRequestMetrics}
 	p.mu.Lock()
-	prep := entry.preps[pk]
+	prep, _ := entry.preps.get(pk)
 	for _, f := range prep.followUpsOrNil() {
-		if p.cal[f.key] != f.entry {
+		if e, _ := p.cal.get(f.key); e != f.entry {
 			prep = nil // a follow-up was recalibrated: rebuild
 			break
 		}
@@ -186,10 +184,10 @@ func (p *Prober) Prepare(ctx context.Context, t Target, model string, s Scenario
 		return nil, fmt.Errorf("calibrate %s: %w", s.Name, err)
 	}
 	p.mu.Lock()
-	if other := entry.preps[pk]; other != nil && !prep.replaces(other) {
+	if other, _ := entry.preps.get(pk); other != nil && !prep.replaces(other) {
 		prep = other // built concurrently; keep one
 	} else {
-		entry.preps[pk] = prep
+		entry.preps.put(pk, prep)
 	}
 	p.mu.Unlock()
 	return prep, nil
@@ -273,8 +271,8 @@ type history struct {
 func (p *Prober) newHistory(t Target, prep *Prepared, nonce string) *history {
 	pk := prepKey{target: t.Name, s: prep.Scenario}
 	p.mu.Lock()
-	n := p.convSeq[pk]
-	p.convSeq[pk] = n + 1
+	n, _ := p.convSeq.get(pk)
+	p.convSeq.put(pk, n+1)
 	p.mu.Unlock()
 	draw, think := conversationDraws(prep.Scenario.ConversationSeed(), n)
 	return &history{prep: prep, first: promptText(nonce, bodyWords(prep.Words)), draw: draw, think: think,
@@ -337,7 +335,7 @@ func (h *history) next(k int, salt string) (body []byte, f followUp, want int, e
 func (p *Prober) detectModel(ctx context.Context, t Target) (string, error) {
 	base := baseURLOf(t.BaseURL)
 	p.mu.Lock()
-	m, ok := p.detected[base]
+	m, ok := p.detected.get(base)
 	p.mu.Unlock()
 	if ok {
 		return m, nil
@@ -351,7 +349,7 @@ func (p *Prober) detectModel(ctx context.Context, t Target) (string, error) {
 		return "", fmt.Errorf("detect model: %s: %w", base, err)
 	}
 	p.mu.Lock()
-	p.detected[base] = mi.ID
+	p.detected.put(base, mi.ID)
 	p.mu.Unlock()
 	return mi.ID, nil
 }
@@ -571,7 +569,7 @@ func (p *Prober) send(ctx context.Context, t Target, prep *Prepared, turn int, b
 		GotFirstResponseByte: func() { firstByte.set(p.clock.Now()) },
 	})
 
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, baseURLOf(t.BaseURL)+apiPath(prep.API), body.reader(nonce, salt))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpointURL(t.BaseURL, apiPath(prep.API)), body.reader(nonce, salt))
 	if err != nil {
 		failResult(res, ReasonConnection, fmt.Errorf("build request: %w", err))
 		return

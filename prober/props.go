@@ -33,7 +33,7 @@ var ErrNoProps = errors.New("no /props endpoint")
 // ReadProps reads GET {base}/props of t with t's client and headers. The
 // deadline comes from ctx.
 func ReadProps(ctx context.Context, t Target) (Props, error) {
-	url := baseURLOf(t.BaseURL) + "/props"
+	url := endpointURL(t.BaseURL, "/props")
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return Props{}, fmt.Errorf("props %s: %w", url, err)

@@ -89,7 +89,7 @@ func (t Target) WarmConnections(ctx context.Context, n int) {
 	for range n {
 		go func() {
 			defer done.Done()
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURLOf(t.BaseURL)+"/v1/models", nil)
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpointURL(t.BaseURL, "/v1/models"), nil)
 			if err != nil {
 				got.Done()
 				return

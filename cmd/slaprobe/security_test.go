@@ -210,8 +210,9 @@ sweep:
 		{"GET", "/-/ready", 200, true},
 		{"POST", "/-/reload", 200, false},
 		{"GET", "/-/sweep", 200, false},
-		{"POST", "/-/sweep", 202, false},
+		// Before the sweep starts: /probe is refused (503) while a sweep holds its target.
 		{"GET", "/probe?target=sim&scenario=chatbot", 200, false},
+		{"POST", "/-/sweep", 202, false},
 	}
 	plain := &http.Client{Timeout: 10 * time.Second}
 	for _, ep := range endpoints {

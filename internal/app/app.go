@@ -123,7 +123,9 @@ func New(o Options) (a *App, err error) {
 	if err := a.addSweeper(ctx); err != nil {
 		return nil, err
 	}
-	a.addFleet(ctx)
+	if err := a.addFleet(ctx); err != nil {
+		return nil, err
+	}
 	if err := a.addStatus(o.Description, o.Links); err != nil {
 		return nil, err
 	}
@@ -264,13 +266,21 @@ func (a *App) addSweeper(ctx context.Context) error {
 
 // addFleet serves /probe, for a Prometheus that discovers the targets
 // itself (blackbox-exporter style), and watches the file_sd target files.
-func (a *App) addFleet(ctx context.Context) {
+func (a *App) addFleet(ctx context.Context) error {
 	d, logger := a.Daemon, a.Daemon.Logger()
-	d.Handle("/probe", probehandler.New(probehandler.Options{
+	// /probe takes the scheduler's in-flight slots and obeys the sweeps'
+	// holds, as scheduled probes do.
+	ph := probehandler.New(probehandler.Options{
 		Runner: d.Prober(),
 		Config: d.Config,
 		Logger: logger.With("component", "probe_endpoint"),
-	}))
+		Slot:   d.TargetSlot,
+		Holds:  d.Holds(),
+	})
+	if err := d.AddCollector(ph.Collector()); err != nil {
+		return err
+	}
+	d.Handle("/probe", ph)
 	go config.WatchTargetFiles(ctx, d.Config, func() { _, _ = d.Reload() }, logger.With("component", "file_sd"))
 
 	// The bucket layout is fixed when the metrics are made: say so when a
@@ -282,6 +292,7 @@ func (a *App) addFleet(ctx context.Context) {
 				"running", buckets, "configured", c.Global.ClassicHistogramBuckets)
 		}
 	})
+	return nil
 }
 
 // addStatus mounts the status page at "/", the recent probes of a target
@@ -292,13 +303,17 @@ func (a *App) addStatus(description string, links []status.Link) error {
 		description = "Synthetic streaming probes of LLM inference servers: TTFT, ITL, decode speed and E2E latency against each scenario's SLA."
 	}
 	d.AddHook(a.Probes)
-	d.OnReload(func(c *config.Config) {
+	// Only the configured targets' log lines are kept: not those of an
+	// address /probe was asked for.
+	forget := func(c *config.Config) {
 		keep := map[string]bool{}
 		for _, t := range c.TargetConfigs {
 			keep[t.Name] = true
 		}
 		a.Probes.Forget(keep)
-	})
+	}
+	forget(d.Config())
+	d.OnReload(forget)
 	opts := status.Options{
 		Config:      d.Config,
 		Recorder:    a.Probes,

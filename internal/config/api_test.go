@@ -41,8 +41,8 @@ func TestEveryTargetHasAnAPI(t *testing.T) {
 		{"flags beside a file", file("targets: [{url: http://a:8000, api: chat}]"), Flags{TargetURLs: []string{"http://b:8000"}}, nil, prober.APIChat},
 		{"file_sd, no api", sdFile(""), Flags{}, nil, prober.APIChat},
 		{"file_sd, api completions", sdFile("    api: completions\n"), Flags{}, nil, prober.APICompletions},
-		{"/probe address, no probe section", file("targets: [{url: http://a:8000}]"), Flags{}, &probe{"10.0.0.9:8000", "chatbot"}, prober.APIChat},
-		{"/probe address, probe.api", file("targets: [{url: http://a:8000}]\nprobe: {api: completions}"), Flags{}, &probe{"http://10.0.0.9:8000/v1", "chatbot"}, prober.APICompletions},
+		{"/probe address, probe.allowed_targets only", file("targets: [{url: http://a:8000}]\nprobe: {allowed_targets: [10.0.0.0/8]}"), Flags{}, &probe{"10.0.0.9:8000", "chatbot"}, prober.APIChat},
+		{"/probe address, probe.api", file("targets: [{url: http://a:8000}]\nprobe: {api: completions, allowed_targets: ['http://10.0.0.9:8000']}"), Flags{}, &probe{"http://10.0.0.9:8000/v1", "chatbot"}, prober.APICompletions},
 		{"/probe configured target", file("targets: [{url: http://a:8000, name: a}]\nprobe: {api: completions}"), Flags{}, &probe{"a", "chatbot"}, prober.APIChat},
 		{"/probe flag target", "", Flags{TargetURLs: []string{"http://a:8000"}, TargetAPI: "messages"}, &probe{"a:8000", "chatbot"}, prober.APIMessages},
 	}

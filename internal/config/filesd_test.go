@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -214,6 +215,7 @@ probe:
   api: completions
   scenarios: [chatbot, rag]
   headers: {X-Team: search}
+  allowed_targets: [10.1.2.0/24, 'h:1', 'https://h:1']
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -236,24 +238,35 @@ probe:
 		{"big", "chatbot", `scenario="chatbot" is not available for target "big"; expected one of: rag`},
 		{"h:1", "agentic", `expected one of: chatbot, rag`},
 		{"h:1", "nope", `scenario="nope"`},
-		{"ftp://h:1", "rag", `expected an absolute http:// or https:// URL`},
+		{"ftp://h:1", "rag", `scheme "ftp"; expected http or https`},
+		{"10.1.3.1:8000", "rag", `matches no entry of probe.allowed_targets`},
 	} {
 		if _, _, err := c.ProbeTarget(bad.target, bad.scenario); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("ProbeTarget(%q, %q) = %v, want an error containing %q", bad.target, bad.scenario, err, bad.want)
 		}
 	}
-	// Without a probe section: defaults, every scenario.
+	// Without a probe section: defaults, configured targets only, and
+	// only chatbot where an allow-list lets /probe go further.
 	d, err := LoadBytes([]byte("targets: []"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.Probe.TimeoutOffset != DefaultProbeConfig().TimeoutOffset {
-		t.Errorf("probe.timeout_offset default = %s", d.Probe.TimeoutOffset)
+	if d.Probe.TimeoutOffset != DefaultProbeConfig().TimeoutOffset || d.Probe.MaxConcurrent != DefaultProbeMaxConcurrent ||
+		!slices.Equal(d.Probe.Scenarios, []string{"chatbot"}) {
+		t.Errorf("probe defaults = %+v", d.Probe)
 	}
-	if _, s, err := d.ProbeTarget("h:1", "use_case_96k"); err != nil && !strings.Contains(err.Error(), "not available") {
+	if _, _, err := d.ProbeTarget("h:1", "chatbot"); err == nil || !strings.Contains(err.Error(), "allowed_targets") {
 		t.Errorf("default probe section: %v", err)
-	} else if err == nil && s.Name != "use_case_96k" {
-		t.Errorf("scenario = %q", s.Name)
+	}
+	a, err := LoadBytes([]byte("targets: []\nprobe: {allowed_targets: ['h']}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, s, err := a.ProbeTarget("h:1", "chatbot"); err != nil || s.Name != "chatbot" {
+		t.Errorf("allowed, chatbot: %v", err)
+	}
+	if _, _, err := a.ProbeTarget("h:1", "coding_assistant"); err == nil || !strings.Contains(err.Error(), "expected one of: chatbot (probe.scenarios)") {
+		t.Errorf("allowed, a scenario beyond the default set: %v", err)
 	}
 	if _, err := LoadBytes([]byte("targets: []\nprobe: {api: grpc}")); err == nil || !strings.Contains(err.Error(), `probe.api="grpc"`) {
 		t.Errorf("bad probe.api: %v", err)

@@ -415,6 +415,17 @@ func (d *Daemon) ScenarioDisabled(target, scenario string) (bool, int) {
 	return s.ScenarioDisabled(target, scenario)
 }
 
+// TargetSlot takes one of the running scheduler's in-flight slots of the
+// configured target named target (see prober.Scheduler.TrySlot); known is
+// false while no scheduler runs or it has no such target.
+func (d *Daemon) TargetSlot(ctx context.Context, target string) (release func(), ok, known bool) {
+	s := d.current.Load()
+	if s == nil {
+		return nil, false, false
+	}
+	return s.TrySlot(ctx, target)
+}
+
 // NextProbe reports when the running scheduler sends the next probe of
 // scenario on target (see prober.Scheduler.NextProbe); false while no
 // scheduler runs or its loop has not started.

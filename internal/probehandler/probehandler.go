@@ -12,8 +12,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,6 +33,12 @@ type Runner interface {
 	Run(ctx context.Context, t prober.Target, prep *prober.Prepared) prober.Result
 }
 
+// SlotFunc takes one of the in-flight slots the scheduler keeps for the
+// configured target named target, waiting until ctx ends
+// (prober.Scheduler.TrySlot). known is false when the scheduler has no such
+// target (or none runs): /probe then keeps a slot of its own for it.
+type SlotFunc func(ctx context.Context, target string) (release func(), ok, known bool)
+
 // Options are the handler's dependencies.
 type Options struct {
 	Runner Runner
@@ -41,14 +49,40 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
-	// CalibrationTimeout bounds a calibration, which goes on after a
-	// request that timed out waiting for it, so that the next scrape finds
-	// it cached (default 5m).
-	CalibrationTimeout time.Duration
+	// Slot takes a configured target's in-flight slot from the running
+	// scheduler; nil: /probe keeps slots of its own for every target, of
+	// global.max_in_flight_per_target each.
+	Slot SlotFunc
+	// Holds, when set, refuses a probe of a target a sweep holds (503).
+	Holds *prober.Holds
 }
 
 // Handler serves /probe.
-type Handler struct{ opts Options }
+type Handler struct {
+	opts    Options
+	refused *prometheus.CounterVec
+
+	mu       sync.Mutex
+	running  int                      // requests admitted and not yet done (with calibrations they left)
+	slots    map[string]chan struct{} // /probe's own slots per base URL; only those in use
+	slotRefs map[string]int
+	calls    map[calKey]*calCall // calibrations in flight: one per target and scenario
+}
+
+// Reasons a request is refused besides config.ProbeRefusalReasons.
+const (
+	refusedTimeoutHeader = "timeout_header" // a bad X-Prometheus-Scrape-Timeout-Seconds (400)
+	refusedConcurrency   = "concurrency"    // probe.max_concurrent requests already running (429)
+	refusedTargetBusy    = "target_busy"    // no in-flight slot of the target freed in time (429)
+	refusedHeld          = "held"           // a sweep holds the target (503)
+)
+
+// RefusalReasons lists every reason label of
+// slaprobe_probe_requests_refused_total.
+func RefusalReasons() []string {
+	return append(append([]string(nil), config.ProbeRefusalReasons...),
+		refusedTimeoutHeader, refusedConcurrency, refusedTargetBusy, refusedHeld)
+}
 
 // New returns the /probe handler.
 func New(opts Options) *Handler {
@@ -58,45 +92,83 @@ func New(opts Options) *Handler {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	if opts.CalibrationTimeout <= 0 {
-		opts.CalibrationTimeout = 5 * time.Minute
+	h := &Handler{opts: opts, slots: map[string]chan struct{}{}, slotRefs: map[string]int{}, calls: map[calKey]*calCall{},
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "slaprobe", Name: "probe_requests_refused_total",
+			Help: "/probe requests answered without a probe, by reason: malformed (400), not allowed (403), over probe.max_concurrent or the target's in-flight limit (429), target held by a sweep (503).",
+		}, []string{"reason"})}
+	for _, r := range RefusalReasons() {
+		h.refused.WithLabelValues(r)
 	}
-	return &Handler{opts: opts}
+	return h
+}
+
+// Collector is slaprobe_probe_requests_refused_total, for the daemon's
+// registry.
+func (h *Handler) Collector() prometheus.Collector { return h.refused }
+
+// refuse answers a request without probing and counts it; nothing else is
+// kept of it.
+func (h *Handler) refuse(w http.ResponseWriter, status int, reason, msg string, retryAfter time.Duration) {
+	h.refused.WithLabelValues(reason).Inc()
+	h.opts.Logger.Debug("probe request refused", "reason", reason, "status", status)
+	if retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(max(time.Second, retryAfter).Seconds())))
+	}
+	http.Error(w, msg, status)
 }
 
 // scrapeTimeoutHeader is where Prometheus says how long it waits.
 const scrapeTimeoutHeader = "X-Prometheus-Scrape-Timeout-Seconds"
 
+// heldRetryAfter is the Retry-After of a probe refused because a sweep
+// holds its target.
+const heldRetryAfter = time.Minute
+
 // ServeHTTP runs one probe and answers its metrics.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	debug := q.Get("debug") == "true"
-	var logBuf bytes.Buffer
-	logger := slog.New(teeHandler{h.opts.Logger.Handler(), slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelDebug})}).
-		With("target", q.Get("target"), "scenario", q.Get("scenario"))
-
 	cfg := h.opts.Config()
 	target, scenario, err := cfg.ProbeTarget(q.Get("target"), q.Get("scenario"))
 	if err != nil {
-		logger.Debug("bad probe request", "err", err)
-		http.Error(w, err.Error(), http.StatusBadRequest)
+		var pr *config.ProbeRefusal
+		if errors.As(err, &pr) {
+			h.refuse(w, pr.Status, pr.Reason, pr.Msg, 0)
+		} else {
+			h.refuse(w, http.StatusBadRequest, config.RefusedMalformed, err.Error(), 0)
+		}
 		return
 	}
 	defer target.Client.CloseIdleConnections()
 
 	timeout, err := h.timeout(r, cfg, scenario)
 	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
+		h.refuse(w, http.StatusBadRequest, refusedTimeoutHeader, err.Error(), 0)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
 
+	l, status, reason, msg := h.admit(ctx, cfg, target)
+	if l == nil {
+		retry := time.Second
+		if reason == refusedHeld {
+			retry = heldRetryAfter
+		}
+		h.refuse(w, status, reason, msg, retry)
+		return
+	}
+	defer l.done()
+
+	var logBuf bytes.Buffer
+	logger := slog.New(teeHandler{h.opts.Logger.Handler(), slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelDebug})}).
+		With("target", target.Name, "scenario", scenario.Name)
 	reg := prometheus.NewRegistry()
 	m := newMetrics(reg)
 	start := h.opts.Now()
 	logger.Debug("probe starting", "url", target.BaseURL, "timeout", timeout)
-	res := h.probe(ctx, logger, target, scenario, m)
+	res := h.probe(ctx, logger, target, scenario, m, l, timeout)
 	m.observe(&res, h.opts.Now().Sub(start))
 	logResult(logger, &res)
 
@@ -126,8 +198,8 @@ func (h *Handler) timeout(r *http.Request, cfg *config.Config, s prober.Scenario
 		return timeout, nil
 	}
 	secs, err := strconv.ParseFloat(v, 64)
-	if err != nil || secs <= 0 {
-		return 0, fmt.Errorf("header %s=%q; expected a positive number of seconds", scrapeTimeoutHeader, v)
+	if err != nil || !(secs > 0) || math.IsInf(secs, 0) || secs > maxScrapeTimeout.Seconds() {
+		return 0, fmt.Errorf("header %s=%.40q; expected a number of seconds above 0 and at most %.0f", scrapeTimeoutHeader, v, maxScrapeTimeout.Seconds())
 	}
 	d := time.Duration(secs*float64(time.Second)) - time.Duration(cfg.Probe.TimeoutOffset)
 	if d <= 0 {
@@ -140,28 +212,24 @@ func (h *Handler) timeout(r *http.Request, cfg *config.Config, s prober.Scenario
 	return timeout, nil
 }
 
-// probe calibrates (or finds the calibration cached) and runs the probe. A
-// calibration outlives a request that stops waiting for it, so that the
-// next request can use it: a large scenario may need longer than one
-// scrape timeout to size its prompt.
-func (h *Handler) probe(ctx context.Context, logger *slog.Logger, t prober.Target, s prober.Scenario, m *metrics) prober.Result {
-	type prepared struct {
-		prep *prober.Prepared
-		err  error
-	}
-	calCtx, calCancel := context.WithTimeout(context.WithoutCancel(ctx), h.opts.CalibrationTimeout)
-	done := make(chan prepared, 1)
+// maxScrapeTimeout bounds the scrape timeout a request may announce.
+const maxScrapeTimeout = time.Hour
+
+// probe calibrates (or finds the calibration cached) and runs the probe.
+// One calibration runs per target and scenario, shared by the requests
+// that want it. It may outlive the request that started it by at most
+// timeout, so that the next scrape finds it cached (a large scenario may
+// need longer than one scrape to size its prompt); it keeps that request's
+// admission (l) until it ends, so what /probe runs stays within its caps.
+func (h *Handler) probe(ctx context.Context, logger *slog.Logger, t prober.Target, s prober.Scenario, m *metrics, l *lease, timeout time.Duration) prober.Result {
 	calStart := h.opts.Now()
-	go func() {
-		defer calCancel()
-		p, err := h.opts.Runner.Prepare(calCtx, t, t.Model, s)
-		done <- prepared{p, err}
-	}()
-	var p prepared
+	c := h.calibration(ctx, t, s, l, timeout)
+	var p calResult
 	select {
-	case p = <-done:
+	case <-c.done:
+		p = c.res
 	case <-ctx.Done():
-		logger.Debug("still calibrating when the probe's time ran out; the calibration goes on and is cached for the next request",
+		logger.Debug("still calibrating when the probe's time ran out; the calibration goes on for at most the probe's timeout and is cached for the next request",
 			"waited", h.opts.Now().Sub(calStart))
 		return prober.Result{Target: t.Name, Model: t.Model, Scenario: s.Name, API: s.APIOn(t), RequestedTokens: s.OutputTokens,
 			Start: calStart, Kind: prober.KindError, Reason: prober.ReasonTimeout,

@@ -113,6 +113,7 @@ func TestProbeSuccessAndCachedCalibration(t *testing.T) {
 	s := newSim(t, nil)
 	h := New(Options{Runner: prober.New(nil, nil), Config: loadConfig(t, `
 targets: [{name: vllm-0, url: '`+s.srv.URL+`'}]
+probe: {allowed_targets: [127.0.0.1], scenarios: [tiny]}
 `+scenarios)})
 
 	params := url.Values{"target": {"vllm-0"}, "scenario": {"tiny"}}
@@ -163,16 +164,19 @@ targets: [{name: vllm-0, url: 'http://127.0.0.1:1', scenarios: [tiny]}]
 	for _, tc := range []struct {
 		params url.Values
 		header string
+		status int
 		want   string
 	}{
-		{url.Values{"scenario": {"tiny"}}, "", "target parameter is missing"},
-		{url.Values{"target": {"vllm-0"}}, "", "scenario parameter is missing; expected one of: tiny"},
-		{url.Values{"target": {"vllm-0"}, "scenario": {"slow"}}, "", `scenario="slow" is not available for target "vllm-0"`},
-		{url.Values{"target": {"vllm-0"}, "scenario": {"tiny"}}, "soon", `X-Prometheus-Scrape-Timeout-Seconds="soon"`},
+		{url.Values{"scenario": {"tiny"}}, "", 400, "target parameter is missing"},
+		{url.Values{"target": {"vllm-0"}}, "", 400, "scenario parameter is missing; expected one of: tiny"},
+		{url.Values{"target": {"vllm-0"}, "scenario": {"slow"}}, "", 403, `scenario="slow" is not available for target "vllm-0"`},
+		{url.Values{"target": {"vllm-0"}, "scenario": {"tiny"}}, "soon", 400, `X-Prometheus-Scrape-Timeout-Seconds="soon"`},
+		{url.Values{"target": {"vllm-0"}, "scenario": {"tiny"}}, "NaN", 400, `X-Prometheus-Scrape-Timeout-Seconds="NaN"`},
+		{url.Values{"target": {"vllm-0"}, "scenario": {"tiny"}}, "1e300", 400, `X-Prometheus-Scrape-Timeout-Seconds="1e300"`},
 	} {
 		code, body, _ := get(t, h, tc.params, tc.header)
-		if code != http.StatusBadRequest || !strings.Contains(body, tc.want) {
-			t.Errorf("%v: %d %q, want 400 with %q", tc.params, code, body, tc.want)
+		if code != tc.status || !strings.Contains(body, tc.want) {
+			t.Errorf("%v: %d %q, want %d with %q", tc.params, code, body, tc.status, tc.want)
 		}
 	}
 }
@@ -182,7 +186,7 @@ func TestProbeTimeoutFromHeader(t *testing.T) {
 	s := newSim(t, func(c *vllmsim.Config) { c.TimeScale = 1 }) // 2000 tokens: ~12 s
 	h := New(Options{Runner: prober.New(nil, nil), Config: loadConfig(t, `
 targets: []
-probe: {timeout_offset: 250ms}
+probe: {timeout_offset: 250ms, allowed_targets: [127.0.0.1], scenarios: [slow]}
 `+scenarios)})
 	start := time.Now()
 	_, body, mfs := get(t, h, url.Values{"target": {s.srv.URL}, "scenario": {"slow"}}, "1.25")
@@ -210,7 +214,7 @@ func TestProbeDebug(t *testing.T) {
 	down := l.Addr().String()
 	l.Close()
 	var daemonLog bytes.Buffer
-	h := New(Options{Runner: prober.New(nil, nil), Config: loadConfig(t, "targets: []\n"+scenarios),
+	h := New(Options{Runner: prober.New(nil, nil), Config: loadConfig(t, "targets: []\nprobe: {allowed_targets: [127.0.0.1], scenarios: [tiny]}\n"+scenarios),
 		Logger: newTextLogger(&daemonLog)})
 	code, body, _ := get(t, h, url.Values{"target": {down}, "scenario": {"tiny"}, "debug": {"true"}}, "")
 	if code != http.StatusOK {
@@ -242,7 +246,7 @@ func TestProbeCalibrationOutlivesTimeout(t *testing.T) {
 		s.srv.Config.Handler.ServeHTTP(w, r)
 	}))
 	defer slow.Close()
-	h := New(Options{Runner: prober.New(nil, nil), Config: loadConfig(t, "targets: []\n"+scenarios)})
+	h := New(Options{Runner: prober.New(nil, nil), Config: loadConfig(t, "targets: []\nprobe: {allowed_targets: [127.0.0.1], scenarios: [tiny]}\n"+scenarios)})
 	params := url.Values{"target": {slow.URL}, "scenario": {"tiny"}}
 	_, body, mfs := get(t, h, params, "0.75")
 	if _, l := value(t, mfs, "slaprobe_probe_failure"); l["reason"] != "timeout" {

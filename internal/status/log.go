@@ -48,7 +48,7 @@ func (h *teeHandler) Handle(ctx context.Context, rec slog.Record) error {
 			return true
 		})
 	}
-	if target == "" {
+	if target == "" || !h.rec.keeps(target) {
 		return err
 	}
 	var b strings.Builder

@@ -25,6 +25,17 @@ const DefaultKeep = 240
 // those of a target that belong to no probe (model listing, sweeps).
 const maxLogLines = 40
 
+// Bounds of what the Recorder keeps besides each series' keep probes: how
+// many series (target and scenario) and targets with log lines of their
+// own, the least recently active dropped first, how old a target's own log
+// lines may get, and how long one log line may be.
+const (
+	maxSeries       = 4096
+	maxLogTargets   = 1024
+	maxLogAge       = 24 * time.Hour
+	maxLogLineBytes = 2048
+)
+
 // afterProbeLogGrace is how long after a probe ends a log line of its
 // target and scenario still belongs to it: the scheduler logs the outcome
 // just after the hooks have seen it.
@@ -98,10 +109,12 @@ type key struct{ target, scenario string }
 type series struct {
 	probes   []*Probe // finished, oldest first
 	inFlight []*Probe // sent, not yet finished, oldest first
+	active   time.Time
 }
 
 // Recorder keeps the recent probes of every target and scenario, and the
-// log lines that concern them. It is a prober.ProbeHook; Handler tees the
+// log lines that concern them, within fixed bounds (maxSeries,
+// maxLogTargets, maxLogAge, maxLogLineBytes). It is a prober.ProbeHook; Handler tees the
 // daemon's log records into it. Safe for concurrent use.
 type Recorder struct {
 	keep int
@@ -110,6 +123,10 @@ type Recorder struct {
 	mu         sync.Mutex
 	series     map[key]*series
 	targetLogs map[string][]LogLine
+	// known are the configured targets (Forget sets them): log lines of
+	// any other target (an address /probe was asked for) are not kept.
+	// nil until Forget is first called: every target.
+	known map[string]bool
 }
 
 // NewRecorder keeps the last keep probes (DefaultKeep when keep < 1) of
@@ -127,10 +144,62 @@ func NewRecorder(keep int, now func() time.Time) *Recorder {
 func (r *Recorder) get(k key) *series {
 	s := r.series[k]
 	if s == nil {
+		if len(r.series) >= maxSeries {
+			r.dropOldestSeries()
+		}
 		s = &series{}
 		r.series[k] = s
 	}
+	s.active = r.now()
 	return s
+}
+
+// dropOldestSeries forgets the least recently active series.
+func (r *Recorder) dropOldestSeries() {
+	var oldest key
+	var at time.Time
+	first := true
+	for k, s := range r.series {
+		if first || s.active.Before(at) {
+			oldest, at, first = k, s.active, false
+		}
+	}
+	delete(r.series, oldest)
+}
+
+// keeps reports whether log lines of target are kept.
+func (r *Recorder) keeps(target string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.known == nil || r.known[target]
+}
+
+// addTargetLog files l with target's own lines: at most maxLogLines, none
+// older than maxLogAge, for at most maxLogTargets targets (the one whose
+// newest line is oldest is dropped first).
+func (r *Recorder) addTargetLog(target string, l LogLine) {
+	ls, ok := r.targetLogs[target]
+	if !ok && len(r.targetLogs) >= maxLogTargets {
+		var oldest string
+		var at time.Time
+		first := true
+		for t, ls := range r.targetLogs {
+			if n := ls[len(ls)-1].Time; first || n.Before(at) {
+				oldest, at, first = t, n, false
+			}
+		}
+		delete(r.targetLogs, oldest)
+	}
+	r.targetLogs[target] = dropOld(appendBounded(ls, l), r.now())
+}
+
+// dropOld drops the lines older than maxLogAge.
+func dropOld(ls []LogLine, now time.Time) []LogLine {
+	i := 0
+	for i < len(ls) && now.Sub(ls[i].Time) > maxLogAge {
+		i++
+	}
+	return ls[i:]
 }
 
 // BeforeProbe records a probe as in flight.
@@ -266,6 +335,12 @@ func (r *Recorder) EngineTimed(res *prober.Result) {
 func (r *Recorder) addLog(target, scenario string, l LogLine) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.known != nil && !r.known[target] {
+		return
+	}
+	if len(l.Text) > maxLogLineBytes {
+		l.Text = l.Text[:maxLogLineBytes] + "…"
+	}
 	if scenario == "" {
 		// A line that names only the target (calibration, model
 		// detection) belongs to the probe running on it, if only one is.
@@ -300,7 +375,7 @@ func (r *Recorder) addLog(target, scenario string, l LogLine) {
 			}
 		}
 	}
-	r.targetLogs[target] = appendBounded(r.targetLogs[target], l)
+	r.addTargetLog(target, l)
 }
 
 func appendBounded(ls []LogLine, l LogLine) []LogLine {
@@ -344,13 +419,20 @@ func (r *Recorder) TargetProbes(target string) []Probe {
 func (r *Recorder) TargetLogs(target string) []LogLine {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]LogLine(nil), r.targetLogs[target]...)
+	return append([]LogLine(nil), dropOld(r.targetLogs[target], r.now())...)
 }
 
-// Forget drops what is kept of targets not in keep (they left the config).
+// Forget drops what is kept of targets not in keep (they left the config)
+// and keeps no log lines of other targets from then on.
 func (r *Recorder) Forget(keep map[string]bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.known = make(map[string]bool, len(keep))
+	for t, ok := range keep {
+		if ok {
+			r.known[t] = true
+		}
+	}
 	for k := range r.series {
 		if !keep[k.target] {
 			delete(r.series, k)

@@ -32,6 +32,9 @@ const (
 //     over two slaprobe instances with hashmod relabelling;
 //   - slaprobe's own file_sd_configs read the same file and probe them on schedule (/metrics).
 //
+// The first instance knows the engines from the file; the second has no targets and reaches
+// them through probe.allowed_targets (127.0.0.0/8 here, a pod CIDR on a cluster).
+//
 // The second engine is added to the file while both run; both sides must pick it up.
 func TestProbeFleet(t *testing.T) {
 	if testing.Short() {
@@ -77,12 +80,27 @@ file_sd_configs:
 scenarios:
   - {name: tiny, input_tokens: 200, output_tokens: 16, interval: 3s, timeout: 10s}
 `)
+	// The second instance has no targets of its own: /probe reaches the engines through its
+	// allow-list, as on a fleet where Prometheus alone discovers the replicas.
+	cfgAllow := writeFile(t, dir, "slaprobe-allow.yml", `
+global: {jitter: 0}
+targets: []
+probe:
+  allowed_targets: [127.0.0.0/8]
+  scenarios: [tiny]
+scenarios:
+  - {name: tiny, input_tokens: 200, output_tokens: 16, interval: 3s, timeout: 10s}
+`)
 	webCfg := writeFile(t, dir, "web.yml", fleetWebCfg)
 	// Two slaprobe instances: Prometheus shards the engines over them with hashmod.
 	addrs := []string{testproc.FreeAddr(t), testproc.FreeAddr(t)}
 	procs := make([]*testproc.Process, len(addrs))
 	for i, a := range addrs {
-		procs[i] = startProcess(t, fmt.Sprintf("slaprobe run %d", i), bin, "run", "--config.file="+cfg,
+		c := cfg
+		if i == 1 {
+			c = cfgAllow
+		}
+		procs[i] = startProcess(t, fmt.Sprintf("slaprobe run %d", i), bin, "run", "--config.file="+c,
 			"--web.config.file="+webCfg, "--web.listen-address="+a)
 	}
 	for i, a := range addrs {
@@ -152,6 +170,8 @@ scrape_configs:
 			if got, want := res[0].Metric["instance"], addrs[hashmod(target, 2)]; got != want {
 				t.Errorf("target %s was probed through %s; its hashmod shard is %s", target, got, want)
 			}
+			how := map[int]string{0: "a discovered target", 1: "probe.allowed_targets"}[hashmod(target, 2)]
+			t.Logf("%s probed through slaprobe %d, as %s", target, hashmod(target, 2), how)
 			return nil
 		}
 	}

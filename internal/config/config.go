@@ -96,10 +96,10 @@ type TargetConfig struct {
 	// Scenarios replaces global.scenarios (and the custom ones) for this
 	// target when set.
 	Scenarios []string `yaml:"scenarios,omitempty"`
-	// Headers are sent with every request. Put secrets in
-	// http_client_config (authorization, or http_headers with secrets);
-	// check-config hides the values of headers whose names look secret.
-	Headers map[string]string `yaml:"headers,omitempty"`
+	// Headers are sent with every request. Their values are never printed
+	// (/config, check-config and logs show <secret>), so an API key may go
+	// here or in http_client_config (authorization, http_headers).
+	Headers Headers `yaml:"headers,omitempty"`
 	// PerRequestMetrics sets "include_metrics": true on chat and completions probes, so that vLLM >=
 	// 0.25 run with --enable-per-request-metrics returns its per-request `metrics` object (the
 	// engine's queue, prefill and decode time, and speculative decoding). Off by default: a strict
@@ -460,7 +460,7 @@ func (c *Config) finish() error {
 		t := &c.TargetConfigs[i]
 		where := fmt.Sprintf("targets[%d]", i)
 		if t.fromFlag {
-			where = fmt.Sprintf("--target.url=%q", t.URL)
+			where = fmt.Sprintf("--target.url=%q", RedactURL(t.URL))
 		} else if t.origin != "" {
 			where = t.origin
 		}
@@ -496,11 +496,11 @@ func (t *TargetConfig) finish() error {
 	}
 	u, err := url.Parse(t.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("url=%q; expected an absolute http:// or https:// URL, e.g. http://vllm:8000", t.URL)
+		return fmt.Errorf("url=%q; expected an absolute http:// or https:// URL, e.g. http://vllm:8000", RedactURL(t.URL))
 	}
-	if u.User != nil {
+	if u.User != nil || hasUserinfo(t.URL) {
 		// It would be printed by /config and logged with every failure.
-		return fmt.Errorf("url=%q carries credentials; expected them in http_client_config (basic_auth or authorization), where they stay secret", u.Redacted())
+		return fmt.Errorf("url=%q carries credentials; expected them in http_client_config (basic_auth or authorization), where they stay secret", RedactURL(t.URL))
 	}
 	base := strings.TrimRight(t.URL, "/")
 	base = strings.TrimSuffix(base, "/v1")
@@ -511,9 +511,9 @@ func (t *TargetConfig) finish() error {
 	if t.MetricsURL == "" {
 		t.MetricsURL = t.URL + "/metrics"
 	} else if m, err := url.Parse(t.MetricsURL); err != nil || (m.Scheme != "http" && m.Scheme != "https") || m.Host == "" {
-		return fmt.Errorf("metrics_url=%q; expected an absolute http:// or https:// URL", t.MetricsURL)
-	} else if m.User != nil {
-		return fmt.Errorf("metrics_url=%q carries credentials; expected them in http_client_config, where they stay secret", m.Redacted())
+		return fmt.Errorf("metrics_url=%q; expected an absolute http:// or https:// URL", RedactURL(t.MetricsURL))
+	} else if m.User != nil || hasUserinfo(t.MetricsURL) {
+		return fmt.Errorf("metrics_url=%q carries credentials; expected them in http_client_config, where they stay secret", RedactURL(t.MetricsURL))
 	}
 	if t.API == "" {
 		t.API = prober.APIChat

@@ -199,7 +199,7 @@ func TestRedacted(t *testing.T) {
 		}
 	}
 	for _, want := range []string{
-		"credentials: <secret>", "password: <secret>", "X-Api-Key: <secret>", "X-Team: ml", "username: probe",
+		"credentials: <secret>", "password: <secret>", "X-Api-Key: <secret>", "X-Team: <secret>", "username: probe",
 		"stall_timeout: 45s", "max_line_bytes: 1048576", "model_refresh_interval: 5m",
 		"name: coding_assistant", // the whole catalog, with its defaults
 		"min_decode_tokens_per_second: 20",

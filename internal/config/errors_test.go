@@ -56,7 +56,7 @@ func TestConfigErrorsNameLineFieldValueExpectation(t *testing.T) {
 			[]string{"line 3:", "targets[1]: url is empty", "expected the server's base URL"}},
 		{"credentials in the url are not echoed",
 			"targets:\n  - name: a\n    url: http://admin:s3cret-pw@vllm:8000\n",
-			[]string{"line 3:", `url="http://admin:xxxxx@vllm:8000" carries credentials`, "expected them in http_client_config"}},
+			[]string{"line 3:", `url="http://<secret>@vllm:8000" carries credentials`, "expected them in http_client_config"}},
 		{"unknown scenario in a target's list",
 			"targets:\n  - name: a\n    url: http://a:1\n    scenarios:\n      - chatbot\n      - nope\n",
 			[]string{"line 6:", `unknown scenario "nope"`, "expected one of: agentic"}},

@@ -414,6 +414,9 @@ var scenarioNameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*$`)
 // finish fills defaults that depend on other fields, validates everything
 // and resolves the scenario catalog.
 func (c *Config) finish() error {
+	if err := c.checkFinite(); err != nil {
+		return err
+	}
 	g := &c.Global
 	switch {
 	case g.Jitter < 0 || g.Jitter >= 1:
@@ -422,8 +425,8 @@ func (c *Config) finish() error {
 		return fmt.Errorf("global.max_in_flight_per_target=%d; expected at least 1", g.MaxInFlightPerTarget)
 	case g.StallTimeout < 0:
 		return fmt.Errorf("global.stall_timeout=%s; expected a duration >= 0 (0 disables it)", g.StallTimeout)
-	case g.MaxLineBytes < 4096:
-		return fmt.Errorf("global.max_line_bytes=%d; expected at least 4096", g.MaxLineBytes)
+	case g.MaxLineBytes < 4096 || g.MaxLineBytes > MaxLineBytes:
+		return fmt.Errorf("global.max_line_bytes=%d; expected from 4096 to %d (64 MiB)", g.MaxLineBytes, MaxLineBytes)
 	case g.ModelRefreshInterval < model.Duration(10*time.Second):
 		return fmt.Errorf("global.model_refresh_interval=%s; expected at least 10s", g.ModelRefreshInterval)
 	case !contains([]string{"full", "reduced", "none"}, g.ClassicHistogramBuckets):

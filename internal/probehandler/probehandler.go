@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -125,9 +124,9 @@ func (h *Handler) timeout(r *http.Request, cfg *config.Config, s prober.Scenario
 	if v == "" {
 		return timeout, nil
 	}
-	secs, err := strconv.ParseFloat(v, 64)
-	if err != nil || secs <= 0 {
-		return 0, fmt.Errorf("header %s=%q; expected a positive number of seconds", scrapeTimeoutHeader, v)
+	secs, err := config.ParseScrapeTimeout(v) // finite, > 0, at most a day
+	if err != nil {
+		return 0, err
 	}
 	d := time.Duration(secs*float64(time.Second)) - time.Duration(cfg.Probe.TimeoutOffset)
 	if d <= 0 {

@@ -77,9 +77,10 @@ type App struct {
 	closers []func()
 }
 
-// New loads the config and builds every part. The engine and power
-// sections are read here, once; targets, scenarios and the sweep section
-// follow every reload.
+// New loads the config and builds every part. The engine, power and
+// tracing sections are read here, once (config.StartOnly: a reload that
+// changes them is reported by the daemon); targets, scenarios and the sweep
+// and probe sections follow every reload.
 func New(o Options) (a *App, err error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -272,16 +273,6 @@ func (a *App) addFleet(ctx context.Context) {
 		Logger: logger.With("component", "probe_endpoint"),
 	}))
 	go config.WatchTargetFiles(ctx, d.Config, func() { _, _ = d.Reload() }, logger.With("component", "file_sd"))
-
-	// The bucket layout is fixed when the metrics are made: say so when a
-	// reload asks for another.
-	buckets := d.Config().Global.ClassicHistogramBuckets
-	d.OnReload(func(c *config.Config) {
-		if c.Global.ClassicHistogramBuckets != buckets {
-			logger.Warn("global.classic_histogram_buckets changed; it takes effect at the next restart",
-				"running", buckets, "configured", c.Global.ClassicHistogramBuckets)
-		}
-	})
 }
 
 // addStatus mounts the status page at "/", the recent probes of a target

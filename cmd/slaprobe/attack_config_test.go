@@ -152,6 +152,13 @@ func TestAttackSecrets(t *testing.T) {
 		http.Error(w, `{"error":{"message":"upstream exploded"}}`, http.StatusInternalServerError)
 	}))
 	t.Cleanup(fail.Close)
+	// A gateway that echoes the credentials it got into its error, as
+	// some do ("invalid key sk-…"): slaprobe shows that error.
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, fmt.Sprintf(`{"error":{"message":"invalid credentials: %s / %s"}}`,
+			r.Header.Get("Authorization"), r.Header.Get("X-Api-Key")), http.StatusUnauthorized)
+	}))
+	t.Cleanup(echo.Close)
 	failURL, _ := url.Parse(fail.URL)
 	simURL, _ := url.Parse(sim.URL)
 
@@ -181,6 +188,11 @@ targets:
     http_client_config:
       proxy_url: http://proxyuser:%[9]s@%[10]s
       proxy_connect_header: {X-Proxy-Key: [%[11]s]}
+  - name: echo
+    url: %[19]s
+    headers: {X-Api-Key: %[20]s}
+    http_client_config:
+      authorization: {credentials: %[21]s}
   - name: oauth
     url: %[2]s
     http_client_config:
@@ -205,7 +217,8 @@ file_sd_configs:
 		plant("proxy_url.password"), failURL.Host, plant("proxy_connect_header"),
 		plant("oauth2.client_secret"), plant("oauth2.endpoint_params"),
 		plant("probe.headers"), plant("probe.authorization"),
-		sdFile, plant("file_sd_configs.headers"), plant("file_sd_configs.authorization"))
+		sdFile, plant("file_sd_configs.headers"), plant("file_sd_configs.authorization"),
+		echo.URL, plant("echoed.headers"), plant("echoed.authorization"))
 	cfgPath := filepath.Join(dir, "slaprobe.yml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -238,6 +251,7 @@ file_sd_configs:
 			`slaprobe_probes_total\{[^}]*result="[a-z_]*error[a-z_]*"[^}]*target="failing"[^}]*\} [1-9]`,
 			`slaprobe_probes_total\{[^}]*result="[a-z_]*error[a-z_]*"[^}]*target="proxied"[^}]*\} [1-9]`,
 			`slaprobe_probes_total\{[^}]*result="[a-z_]*error[a-z_]*"[^}]*target="oauth"[^}]*\} [1-9]`,
+			`slaprobe_probes_total\{[^}]*result="[a-z_]*error[a-z_]*"[^}]*target="echo"[^}]*\} [1-9]`,
 		} {
 			if !regexp.MustCompile(re).MatchString(b) {
 				return false
@@ -248,9 +262,10 @@ file_sd_configs:
 
 	// Every surface an operator, a scraper or a caller can see.
 	for _, p := range []string{"/metrics", "/config", "/",
-		"/probes?target=sim", "/probes?target=sdsim", "/probes?target=failing", "/probes?target=proxied", "/probes?target=oauth",
+		"/probes?target=sim", "/probes?target=sdsim", "/probes?target=failing", "/probes?target=proxied", "/probes?target=oauth", "/probes?target=echo",
 		"/probe?target=sim&scenario=chatbot&debug=true",
 		"/probe?target=failing&scenario=chatbot&debug=true",
+		"/probe?target=echo&scenario=chatbot&debug=true",
 		// An address that is no configured target takes probe.headers and
 		// probe.http_client_config (or is refused).
 		"/probe?target=" + url.QueryEscape(failURL.Host) + "&scenario=chatbot&debug=true",
@@ -259,6 +274,10 @@ file_sd_configs:
 	}
 	if !strings.Contains(outputs["/probes?target=failing"], "500") {
 		t.Errorf("/probes?target=failing shows no failing probe's error; the test would prove nothing:\n%.2000s", outputs["/probes?target=failing"])
+	}
+	// The echoed error is shown, with the credentials hidden.
+	if !strings.Contains(outputs["/probes?target=echo"], "invalid credentials: Bearer &lt;secret&gt; / &lt;secret&gt;") {
+		t.Errorf("/probes?target=echo does not show the echoed error with its credentials hidden:\n%.3000s", outputs["/probes?target=echo"])
 	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

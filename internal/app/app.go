@@ -93,11 +93,15 @@ func New(o Options) (a *App, err error) {
 	probes := status.NewRecorder(status.DefaultKeep, nil)
 	dopts := o.Daemon
 	dopts.ConfigFile, dopts.Flags, dopts.Web = o.ConfigFile, o.Flags, o.Web
-	dopts.Logger = slog.New(probes.Handler(o.Logger.Handler()))
+	// Secrets a server echoes into an error are hidden in every log line
+	// and in the probes' logs on the status page.
+	scrub := newScrubHandler(probes.Handler(o.Logger.Handler()))
+	dopts.Logger = slog.New(scrub)
 	d, err := daemon.New(dopts)
 	if err != nil {
 		return nil, err
 	}
+	scrub.follow(d.Config)
 	ctx, cancel := context.WithCancel(context.Background())
 	a = &App{Daemon: d, Probes: probes, cancel: cancel}
 	defer func() {

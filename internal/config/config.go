@@ -53,6 +53,8 @@ type Config struct {
 	// the checksum of the files they matched at load (filesd.go).
 	sdDir string
 	sdSum [32]byte
+	// scrubber hides the config's secrets in text from elsewhere (Scrub).
+	scrubber *strings.Replacer
 }
 
 // GlobalConfig holds settings that apply to every target.
@@ -227,6 +229,7 @@ func build(data []byte, dir string, f Flags) (*Config, error) {
 	if err := c.checkTracingFiles(dir); err != nil {
 		return nil, err
 	}
+	c.scrubber = newScrubber(c.secretValues())
 	return c, nil
 }
 

@@ -1,11 +1,15 @@
 package config
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"html"
+	"reflect"
 	"sort"
 	"strings"
 
+	promcfg "github.com/prometheus/common/config"
 	"gopkg.in/yaml.v3"
 )
 
@@ -123,4 +127,138 @@ func redactScalars(n *yaml.Node) {
 	for _, c := range n.Content {
 		redactScalars(c)
 	}
+}
+
+// minScrubbed is the shortest secret Scrub hides: a shorter value cannot be
+// told from ordinary text, and hiding it would garble every message.
+const minScrubbed = 6
+
+var (
+	secretType    = reflect.TypeOf(promcfg.Secret(""))
+	headersType   = reflect.TypeOf(Headers(nil))
+	promURLType   = reflect.TypeOf(promcfg.URL{})
+	basicAuthType = reflect.TypeOf(promcfg.BasicAuth{})
+	promHdrType   = reflect.TypeOf(promcfg.Header{})
+	oauth2Type    = reflect.TypeOf(promcfg.OAuth2{})
+)
+
+// secretValues collects every secret the config holds, found by walking its
+// types: header values (and the token after an auth scheme such as
+// "Bearer "), prometheus/common secrets, http_headers values,
+// oauth2.endpoint_params, a proxy_url's password and the base64 form of
+// basic auth. A server that echoes a credential into an error (a gateway's
+// "invalid key sk-…") would otherwise put it in the probe's error text.
+func (c *Config) secretValues() []string {
+	seen := map[string]bool{}
+	add := func(s string) {
+		if len(s) >= minScrubbed {
+			seen[s] = true
+		}
+	}
+	var walk func(v reflect.Value, depth int)
+	walk = func(v reflect.Value, depth int) {
+		if depth > 16 || !v.IsValid() {
+			return
+		}
+		switch v.Type() {
+		case secretType:
+			add(v.String())
+			return
+		case headersType:
+			for _, k := range v.MapKeys() {
+				val := v.MapIndex(k).String()
+				add(val)
+				if _, token, ok := strings.Cut(val, " "); ok {
+					add(strings.TrimSpace(token))
+				}
+			}
+			return
+		case promURLType:
+			if u := v.Interface().(promcfg.URL); u.URL != nil && u.User != nil {
+				p, _ := u.User.Password()
+				add(p)
+				add(u.User.Username())
+			}
+			return
+		case basicAuthType:
+			b := v.Interface().(promcfg.BasicAuth)
+			if b.Password != "" {
+				add(base64.StdEncoding.EncodeToString([]byte(b.Username + ":" + string(b.Password))))
+			}
+		case promHdrType:
+			for _, s := range v.Interface().(promcfg.Header).Values {
+				add(s)
+			}
+		case oauth2Type:
+			for _, s := range v.Interface().(promcfg.OAuth2).EndpointParams {
+				add(s)
+			}
+		}
+		switch v.Kind() {
+		case reflect.Pointer, reflect.Interface:
+			if !v.IsNil() {
+				walk(v.Elem(), depth+1)
+			}
+		case reflect.Struct:
+			for i := range v.NumField() {
+				if v.Type().Field(i).IsExported() {
+					walk(v.Field(i), depth+1)
+				}
+			}
+		case reflect.Slice, reflect.Array:
+			for i := range v.Len() {
+				walk(v.Index(i), depth+1)
+			}
+		case reflect.Map:
+			iter := v.MapRange()
+			for iter.Next() {
+				walk(iter.Value(), depth+1)
+			}
+		}
+	}
+	walk(reflect.ValueOf(c).Elem(), 0)
+	out := make([]string, 0, len(seen))
+	for s := range seen {
+		out = append(out, s)
+	}
+	// Longest first, so that a secret containing another is hidden whole.
+	sort.Slice(out, func(i, j int) bool {
+		if len(out[i]) != len(out[j]) {
+			return len(out[i]) > len(out[j])
+		}
+		return out[i] < out[j]
+	})
+	return out
+}
+
+var htmlEscapes = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&#34;", "'", "&#39;", "+", "&#43;", "\x00", "\uFFFD")
+
+// newScrubber replaces every secret of a config, as written and as HTML
+// escapes it, with <secret>.
+func newScrubber(secrets []string) *strings.Replacer {
+	if len(secrets) == 0 {
+		return nil
+	}
+	var pairs []string
+	for _, s := range secrets {
+		pairs = append(pairs, s, SecretPlaceholder)
+		// html/template escapes text as htmlEscapes does.
+		if e := htmlEscapes.Replace(s); e != s {
+			pairs = append(pairs, e, SecretPlaceholder)
+		}
+		if e := html.EscapeString(s); e != s {
+			pairs = append(pairs, e, SecretPlaceholder)
+		}
+	}
+	return strings.NewReplacer(pairs...)
+}
+
+// Scrub replaces, in text meant for a page or a log, every secret of the
+// config with <secret>. The config's own printouts never hold one; this is
+// for text that comes from elsewhere, such as an error a server answered.
+func (c *Config) Scrub(text string) string {
+	if c == nil || c.scrubber == nil {
+		return text
+	}
+	return c.scrubber.Replace(text)
 }

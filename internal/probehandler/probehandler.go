@@ -101,7 +101,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	if debug {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprintf(w, "Logs for the probe:\n%s\n\nMetrics that would have been returned:\n", logBuf.String())
+		fmt.Fprintf(w, "Logs for the probe:\n%s\n\nMetrics that would have been returned:\n", cfg.Scrub(logBuf.String()))
 		mfs, err := reg.Gather()
 		if err != nil {
 			fmt.Fprintf(w, "# gather: %v\n", err)

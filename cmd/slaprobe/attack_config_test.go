@@ -272,6 +272,9 @@ file_sd_configs:
 	} {
 		_, outputs[p] = attackGet(t, base+p, nil)
 	}
+	// A caller's URL with user:password@ in /probe: refused or probed, the
+	// log must not keep it.
+	attackGet(t, base+"/probe?scenario=chatbot&target="+url.QueryEscape("http://caller:"+plant("probe.target.userinfo")+"@"+failURL.Host), nil)
 	if !strings.Contains(outputs["/probes?target=failing"], "500") {
 		t.Errorf("/probes?target=failing shows no failing probe's error; the test would prove nothing:\n%.2000s", outputs["/probes?target=failing"])
 	}

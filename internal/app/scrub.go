@@ -9,8 +9,9 @@ import (
 	"github.com/slaprobe/slaprobe/internal/config"
 )
 
-// scrubHandler hides the current config's secrets in every log record: the
-// message and each attribute (config.Config.Scrub). The config never logs
+// scrubHandler hides the current config's secrets, and the user information
+// of any URL, in every log record: the message and each attribute
+// (config.Config.Scrub). The config never logs
 // one itself; an error a server answered may echo a credential slaprobe
 // sent it, and such errors are logged.
 type scrubHandler struct {
@@ -37,10 +38,7 @@ func (h *scrubHandler) Enabled(ctx context.Context, l slog.Level) bool {
 }
 
 func (h *scrubHandler) Handle(ctx context.Context, rec slog.Record) error {
-	c := h.current()
-	if c == nil {
-		return h.inner.Handle(ctx, rec)
-	}
+	c := h.current() // nil before the config is loaded: URLs are scrubbed still
 	out := slog.NewRecord(rec.Time, rec.Level, c.Scrub(rec.Message), rec.PC)
 	rec.Attrs(func(a slog.Attr) bool {
 		out.AddAttrs(scrubAttr(c, a))
@@ -50,13 +48,12 @@ func (h *scrubHandler) Handle(ctx context.Context, rec slog.Record) error {
 }
 
 func (h *scrubHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
-	if c := h.current(); c != nil {
-		scrubbed := make([]slog.Attr, len(attrs))
-		for i, a := range attrs {
-			scrubbed[i] = scrubAttr(c, a)
-		}
-		attrs = scrubbed
+	c := h.current()
+	scrubbed := make([]slog.Attr, len(attrs))
+	for i, a := range attrs {
+		scrubbed[i] = scrubAttr(c, a)
 	}
+	attrs = scrubbed
 	return &scrubHandler{inner: h.inner.WithAttrs(attrs), cfg: h.cfg}
 }
 

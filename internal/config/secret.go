@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"html"
 	"reflect"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -257,8 +258,22 @@ func newScrubber(secrets []string) *strings.Replacer {
 // config with <secret>. The config's own printouts never hold one; this is
 // for text that comes from elsewhere, such as an error a server answered.
 func (c *Config) Scrub(text string) string {
-	if c == nil || c.scrubber == nil {
+	if c != nil && c.scrubber != nil {
+		text = c.scrubber.Replace(text)
+	}
+	return ScrubURLs(text)
+}
+
+// userinfoRE matches the user information of a URL in running text:
+// scheme://user:password@ or scheme://token@.
+var userinfoRE = regexp.MustCompile(`\b([a-zA-Z][a-zA-Z0-9+.-]*://)[^/?#@\s"'<>]+@`)
+
+// ScrubURLs hides the user information of every URL in text as <secret>@:
+// the config refuses URLs with it, but a caller may put one in a /probe
+// target and it would be logged.
+func ScrubURLs(text string) string {
+	if !strings.Contains(text, "@") {
 		return text
 	}
-	return c.scrubber.Replace(text)
+	return userinfoRE.ReplaceAllString(text, "${1}"+SecretPlaceholder+"@")
 }

@@ -70,3 +70,20 @@ probe:
 		t.Errorf("Scrub hid a value shorter than %d characters, which garbles text: %s", minScrubbed, got)
 	}
 }
+
+func TestScrubURLs(t *testing.T) {
+	for in, want := range map[string]string{
+		`target=http://u:pw-123456@127.0.0.1:1/x err="a"`: `target=http://<secret>@127.0.0.1:1/x err="a"`,
+		`url="https://tok@host" and ftp://a:b@c`:          `url="https://<secret>@host" and ftp://<secret>@c`,
+		"mail me: someone@example.com":                    "mail me: someone@example.com",
+		"http://host/path@v1":                             "http://host/path@v1",
+	} {
+		if got := ScrubURLs(in); got != want {
+			t.Errorf("ScrubURLs(%q) = %q, want %q", in, got, want)
+		}
+	}
+	var c *Config
+	if got := c.Scrub("http://u:p@h"); got != "http://<secret>@h" {
+		t.Errorf("a nil config's Scrub = %q", got)
+	}
+}

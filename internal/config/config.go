@@ -424,8 +424,8 @@ func (c *Config) finish() error {
 	switch {
 	case g.Jitter < 0 || g.Jitter >= 1:
 		return fmt.Errorf("global.jitter=%g; expected a fraction in [0, 1), e.g. 0.2 for ±20%%", g.Jitter)
-	case g.MaxInFlightPerTarget < 1:
-		return fmt.Errorf("global.max_in_flight_per_target=%d; expected at least 1", g.MaxInFlightPerTarget)
+	case g.MaxInFlightPerTarget < 1 || g.MaxInFlightPerTarget > MaxConcurrency:
+		return fmt.Errorf("global.max_in_flight_per_target=%d; expected from 1 to %d", g.MaxInFlightPerTarget, MaxConcurrency)
 	case g.StallTimeout < 0:
 		return fmt.Errorf("global.stall_timeout=%s; expected a duration >= 0 (0 disables it)", g.StallTimeout)
 	case g.MaxLineBytes < 4096 || g.MaxLineBytes > MaxLineBytes:

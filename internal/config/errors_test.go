@@ -65,7 +65,7 @@ func TestConfigErrorsNameLineFieldValueExpectation(t *testing.T) {
 			[]string{"line 5:", "sweep.closed_loop.duration=0s", "expected a positive duration"}},
 		{"sweep concurrency",
 			target + "sweep:\n  closed_loop:\n    concurrency: [1, 0, 4]\n",
-			[]string{"line 5:", "concurrency", "0", "expected concurrency values >= 1"}},
+			[]string{"line 5:", "concurrency", "0", "expected concurrency values from 1 to 10000"}},
 		{"power price",
 			target + "power:\n  price_per_kwh: -0.1\n",
 			[]string{"line 4:", "power.price_per_kwh=-0.1", "expected a price"}},

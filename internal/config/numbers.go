@@ -25,6 +25,13 @@ const (
 	// MaxLineBytes bounds global.max_line_bytes: an SSE line carries one
 	// chunk of a few tokens; 64 MiB is far beyond any real one.
 	MaxLineBytes = 64 << 20
+	// MaxConcurrency bounds each rung of a sweep ladder, sweep.max_concurrency
+	// and global.max_in_flight_per_target: every unit is a request in flight
+	// and a connection, and no single server batches more than a few thousand.
+	MaxConcurrency = 10_000
+	// MaxQueueDepthSamples bounds engine.live.queue_depth_samples, kept per
+	// target, model and scenario.
+	MaxQueueDepthSamples = 100_000
 )
 
 // floatHints say what a float field expects, by its path with list indices

@@ -160,6 +160,16 @@ func TestUpperBounds(t *testing.T) {
 			`the last turn of the conversation would send 12601024 tokens`},
 		{"max_line_bytes", "global: {max_line_bytes: 67108865}",
 			"global.max_line_bytes=67108865; expected from 4096 to 67108864 (64 MiB)"},
+		{"max_in_flight_per_target", "global: {max_in_flight_per_target: 10001}",
+			"global.max_in_flight_per_target=10001; expected from 1 to 10000"},
+		{"sweep concurrency", "sweep: {closed_loop: {concurrency: [1, 100000]}}",
+			"sweep.closed_loop.concurrency: 100000; expected concurrency values from 1 to 10000"},
+		{"sweep burst", "sweep: {burst: {concurrency: [100000]}}",
+			"sweep.burst.concurrency: 100000; expected concurrency values from 1 to 10000"},
+		{"burst repeat", "sweep: {burst: {repeat: 10001}}", "sweep.burst.repeat=10001; expected from 1 to 10000"},
+		{"sweep max_concurrency", "sweep: {max_concurrency: 10001}", "sweep.max_concurrency=10001; expected from 0 (no ceiling) to 10000"},
+		{"queue_depth_samples", "engine: {live: {queue_depth_samples: 100001}}",
+			"engine.live.queue_depth_samples=100001; expected from 2 to 100000"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := LoadBytes([]byte(tc.yaml + "\ntargets: [{url: \"http://127.0.0.1:8000\"}]\n"))

@@ -77,9 +77,10 @@ type App struct {
 	closers []func()
 }
 
-// New loads the config and builds every part. The engine and power
-// sections are read here, once; targets, scenarios and the sweep section
-// follow every reload.
+// New loads the config and builds every part. The engine, power and
+// tracing sections are read here, once (config.StartOnly: a reload that
+// changes them is reported by the daemon); targets, scenarios and the sweep
+// and probe sections follow every reload.
 func New(o Options) (a *App, err error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -92,11 +93,15 @@ func New(o Options) (a *App, err error) {
 	probes := status.NewRecorder(status.DefaultKeep, nil)
 	dopts := o.Daemon
 	dopts.ConfigFile, dopts.Flags, dopts.Web = o.ConfigFile, o.Flags, o.Web
-	dopts.Logger = slog.New(probes.Handler(o.Logger.Handler()))
+	// Secrets a server echoes into an error are hidden in every log line
+	// and in the probes' logs on the status page.
+	scrub := newScrubHandler(probes.Handler(o.Logger.Handler()))
+	dopts.Logger = slog.New(scrub)
 	d, err := daemon.New(dopts)
 	if err != nil {
 		return nil, err
 	}
+	scrub.follow(d.Config)
 	ctx, cancel := context.WithCancel(context.Background())
 	a = &App{Daemon: d, Probes: probes, cancel: cancel}
 	defer func() {
@@ -282,16 +287,6 @@ func (a *App) addFleet(ctx context.Context) error {
 	}
 	d.Handle("/probe", ph)
 	go config.WatchTargetFiles(ctx, d.Config, func() { _, _ = d.Reload() }, logger.With("component", "file_sd"))
-
-	// The bucket layout is fixed when the metrics are made: say so when a
-	// reload asks for another.
-	buckets := d.Config().Global.ClassicHistogramBuckets
-	d.OnReload(func(c *config.Config) {
-		if c.Global.ClassicHistogramBuckets != buckets {
-			logger.Warn("global.classic_histogram_buckets changed; it takes effect at the next restart",
-				"running", buckets, "configured", c.Global.ClassicHistogramBuckets)
-		}
-	})
 	return nil
 }
 

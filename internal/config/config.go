@@ -53,6 +53,8 @@ type Config struct {
 	// the checksum of the files they matched at load (filesd.go).
 	sdDir string
 	sdSum [32]byte
+	// scrubber hides the config's secrets in text from elsewhere (Scrub).
+	scrubber *strings.Replacer
 }
 
 // GlobalConfig holds settings that apply to every target.
@@ -96,10 +98,10 @@ type TargetConfig struct {
 	// Scenarios replaces global.scenarios (and the custom ones) for this
 	// target when set.
 	Scenarios []string `yaml:"scenarios,omitempty"`
-	// Headers are sent with every request. Put secrets in
-	// http_client_config (authorization, or http_headers with secrets);
-	// check-config hides the values of headers whose names look secret.
-	Headers map[string]string `yaml:"headers,omitempty"`
+	// Headers are sent with every request. Their values are never printed
+	// (/config, check-config and logs show <secret>), so an API key may go
+	// here or in http_client_config (authorization, http_headers).
+	Headers Headers `yaml:"headers,omitempty"`
 	// PerRequestMetrics sets "include_metrics": true on chat and completions probes, so that vLLM >=
 	// 0.25 run with --enable-per-request-metrics returns its per-request `metrics` object (the
 	// engine's queue, prefill and decode time, and speculative decoding). Off by default: a strict
@@ -227,6 +229,7 @@ func build(data []byte, dir string, f Flags) (*Config, error) {
 	if err := c.checkTracingFiles(dir); err != nil {
 		return nil, err
 	}
+	c.scrubber = newScrubber(c.secretValues())
 	return c, nil
 }
 
@@ -414,16 +417,19 @@ var scenarioNameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*$`)
 // finish fills defaults that depend on other fields, validates everything
 // and resolves the scenario catalog.
 func (c *Config) finish() error {
+	if err := c.checkFinite(); err != nil {
+		return err
+	}
 	g := &c.Global
 	switch {
 	case g.Jitter < 0 || g.Jitter >= 1:
 		return fmt.Errorf("global.jitter=%g; expected a fraction in [0, 1), e.g. 0.2 for ±20%%", g.Jitter)
-	case g.MaxInFlightPerTarget < 1:
-		return fmt.Errorf("global.max_in_flight_per_target=%d; expected at least 1", g.MaxInFlightPerTarget)
+	case g.MaxInFlightPerTarget < 1 || g.MaxInFlightPerTarget > MaxConcurrency:
+		return fmt.Errorf("global.max_in_flight_per_target=%d; expected from 1 to %d", g.MaxInFlightPerTarget, MaxConcurrency)
 	case g.StallTimeout < 0:
 		return fmt.Errorf("global.stall_timeout=%s; expected a duration >= 0 (0 disables it)", g.StallTimeout)
-	case g.MaxLineBytes < 4096:
-		return fmt.Errorf("global.max_line_bytes=%d; expected at least 4096", g.MaxLineBytes)
+	case g.MaxLineBytes < 4096 || g.MaxLineBytes > MaxLineBytes:
+		return fmt.Errorf("global.max_line_bytes=%d; expected from 4096 to %d (64 MiB)", g.MaxLineBytes, MaxLineBytes)
 	case g.ModelRefreshInterval < model.Duration(10*time.Second):
 		return fmt.Errorf("global.model_refresh_interval=%s; expected at least 10s", g.ModelRefreshInterval)
 	case !contains([]string{"full", "reduced", "none"}, g.ClassicHistogramBuckets):
@@ -460,7 +466,7 @@ func (c *Config) finish() error {
 		t := &c.TargetConfigs[i]
 		where := fmt.Sprintf("targets[%d]", i)
 		if t.fromFlag {
-			where = fmt.Sprintf("--target.url=%q", t.URL)
+			where = fmt.Sprintf("--target.url=%q", RedactURL(t.URL))
 		} else if t.origin != "" {
 			where = t.origin
 		}
@@ -496,11 +502,11 @@ func (t *TargetConfig) finish() error {
 	}
 	u, err := url.Parse(t.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("url=%q; expected an absolute http:// or https:// URL, e.g. http://vllm:8000", t.URL)
+		return fmt.Errorf("url=%q; expected an absolute http:// or https:// URL, e.g. http://vllm:8000", RedactURL(t.URL))
 	}
-	if u.User != nil {
+	if u.User != nil || hasUserinfo(t.URL) {
 		// It would be printed by /config and logged with every failure.
-		return fmt.Errorf("url=%q carries credentials; expected them in http_client_config (basic_auth or authorization), where they stay secret", u.Redacted())
+		return fmt.Errorf("url=%q carries credentials; expected them in http_client_config (basic_auth or authorization), where they stay secret", RedactURL(t.URL))
 	}
 	base := strings.TrimRight(t.URL, "/")
 	base = strings.TrimSuffix(base, "/v1")
@@ -511,9 +517,9 @@ func (t *TargetConfig) finish() error {
 	if t.MetricsURL == "" {
 		t.MetricsURL = t.URL + "/metrics"
 	} else if m, err := url.Parse(t.MetricsURL); err != nil || (m.Scheme != "http" && m.Scheme != "https") || m.Host == "" {
-		return fmt.Errorf("metrics_url=%q; expected an absolute http:// or https:// URL", t.MetricsURL)
-	} else if m.User != nil {
-		return fmt.Errorf("metrics_url=%q carries credentials; expected them in http_client_config, where they stay secret", m.Redacted())
+		return fmt.Errorf("metrics_url=%q; expected an absolute http:// or https:// URL", RedactURL(t.MetricsURL))
+	} else if m.User != nil || hasUserinfo(t.MetricsURL) {
+		return fmt.Errorf("metrics_url=%q carries credentials; expected them in http_client_config, where they stay secret", RedactURL(t.MetricsURL))
 	}
 	if t.API == "" {
 		t.API = prober.APIChat

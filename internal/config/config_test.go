@@ -45,7 +45,7 @@ func TestLoadErrors(t *testing.T) {
 		{"no_url.yml", `line 2: targets[0]: url is empty; expected the server's base URL, e.g. http://vllm:8000`},
 		{"bad_api.yml", `line 3: targets[0]: api="grpc"; expected chat, completions, responses or messages`},
 		{"bad_jitter.yml", `line 2: global.jitter=1.5; expected a fraction in [0, 1), e.g. 0.2 for ±20%`},
-		{"bad_in_flight.yml", `line 2: global.max_in_flight_per_target=0; expected at least 1`},
+		{"bad_in_flight.yml", `line 2: global.max_in_flight_per_target=0; expected from 1 to 10000`},
 		{"no_targets.yml", "no targets; expected at least one in `targets`, a file_sd_configs entry or a --target.url flag (or `targets: []` to probe only through /probe)"},
 		{"bearer_conflict.yml", `line 4: parse config: at most one of bearer_token & bearer_token_file must be configured`},
 	} {
@@ -199,7 +199,7 @@ func TestRedacted(t *testing.T) {
 		}
 	}
 	for _, want := range []string{
-		"credentials: <secret>", "password: <secret>", "X-Api-Key: <secret>", "X-Team: ml", "username: probe",
+		"credentials: <secret>", "password: <secret>", "X-Api-Key: <secret>", "X-Team: <secret>", "username: probe",
 		"stall_timeout: 45s", "max_line_bytes: 1048576", "model_refresh_interval: 5m",
 		"name: coding_assistant", // the whole catalog, with its defaults
 		"min_decode_tokens_per_second: 20",

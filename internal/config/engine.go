@@ -105,8 +105,8 @@ func (e EngineConfig) Validate() error {
 		return fmt.Errorf("engine.probe_scrape_timeout=%s; expected a positive duration up to 10s: every probe waits for this scrape", e.ProbeScrapeTimeout)
 	case e.History < e.ScrapeInterval*2:
 		return fmt.Errorf("engine.history=%s; expected at least twice engine.scrape_interval (%s), so rates have two snapshots", e.History, e.ScrapeInterval)
-	case l.QueueDepthSamples < 2:
-		return fmt.Errorf("engine.live.queue_depth_samples=%d; expected at least 2", l.QueueDepthSamples)
+	case l.QueueDepthSamples < 2 || l.QueueDepthSamples > MaxQueueDepthSamples:
+		return fmt.Errorf("engine.live.queue_depth_samples=%d; expected from 2 to %d", l.QueueDepthSamples, MaxQueueDepthSamples)
 	case l.QueueDepthMaxAge <= 0:
 		return fmt.Errorf("engine.live.queue_depth_max_age=%s; expected a positive duration, e.g. 6h", l.QueueDepthMaxAge)
 	case l.EfficiencyWindow < e.ScrapeInterval:

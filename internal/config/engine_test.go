@@ -48,7 +48,7 @@ func TestEngineConfigErrors(t *testing.T) {
 		{"scrape_timeout: 20s", "engine.scrape_timeout=20s; expected a positive duration no longer than engine.scrape_interval (15s)"},
 		{"probe_scrape_timeout: 0s", "engine.probe_scrape_timeout=0s; expected a positive duration up to 10s"},
 		{"history: 20s", "engine.history=20s; expected at least twice engine.scrape_interval (15s)"},
-		{"live: {queue_depth_samples: 1}", "engine.live.queue_depth_samples=1; expected at least 2"},
+		{"live: {queue_depth_samples: 1}", "engine.live.queue_depth_samples=1; expected from 2 to 100000"},
 		{"live: {efficiency_window: 5s}", "engine.live.efficiency_window=5s; expected at least engine.scrape_interval (15s)"},
 		{"live: {efficiency_window: 1h}", "engine.live.efficiency_window=1h; expected at most engine.history (15m)"},
 		{"live: {efficiency_smoothing: 0s}", "engine.live.efficiency_smoothing=0s; expected a positive duration"},

@@ -48,7 +48,7 @@ type TargetTemplate struct {
 	Model            string                   `yaml:"model,omitempty"`
 	API              prober.API               `yaml:"api"`
 	Scenarios        []string                 `yaml:"scenarios,omitempty"`
-	Headers          map[string]string        `yaml:"headers,omitempty"`
+	Headers          Headers                  `yaml:"headers,omitempty"`
 	HTTPClientConfig promcfg.HTTPClientConfig `yaml:"http_client_config"`
 }
 
@@ -212,7 +212,7 @@ func parseSDFile(f sdFile, tmpl TargetTemplate) ([]TargetConfig, error) {
 				Scenarios:        cloneStrings(tmpl.Scenarios),
 				Headers:          tmpl.Headers,
 				HTTPClientConfig: tmpl.HTTPClientConfig,
-				origin:           fmt.Sprintf("%s (%s)", where, addr),
+				origin:           fmt.Sprintf("%s (%s)", where, RedactURL(addr)),
 			}
 			if len(g.Targets) > 1 && t.Name != "" {
 				return nil, fmt.Errorf("%s: label target=%q is set on a group of %d targets; expected one target per group when it names the target",
@@ -237,7 +237,7 @@ func sdURL(addr, scheme string) (string, error) {
 	}
 	u, err := url.Parse(scheme + "://" + addr)
 	if err != nil || u.Host == "" || u.Path != "" {
-		return "", fmt.Errorf("target %q; expected host:port (e.g. 10.0.0.7:8000) or a base URL", addr)
+		return "", fmt.Errorf("target %q; expected host:port (e.g. 10.0.0.7:8000) or a base URL", RedactURL(addr))
 	}
 	return u.String(), nil
 }

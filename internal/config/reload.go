@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sync"
 
 	"gopkg.in/yaml.v3"
@@ -66,28 +65,16 @@ func (s *SafeConfig) Reload(path string) (changed bool, err error) {
 	return true, nil
 }
 
-// secretHeaderRE matches header names whose values are hidden in the
-// printed config.
-var secretHeaderRE = regexp.MustCompile(`(?i)auth|token|key|secret|passw|cookie|credential|session`)
-
 // Redacted returns the effective config as YAML: defaults filled in, every
 // scenario with all its fields, each target with the scenarios it probes,
-// and secrets shown as <secret>.
+// and secrets shown as <secret>: every value of every headers map (the
+// Headers type), prometheus/common's secrets, the values of http_headers
+// and oauth2.endpoint_params, and the password of a proxy_url.
 func (c *Config) Redacted() string {
 	out := *c
 	out.TargetConfigs = make([]TargetConfig, len(c.TargetConfigs))
 	for i, t := range c.TargetConfigs {
 		t.Scenarios = c.enabled[t.Name]
-		if len(t.Headers) > 0 {
-			h := make(map[string]string, len(t.Headers))
-			for k, v := range t.Headers {
-				if secretHeaderRE.MatchString(k) {
-					v = "<secret>"
-				}
-				h[k] = v
-			}
-			t.Headers = h
-		}
 		out.TargetConfigs[i] = t
 	}
 	out.ScenarioConfigs = make([]ScenarioConfig, len(c.resolved))
@@ -99,6 +86,7 @@ func (c *Config) Redacted() string {
 		return fmt.Sprintf("# cannot print the config: %v\n", err)
 	}
 	flowScalarLists(&doc)
+	redactClientSecrets(&doc)
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)

@@ -196,7 +196,11 @@ func (c *Config) resolveScenarios() error {
 			}
 			s.Conversation.ThinkTime = tt
 		}
-		if err := s.Validate(); err != nil {
+		err := s.Validate()
+		if err == nil {
+			err = checkTokenBounds(s)
+		}
+		if err != nil {
 			if fromWarm {
 				return fmt.Errorf("scenarios[%d]: %w (read from warm:, the older name of conversation:)", i, err)
 			}

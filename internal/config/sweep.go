@@ -192,8 +192,8 @@ func (s *SweepConfig) Validate() error {
 		ns    []int
 	}{{"sweep.closed_loop.concurrency", s.ClosedLoop.Concurrency}, {"sweep.burst.concurrency", s.Burst.Concurrency}} {
 		for _, n := range l.ns {
-			if n < 1 {
-				return fmt.Errorf("%s: %d; expected concurrency values >= 1", l.field, n)
+			if n < 1 || n > MaxConcurrency {
+				return fmt.Errorf("%s: %d; expected concurrency values from 1 to %d", l.field, n, MaxConcurrency)
 			}
 		}
 	}
@@ -202,10 +202,10 @@ func (s *SweepConfig) Validate() error {
 		return fmt.Errorf("sweep.closed_loop.duration=%s; expected a positive duration", s.ClosedLoop.Duration)
 	case s.ClosedLoop.Warmup < 0:
 		return fmt.Errorf("sweep.closed_loop.warmup=%s; expected a duration >= 0", s.ClosedLoop.Warmup)
-	case s.Burst.Repeat < 1:
-		return fmt.Errorf("sweep.burst.repeat=%d; expected at least 1", s.Burst.Repeat)
-	case s.MaxConcurrency < 0:
-		return fmt.Errorf("sweep.max_concurrency=%d; expected >= 0 (0: no ceiling)", s.MaxConcurrency)
+	case s.Burst.Repeat < 1 || s.Burst.Repeat > MaxConcurrency:
+		return fmt.Errorf("sweep.burst.repeat=%d; expected from 1 to %d", s.Burst.Repeat, MaxConcurrency)
+	case s.MaxConcurrency < 0 || s.MaxConcurrency > MaxConcurrency:
+		return fmt.Errorf("sweep.max_concurrency=%d; expected from 0 (no ceiling) to %d", s.MaxConcurrency, MaxConcurrency)
 	case s.Cooldown < 0:
 		return fmt.Errorf("sweep.cooldown=%s; expected a duration >= 0", s.Cooldown)
 	case s.Drain.Timeout <= 0:

@@ -46,9 +46,9 @@ func TestSweepConfigDefaults(t *testing.T) {
 
 func TestSweepConfigErrors(t *testing.T) {
 	for _, tc := range []struct{ yaml, want string }{
-		{"burst: {concurrency: [0]}", "sweep.burst.concurrency: 0; expected concurrency values >= 1"},
+		{"burst: {concurrency: [0]}", "sweep.burst.concurrency: 0; expected concurrency values from 1 to 10000"},
 		{"closed_loop: {duration: 0s}", "sweep.closed_loop.duration=0s; expected a positive duration"},
-		{"burst: {repeat: 0}", "sweep.burst.repeat=0; expected at least 1"},
+		{"burst: {repeat: 0}", "sweep.burst.repeat=0; expected from 1 to 10000"},
 		{"early_stop: {factor: 0.5}", "sweep.early_stop.factor=0.5; expected 0 (off) or a factor >= 1"},
 		{"capacity: {statistic: p42}", `sweep.capacity.statistic: statistic "p42": expected one of mean, p50, p90, p95, p99`},
 		{"capacity: {max_safe_ttft: 0s}", "sweep.capacity.max_safe_ttft=0s; expected a positive duration"},

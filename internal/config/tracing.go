@@ -94,7 +94,12 @@ func (t TracingConfig) Validate() error {
 	if t.ExportEndpoint != "" {
 		u, err := url.Parse(t.ExportEndpoint)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("tracing.export_endpoint=%q; expected an http:// or https:// URL, e.g. http://tempo:4317", t.ExportEndpoint)
+			return fmt.Errorf("tracing.export_endpoint=%q; expected an http:// or https:// URL, e.g. http://tempo:4317", RedactURL(t.ExportEndpoint))
+		}
+		if u.User != nil || hasUserinfo(t.ExportEndpoint) {
+			// The exporter sends no credentials from the URL, and slaprobe logs
+			// the endpoint and shows it on /config.
+			return fmt.Errorf("tracing.export_endpoint=%q carries credentials; expected a URL without user:password@ (the span exporter does not send them, and the endpoint is logged and shown on /config)", RedactURL(t.ExportEndpoint))
 		}
 	}
 	if r := t.SweepExportRatio; math.IsNaN(r) || r < 0 || r > 1 {

@@ -67,6 +67,13 @@ type Daemon struct {
 	mux     *http.ServeMux
 
 	reloadOK, reloadTime prometheus.Gauge
+	// started is the config the process started with: the start-only
+	// settings (config.StartOnly) keep its values. restartRequired is 1
+	// while the loaded config changes one of them; restartSettings lists
+	// which, for /config.
+	started         *config.Config
+	restartRequired prometheus.Gauge
+	restartSettings atomic.Pointer[[]string]
 
 	hooksMu sync.RWMutex
 	hooks   []prober.ProbeHook
@@ -125,12 +132,16 @@ func New(opts Options) (*Daemon, error) {
 			Namespace: "slaprobe", Name: "config_last_reload_success_timestamp_seconds",
 			Help: "Timestamp of the last successful configuration reload.",
 		}),
+		restartRequired: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "slaprobe", Name: "config_restart_required",
+			Help: "Whether the loaded config changes a setting read only at start (tracing, engine, power, global.classic_histogram_buckets), whose running value stays until a restart; /config names the settings.",
+		}),
 	}
 	d.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		versioncollector.NewCollector(Program),
-		d.reloadOK, d.reloadTime,
+		d.reloadOK, d.reloadTime, d.restartRequired,
 	)
 	if _, err := d.cfg.Reload(opts.ConfigFile); err != nil {
 		return nil, err
@@ -141,6 +152,7 @@ func New(opts Options) (*Daemon, error) {
 	}
 	d.guard = guard
 	d.reg.MustRegister(guard.collectors()...)
+	d.started = d.cfg.Get()
 	d.metrics = collector.NewProbeMetricsWith(d.reg, collector.ProbeMetricsOptions{
 		ClassicBuckets: collector.ClassicBuckets(d.cfg.Get().Global.ClassicHistogramBuckets)})
 	d.reloadOK.Set(1)
@@ -207,7 +219,8 @@ func (d *Daemon) OnStop(fn func()) {
 // Handler serves every endpoint.
 func (d *Daemon) Handler() http.Handler { return d.mux }
 
-// Ready reports whether the scheduler is running.
+// Ready reports whether the scheduler is running: false before Run, while
+// a reload restarts it and after a reload failed to start it.
 func (d *Daemon) Ready() bool { return d.ready.Load() }
 
 // routes mounts the daemon's own endpoints. The page at "/" is not one of
@@ -254,6 +267,10 @@ func (d *Daemon) routes() error {
 	})
 	d.mux.HandleFunc("GET /config", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if p := d.restartSettings.Load(); p != nil && len(*p) > 0 {
+			fmt.Fprintf(w, "# RESTART REQUIRED: the settings below are read only at start; the running values are\n"+
+				"# those the process started with, not the ones shown here: %s\n", strings.Join(*p, ", "))
+		}
 		fmt.Fprint(w, d.cfg.Get().Redacted())
 	})
 	return nil
@@ -275,6 +292,14 @@ func (d *Daemon) Reload() (changed bool, err error) {
 	d.reloadOK.Set(1)
 	d.reloadTime.SetToCurrentTime()
 	if !changed {
+		if d.runCtx != nil && d.sched == nil {
+			// The last reload could not start the probes: try again.
+			if err := d.startSchedulerLocked(); err != nil {
+				d.reloadOK.Set(0)
+				d.logger.Error("config reload: cannot start probes; /-/ready reports not ready", "err", err)
+				return false, err
+			}
+		}
 		d.logger.Info("config unchanged", "file", d.opts.ConfigFile)
 		return false, nil
 	}
@@ -286,16 +311,37 @@ func (d *Daemon) Reload() (changed bool, err error) {
 		d.stopSchedulerLocked()
 	}
 	d.applyConfig(old, cur)
+	d.noteStartOnly(cur)
 	if running {
 		if err := d.startSchedulerLocked(); err != nil {
 			d.reloadOK.Set(0)
-			d.logger.Error("config reload: cannot start probes", "err", err)
+			d.logger.Error("config reload: cannot start probes; /-/ready reports not ready", "err", err)
 			return true, err
 		}
 	}
 	d.logger.Info("config reloaded", "file", d.opts.ConfigFile, "targets", len(cur.TargetConfigs))
 	return true, nil
 }
+
+// noteStartOnly reports the start-only settings cur changes: one warning
+// per setting, slaprobe_config_restart_required and a line on /config.
+func (d *Daemon) noteStartOnly(cur *config.Config) {
+	changed := config.StartOnlyChanges(d.started, cur)
+	d.restartSettings.Store(&changed)
+	if len(changed) == 0 {
+		d.restartRequired.Set(0)
+		return
+	}
+	d.restartRequired.Set(1)
+	for _, s := range changed {
+		d.logger.Warn("config reload: this setting is read only at start; the running value stays until slaprobe restarts",
+			"setting", s)
+	}
+}
+
+// buildTargets builds the scheduler's targets; tests replace it to make
+// the start of the probes fail.
+var buildTargets = (*config.Config).Targets
 
 // applyConfig publishes what does not need the scheduler and drops the
 // series of targets that left or changed, so nothing stale lingers.
@@ -341,7 +387,7 @@ func sameTarget(old, cur *config.Config, name string) bool {
 // d.reloadMu is held and no scheduler runs.
 func (d *Daemon) startSchedulerLocked() error {
 	cfg := d.cfg.Get()
-	targets, err := cfg.Targets()
+	targets, err := buildTargets(cfg)
 	if err != nil {
 		return err
 	}
@@ -376,6 +422,7 @@ func (d *Daemon) startSchedulerLocked() error {
 	}()
 	d.sched, d.stopSched, d.schedDone = s, cancel, done
 	d.current.Store(s)
+	d.ready.Store(true)
 	names := make([]string, len(targets))
 	for i, t := range targets {
 		names[i] = t.Name
@@ -387,6 +434,7 @@ func (d *Daemon) startSchedulerLocked() error {
 // stopSchedulerLocked cancels the scheduler and waits for its probes to
 // stop, keeping the models it detected for the next one.
 func (d *Daemon) stopSchedulerLocked() {
+	d.ready.Store(false) // until a scheduler runs again
 	if d.sched == nil {
 		return
 	}

@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"net/http"
 	"strconv"
 	"sync"
@@ -174,7 +173,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	if debug {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprintf(w, "Logs for the probe:\n%s\n\nMetrics that would have been returned:\n", logBuf.String())
+		fmt.Fprintf(w, "Logs for the probe:\n%s\n\nMetrics that would have been returned:\n", cfg.Scrub(logBuf.String()))
 		mfs, err := reg.Gather()
 		if err != nil {
 			fmt.Fprintf(w, "# gather: %v\n", err)
@@ -197,9 +196,12 @@ func (h *Handler) timeout(r *http.Request, cfg *config.Config, s prober.Scenario
 	if v == "" {
 		return timeout, nil
 	}
-	secs, err := strconv.ParseFloat(v, 64)
-	if err != nil || !(secs > 0) || math.IsInf(secs, 0) || secs > maxScrapeTimeout.Seconds() {
-		return 0, fmt.Errorf("header %s=%.40q; expected a number of seconds above 0 and at most %.0f", scrapeTimeoutHeader, v, maxScrapeTimeout.Seconds())
+	secs, err := config.ParseScrapeTimeout(v) // finite, > 0, at most a day
+	if err == nil && secs > maxScrapeTimeout.Seconds() {
+		err = fmt.Errorf("header %s=%.40q; expected a number of seconds above 0 and at most %.0f", scrapeTimeoutHeader, v, maxScrapeTimeout.Seconds())
+	}
+	if err != nil {
+		return 0, err
 	}
 	d := time.Duration(secs*float64(time.Second)) - time.Duration(cfg.Probe.TimeoutOffset)
 	if d <= 0 {

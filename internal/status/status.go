@@ -126,7 +126,17 @@ func (s *Server) render(w http.ResponseWriter, code int, t *template.Template, d
 	// Nothing on these pages loads from elsewhere, and nothing runs.
 	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src data:")
 	w.WriteHeader(code)
-	_, _ = w.Write(buf.Bytes())
+	_, _ = w.Write(s.scrub(buf.Bytes()))
+}
+
+// scrub hides the config's secrets in a page: an error a server answered
+// may echo a credential slaprobe sent it.
+func (s *Server) scrub(page []byte) []byte {
+	cfg := s.o.Config()
+	if cfg == nil {
+		return page
+	}
+	return []byte(cfg.Scrub(string(page)))
 }
 
 // serveReport serves the latest sweep of a target in the report schema.
@@ -161,7 +171,7 @@ func (s *Server) serveReport(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "cannot render the report: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
-	_, _ = w.Write(buf.Bytes())
+	_, _ = w.Write(s.scrub(buf.Bytes()))
 }
 
 // versionLine names the build: the version stamped by `make build`, else

@@ -8,7 +8,11 @@ import (
 func addCheckConfig(c *cli) {
 	cmd := c.app.Command("check-config", "Validate the config, print the effective config (defaults filled in, secrets redacted) and exit non-zero on error.")
 	cf := addConfigFlags(cmd)
+	tf := addTraceFlags(cmd)
 	c.command(cmd, func(context.Context) int {
+		if !tf.summarize(c.stdout, c.stderr) {
+			return 1
+		}
 		cfg, err := cf.load()
 		if err != nil {
 			fmt.Fprintf(c.stderr, "config error: %v\n", err)

@@ -59,10 +59,10 @@ type Counts struct {
 
 // Draw is one probe's request.
 type Draw struct {
-	Request        // HashIDs are the Sampler's own: do not change them
-	Index   int    // the request's place among the kept ones
-	Class   Class  // ClassOf(Input)
-	Clipped bool   // the prompt was cut to fit
+	Request       // HashIDs are the Sampler's own: do not change them
+	Index   int   // the request's place among the kept ones
+	Class   Class // ClassOf(Input)
+	Clipped bool  // the prompt was cut to fit
 }
 
 // Sampler hands out requests of a trace, seeded and reproducible: the same

@@ -59,6 +59,34 @@ func NewPrefixPrompts(p *Prober) *PrefixPrompts {
 	return &PrefixPrompts{p: p, blocks: map[blockCalKey]*blockCal{}}
 }
 
+// Shaper draws the probes of a scenario shaped by a trace: each call one
+// probe and its length class. It must be safe for concurrent use, and a
+// pointer (a Scenario is compared and used as a map key).
+type Shaper interface {
+	Next() (SharedPrefix, string, error)
+}
+
+// probeShaped sends one probe of s drawn by s.Shape; a draw that fails is a
+// failed probe of reason calibration.
+func (p *Prober) probeShaped(ctx context.Context, t Target, model string, s Scenario) Result {
+	sp, class, err := s.Shape.Next()
+	if err != nil {
+		if model == "" {
+			model = t.Model
+		}
+		return Result{Target: t.Name, Model: model, Scenario: s.Name, API: s.APIOn(t), RequestedTokens: s.OutputTokens,
+			Start: p.clock.Now(), Kind: KindError, Reason: ReasonCalibration, Err: err}
+	}
+	p.mu.Lock()
+	if p.prefix.p == nil {
+		p.prefix = PrefixPrompts{p: p, blocks: map[blockCalKey]*blockCal{}}
+	}
+	p.mu.Unlock()
+	res := p.prefix.Probe(ctx, t, model, s, sp)
+	res.LengthClass = class
+	return res
+}
+
 // blockText is the text of the block with the given key: a header whose
 // sixteen digits come from the key (the nonce's shape, so every key costs
 // the same tokens), then words corpus words and a paragraph break.

@@ -19,6 +19,7 @@ func addCheckConfig(c *cli) {
 			return 1
 		}
 		fmt.Fprint(c.stdout, cfg.Redacted())
+		summarizeScenarios(c.stdout, cfg.AllScenarios())
 		fmt.Fprintf(c.stderr, "config OK: %d target(s), %d scenario(s) known\n", len(cfg.TargetConfigs), len(cfg.AllScenarios()))
 		return 0
 	})

@@ -7,6 +7,7 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/slaprobe/slaprobe/internal/workload"
+	"github.com/slaprobe/slaprobe/prober"
 )
 
 // traceFlags are check-config's flags for summarising a trace file.
@@ -53,4 +54,19 @@ func (f *traceFlags) summarize(stdout, stderr io.Writer) bool {
 	}
 	fmt.Fprint(stdout, s.String())
 	return true
+}
+
+// summarizeScenarios prints, for each trace-shaped scenario of cfg, its
+// trace's summary (read when the config was loaded) and its TTFT thresholds
+// per length class.
+func summarizeScenarios(w io.Writer, scenarios []prober.Scenario) {
+	for _, s := range scenarios {
+		sh, ok := s.Shape.(*workload.Shape)
+		if !ok {
+			continue
+		}
+		fmt.Fprintf(w, "scenario %s: ", s.Name)
+		fmt.Fprint(w, sh.Summary().String())
+		fmt.Fprintf(w, "  probes: %d prompt + %d answer tokens on average; TTFT by length class: %s\n", s.InputTokens, s.OutputTokens, sh.TTFT())
+	}
 }

@@ -33,6 +33,9 @@ func TestCheckConfigTrace(t *testing.T) {
 	os.WriteFile(bad, []byte(`{"timestamp": 0, "input_length": 10, "output_length": 2, "hash_ids": [0]}`+"\n"+
 		`{"timestamp": 5, "input_length": "ten", "output_length": 2, "hash_ids": [0]}`+"\n"), 0o600)
 
+	conf := filepath.Join(dir, "conf.yml")
+	os.WriteFile(conf, []byte("targets: [{url: \"http://127.0.0.1:1\"}]\nglobal: {scenarios: [traffic]}\nscenarios:\n"+
+		"  - name: traffic\n    workload: {trace: "+mooncake+", format: mooncake, ttft_by_class: {1k: 2s}}\n"), 0o600)
 	for _, tc := range []struct {
 		name       string
 		args       []string
@@ -44,11 +47,17 @@ func TestCheckConfigTrace(t *testing.T) {
 			[]string{"(mooncake): 500 requests", "requests/s", "input tokens:  mean", "p99", "shared-prefix share:"}, "config OK"},
 		{"burstgpt filtered", []string{"--trace=" + burst, "--trace.format=burstgpt", "--trace.model=GPT-4"}, 0,
 			[]string{"(burstgpt):", "rows left out by the models/log_types filters", "shared-prefix share: unknown"}, "config OK"},
+		{"scenario", []string{"--config.file=" + conf}, 0,
+			[]string{"workload:", "scenario traffic: trace " + mooncake + " (mooncake): 500 requests", "TTFT by length class: 1k≤2s 4k≤3s"}, "config OK"},
 		{"bad line", []string{"--trace=" + bad}, 1, nil, `bad.jsonl:2: field input_length="ten": expected a whole number of tokens`},
 		{"missing file", []string{"--trace=" + filepath.Join(dir, "nope.jsonl")}, 1, nil, "no such file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cmd := exec.Command(bin, append([]string{"check-config", "--target.url=http://127.0.0.1:1"}, tc.args...)...)
+			args := append([]string{"check-config"}, tc.args...)
+			if !strings.HasPrefix(tc.args[0], "--config.file") {
+				args = append(args, "--target.url=http://127.0.0.1:1")
+			}
+			cmd := exec.Command(bin, args...)
 			var out, errb bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &errb
 			err := cmd.Run()

@@ -37,11 +37,11 @@ const (
 // trace that can be drawn from but not replayed); without hash ids no
 // request shares a prefix.
 type Columns struct {
-	Timestamp string `yaml:"timestamp"`
-	TimeUnit  string `yaml:"time_unit"` // s, ms, us or datetime; default s
-	Input     string `yaml:"input_tokens"`
-	Output    string `yaml:"output_tokens"`
-	HashIDs   string `yaml:"hash_ids"` // jsonl: an array of integers; csv: integers separated by spaces or semicolons
+	Timestamp string `yaml:"timestamp,omitempty"`
+	TimeUnit  string `yaml:"time_unit,omitempty"` // s, ms, us or datetime; default s
+	Input     string `yaml:"input_tokens,omitempty"`
+	Output    string `yaml:"output_tokens,omitempty"`
+	HashIDs   string `yaml:"hash_ids,omitempty"` // jsonl: an array of integers; csv: integers separated by spaces or semicolons
 }
 
 // Spec says how to read one trace file.
@@ -50,15 +50,15 @@ type Spec struct {
 	Format Format `yaml:"format"`
 	// Columns maps a csv or jsonl trace's fields; the named formats have
 	// their publisher's columns and ignore it.
-	Columns Columns `yaml:"columns"`
+	Columns Columns `yaml:"columns,omitempty"`
 	// Models and LogTypes keep only the BurstGPT rows whose Model (ChatGPT,
 	// GPT-4) and Log Type (Conversation log, API log) are listed; empty
 	// keeps all.
-	Models   []string `yaml:"models"`
-	LogTypes []string `yaml:"log_types"`
+	Models   []string `yaml:"models,omitempty"`
+	LogTypes []string `yaml:"log_types,omitempty"`
 	// BlockTokens is how many prompt tokens one hash id stands for; 0 means
 	// DefaultBlockTokens.
-	BlockTokens int `yaml:"block_tokens"`
+	BlockTokens int `yaml:"block_tokens,omitempty"`
 }
 
 // Block is the spec's block size in tokens.

@@ -23,9 +23,9 @@ type Probe struct {
 	BlockTokens int
 }
 
-// Shape is the probe request of a draw under salt: its lengths, and the
+// ProbeOf is the probe request of a draw under salt: its lengths, and the
 // keys of its blocks.
-func Shape(d Draw, salt string, blockTokens int) prober.SharedPrefix {
+func ProbeOf(d Draw, salt string, blockTokens int) prober.SharedPrefix {
 	if blockTokens <= 0 {
 		blockTokens = DefaultBlockTokens
 	}
@@ -49,5 +49,5 @@ func (w *Probe) Run(ctx context.Context, p *prober.Prober, t prober.Target, mode
 	if w.PerProbeSalt {
 		salt = NewSalt()
 	}
-	return w.Prompts.Probe(ctx, t, model, s, Shape(d, salt, w.BlockTokens)), d
+	return w.Prompts.Probe(ctx, t, model, s, ProbeOf(d, salt, w.BlockTokens)), d
 }

@@ -81,11 +81,19 @@ type Sampler struct {
 // LoadSampler reads the trace spec names, keeping at most opts.Keep of its
 // requests (a seeded uniform sample, in trace order).
 func LoadSampler(spec Spec, opts SamplerOptions) (*Sampler, error) {
+	s, _, err := LoadSamplerSummary(spec, opts)
+	return s, err
+}
+
+// LoadSamplerSummary is LoadSampler, and the trace's Summary from the same
+// pass.
+func LoadSamplerSummary(spec Spec, opts SamplerOptions) (*Sampler, Summary, error) {
 	r, err := Open(spec)
 	if err != nil {
-		return nil, err
+		return nil, Summary{}, err
 	}
 	defer r.Close()
+	sum := newSummarizer(r)
 	if opts.BlockTokens == 0 {
 		opts.BlockTokens = spec.Block()
 	}
@@ -106,8 +114,9 @@ func LoadSampler(spec Spec, opts SamplerOptions) (*Sampler, error) {
 			break
 		}
 		if err != nil {
-			return nil, err
+			return nil, Summary{}, err
 		}
+		sum.add(&req)
 		own := req
 		own.HashIDs = append([]uint64(nil), req.HashIDs...)
 		// Reservoir sampling (Algorithm R): each request is kept with
@@ -119,14 +128,14 @@ func LoadSampler(spec Spec, opts SamplerOptions) (*Sampler, error) {
 		}
 	}
 	if len(res) == 0 {
-		return nil, fmt.Errorf("workload: %s: no requests (after the models/log_types filters)", spec.Path)
+		return nil, Summary{}, fmt.Errorf("workload: %s: no requests (after the models/log_types filters)", spec.Path)
 	}
 	sort.Slice(res, func(i, j int) bool { return res[i].n < res[j].n })
 	reqs := make([]Request, len(res))
 	for i, k := range res {
 		reqs[i] = k.r
 	}
-	return NewSampler(reqs, opts), nil
+	return NewSampler(reqs, opts), sum.finish(), nil
 }
 
 // NewSampler draws from reqs (kept as they are; not copied).

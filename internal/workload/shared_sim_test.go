@@ -140,7 +140,7 @@ func TestTraceProbesSharePrefixes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sp := Shape(d, NewSalt(), 0) // sharing off: a fresh salt, so fresh blocks
+			sp := ProbeOf(d, NewSalt(), 0) // sharing off: a fresh salt, so fresh blocks
 			first := pp.Probe(ctx, target, "", s, sp)
 			// The control: the same probe again under its salt. Its blocks are in the cache now,
 			// provided the same key always gives the same text.

@@ -124,9 +124,7 @@ func Summarize(spec Spec, progress func(Progress)) (Summary, error) {
 
 // SummarizeReader reads the rest of r into a Summary.
 func SummarizeReader(r *Reader, progress func(Progress)) (Summary, error) {
-	s := Summary{File: r.name, Format: r.spec.Format, Block: r.spec.Block()}
-	var in, out histogram
-	seen := newIDSet()
+	sum := newSummarizer(r)
 	next := int64(ProgressEvery)
 	var req Request
 	for {
@@ -135,48 +133,70 @@ func SummarizeReader(r *Reader, progress func(Progress)) (Summary, error) {
 			break
 		}
 		if err != nil {
-			return s, err
+			return sum.s, err
 		}
-		if s.Requests == 0 || req.At < s.First {
-			s.First = req.At
-		}
-		if req.At > s.Last {
-			s.Last = req.At
-		}
-		s.Requests++
-		in.add(req.Input)
-		out.add(req.Output)
-		s.InputTokens += int64(req.Input)
-		s.OutputTokens += int64(req.Output)
-		if req.Input == 0 {
-			s.ZeroInput++
-		}
-		if req.Output == 0 {
-			s.ZeroOutput++
-		}
-		if len(req.HashIDs) > 0 {
-			s.HashIDs = true
-			s.SharedTokens += int64(SharedPrefix(req.HashIDs, req.Input, s.Block, seen.has))
-			for _, id := range req.HashIDs {
-				if !seen.add(id) && s.SharedExactUpTo == 0 {
-					s.SharedExactUpTo = s.Requests
-				}
-			}
-		}
+		sum.add(&req)
 		if progress != nil && r.BytesRead() >= next {
 			next = r.BytesRead() + ProgressEvery
-			progress(Progress{Bytes: r.BytesRead(), Size: r.Size(), Requests: s.Requests})
+			progress(Progress{Bytes: r.BytesRead(), Size: r.Size(), Requests: sum.s.Requests})
 		}
 	}
-	s.Skipped = r.Skipped()
-	s.Input, s.Output = in.lengths(), out.lengths()
+	if progress != nil {
+		progress(Progress{Bytes: r.BytesRead(), Size: r.Size(), Requests: sum.s.Requests})
+	}
+	return sum.finish(), nil
+}
+
+// summarizer builds a Summary one request at a time.
+type summarizer struct {
+	r       *Reader
+	s       Summary
+	in, out histogram
+	seen    *idSet
+}
+
+func newSummarizer(r *Reader) *summarizer {
+	return &summarizer{r: r, s: Summary{File: r.name, Format: r.spec.Format, Block: r.spec.Block()}, seen: newIDSet()}
+}
+
+func (m *summarizer) add(req *Request) {
+	s := &m.s
+	if s.Requests == 0 || req.At < s.First {
+		s.First = req.At
+	}
+	if req.At > s.Last {
+		s.Last = req.At
+	}
+	s.Requests++
+	m.in.add(req.Input)
+	m.out.add(req.Output)
+	s.InputTokens += int64(req.Input)
+	s.OutputTokens += int64(req.Output)
+	if req.Input == 0 {
+		s.ZeroInput++
+	}
+	if req.Output == 0 {
+		s.ZeroOutput++
+	}
+	if len(req.HashIDs) > 0 {
+		s.HashIDs = true
+		s.SharedTokens += int64(SharedPrefix(req.HashIDs, req.Input, s.Block, m.seen.has))
+		for _, id := range req.HashIDs {
+			if !m.seen.add(id) && s.SharedExactUpTo == 0 {
+				s.SharedExactUpTo = s.Requests
+			}
+		}
+	}
+}
+
+func (m *summarizer) finish() Summary {
+	s := m.s
+	s.Skipped = m.r.Skipped()
+	s.Input, s.Output = m.in.lengths(), m.out.lengths()
 	if s.InputTokens > 0 {
 		s.SharedShare = float64(s.SharedTokens) / float64(s.InputTokens)
 	}
-	if progress != nil {
-		progress(Progress{Bytes: r.BytesRead(), Size: r.Size(), Requests: s.Requests})
-	}
-	return s, nil
+	return s
 }
 
 // SharedPrefix is how many of a prompt's input tokens lie in its leading

@@ -2,6 +2,7 @@ package workload
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/slaprobe/slaprobe/prober"
 )
@@ -50,4 +51,47 @@ func (w *Probe) Run(ctx context.Context, p *prober.Prober, t prober.Target, mode
 		salt = NewSalt()
 	}
 	return w.Prompts.Probe(ctx, t, model, s, ProbeOf(d, salt, w.BlockTokens)), d
+}
+
+// Replayer sends the requests of a replay as probes of scenario S on
+// Target: before each step every request is prepared (calibrated once,
+// then only encoded) under a fresh salt, so a step shares prefixes as the
+// trace does and never with an earlier step.
+type Replayer struct {
+	Prompts     *prober.PrefixPrompts
+	Prober      *prober.Prober
+	Target      prober.Target
+	Model       string
+	Scenario    prober.Scenario
+	BlockTokens int
+	Reqs        []Request
+
+	preps map[int]*prober.Prepared // by Request.Line
+}
+
+// Prepare readies every request for a step: ReplayOptions.Prepare.
+func (rp *Replayer) Prepare(ctx context.Context, _ int) error {
+	salt := NewSalt()
+	rp.preps = make(map[int]*prober.Prepared, len(rp.Reqs))
+	for _, r := range rp.Reqs {
+		d := Draw{Request: r, Class: ClassOf(r.Input)}
+		prep, err := rp.Prompts.Prepare(ctx, rp.Target, rp.Model, rp.Scenario, ProbeOf(d, salt, rp.BlockTokens))
+		if err != nil {
+			return fmt.Errorf("workload: replay: line %d (%d in, %d out): %w", r.Line, r.Input, r.Output, err)
+		}
+		rp.preps[r.Line] = prep
+	}
+	return nil
+}
+
+// Send sends one prepared request: a SendFunc.
+func (rp *Replayer) Send(ctx context.Context, r Request) prober.Result {
+	prep := rp.preps[r.Line]
+	if prep == nil {
+		return prober.Result{Target: rp.Target.Name, Scenario: rp.Scenario.Name, Kind: prober.KindError, Reason: prober.ReasonCalibration,
+			Err: fmt.Errorf("workload: replay: line %d was not prepared", r.Line)}
+	}
+	res := rp.Prober.Run(ctx, rp.Target, prep)
+	res.LengthClass = ClassOf(r.Input).Name
+	return res
 }

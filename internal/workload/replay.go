@@ -85,6 +85,9 @@ func (h Headroom) String() string {
 	case sweep.BoundAtLeast:
 		return fmt.Sprintf("≥%s×", fmtX(h.Multiple))
 	case sweep.BoundBelow:
+		if len(h.Steps) == 0 {
+			return "?"
+		}
 		return fmt.Sprintf("<%s×", fmtX(h.Steps[0].Speedup))
 	case sweep.BoundWithin:
 		return fmt.Sprintf("%s×", fmtX(h.Multiple))

@@ -109,4 +109,6 @@ func addHeadroom(c *cli) {
 	})
 }
 
-func secs(s float64) string { return time.Duration(s * float64(time.Second)).Round(time.Millisecond).String() }
+func secs(s float64) string {
+	return time.Duration(s * float64(time.Second)).Round(time.Millisecond).String()
+}

@@ -59,17 +59,18 @@ func NewPrefixPrompts(p *Prober) *PrefixPrompts {
 	return &PrefixPrompts{p: p, blocks: map[blockCalKey]*blockCal{}}
 }
 
-// Shaper draws the probes of a scenario shaped by a trace: each call one
-// probe and its length class. It must be safe for concurrent use, and a
-// pointer (a Scenario is compared and used as a map key).
+// Shaper draws the probes of a scenario shaped by real traffic (a trace,
+// or the engine's live length mix): each call one probe for t and its
+// length class. It must be safe for concurrent use, and a pointer (a
+// Scenario is compared and used as a map key).
 type Shaper interface {
-	Next() (SharedPrefix, string, error)
+	Next(t Target) (SharedPrefix, string, error)
 }
 
 // probeShaped sends one probe of s drawn by s.Shape; a draw that fails is a
 // failed probe of reason calibration.
 func (p *Prober) probeShaped(ctx context.Context, t Target, model string, s Scenario) Result {
-	sp, class, err := s.Shape.Next()
+	sp, class, err := s.Shape.Next(t)
 	if err != nil {
 		if model == "" {
 			model = t.Model

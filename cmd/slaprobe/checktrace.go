@@ -66,7 +66,12 @@ func summarizeScenarios(w io.Writer, scenarios []prober.Scenario) {
 			continue
 		}
 		fmt.Fprintf(w, "scenario %s: ", s.Name)
-		fmt.Fprint(w, sh.Summary().String())
-		fmt.Fprintf(w, "  probes: %d prompt + %d answer tokens on average; TTFT by length class: %s\n", s.InputTokens, s.OutputTokens, sh.TTFT())
+		if sh.IsLive() {
+			fmt.Fprintf(w, "live length mix of each target's engine (%s and %s over the last %s)\n",
+				workload.VLLMPromptTokens, workload.VLLMGenerationTokens, sh.LiveWindow())
+		} else {
+			fmt.Fprint(w, sh.Summary().String())
+		}
+		fmt.Fprintf(w, "  probes: %d prompt + %d answer tokens on average (the token budget counts these); TTFT by length class: %s\n", s.InputTokens, s.OutputTokens, sh.TTFT())
 	}
 }

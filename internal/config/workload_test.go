@@ -84,6 +84,19 @@ scenarios:
 			}
 		})
 	}
+	live, err := LoadBytes([]byte("targets: [{url: \"http://127.0.0.1:8000\"}]\nglobal: {scenarios: [mix]}\nscenarios:\n  - name: mix\n    workload: live\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sh, ok := live.Scenarios("127.0.0.1:8000")[0].Shape.(*workload.Shape); !ok || !sh.IsLive() || sh.LiveWindow() != workload.DefaultLiveWindow {
+		t.Errorf("workload: live loaded as %+v", live.Scenarios("127.0.0.1:8000")[0])
+	}
+	if _, err := LoadBytes([]byte(live.Redacted())); err != nil {
+		t.Errorf("a live scenario's effective config does not load back: %v\n%s", err, live.Redacted())
+	}
+	if _, err := LoadBytes([]byte("targets: [{url: \"http://127.0.0.1:8000\"}]\nscenarios:\n  - name: mix\n    workload: lively\n")); err == nil || !strings.Contains(err.Error(), `workload="lively"; expected live`) {
+		t.Errorf("workload: lively: error %v", err)
+	}
 	_, err = LoadBytes([]byte("targets: [{url: \"http://127.0.0.1:8000\"}]\nscenarios:\n  - name: chatbot\n    workload: {trace: " + trace + ", format: mooncake}\n"))
 	if err == nil || !strings.Contains(err.Error(), "built-in scenario") {
 		t.Errorf("workload on a built-in scenario: error %v", err)

@@ -46,8 +46,8 @@ type Columns struct {
 
 // Spec says how to read one trace file.
 type Spec struct {
-	Path   string `yaml:"trace"`
-	Format Format `yaml:"format"`
+	Path   string `yaml:"trace,omitempty"`
+	Format Format `yaml:"format,omitempty"`
 	// Columns maps a csv or jsonl trace's fields; the named formats have
 	// their publisher's columns and ignore it.
 	Columns Columns `yaml:"columns,omitempty"`

@@ -10,6 +10,7 @@ import (
 	"github.com/slaprobe/slaprobe/internal/sweep"
 	"github.com/slaprobe/slaprobe/internal/vllmsim"
 	"github.com/slaprobe/slaprobe/prober"
+	"github.com/slaprobe/slaprobe/test/testproc"
 )
 
 // replayEngine: two sequences at once, 5 ms decode steps whatever the batch, a short prefill:
@@ -78,21 +79,25 @@ func TestReplayHeadroom(t *testing.T) {
 	if testing.Short() {
 		t.Skip("replays a trace at five speed-ups on two engines (about 40 s)")
 	}
-	var found [2]float64
-	for i, scale := range []float64{1, 1.3} {
-		target, e := simTarget(t, func(c *vllmsim.Config) { replayEngine(c); c.TimeScale = scale })
-		want := trueCapacity(e.Config()) / replayRate
-		h := replaySweep(t, target)
-		found[i] = h.Multiple
-		lo, hi, _ := h.bracketOf()
-		t.Logf("time scale %.1f: true multiple %.2f× (capacity %.1f req/s over the trace's %.0f), headroom found %s (steps ×%s … ×%s)",
-			scale, want, trueCapacity(e.Config()), replayRate, h, fmtX(lo), fmtX(hi))
-		step := hi - lo
-		if h.Bound != sweep.BoundWithin || math.Abs(h.Multiple-want) > step {
-			t.Errorf("time scale %.1f: headroom %s (%s); want within one step (%.2f) of %.2f×", scale, h, h.Bound, step, want)
+	// A timing check against a simulated engine: quiet cores, up to three attempts (a loaded
+	// machine sends late and slows the engine; the step lines log how late).
+	testproc.TimingAttempts(t, func(errorf func(string, ...any)) {
+		var found [2]float64
+		for i, scale := range []float64{1, 1.3} {
+			target, e := simTarget(t, func(c *vllmsim.Config) { replayEngine(c); c.TimeScale = scale })
+			want := trueCapacity(e.Config()) / replayRate
+			h := replaySweep(t, target)
+			found[i] = h.Multiple
+			lo, hi, _ := h.bracketOf()
+			t.Logf("time scale %.1f: true multiple %.2f× (capacity %.1f req/s over the trace's %.0f), headroom found %s (steps ×%s … ×%s)",
+				scale, want, trueCapacity(e.Config()), replayRate, h, fmtX(lo), fmtX(hi))
+			step := hi - lo
+			if h.Bound != sweep.BoundWithin || math.Abs(h.Multiple-want) > step {
+				errorf("time scale %.1f: headroom %s (%s); want within one step (%.2f) of %.2f×", scale, h, h.Bound, step, want)
+			}
 		}
-	}
-	if r := found[1] / found[0]; r < 0.65 || r > 0.9 {
-		t.Errorf("the 30 %% slower engine's headroom is %.2f of the other's; want about 1/1.3 = 0.77", r)
-	}
+		if r := found[1] / found[0]; r < 0.65 || r > 0.9 {
+			errorf("the 30 %% slower engine's headroom is %.2f of the other's; want about 1/1.3 = 0.77", r)
+		}
+	})
 }

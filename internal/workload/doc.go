@@ -22,5 +22,9 @@
 // The files: format.go (Spec, formats, errors), reader.go (the streaming
 // readers), summary.go (Summarize, the length histogram), generate.go (the
 // synthetic traces), sample.go (drawing probes from a trace), blocks.go
-// (prompt blocks from hash ids), class.go (length classes).
+// (prompt blocks from hash ids), class.go (length classes), probe.go (a
+// draw as a probe; the replay's sender), scenario.go (a scenario's
+// workload: section, Shape), replay.go (the trace replayed at speed-ups, the
+// headroom), headroom.go (slaprobe headroom's run, report and metrics file),
+// live.go (the engine's live length mix, workload: live).
 package workload

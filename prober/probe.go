@@ -49,6 +49,8 @@ type Prober struct {
 	convSeq    *boundedMap[prepKey, uint64]  // conversations started per target and scenario: their draws' stream
 
 	tracer atomic.Value // tracerBox: where probe spans go (trace.go)
+
+	prefix PrefixPrompts // the prompts of Scenario.Shape probes (shared_prefix.go)
 }
 
 // New returns a Prober. A nil logger discards; a nil clock is SystemClock.
@@ -676,6 +678,9 @@ func notAStream(res *Result, body io.Reader) {
 // server (so a down target reads the same with or without a cached
 // calibration), and calibration otherwise.
 func (p *Prober) Probe(ctx context.Context, t Target, model string, s Scenario) Result {
+	if s.Shape != nil {
+		return p.probeShaped(ctx, t, model, s)
+	}
 	prep, err := p.Prepare(ctx, t, model, s)
 	if err != nil {
 		if model == "" {

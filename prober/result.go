@@ -74,6 +74,9 @@ type Result struct {
 	Model    string
 	Scenario string
 	API      API // the endpoint the probe was sent to
+	// LengthClass is the prompt-length class of a probe drawn by
+	// Scenario.Shape ("1k" … "96k"); empty for every other probe.
+	LengthClass string
 
 	Kind   Kind
 	Reason Reason

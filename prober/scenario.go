@@ -105,6 +105,10 @@ type Scenario struct {
 	// API, when set, is the API this scenario is probed on, whatever the
 	// target's: one target can be probed on several APIs at once.
 	API API
+	// Shape, when set, draws each probe's lengths and shared prompt blocks
+	// (a request trace: internal/workload); InputTokens and OutputTokens are
+	// then the trace's means, which the token budget counts.
+	Shape Shaper
 }
 
 // APIOn is the API s is probed on when sent to t: its own, else the target's.

@@ -8,13 +8,18 @@ import (
 func addCheckConfig(c *cli) {
 	cmd := c.app.Command("check-config", "Validate the config, print the effective config (defaults filled in, secrets redacted) and exit non-zero on error.")
 	cf := addConfigFlags(cmd)
+	tf := addTraceFlags(cmd)
 	c.command(cmd, func(context.Context) int {
+		if !tf.summarize(c.stdout, c.stderr) {
+			return 1
+		}
 		cfg, err := cf.load()
 		if err != nil {
 			fmt.Fprintf(c.stderr, "config error: %v\n", err)
 			return 1
 		}
 		fmt.Fprint(c.stdout, cfg.Redacted())
+		summarizeScenarios(c.stdout, cfg.AllScenarios())
 		fmt.Fprintf(c.stderr, "config OK: %d target(s), %d scenario(s) known\n", len(cfg.TargetConfigs), len(cfg.AllScenarios()))
 		return 0
 	})

@@ -54,6 +54,7 @@ func newCLI(stdout, stderr io.Writer) *cli {
 	addCompare(c)
 	addSim(c)
 	addCheckConfig(c)
+	addHeadroom(c)
 	addHealthcheck(c)
 	return c
 }

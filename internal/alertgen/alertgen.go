@@ -56,6 +56,9 @@ type Params struct {
 	// ConversationCache is when SlaprobeConversationCacheLost fires: agents' conversations lose their
 	// prefix cache.
 	ConversationCache ConversationCacheLost
+	// MinTrafficMultiple is when SlaprobeTrafficHeadroomLow fires: the target takes less than this
+	// multiple of a workload trace's traffic (slaprobe_capacity_traffic_multiple).
+	MinTrafficMultiple float64
 }
 
 // ConversationCacheLost is the condition of SlaprobeConversationCacheLost, per conversation scenario
@@ -88,7 +91,8 @@ func Default() Params {
 		// A 12-turn agent conversation every 5 minutes counts 66 follow-ups in 30 minutes; the two-turn
 		// built-ins (one follow-up every 5 or 10 minutes) stay under the floor and are left to
 		// SlaprobePrefixCachingNotWorking.
-		ConversationCache: ConversationCacheLost{Window: 30 * time.Minute, MissShare: 0.25, MinFollowUps: 8, For: 10 * time.Minute},
+		ConversationCache:  ConversationCacheLost{Window: 30 * time.Minute, MissShare: 0.25, MinFollowUps: 8, For: 10 * time.Minute},
+		MinTrafficMultiple: DefaultMinTrafficMultiple,
 	}
 }
 
@@ -102,6 +106,9 @@ func (p Params) Validate() error {
 	}
 	if len(p.Page) == 0 {
 		return fmt.Errorf("alertgen: no page tier; expected at least one")
+	}
+	if !(p.MinTrafficMultiple > 0) || math.IsInf(p.MinTrafficMultiple, 0) {
+		return fmt.Errorf("alertgen: min_traffic_multiple=%v; expected a positive factor, e.g. %v", p.MinTrafficMultiple, DefaultMinTrafficMultiple)
 	}
 	switch c := p.ConversationCache; {
 	case c.Window <= 0:
@@ -183,6 +190,7 @@ func Groups(p Params) ([]Group, error) {
 	rec.Rules = append(rec.Rules, probeRecordingRules()...)
 	alerts := Group{Name: "slaprobe.alerts", Rules: append(append(append(append(sliAlerts(p), goodputAlerts(p)...), otherAlerts()...), newAlerts()...), warmAlerts(p)...)}
 	alerts.Rules = append(alerts.Rules, engineAlerts()...)
+	alerts.Rules = append(alerts.Rules, headroomAlerts(p)...)
 	return []Group{rec, alerts}, nil
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/slaprobe/slaprobe/internal/status"
 	"github.com/slaprobe/slaprobe/internal/sweeper"
 	"github.com/slaprobe/slaprobe/internal/tracing"
+	"github.com/slaprobe/slaprobe/prober"
 )
 
 // Options configure an App.
@@ -113,6 +114,12 @@ func New(o Options) (a *App, err error) {
 	if err := d.AddCollector(collector.NewBandCollector()); err != nil {
 		return nil, err
 	}
+	// Trace-shaped scenarios, per prompt-length class (docs/workloads.md).
+	traces := collector.NewTraceMetrics(func() []prober.Scenario { return d.Config().AllScenarios() })
+	if err := d.AddCollector(traces); err != nil {
+		return nil, err
+	}
+	d.AddHook(traces)
 	cfg := d.Config()
 	if cfg.Engine.Enabled {
 		if err := a.addEngineSignals(cfg.Engine); err != nil {

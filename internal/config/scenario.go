@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/common/model"
 	"gopkg.in/yaml.v3"
 
+	"github.com/slaprobe/slaprobe/internal/workload"
 	"github.com/slaprobe/slaprobe/prober"
 )
 
@@ -33,6 +34,9 @@ type ScenarioConfig struct {
 	// API probes the scenario on this API whatever the target's: chat,
 	// completions, responses or messages. Empty: the target's.
 	API prober.API `yaml:"api,omitempty"`
+	// Workload draws each probe from a request trace (docs/workloads.md):
+	// input_tokens and output_tokens are then optional (the trace's means).
+	Workload *workload.Config `yaml:"workload,omitempty"`
 }
 
 // ConversationConfig is a scenario's conversation section: the follow-up
@@ -154,6 +158,26 @@ func (c *Config) resolveScenarios() error {
 		seen[sc.Name] = true
 
 		s, builtin := prober.LookupBuiltin(sc.Name)
+		var shape *workload.Shape
+		if sc.Workload != nil {
+			if builtin {
+				return fmt.Errorf("%s: workload is set on the built-in scenario %q; expected a new name for a trace-shaped scenario", where, sc.Name)
+			}
+			if sc.Conversation != nil || sc.Warm != nil {
+				return fmt.Errorf("%s: workload and conversation are both set; expected one (a trace's requests are single turns)", where)
+			}
+			var err error
+			if shape, err = workload.Load(sc.Name, *sc.Workload); err != nil {
+				return fmt.Errorf("%s: %w", where, err)
+			}
+			in, out := shape.MeanTokens()
+			if sc.InputTokens == nil {
+				sc.InputTokens = &in
+			}
+			if sc.OutputTokens == nil {
+				sc.OutputTokens = &out
+			}
+		}
 		if !builtin {
 			if sc.InputTokens == nil || sc.OutputTokens == nil {
 				return fmt.Errorf("%s: input_tokens and output_tokens are required for a custom scenario (%q is not built in; built-in names: %s)",
@@ -185,6 +209,9 @@ func (c *Config) resolveScenarios() error {
 			}
 		}
 		sc.apply(&s)
+		if shape != nil {
+			s.Shape = shape
+		}
 		if cv := sc.Conversation; cv != nil && cv.ThinkTime != nil {
 			key := "conversation"
 			if fromWarm {
@@ -307,6 +334,10 @@ func scenarioConfigOf(s prober.Scenario) ScenarioConfig {
 		Name: s.Name, Description: s.Description,
 		InputTokens: &in, OutputTokens: &out, Interval: &iv, Timeout: &to,
 		Thresholds: &ThresholdsConfig{TTFT: &ttft, E2E: &e2e, ITL: &itl, MinDecode: &dec},
+	}
+	if sh, ok := s.Shape.(*workload.Shape); ok {
+		wc := sh.Config()
+		sc.Workload = &wc
 	}
 	if s.IsConversation() {
 		turns, h := s.Conversation.Turns, s.Conversation.IDHeader

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/alecthomas/kingpin/v2"
+
+	"github.com/slaprobe/slaprobe/internal/workload"
+	"github.com/slaprobe/slaprobe/prober"
+)
+
+// traceFlags are check-config's flags for summarising a trace file.
+type traceFlags struct {
+	path     *string
+	format   *string
+	models   *[]string
+	logTypes *[]string
+}
+
+func addTraceFlags(cmd *kingpin.CmdClause) *traceFlags {
+	formats := make([]string, len(workload.Formats))
+	for i, f := range workload.Formats {
+		formats[i] = string(f)
+	}
+	return &traceFlags{
+		path: cmd.Flag("trace", "Summarise this request trace too: requests, time span, rate, length percentiles, shared-prefix share (docs/workloads.md).").
+			PlaceHolder("FILE").String(),
+		format: cmd.Flag("trace.format", "Format of --trace: mooncake, azure or burstgpt (csv and jsonl need a column mapping: name them in a scenario's workload).").
+			Default(string(workload.FormatMooncake)).Enum(formats...),
+		models: cmd.Flag("trace.model", "BurstGPT: keep only rows of this Model (repeatable), e.g. GPT-4.").
+			PlaceHolder("MODEL").Strings(),
+		logTypes: cmd.Flag("trace.log-type", "BurstGPT: keep only rows of this Log Type (repeatable), e.g. 'Conversation log'.").
+			PlaceHolder("TYPE").Strings(),
+	}
+}
+
+// summarize prints the summary of the trace the flags name to stdout, with a
+// progress line on stderr every 64 MiB. It reports whether it succeeded; no
+// --trace is a success.
+func (f *traceFlags) summarize(stdout, stderr io.Writer) bool {
+	if *f.path == "" {
+		return true
+	}
+	spec := workload.Spec{Path: *f.path, Format: workload.Format(*f.format), Models: *f.models, LogTypes: *f.logTypes}
+	s, err := workload.Summarize(spec, func(p workload.Progress) {
+		if p.Size > workload.ProgressEvery { // a small trace needs no progress line
+			fmt.Fprintf(stderr, "trace: %s\n", p)
+		}
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "trace error: %v\n", err)
+		return false
+	}
+	fmt.Fprint(stdout, s.String())
+	return true
+}
+
+// summarizeScenarios prints, for each trace-shaped scenario of cfg, its
+// trace's summary (read when the config was loaded) and its TTFT thresholds
+// per length class.
+func summarizeScenarios(w io.Writer, scenarios []prober.Scenario) {
+	for _, s := range scenarios {
+		sh, ok := s.Shape.(*workload.Shape)
+		if !ok {
+			continue
+		}
+		fmt.Fprintf(w, "scenario %s: ", s.Name)
+		if sh.IsLive() {
+			fmt.Fprintf(w, "live length mix of each target's engine (%s and %s over the last %s)\n",
+				workload.VLLMPromptTokens, workload.VLLMGenerationTokens, sh.LiveWindow())
+		} else {
+			fmt.Fprint(w, sh.Summary().String())
+		}
+		fmt.Fprintf(w, "  probes: %d prompt + %d answer tokens on average (the token budget counts these); TTFT by length class: %s\n", s.InputTokens, s.OutputTokens, sh.TTFT())
+	}
+}

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/slaprobe/slaprobe/internal/sweep"
+	"github.com/slaprobe/slaprobe/internal/workload"
+	"github.com/slaprobe/slaprobe/prober"
+)
+
+func addHeadroom(c *cli) {
+	cmd := c.app.Command("headroom", "Replay a request trace open-loop against one target at speed-ups (×0.5, ×1, ×2, ×4, then refined) and report the largest multiple of the trace's traffic that still meets the goodput rule (docs/workloads.md). It loads the target to saturation: not for a production server under traffic.")
+	target := cmd.Flag("target.url", "Base URL of the server to replay against, e.g. http://vllm:8000.").Required().PlaceHolder("URL").String()
+	model := cmd.Flag("target.model", "Model to send. Default: the first of /v1/models.").PlaceHolder("MODEL").String()
+	api := cmd.Flag("target.api", "API: chat or completions.").Default(string(prober.APIChat)).Enum(string(prober.APIChat), string(prober.APICompletions))
+	tf := addTraceFlags(cmd)
+	requests := cmd.Flag("trace.requests", "Replay the trace's first N requests (those a probe can send: prompt of at least 64 tokens, an answer); 0 for all.").Default("1000").Int()
+	name := cmd.Flag("workload", "The workload label of slaprobe_capacity_traffic_multiple. Default: the trace file's name.").String()
+	speedups := cmd.Flag("speedups", "Speed-ups replayed first, ascending.").Default("0.5,1,2,4").String()
+	refine := cmd.Flag("refine", "Bisection steps between the last speed-up that held and the first that did not.").Default("2").Int()
+	rule := cmd.Flag("capacity-on", "The rule each step must meet (a goodput rule of sweep.capacity_on).").Default(sweep.DefaultCapacityOn).String()
+	ttft := cmd.Flag("ttft", "A request is good when its TTFT is within this. Default: the threshold of its length class (1k-16k 3s, 32k 8s, 96k 12s).").Duration()
+	e2e := cmd.Flag("e2e", "…and its end-to-end latency within this (0: no limit).").Duration()
+	timeout := cmd.Flag("timeout", "Per request.").Default("2m").Duration()
+	report := cmd.Flag("report", "Write the result (every step) as JSON here.").PlaceHolder("FILE").String()
+	metrics := cmd.Flag("metrics.file", "Write slaprobe_capacity_traffic_multiple{target, workload} here in the Prometheus text format (for node_exporter's textfile collector).").PlaceHolder("FILE").String()
+	baseline := cmd.Flag("baseline", "A --report of an earlier run: say how the headroom moved.").PlaceHolder("FILE").String()
+	maxDrop := cmd.Flag("max-drop", "With --baseline: exit 3 when the headroom fell by more than this share.").Default("0.1").Float64()
+
+	c.command(cmd, func(ctx context.Context) int {
+		logger := c.logger()
+		if *tf.path == "" {
+			fmt.Fprintln(c.stderr, "headroom: --trace is required")
+			return exitUsage
+		}
+		speeds, err := workload.ParseSpeedups(*speedups)
+		if err != nil {
+			fmt.Fprintf(c.stderr, "headroom: --speedups: %v\n", err)
+			return exitFailure
+		}
+		u, err := url.Parse(*target)
+		if err != nil || u.Host == "" {
+			fmt.Fprintf(c.stderr, "headroom: --target.url=%q: expected a URL such as http://vllm:8000\n", *target)
+			return exitFailure
+		}
+		var base *workload.HeadroomReport
+		if *baseline != "" {
+			b, err := workload.ReadHeadroomReport(*baseline)
+			if err != nil {
+				fmt.Fprintf(c.stderr, "headroom: --baseline: %v\n", err)
+				return exitFailure
+			}
+			base = &b
+		}
+		classes := workload.DefaultClassTTFT
+		if *ttft > 0 {
+			classes = nil
+		}
+		hr := workload.HeadroomRun{
+			Target:   prober.Target{Name: u.Host, BaseURL: *target, Model: *model, API: prober.API(*api)},
+			Model:    *model,
+			Spec:     workload.Spec{Path: *tf.path, Format: workload.Format(*tf.format), Models: *tf.models, LogTypes: *tf.logTypes},
+			Requests: *requests, Workload: *name, Timeout: *timeout,
+			Thresholds: prober.Thresholds{TTFT: *ttft, E2E: *e2e}, TTFT: classes,
+			Options: workload.ReplayOptions{Speedups: speeds, Refine: max(*refine, -1), Rule: *rule,
+				Step: func(s workload.ReplayStep) {
+					fmt.Fprintf(c.stderr, "×%-5g %7.2f req/s  good %5.1f %% (%d/%d)  TTFT p50 %s p99 %s  sent late p99 %s\n",
+						s.Speedup, s.OfferedRate, 100*s.GoodShare, s.Good, s.Requests, secs(s.TTFT.P50), secs(s.TTFT.P99), s.Late.Round(time.Millisecond))
+				}},
+			Prober: prober.New(logger, prober.SystemClock{}),
+		}
+		if *refine == 0 {
+			hr.Options.Refine = -1
+		}
+		rep, err := workload.RunHeadroom(ctx, hr)
+		if err != nil {
+			fmt.Fprintf(c.stderr, "headroom: %v\n", err)
+			if errors.Is(err, context.Canceled) {
+				return exitInterrupted
+			}
+			return exitFailure
+		}
+		fmt.Fprintf(c.stdout, "headroom of %s on %s (%d requests, %.3g req/s at ×1, %s): %s\n",
+			rep.Target, rep.Workload, rep.Requests, rep.BaseRate, rep.Rule, rep.Headroom)
+		if *report != "" {
+			if err := rep.WriteReport(*report); err != nil {
+				fmt.Fprintf(c.stderr, "headroom: --report: %v\n", err)
+				return exitFailure
+			}
+		}
+		if *metrics != "" {
+			if err := rep.WriteMetrics(*metrics); err != nil {
+				fmt.Fprintf(c.stderr, "headroom: --metrics.file: %v\n", err)
+				return exitFailure
+			}
+		}
+		if base != nil {
+			change, text := workload.CompareHeadroom(rep, *base)
+			fmt.Fprintln(c.stdout, text)
+			if change < -*maxDrop {
+				return exitRegression
+			}
+		}
+		return exitOK
+	})
+}
+
+func secs(s float64) string {
+	return time.Duration(s * float64(time.Second)).Round(time.Millisecond).String()
+}

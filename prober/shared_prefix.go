@@ -38,7 +38,7 @@ type SharedPrefix struct {
 type PrefixPrompts struct {
 	p      *Prober
 	mu     sync.Mutex
-	blocks map[blockCalKey]*blockCal
+	blocks *boundedMap[blockCalKey, *blockCal] // bounded as the Prober's calibrations are (bounded.go)
 }
 
 type blockCalKey struct {
@@ -56,7 +56,7 @@ type blockCal struct {
 
 // NewPrefixPrompts returns a builder of shared-prefix probes for p.
 func NewPrefixPrompts(p *Prober) *PrefixPrompts {
-	return &PrefixPrompts{p: p, blocks: map[blockCalKey]*blockCal{}}
+	return &PrefixPrompts{p: p, blocks: newBoundedMap[blockCalKey, *blockCal](maxCalibrations, stateTTL, p.clock.Now)}
 }
 
 // Shaper draws the probes of a scenario shaped by real traffic (a trace,
@@ -80,7 +80,7 @@ func (p *Prober) probeShaped(ctx context.Context, t Target, model string, s Scen
 	}
 	p.mu.Lock()
 	if p.prefix.p == nil {
-		p.prefix = PrefixPrompts{p: p, blocks: map[blockCalKey]*blockCal{}}
+		p.prefix = PrefixPrompts{p: p, blocks: newBoundedMap[blockCalKey, *blockCal](maxCalibrations, stateTTL, p.clock.Now)}
 	}
 	p.mu.Unlock()
 	res := p.prefix.Probe(ctx, t, model, s, sp)
@@ -119,7 +119,7 @@ func (pp *PrefixPrompts) count(ctx context.Context, t Target, key calKey, prompt
 	p := pp.p
 	spec := requestSpec{API: key.api, Model: key.model, Prompt: prompt}
 	p.mu.Lock()
-	no := p.noTokenize[key.base]
+	no, _ := p.noTokenize.get(key.base)
 	p.mu.Unlock()
 	if key.api == APIResponses || key.api == APIMessages {
 		no = true
@@ -130,7 +130,7 @@ func (pp *PrefixPrompts) count(ctx context.Context, t Target, key calKey, prompt
 			return n, err
 		}
 		p.mu.Lock()
-		p.noTokenize[key.base] = true
+		p.noTokenize.put(key.base, true)
 		p.mu.Unlock()
 	}
 	return p.usageCount(ctx, t, key, spec)
@@ -141,7 +141,7 @@ func (pp *PrefixPrompts) count(ctx context.Context, t Target, key calKey, prompt
 func (pp *PrefixPrompts) block(ctx context.Context, t Target, key calKey, tokens int) (*blockCal, error) {
 	bk := blockCalKey{base: key.base, model: key.model, api: key.api, tokens: tokens}
 	pp.mu.Lock()
-	bc := pp.blocks[bk]
+	bc, _ := pp.blocks.get(bk)
 	pp.mu.Unlock()
 	if bc != nil {
 		return bc, nil
@@ -167,7 +167,7 @@ func (pp *PrefixPrompts) block(ctx context.Context, t Target, key calKey, tokens
 	pp.p.logger.Info("calibrated prompt block", "target", t.Name, "model", key.model, "api", key.api,
 		"block_tokens", tokens, "counted", got, "words", words, "tail_overhead", base)
 	pp.mu.Lock()
-	pp.blocks[bk] = bc
+	pp.blocks.put(bk, bc)
 	pp.mu.Unlock()
 	return bc, nil
 }

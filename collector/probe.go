@@ -156,8 +156,10 @@ func NewProbeMetricsWith(reg prometheus.Registerer, o ProbeMetricsOptions) *Prob
 			"Prompt tokens divided by TTFT (queueing included). Successful and short probes with a cold prompt only.", o.buckets(prefillBuckets, prefillBucketsReduced)),
 		chunk: newHistogram("tokens_per_chunk",
 			"Output tokens carried by each streamed chunk, when the server reports continuous usage.", o.buckets(chunkBuckets, chunkBucketsReduced)),
+		// No classic buckets in any mode: no panel, rule or alert reads
+		// them. _sum / _count give the mean, the native buckets quantiles.
 		ttfc: newHistogram("time_to_first_content_seconds",
-			"Time to the first non-reasoning output token. Successful probes of reasoning models with a cold prompt only.", o.buckets(ttftBuckets, ttftBucketsReduced)),
+			"Time to the first non-reasoning output token. Successful probes of reasoning models with a cold prompt only. Native buckets only; the text format carries _sum, _count and +Inf.", nil),
 		specAcceptance: newHistogram("spec_decode_acceptance_ratio",
 			"Speculative decoding of a probe: accepted / drafted tokens, as the response reported them (vLLM's per-request metrics with the target's per_request_metrics, llama.cpp's timings). Answered probes whose response reported at least one drafted token.", o.buckets(acceptanceBuckets, acceptanceReduced)),
 
@@ -360,8 +362,8 @@ func (m *ProbeMetrics) observe(r *prober.Result) {
 
 // SetScenarioEnabled sets slaprobe_scenario_enabled of a scenario probed on
 // api (the scenario's API on that target). Enabling a scenario
-// also creates its counters at zero, so that rate() and absence alerts
-// work from the first scrape.
+// also creates the counters rules and panels read at zero, so that rate()
+// and absence alerts work from the first scrape.
 func (m *ProbeMetrics) SetScenarioEnabled(target, model, scenario, api string, enabled bool) {
 	v := 0.0
 	if enabled {
@@ -379,10 +381,9 @@ func (m *ProbeMetrics) SetScenarioEnabled(target, model, scenario, api string, e
 		m.tokens.WithLabelValues(target, model, scenario, api, "prompt")
 		m.tokens.WithLabelValues(target, model, scenario, api, "output")
 		m.mismatches.WithLabelValues(target, model, scenario, api)
-		m.usageMismatches.WithLabelValues(target, model, scenario, api)
-		for _, k := range prober.ChunkKinds {
-			m.firstChunk.WithLabelValues(target, model, scenario, api, string(k))
-		}
+		// slaprobe_probe_usage_mismatches_total and _first_chunk_total are
+		// canaries no rule or panel reads: they appear with their first
+		// count instead of waiting at zero on every target and scenario.
 		m.engine.init(target, model, scenario, api)
 	}
 	m.enabled.WithLabelValues(target, model, scenario, api).Set(v)

@@ -92,8 +92,8 @@ func apiOf(r *prober.Result) string { return string(r.API) }
 // ProbeMetrics turns probe results into the slaprobe_* probe metrics of the
 // metrics contract (docs/metrics.md, "Probes"). It is safe for concurrent use.
 type ProbeMetrics struct {
-	ttft, itl, decode, e2e, prefill, chunk, ttfc *prometheus.HistogramVec
-	specAcceptance                               *prometheus.HistogramVec
+	ttft, itl, decode, e2e, prefill, chunk, ttfc *snapHist
+	specAcceptance                               *snapHist
 
 	probes, good, errors, cacheHits, tokens, mismatches *prometheus.CounterVec
 	usageMismatches, firstChunk                         *prometheus.CounterVec
@@ -111,8 +111,10 @@ type ProbeMetrics struct {
 	thresholds map[string]prober.Thresholds
 }
 
-func newHistogram(name, help string, buckets []float64) *prometheus.HistogramVec {
-	return prometheus.NewHistogramVec(prometheus.HistogramOpts{
+// newHistogram returns a probe histogram vector; its scrape keeps the
+// snapshots of children not observed since the last one (scrape.go).
+func newHistogram(name, help string, buckets []float64) *snapHist {
+	return newSnapHist(prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace:                       namespace,
 		Name:                            name,
 		Help:                            help,
@@ -120,7 +122,7 @@ func newHistogram(name, help string, buckets []float64) *prometheus.HistogramVec
 		NativeHistogramBucketFactor:     1.1,
 		NativeHistogramMaxBucketNumber:  160,
 		NativeHistogramMinResetDuration: time.Hour,
-	}, probeLabels)
+	}, probeLabels))
 }
 
 func newCounter(name, help string, extra ...string) *prometheus.CounterVec {
@@ -201,12 +203,15 @@ func NewProbeMetricsWith(reg prometheus.Registerer, o ProbeMetricsOptions) *Prob
 	reg.MustRegister(m.warm.collectors()...)
 	m.engine = newEngineTimingMetrics(o)
 	reg.MustRegister(m.engine.collectors()...)
-	reg.MustRegister(
-		m.ttft, m.itl, m.decode, m.e2e, m.prefill, m.chunk, m.ttfc, m.specAcceptance,
+	reg.MustRegister(m.ttft, m.itl, m.decode, m.e2e, m.prefill, m.chunk, m.ttfc, m.specAcceptance)
+	// Counters and gauges go to the registry in exposition order (scrape.go).
+	for _, c := range []prometheus.Collector{
 		m.probes, m.good, m.errors, m.cacheHits, m.tokens, m.mismatches, m.usageMismatches, m.firstChunk,
 		m.success, m.promptTokens, m.outputTokens, m.lastTimestamp, m.enabled,
 		m.threshold, m.planned, m.contextNeeded,
-	)
+	} {
+		reg.MustRegister(sorted(c))
+	}
 	return m
 }
 

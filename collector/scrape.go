@@ -25,7 +25,8 @@ import (
 // sortedChild is one child of a vector as the registry receives it.
 type sortedChild struct {
 	m      prometheus.Metric
-	labels []*dto.LabelPair // sorted by name, as Write sets them
+	desc   *prometheus.Desc
+	labels []*dto.LabelPair // sorted by name; set before the child is first handed out, then never changed
 	seen   uint64           // the Collect that last found the child in its vector
 
 	// Histograms only (cache): the snapshot of the last Write, kept until an
@@ -36,14 +37,16 @@ type sortedChild struct {
 	snap  *dto.Metric
 }
 
-func (c *sortedChild) Desc() *prometheus.Desc { return c.m.Desc() }
+func (c *sortedChild) Desc() *prometheus.Desc { return c.desc }
 
 // Write hands out the cached snapshot when nothing was observed since it
 // was taken. The snapshot's parts are shared between scrapes, read only:
 // the registry and the encoders never change a written metric.
 func (c *sortedChild) Write(out *dto.Metric) error {
 	if !c.cache {
-		return c.m.Write(out)
+		err := c.m.Write(out)
+		out.Label = c.labels
+		return err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -57,7 +60,7 @@ func (c *sortedChild) Write(out *dto.Metric) error {
 		}
 		c.snap = snap
 	}
-	out.Label = c.snap.Label
+	out.Label = c.labels
 	out.Histogram = c.snap.Histogram
 	out.TimestampMs = c.snap.TimestampMs
 	return nil
@@ -96,12 +99,13 @@ func (s *sortedVec) Collect(ch chan<- prometheus.Metric) {
 	}()
 	s.mu.Lock()
 	s.gen++
-	n, added := 0, false
+	n := 0
+	var added []*sortedChild
 	for m := range in {
 		n++
 		c := s.children[m]
 		if c == nil {
-			c = &sortedChild{m: m, cache: s.cache}
+			c = &sortedChild{m: m, desc: m.Desc(), cache: s.cache}
 			pb := &dto.Metric{}
 			if err := m.Write(pb); err == nil { // else the registry reports it at the child's Write
 				c.labels = pb.Label
@@ -110,11 +114,14 @@ func (s *sortedVec) Collect(ch chan<- prometheus.Metric) {
 				}
 			}
 			s.children[m] = c
-			added = true
+			added = append(added, c)
 		}
 		c.seen = s.gen
 	}
-	if added || n != len(s.order) {
+	if len(added) > 0 {
+		packLabels(added)
+	}
+	if len(added) > 0 || n != len(s.order) {
 		order := make([]*sortedChild, 0, n)
 		for m, c := range s.children {
 			if c.seen != s.gen {
@@ -130,6 +137,43 @@ func (s *sortedVec) Collect(ch chan<- prometheus.Metric) {
 	s.mu.Unlock()
 	for _, c := range order {
 		ch <- c
+	}
+}
+
+// packLabels gives the new children label pairs of their own, side by
+// side in one block, with one copy of each name and value: the registry and
+// the encoder read every label of every child at each scrape, and pairs
+// scattered over the heap as the children were created cost a cache miss
+// each.
+func packLabels(children []*sortedChild) {
+	total := 0
+	for _, c := range children {
+		total += len(c.labels)
+	}
+	pairs := make([]dto.LabelPair, total)
+	ptrs := make([]*dto.LabelPair, total)
+	strs := map[string]*string{}
+	intern := func(v string) *string {
+		p := strs[v]
+		if p == nil {
+			p = &v
+			strs[v] = p
+		}
+		return p
+	}
+	k := 0
+	for _, c := range children {
+		start := k
+		for _, l := range c.labels {
+			pairs[k].Name = intern(l.GetName())
+			pairs[k].Value = intern(l.GetValue())
+			ptrs[k] = &pairs[k]
+			k++
+		}
+		c.labels = ptrs[start:k:k]
+		if c.snap != nil {
+			c.snap.Label = c.labels
+		}
 	}
 }
 

@@ -26,6 +26,23 @@ var seriesBudget = map[ClassicBuckets]int{
 	ClassicBucketsNone:    67,
 }
 
+// fleetBudget is the whole exposition of BenchmarkScrapeFleet's fleet, 20 targets × every
+// built-in scenario: its series and its bytes in the text format. docs/scaling.md states them.
+var fleetBudget = map[ClassicBuckets]struct{ series, bytes int }{
+	ClassicBucketsFull:    {63304, 7000929},
+	ClassicBucketsReduced: {41204, 4529509},
+	ClassicBucketsNone:    {17544, 1918589},
+}
+
+// thousands writes n with a comma every three digits, as docs/scaling.md does.
+func thousands(n int) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
 // fullResult is a successful probe of a reasoning model with continuous usage, whose engine reported
 // its own timing: it fills every probe histogram.
 func fullResult(target, scenario string, i int) *prober.Result {
@@ -134,6 +151,18 @@ func TestSeriesBudget(t *testing.T) {
 			t.Errorf("%s: %d series per target and scenario, want %d", mode, per, want)
 		}
 		if row := fmt.Sprintf("| `%s` | %d |", mode, per); !strings.Contains(string(doc), row) {
+			t.Errorf("docs/scaling.md lacks the row %q", row)
+		}
+
+		// The whole scrape of BenchmarkScrapeFleet's fleet, to the byte: its time is the
+		// benchmark's to measure, its size is held here.
+		body := scrape(t, fleet(mode, 20))
+		want := fleetBudget[mode]
+		if got := countLines(body); got != want.series || len(body) != want.bytes {
+			t.Errorf("%s: 20 targets × %d scenarios scrape %d series in %d bytes, want %d in %d",
+				mode, len(prober.Builtin()), got, len(body), want.series, want.bytes)
+		}
+		if row := fmt.Sprintf("| `%s` | %s | %s |", mode, thousands(want.series), thousands(want.bytes)); !strings.Contains(string(doc), row) {
 			t.Errorf("docs/scaling.md lacks the row %q", row)
 		}
 	}

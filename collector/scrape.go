@@ -119,6 +119,7 @@ func (s *sortedVec) Collect(ch chan<- prometheus.Metric) {
 		c.seen = s.gen
 	}
 	if len(added) > 0 {
+		slices.SortFunc(added, compareChildren) // packed in the order they are read
 		packLabels(added)
 	}
 	if len(added) > 0 || n != len(s.order) {

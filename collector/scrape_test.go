@@ -39,17 +39,20 @@ func TestScrapeSnapshots(t *testing.T) {
 		if got != s.want {
 			t.Errorf("%s: ttft count %d, want %d", s.name, got, s.want)
 		}
-		// The cached exposition equals a fresh one of the same vector.
-		want, err := testutil.CollectAndFormat(m.ttft.HistogramVec, expfmt.TypeTextPlain)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got2, err := testutil.CollectAndFormat(m.ttft, expfmt.TypeTextPlain)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got2, want) {
-			t.Errorf("%s: the cached exposition differs from the vector's:\n%s\nwant\n%s", s.name, got2, want)
+		// The cached exposition equals a fresh one of the same vector, exemplars
+		// (OpenMetrics) and native buckets (protobuf) included.
+		for _, f := range []expfmt.FormatType{expfmt.TypeTextPlain, expfmt.TypeOpenMetrics, expfmt.TypeProtoDelim} {
+			want, err := testutil.CollectAndFormat(m.ttft.HistogramVec, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got2, err := testutil.CollectAndFormat(m.ttft, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got2, want) {
+				t.Errorf("%s, %v: the cached exposition differs from the vector's:\n%s\nwant\n%s", s.name, f, got2, want)
+			}
 		}
 	}
 }

@@ -17,7 +17,7 @@ var (
 )
 
 type engineTimingMetrics struct {
-	queue, prefill, itl, outside *prometheus.HistogramVec
+	queue, prefill, itl, outside *snapHist
 	timing                       *prometheus.CounterVec
 	implausible                  *prometheus.CounterVec
 }
@@ -42,7 +42,7 @@ func newEngineTimingMetrics(o ProbeMetricsOptions) engineTimingMetrics {
 }
 
 func (e *engineTimingMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{e.queue, e.prefill, e.itl, e.outside, e.timing, e.implausible}
+	return []prometheus.Collector{e.queue, e.prefill, e.itl, e.outside, sorted(e.timing), sorted(e.implausible)}
 }
 
 func (e *engineTimingMetrics) vecs() []*prometheus.MetricVec {

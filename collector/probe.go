@@ -92,8 +92,8 @@ func apiOf(r *prober.Result) string { return string(r.API) }
 // ProbeMetrics turns probe results into the slaprobe_* probe metrics of the
 // metrics contract (docs/metrics.md, "Probes"). It is safe for concurrent use.
 type ProbeMetrics struct {
-	ttft, itl, decode, e2e, prefill, chunk, ttfc *prometheus.HistogramVec
-	specAcceptance                               *prometheus.HistogramVec
+	ttft, itl, decode, e2e, prefill, chunk, ttfc *snapHist
+	specAcceptance                               *snapHist
 
 	probes, good, errors, cacheHits, tokens, mismatches *prometheus.CounterVec
 	usageMismatches, firstChunk                         *prometheus.CounterVec
@@ -111,8 +111,10 @@ type ProbeMetrics struct {
 	thresholds map[string]prober.Thresholds
 }
 
-func newHistogram(name, help string, buckets []float64) *prometheus.HistogramVec {
-	return prometheus.NewHistogramVec(prometheus.HistogramOpts{
+// newHistogram returns a probe histogram vector; its scrape keeps the
+// snapshots of children not observed since the last one (scrape.go).
+func newHistogram(name, help string, buckets []float64) *snapHist {
+	return newSnapHist(prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace:                       namespace,
 		Name:                            name,
 		Help:                            help,
@@ -120,7 +122,7 @@ func newHistogram(name, help string, buckets []float64) *prometheus.HistogramVec
 		NativeHistogramBucketFactor:     1.1,
 		NativeHistogramMaxBucketNumber:  160,
 		NativeHistogramMinResetDuration: time.Hour,
-	}, probeLabels)
+	}, probeLabels))
 }
 
 func newCounter(name, help string, extra ...string) *prometheus.CounterVec {
@@ -156,8 +158,10 @@ func NewProbeMetricsWith(reg prometheus.Registerer, o ProbeMetricsOptions) *Prob
 			"Prompt tokens divided by TTFT (queueing included). Successful and short probes with a cold prompt only.", o.buckets(prefillBuckets, prefillBucketsReduced)),
 		chunk: newHistogram("tokens_per_chunk",
 			"Output tokens carried by each streamed chunk, when the server reports continuous usage.", o.buckets(chunkBuckets, chunkBucketsReduced)),
+		// No classic buckets in any mode: no panel, rule or alert reads
+		// them. _sum / _count give the mean, the native buckets quantiles.
 		ttfc: newHistogram("time_to_first_content_seconds",
-			"Time to the first non-reasoning output token. Successful probes of reasoning models with a cold prompt only.", o.buckets(ttftBuckets, ttftBucketsReduced)),
+			"Time to the first non-reasoning output token. Successful probes of reasoning models with a cold prompt only. Native buckets only; the text format carries _sum, _count and +Inf.", nil),
 		specAcceptance: newHistogram("spec_decode_acceptance_ratio",
 			"Speculative decoding of a probe: accepted / drafted tokens, as the response reported them (vLLM's per-request metrics with the target's per_request_metrics, llama.cpp's timings). Answered probes whose response reported at least one drafted token.", o.buckets(acceptanceBuckets, acceptanceReduced)),
 
@@ -199,12 +203,15 @@ func NewProbeMetricsWith(reg prometheus.Registerer, o ProbeMetricsOptions) *Prob
 	reg.MustRegister(m.warm.collectors()...)
 	m.engine = newEngineTimingMetrics(o)
 	reg.MustRegister(m.engine.collectors()...)
-	reg.MustRegister(
-		m.ttft, m.itl, m.decode, m.e2e, m.prefill, m.chunk, m.ttfc, m.specAcceptance,
+	reg.MustRegister(m.ttft, m.itl, m.decode, m.e2e, m.prefill, m.chunk, m.ttfc, m.specAcceptance)
+	// Counters and gauges go to the registry in exposition order (scrape.go).
+	for _, c := range []prometheus.Collector{
 		m.probes, m.good, m.errors, m.cacheHits, m.tokens, m.mismatches, m.usageMismatches, m.firstChunk,
 		m.success, m.promptTokens, m.outputTokens, m.lastTimestamp, m.enabled,
 		m.threshold, m.planned, m.contextNeeded,
-	)
+	} {
+		reg.MustRegister(sorted(c))
+	}
 	return m
 }
 
@@ -360,8 +367,8 @@ func (m *ProbeMetrics) observe(r *prober.Result) {
 
 // SetScenarioEnabled sets slaprobe_scenario_enabled of a scenario probed on
 // api (the scenario's API on that target). Enabling a scenario
-// also creates its counters at zero, so that rate() and absence alerts
-// work from the first scrape.
+// also creates the counters rules and panels read at zero, so that rate()
+// and absence alerts work from the first scrape.
 func (m *ProbeMetrics) SetScenarioEnabled(target, model, scenario, api string, enabled bool) {
 	v := 0.0
 	if enabled {
@@ -379,10 +386,9 @@ func (m *ProbeMetrics) SetScenarioEnabled(target, model, scenario, api string, e
 		m.tokens.WithLabelValues(target, model, scenario, api, "prompt")
 		m.tokens.WithLabelValues(target, model, scenario, api, "output")
 		m.mismatches.WithLabelValues(target, model, scenario, api)
-		m.usageMismatches.WithLabelValues(target, model, scenario, api)
-		for _, k := range prober.ChunkKinds {
-			m.firstChunk.WithLabelValues(target, model, scenario, api, string(k))
-		}
+		// slaprobe_probe_usage_mismatches_total and _first_chunk_total are
+		// canaries no rule or panel reads: they appear with their first
+		// count instead of waiting at zero on every target and scenario.
 		m.engine.init(target, model, scenario, api)
 	}
 	m.enabled.WithLabelValues(target, model, scenario, api).Set(v)

@@ -257,7 +257,7 @@ func TestObserveSemantics(t *testing.T) {
 			r := success()
 			tc.mutate(&r)
 			m.Observe(&r)
-			count := func(v *prometheus.HistogramVec) int {
+			count := func(v *snapHist) int {
 				return int(histCount(t, v.WithLabelValues("a", "m", r.Scenario, "chat")))
 			}
 			if got := count(m.ttft); got != tc.ttft {
@@ -473,7 +473,7 @@ func TestEngineTimingFollowsTTFT(t *testing.T) {
 			if ttft != tc.ttft {
 				t.Errorf("TTFT samples = %d, want %d", ttft, tc.ttft)
 			}
-			for name, h := range map[string]*prometheus.HistogramVec{"queue": m.engine.queue, "prefill": m.engine.prefill, "outside": m.engine.outside} {
+			for name, h := range map[string]*snapHist{"queue": m.engine.queue, "prefill": m.engine.prefill, "outside": m.engine.outside} {
 				if got := histCount(t, h.WithLabelValues(lv...)); got != ttft {
 					t.Errorf("engine %s samples = %d, TTFT samples = %d: want the same probes", name, got, ttft)
 				}

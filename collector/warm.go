@@ -19,7 +19,7 @@ type warmMetrics struct {
 	followUps, misses                      *prometheus.CounterVec
 
 	turns                            *prometheus.CounterVec
-	cachedRatio, conversationSeconds *prometheus.HistogramVec
+	cachedRatio, conversationSeconds *snapHist
 }
 
 // Classic buckets of the conversation histograms. The cached share has edges
@@ -57,8 +57,8 @@ func newWarmMetrics(o ProbeMetricsOptions) warmMetrics {
 }
 
 func (w warmMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{w.hitRatio, w.saved, w.savedRatio, w.primeTTFT, w.followUps, w.misses,
-		w.turns, w.cachedRatio, w.conversationSeconds}
+	return []prometheus.Collector{sorted(w.hitRatio), sorted(w.saved), sorted(w.savedRatio), sorted(w.primeTTFT),
+		sorted(w.followUps), sorted(w.misses), sorted(w.turns), w.cachedRatio, w.conversationSeconds}
 }
 
 // observePrime records a successful priming turn.

@@ -97,6 +97,7 @@ func newRefusedCounter() *prometheus.CounterVec {
 			"unauthenticated (no or wrong basic auth credentials: HTTP 401, gRPC Unauthenticated), " +
 			"throttled (unknown credentials while the password checks' CPU budget is spent: HTTP 503, gRPC Unavailable, both retried), " +
 			"too_many (the receiver's concurrent exports were in progress: HTTP 503, gRPC Unavailable, both retried), " +
+			"decode_budget (the receivers' time budget for reading and decoding exports was spent: HTTP 503, gRPC Unavailable, both retried), " +
 			"too_large (over the size limit once decompressed), bad_request (not an OTLP trace export). " +
 			"A failed TLS handshake (a missing or wrong client certificate, a plain-text client) is no export and is not counted.",
 	}, []string{"protocol", "reason"})
@@ -129,11 +130,12 @@ func httpServer(h http.Handler) *http.Server {
 }
 
 // grpcOptions are the OTLP/gRPC server's limits. inFlight bounds the
-// exports in progress across connections: a stream beyond it is refused
-// with UNAVAILABLE before its message is read (grpc-go reads a unary
-// request whole before any interceptor runs), and its slot is freed when
-// the stream ends.
-func grpcOptions(inFlight slots, refused *prometheus.CounterVec, authTap func(*tap.Info) error) []grpc.ServerOption {
+// exports in progress across connections: a stream beyond it, or one that
+// meets a spent budget (budget.go), is refused with UNAVAILABLE before its
+// message is read (grpc-go reads a unary request whole before any
+// interceptor runs), and its slot is freed, and its time charged, when the
+// stream ends.
+func grpcOptions(inFlight slots, budget *timeBudget, refused *prometheus.CounterVec, authTap func(*tap.Info) error) []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(maxExportBytes),
 		grpc.MaxConcurrentStreams(maxGRPCStreams),
@@ -149,11 +151,21 @@ func grpcOptions(inFlight slots, refused *prometheus.CounterVec, authTap func(*t
 			if err := authTap(info); err != nil {
 				return ctx, err
 			}
+			start, ok := budget.take()
+			if !ok {
+				refused.WithLabelValues(receiverGRPC, RefusedBudget).Inc()
+				return ctx, status.Error(codes.Unavailable, "OTLP/gRPC: the receivers' time budget is spent; retry later")
+			}
 			if !inFlight.tryAcquire() {
 				refused.WithLabelValues(receiverGRPC, RefusedTooMany).Inc()
 				return ctx, status.Errorf(codes.Unavailable, "OTLP/gRPC: %d exports in progress; retry later", maxConcurrentExports)
 			}
-			context.AfterFunc(ctx, inFlight.release)
+			// The stream's context ends when the export has been answered:
+			// the slot's time, reading and inflating included, is charged.
+			context.AfterFunc(ctx, func() {
+				budget.charge(start)
+				inFlight.release()
+			})
 			return ctx, nil
 		}),
 	}

@@ -59,6 +59,11 @@ const (
 	// maxGRPCStreams bounds the exports in progress on one gRPC
 	// connection (a client queues more).
 	maxGRPCStreams = 4
+	// grpcStreamWindow and grpcConnWindow are the HTTP/2 flow-control
+	// windows: what a client may send before slaprobe reads it (256 KiB
+	// per export, 1 MiB per connection: at 1 ms of round trip, 256 MB/s).
+	grpcStreamWindow = 256 << 10
+	grpcConnWindow   = 1 << 20
 
 	// readTimeout bounds reading one HTTP request, body included: 4 MiB
 	// at 1.2 Mbit/s, a 16 MiB body at 4.5 Mbit/s.
@@ -139,6 +144,11 @@ func grpcOptions(inFlight slots, budget *timeBudget, refused *prometheus.Counter
 	return []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(maxExportBytes),
 		grpc.MaxConcurrentStreams(maxGRPCStreams),
+		// Static flow-control windows: with grpc-go's dynamic ones a
+		// client may send megabytes of an export before the tap's
+		// refusal reaches it, all of which is read and thrown away.
+		grpc.StaticStreamWindowSize(grpcStreamWindow),
+		grpc.StaticConnWindowSize(grpcConnWindow),
 		grpc.ConnectionTimeout(headerTimeout),
 		grpc.KeepaliveParams(keepalive.ServerParameters{
 			MaxConnectionIdle: idleTimeout,

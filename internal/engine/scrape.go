@@ -193,7 +193,6 @@ var (
 	sglCachedTokens = names{"sglang:cached_tokens_total", "sglang:cached_tokens"}
 	sglStageLatency = names{"sglang:per_stage_req_latency_seconds"}
 	sglSpecAccept   = names{"sglang:spec_accept_rate"}
-	sglSpecAcceptLn = names{"sglang:spec_accept_length"}
 
 	lcppRunning      = names{"llamacpp:requests_processing"}
 	lcppWaiting      = names{"llamacpp:requests_deferred"}
@@ -219,6 +218,12 @@ var (
 		{"decode_loop", PhaseDecode},
 	}
 )
+
+// sglSpecAcceptLn is SGLang's mean accept length: below 1 (SGLang exports 0
+// without speculative decoding), its spec_accept_rate says nothing. Kept
+// apart from the table above; where that table registers the families the
+// page filter keeps, this one must be registered too.
+var sglSpecAcceptLn = names{"sglang:spec_accept_length"}
 
 // Where a prompt token's KV came from, the source label of
 // slaprobe_engine_prompt_tokens_by_source_total.

@@ -127,6 +127,27 @@ func Parse(r io.Reader) (Snapshot, error) {
 // names lists the families that carry one signal, current name first. The
 // first family present wins, so an engine that exports both an old and a new
 // name (as some simulators do) is not counted twice.
+//
+// Where each name comes from (docs/engines.md has the full table; the
+// fixtures in testdata follow these sources, testdata/README.md):
+//   - vLLM: the families of vllm-project/vllm
+//     tests/entrypoints/instrumentator/test_metrics.py (EXPECTED_METRICS_V1,
+//     commit 20ef9d82bba5); the tail families (waiting by reason, prompt
+//     tokens by source, sleep state, spec decode, NIXL) from
+//     vllm/v1/metrics/loggers.py and vllm/v1/spec_decode/metrics.py
+//     (PrometheusStatLogger). Older names (gpu_cache_usage_perc,
+//     gpu_prefix_cache_*, time_per_output_token_seconds, counters without
+//     _total) are vLLM V0's, still served by some simulators.
+//   - SGLang: sgl-project/sglang python/sglang/srt/metrics/collector.py
+//     (commit 00ae9c1590d2) and test/srt/test_metrics.py (essential_metrics,
+//     commit 00a2f8074611). cached_tokens_total has no sample before the
+//     first cache hit; spec_accept_rate and spec_accept_length read 0 on an
+//     engine without speculative decoding.
+//   - llama.cpp server: ggml-org/llama.cpp tools/server (the metrics result's
+//     Prometheus rendering; tools/server/README.md's table). spec_decode_*
+//     came with PR #26389, prompt_tokens_cached_total with commit decaf508b
+//     (2026-08); kv_cache_usage_ratio was removed upstream (PR #13660) and
+//     is read from older builds only.
 type names []string
 
 var (
@@ -197,6 +218,12 @@ var (
 		{"decode_loop", PhaseDecode},
 	}
 )
+
+// sglSpecAcceptLn is SGLang's mean accept length: below 1 (SGLang exports 0
+// without speculative decoding), its spec_accept_rate says nothing. Kept
+// apart from the table above; where that table registers the families the
+// page filter keeps, this one must be registered too.
+var sglSpecAcceptLn = names{"sglang:spec_accept_length"}
 
 // Where a prompt token's KV came from, the source label of
 // slaprobe_engine_prompt_tokens_by_source_total.
@@ -363,6 +390,11 @@ func readSGLangTail(fams map[string]*dto.MetricFamily, s *Snapshot) {
 		}
 	}
 	s.SpecAcceptRate, s.HasSpecAcceptRate = meanOf(fams, sglSpecAccept)
+	// Without speculative decoding SGLang still exports both gauges, at 0;
+	// with it, a step emits at least one token (accept length >= 1).
+	if l, ok := meanOf(fams, sglSpecAcceptLn); ok && l < 1 {
+		s.SpecAcceptRate, s.HasSpecAcceptRate = 0, false
+	}
 
 	// Tensor-parallel ranks observe the same requests: where a tp_rank label
 	// exists, rank 0 alone is read, so a request is not counted once per rank.

@@ -679,7 +679,7 @@ func (p *Prober) send(ctx context.Context, t Target, prep *Prepared, turn int, b
 		cause = context.Cause(ctx)
 	}
 	d.settle(end, cause)
-	if d.keepText {
+	if d.keepText && res.Kind == KindSuccess { // only a successful turn is followed, and replayed
 		res.Answer = string(d.answer)
 	}
 	return span

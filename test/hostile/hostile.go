@@ -108,6 +108,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
+	var req struct {
+		Stream bool `json:"stream"`
+	}
+	if _ = json.Unmarshal(body, &req); !req.Stream {
+		// A calibration's max_tokens: 1 request (the Responses and Messages
+		// APIs have no /tokenize): its usage, as an engine answers.
+		var v any
+		_ = json.Unmarshal(body, &v)
+		n := words(v, "")
+		writeJSON(w, map[string]any{"usage": map[string]any{"prompt_tokens": n, "input_tokens": n, "completion_tokens": 1, "output_tokens": 1}})
+		return
+	}
 	switch mode {
 	case "bigchunks":
 		chunk := strings.Repeat("a", s.chunkBytes())

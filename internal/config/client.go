@@ -25,6 +25,21 @@ func NewTargetClient(cfg promcfg.HTTPClientConfig, name string) (*http.Client, e
 	return c, nil
 }
 
+// defaultHTTPClientConfig is prometheus/common's default with
+// follow_redirects off, as every target client is built (NewTargetClient),
+// so that /config and check-config show what is done.
+func defaultHTTPClientConfig() promcfg.HTTPClientConfig {
+	c := promcfg.DefaultHTTPClientConfig
+	c.FollowRedirects = false
+	return c
+}
+
+// noFollow turns follow_redirects off in c. prometheus/common sets it
+// true in every http_client_config section it reads, before the section's
+// own fields, so an explicit true cannot be told from none: it is turned
+// off, and /config and check-config show false, which is what is done.
+func noFollow(c *promcfg.HTTPClientConfig) { c.FollowRedirects = false }
+
 // maxMaxAnswerBytes bounds global.max_answer_bytes: a conversation replays
 // what it keeps in every later turn's body.
 const maxMaxAnswerBytes = 64 << 20

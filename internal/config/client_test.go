@@ -9,8 +9,8 @@ import (
 )
 
 // TestTargetClientsFollowNoRedirect: every client built for a target (its
-// own, and /probe's) answers a 307 as it is, with follow_redirects: true
-// too; the other origin never sees the credentials.
+// own, and /probe's) answers a 307 as it is; the other origin never sees
+// the credentials. follow_redirects shows false, as done.
 func TestTargetClientsFollowNoRedirect(t *testing.T) {
 	var elsewhere atomic.Int64
 	other := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { elsewhere.Add(1) }))
@@ -22,10 +22,9 @@ func TestTargetClientsFollowNoRedirect(t *testing.T) {
 	c, err := LoadBytes([]byte(`targets:
   - url: ` + srv.URL + `
     http_client_config:
-      follow_redirects: true
       authorization: {credentials: s3cr3t}
 probe:
-  http_client_config: {follow_redirects: true, authorization: {credentials: s3cr3t}}
+  http_client_config: {authorization: {credentials: s3cr3t}}
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -55,6 +54,14 @@ probe:
 	}
 	if n := elsewhere.Load(); n != 0 {
 		t.Errorf("the other origin was asked %d times", n)
+	}
+	c, err = LoadBytes([]byte("targets: [{url: http://127.0.0.1:1, http_client_config: {follow_redirects: true}}]\n" +
+		"probe: {http_client_config: {follow_redirects: true}}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.TargetConfigs[0].HTTPClientConfig.FollowRedirects || c.Probe.HTTPClientConfig.FollowRedirects {
+		t.Error("follow_redirects: true kept; want it shown off, as done")
 	}
 }
 

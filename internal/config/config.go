@@ -131,7 +131,7 @@ var DefaultGlobalConfig = GlobalConfig{
 // DefaultTargetConfig is used for absent fields of a target.
 var DefaultTargetConfig = TargetConfig{
 	API:              prober.APIChat,
-	HTTPClientConfig: promcfg.DefaultHTTPClientConfig,
+	HTTPClientConfig: defaultHTTPClientConfig(),
 }
 
 // Each section decodes through its own "plain" type: it has the fields but
@@ -533,6 +533,7 @@ func (t *TargetConfig) finish() error {
 	if err := t.HTTPClientConfig.Validate(); err != nil {
 		return fmt.Errorf("http_client_config: %w", err)
 	}
+	noFollow(&t.HTTPClientConfig)
 	// Building the client once catches unreadable TLS files at load time.
 	if _, err := NewTargetClient(t.HTTPClientConfig, "slaprobe"); err != nil {
 		return fmt.Errorf("http_client_config: %w", err)

@@ -66,6 +66,7 @@ func (c *Config) checkProbe(dir string) error {
 	if err := p.HTTPClientConfig.Validate(); err != nil {
 		return fmt.Errorf("probe.http_client_config: %w", err)
 	}
+	noFollow(&p.HTTPClientConfig)
 	if p.Scenarios != nil {
 		if err := c.checkList("probe.scenarios", p.Scenarios, c.scenarioNames()); err != nil {
 			return err

@@ -90,7 +90,7 @@ var probeLabels = []string{"target", "model", "scenario", "api"}
 func apiOf(r *prober.Result) string { return string(r.API) }
 
 // ProbeMetrics turns probe results into the slaprobe_* probe metrics of the
-// metrics contract (docs/architecture.md). It is safe for concurrent use.
+// metrics contract (docs/metrics.md, "Probes"). It is safe for concurrent use.
 type ProbeMetrics struct {
 	ttft, itl, decode, e2e, prefill, chunk, ttfc *prometheus.HistogramVec
 	specAcceptance                               *prometheus.HistogramVec

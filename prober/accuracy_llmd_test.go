@@ -2,7 +2,7 @@ package prober_test
 
 // The accuracy checks again, against the pinned third-party
 // llm-d-inference-sim v0.10.2 (package test/llmd; what it does is in
-// docs/testing.md). Its tokenizer (about one token per word, "### role: "
+// test/llmd/README.md). Its tokenizer (about one token per word, "### role: "
 // chat rendering) and its streaming code are not ours, so passing here shows
 // the prober does not just agree with our own simulator.
 //

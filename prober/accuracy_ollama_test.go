@@ -2,7 +2,7 @@ package prober_test
 
 // The accuracy checks against a real engine: Ollama v0.17.4 (llama.cpp's
 // ggml on CPU) serving a tiny random-weight llama model (package
-// test/ollama; what it lacks is in docs/testing.md). Nothing in it is ours:
+// test/ollama; what it lacks is in test/ollama/README.md). Nothing in it is ours:
 // its tokenizer, its scheduler and its streaming code are the ones users run,
 // and it lacks /tokenize, /metrics and ignore_eos.
 //

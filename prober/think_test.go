@@ -427,10 +427,10 @@ func TestSchedulerConversationsKeepTheLimit(t *testing.T) {
 }
 
 // TestAgentScenariosCost: the built-in agent scenarios are conversations
-// with think time, not probed by default, and cost what the README's table
+// with think time, not probed by default, and cost what CONFIGURATION.md's table
 // says (tokens per probe, and tokens an hour to 0.01 M).
 func TestAgentScenariosCost(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	readme, err := os.ReadFile(filepath.Join("..", "CONFIGURATION.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -447,15 +447,15 @@ func TestAgentScenariosCost(t *testing.T) {
 		}
 		row := regexp.MustCompile("(?m)^\\| `" + name + "` \\| ([0-9,]+) \\| [^|]+ \\| ([0-9.]+) M \\|$").FindStringSubmatch(string(readme))
 		if row == nil {
-			t.Errorf("README: no cost row for %s", name)
+			t.Errorf("CONFIGURATION.md: no cost row for %s", name)
 			continue
 		}
 		perHour := PlannedTokensPerHour([]Scenario{s})
 		if got, want := strings.ReplaceAll(row[1], ",", ""), strconv.Itoa(s.TokensPerProbe()); got != want {
-			t.Errorf("README: %s costs %s tokens a probe; the scenario sends %s", name, got, want)
+			t.Errorf("CONFIGURATION.md: %s costs %s tokens a probe; the scenario sends %s", name, got, want)
 		}
 		if got, want := row[2], strconv.FormatFloat(perHour/1e6, 'f', 2, 64); got != want {
-			t.Errorf("README: %s costs %s M tokens an hour; planned tokens per hour say %s M", name, got, want)
+			t.Errorf("CONFIGURATION.md: %s costs %s M tokens an hour; planned tokens per hour say %s M", name, got, want)
 		}
 	}
 }

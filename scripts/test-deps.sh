@@ -198,7 +198,7 @@ llmd_dep() {
 # Ollama, a real inference engine, and tinymodel, which writes the tiny model it serves. One module,
 # test/tools/ollama, pins both (and gen2brain/malgo, whose module ships the miniaudio.h that Ollama's
 # module zip leaves out). -O3 -march=native matters: without it ggml is built for plain x86-64 and
-# runs several times slower (docs/testing.md has the figures). The stamp holds the pins, the flags and
+# runs about four times slower (test/ollama/README.md). The stamp holds the pins, the flags and
 # the CPU's features, since a -march=native binary is only good on the CPU it was built for.
 
 # ollama_flags_for GOARCH NATIVE EXTRA < OPTIONS: the C and C++ flags of Ollama's build, from what the

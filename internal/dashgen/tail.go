@@ -51,7 +51,7 @@ func probeMean(metric, window string) string {
 
 // tailRow is the "Why the tail" row: the engine's own account of what makes probes slow, beside
 // what the probes measured. Each engine signal is there only where the engine exports it (see the
-// engines table in README.md): a panel of an engine without it stays empty.
+// engines table in docs/engines.md): a panel of an engine without it stays empty.
 func tailRow(b *board) {
 	b.row("Why the tail: the engine's own signals")
 

@@ -70,8 +70,8 @@ func TestSystemdUnit(t *testing.T) {
 	if recorded == nil || recorded[1] != string(m[1]) {
 		t.Errorf("the unit's comment records exposure %v; systemd-analyze says %s: update the comment and the docs", recorded, m[1])
 	}
-	if readme := string(readFile(t, filepath.Join(root, "README.md"))); !strings.Contains(readme, "rates its exposure **"+string(m[1])+" ") {
-		t.Errorf("README.md does not record the exposure %s (\"rates its exposure **%s …\")", m[1], m[1])
+	if install := string(readFile(t, filepath.Join(root, "docs", "install.md"))); !strings.Contains(install, "rates its exposure **"+string(m[1])+" ") {
+		t.Errorf("docs/install.md does not record the exposure %s (\"rates its exposure **%s …\")", m[1], m[1])
 	}
 
 	// ExecStart's flags are run's.

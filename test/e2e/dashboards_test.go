@@ -50,7 +50,7 @@ func TestDashboardsUpToDate(t *testing.T) {
 }
 
 // TestDashboardsValid checks the committed files: valid JSON, unique panel ids, a query in every panel,
-// and every metric that a query or variable reads documented in README.md's metrics reference (with the
+// and every metric that a query or variable reads documented in docs/metrics.md's metrics reference (with the
 // docs/*.md pages its sections point to) or recorded by the rules in alerts/.
 func TestDashboardsValid(t *testing.T) {
 	root := repoRoot(t)
@@ -83,7 +83,7 @@ func TestDashboardsValid(t *testing.T) {
 			}
 			for _, name := range names {
 				if !known.has(name) {
-					t.Errorf("%s: %s: metric %s is not in README.md's metrics reference nor a recording rule", d.file, q.where, name)
+					t.Errorf("%s: %s: metric %s is not in docs/metrics.md's metrics reference nor a recording rule", d.file, q.where, name)
 				}
 			}
 		}
@@ -224,19 +224,19 @@ var (
 	docLinkRE    = regexp.MustCompile(`\((docs/[a-z0-9_-]+\.md)\)`)
 )
 
-// documentedMetrics reads README.md's "Metrics reference": the names in backticks, a "(+ `_samples`)"
+// documentedMetrics reads docs/metrics.md's "Metrics reference": the names in backticks, a "(+ `_samples`)"
 // suffix added to the name before it, and for a section headed "### … (docs/x.md)" the names in
-// docs/x.md's tables, which the README points to for the detail (e.g. `slaprobe_sweep_*`); plus the
+// docs/x.md's tables, which it points to for the detail (e.g. `slaprobe_sweep_*`); plus the
 // recording rules of alerts/*.yml.
 func documentedMetrics(t *testing.T, root string) metricSet {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	b, err := os.ReadFile(filepath.Join(root, "docs", "metrics.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ref, ok := markdownSection(string(b), "## Metrics reference")
 	if !ok {
-		t.Fatal(`README.md: no "## Metrics reference" section`)
+		t.Fatal(`docs/metrics.md: no "## Metrics reference" section`)
 	}
 	known := metricSet{}
 	addNames := func(text string) {
@@ -263,7 +263,7 @@ func documentedMetrics(t *testing.T, root string) metricSet {
 		for _, m := range docLinkRE.FindAllStringSubmatch(line, -1) {
 			doc, err := os.ReadFile(filepath.Join(root, m[1]))
 			if err != nil {
-				t.Fatalf("README.md points to %s: %v", m[1], err)
+				t.Fatalf("docs/metrics.md points to %s: %v", m[1], err)
 			}
 			var tables []string
 			for _, l := range strings.Split(string(doc), "\n") {

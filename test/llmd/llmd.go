@@ -5,7 +5,7 @@
 // test/tools/go.mod. Tests that need it call Start, or SkipIfMissing first; without the binary they
 // skip, unless SLAPROBE_REQUIRE_DEPS=1 (set by `make test`), where they fail instead.
 //
-// What the simulator does and does not do is in docs/testing.md.
+// What the simulator does and does not do is in test/llmd/README.md.
 package llmd
 
 import (

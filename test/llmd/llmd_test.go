@@ -40,7 +40,7 @@ func TestArgsAreOffline(t *testing.T) {
 	}
 }
 
-// The fixtures are real output of v0.10.2 (see docs/testing.md for how they were made).
+// The fixtures are real output of v0.10.2 (test/llmd/README.md says how they were made).
 func TestFixtures(t *testing.T) {
 	stream, err := os.ReadFile("testdata/stream_chat.txt")
 	if err != nil {
@@ -71,7 +71,7 @@ func TestFixtures(t *testing.T) {
 	}
 }
 
-// TestStartServes runs the real simulator and checks the facts docs/testing.md states about it.
+// TestStartServes runs the real simulator and checks the facts test/llmd/README.md states about it.
 func TestStartServes(t *testing.T) {
 	const (
 		ttft = 40 * time.Millisecond

@@ -8,7 +8,7 @@
 // `make test`), where they fail instead.
 //
 // What the engine does and lacks (no /tokenize, no /metrics, ignore_eos ignored, prompts longer than
-// the context cut silently) is in docs/testing.md.
+// the context cut silently) is in test/ollama/README.md.
 package ollama
 
 import (

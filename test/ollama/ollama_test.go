@@ -121,7 +121,7 @@ func TestEngineFacts(t *testing.T) {
 // API, tok/s) on the model the accuracy checks use (4 layers, 768 wide), so that builds with other
 // flags can be compared: build each, then
 // SLAPROBE_OLLAMA=<binary> go test -run '^$' -bench Decode -count 5 ./test/ollama
-// (docs/testing.md has the figures).
+// (test/ollama/README.md says what to expect).
 func BenchmarkDecode(b *testing.B) {
 	s := Start(b, Options{Layers: 4, Embedding: 768})
 	ctx := context.Background()

@@ -28,6 +28,7 @@ import (
 
 	"github.com/slaprobe/slaprobe/collector"
 	"github.com/slaprobe/slaprobe/internal/config"
+	"github.com/slaprobe/slaprobe/internal/webguard"
 	"github.com/slaprobe/slaprobe/prober"
 )
 
@@ -80,7 +81,10 @@ type Daemon struct {
 	onStop     []func()
 
 	listeners []net.Listener
-	ready     atomic.Bool
+	// guard is the main listener's TLS, basic auth and headers
+	// (--web.config.file) and its metrics (web.go).
+	guard *webGuard
+	ready atomic.Bool
 	// current is the running scheduler, for readers that must not wait
 	// for a reload (the status page); nil while none runs.
 	current atomic.Pointer[prober.Scheduler]
@@ -131,6 +135,12 @@ func New(opts Options) (*Daemon, error) {
 	if _, err := d.cfg.Reload(opts.ConfigFile); err != nil {
 		return nil, err
 	}
+	guard, err := newWebGuard(opts.Web)
+	if err != nil {
+		return nil, err
+	}
+	d.guard = guard
+	d.reg.MustRegister(guard.collectors()...)
 	d.metrics = collector.NewProbeMetricsWith(d.reg, collector.ProbeMetricsOptions{
 		ClassicBuckets: collector.ClassicBuckets(d.cfg.Get().Global.ClassicHistogramBuckets)})
 	d.reloadOK.Set(1)
@@ -218,7 +228,12 @@ func (d *Daemon) routes() error {
 		}
 		fmt.Fprintln(w, "Ready")
 	})
-	reload := func(w http.ResponseWriter, _ *http.Request) {
+	reload := func(w http.ResponseWriter, r *http.Request) {
+		// No reload from a web page of another site (webguard.StateChange).
+		if ref := webguard.StateChange(r); ref != nil {
+			http.Error(w, ref.Message, http.StatusForbidden)
+			return
+		}
 		changed, err := d.Reload()
 		if err != nil {
 			http.Error(w, fmt.Sprintf("failed to reload config: %s", err), http.StatusInternalServerError)
@@ -509,20 +524,20 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}()
 	d.ready.Store(true)
 
-	serveErr := make(chan error, 1)
+	var serveErr <-chan error
 	var srv *http.Server
 	if d.opts.Web != nil {
 		if _, err := d.Listen(); err != nil {
 			return err
 		}
-		srv = &http.Server{Handler: d.mux, ReadHeaderTimeout: 10 * time.Second}
-		go func() {
-			if d.listeners != nil {
-				serveErr <- web.ServeMultiple(d.listeners, srv, d.opts.Web, d.logger)
-			} else {
-				serveErr <- web.ListenAndServe(srv, d.opts.Web, d.logger)
+		ls := d.listeners
+		if ls == nil {
+			if ls, err = d.openSpecialListeners(); err != nil {
+				return err
 			}
-		}()
+		}
+		srv = d.webServer()
+		serveErr = d.serveWeb(srv, ls)
 	}
 
 	hup := make(chan os.Signal, 1)
@@ -533,15 +548,14 @@ func (d *Daemon) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			if srv != nil {
-				sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				_ = srv.Shutdown(sctx)
-				cancel()
+				shutdownWeb(srv)
 			}
 			return nil
 		case <-hup:
 			d.logger.Info("SIGHUP: reloading config")
 			_, _ = d.Reload() // logged; a bad file keeps the running config
 		case err := <-serveErr:
+			shutdownWeb(srv) // the other listeners too
 			if errors.Is(err, http.ErrServerClosed) {
 				return nil
 			}

@@ -118,6 +118,7 @@ targets:
 		allowed["reason"] = append(allowed["reason"], string(r))
 	}
 	allowed["reason"] = append(allowed["reason"], prober.ImplausibleReasons...)
+	allowed["reason"] = append(allowed["reason"], webRefusedReasons...) // slaprobe_web_requests_refused_total
 	allowed["result"] = []string{string(prober.KindSuccess), string(prober.KindError), string(prober.KindShortOutput)}
 	for name, f := range scrape() {
 		if !strings.HasPrefix(name, "slaprobe_") || name == "slaprobe_build_info" {

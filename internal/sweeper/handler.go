@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+
+	"github.com/slaprobe/slaprobe/internal/webguard"
 )
 
 // Handler serves /-/sweep for the daemon, which mounts it behind the web
@@ -13,8 +15,18 @@ import (
 //	                                   403 while sweep.enabled is false
 //	GET  /-/sweep                      the sweeper's state as JSON
 //	DELETE /-/sweep                    stop the sweep in progress (its steps are kept): 202
+//
+// POST and DELETE refuse, 403 with the reason, what a web page of another
+// site can send (webguard.StateChange): a form body, a foreign Origin, a
+// browser's Sec-Fetch-Site: cross-site. Targets go in the query string.
 func (s *Sweeper) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost || r.Method == http.MethodDelete {
+			if ref := webguard.StateChange(r); ref != nil {
+				writeJSON(w, http.StatusForbidden, map[string]string{"status": "refused", "reason": ref.Reason, "error": ref.Message})
+				return
+			}
+		}
 		switch r.Method {
 		case http.MethodPost:
 			if err := r.ParseForm(); err != nil {

@@ -2,20 +2,13 @@ package tracing
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"crypto/tls"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net"
 	"net/http"
-	"slices"
-	"sync"
-	"time"
 
 	"github.com/prometheus/exporter-toolkit/web"
-	"golang.org/x/crypto/bcrypt"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -24,6 +17,7 @@ import (
 	"google.golang.org/grpc/tap"
 
 	"github.com/slaprobe/slaprobe/internal/tracing/webconfig"
+	"github.com/slaprobe/slaprobe/internal/webguard"
 )
 
 // Why an export was refused: the `reason` label of
@@ -31,26 +25,16 @@ import (
 const (
 	// RefusedUnauthenticated: no basic auth credentials, or wrong ones.
 	// HTTP 401, gRPC Unauthenticated.
-	RefusedUnauthenticated = "unauthenticated"
+	RefusedUnauthenticated = webguard.Unauthenticated
 	// RefusedThrottled: the credentials are not known good and the
 	// password checks' CPU budget is spent (a flood of wrong passwords).
 	// HTTP 503, gRPC Unavailable: both are retried by OpenTelemetry SDKs.
-	RefusedThrottled = "throttled"
+	RefusedThrottled = webguard.Throttled
 )
 
-// The bound on the CPU that password checks may burn. A bcrypt comparison
-// is slow on purpose (tens of milliseconds at cost 10), so a client that sends
-// wrong passwords as fast as it can would keep a core busy. Credentials
-// that passed once are remembered (as a SHA-256, never in clear), so a
-// client with the right password costs one comparison per restart; every
-// other comparison runs one at a time and draws on a budget of bcrypt time
-// that refills at bcryptShare per second up to bcryptBurst. Once it is
-// spent, credentials not yet known good are refused as throttled, unchecked.
-const (
-	bcryptShare        = 0.25 // seconds of bcrypt per second: a quarter of one core at most
-	bcryptBurst        = 2 * time.Second
-	maxGoodCredentials = 64
-)
+// Password checks draw on a budget of bcrypt time, with known-good
+// credentials remembered: webguard.BasicAuth, shared with the main web
+// listener.
 
 // ReceiverAuth is the OTLP receivers' TLS and basic auth, read from an
 // exporter-toolkit web configuration file (tracing.receiver_web_config_file,
@@ -67,7 +51,7 @@ type ReceiverAuth struct {
 	clientCertAuth bool        // client certificates are required and verified
 	http2          bool
 	headers        map[string]string
-	basic          *basicAuth // nil: no basic auth
+	basic          *webguard.BasicAuth // nil: no basic auth
 }
 
 // TLS reports whether the receivers serve TLS.
@@ -98,7 +82,7 @@ func LoadReceiverAuth(path string) (*ReceiverAuth, error) {
 		a.clientCertAuth = a.tls.ClientAuth == tls.RequireAndVerifyClientCert
 	}
 	if len(c.Users) > 0 {
-		if a.basic, err = newBasicAuth(c.Users); err != nil {
+		if a.basic, err = webguard.NewBasicAuth(c.Users); err != nil {
 			return nil, err
 		}
 	}
@@ -127,7 +111,7 @@ func (r *Receiver) grpcAuthOptions() []grpc.ServerOption {
 			if !ok {
 				return nil, r.refuseGRPC(RefusedUnauthenticated)
 			}
-			if reason := a.basic.check(user, pass); reason != "" {
+			if reason := a.basic.Check(user, pass); reason != "" {
 				return nil, r.refuseGRPC(reason)
 			}
 			return h(ctx, req)
@@ -146,7 +130,7 @@ func (r *Receiver) grpcAuthTap(info *tap.Info) error {
 	if !ok {
 		return r.refuseGRPC(RefusedUnauthenticated)
 	}
-	if settled, reason := r.auth.basic.quick(user, pass); settled && reason != "" {
+	if settled, reason := r.auth.basic.Quick(user, pass); settled && reason != "" {
 		return r.refuseGRPC(reason)
 	}
 	return nil
@@ -185,7 +169,7 @@ func (r *Receiver) authHTTP(next http.Handler) http.Handler {
 		if a.basic != nil {
 			reason := RefusedUnauthenticated
 			if user, pass, ok := req.BasicAuth(); ok {
-				reason = a.basic.check(user, pass)
+				reason = a.basic.Check(user, pass)
 			}
 			switch reason {
 			case "":
@@ -220,117 +204,6 @@ func (r *Receiver) useHTTPTLS(srv *http.Server) {
 	if !r.auth.http2 {
 		srv.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
 	}
-}
-
-// basicAuth checks user and password against bcrypt hashes, in constant
-// time over the user names (an unknown user is checked against a hash of
-// the same cost), within a bounded CPU budget (see bcryptShare).
-type basicAuth struct {
-	users   []basicUser
-	fake    []byte // the hash an unknown user is checked against
-	now     func() time.Time
-	compare func(hash, password []byte) error
-
-	bcryptMu sync.Mutex // one comparison at a time
-
-	mu     sync.Mutex
-	budget time.Duration // bcrypt time left
-	filled time.Time     // when budget was last refilled
-	good   map[[sha256.Size]byte]struct{}
-}
-
-type basicUser struct {
-	sum  [sha256.Size]byte // of the name, compared in constant time
-	hash []byte
-}
-
-func newBasicAuth[S ~string](users map[string]S) (*basicAuth, error) {
-	b := &basicAuth{
-		now: time.Now, compare: bcrypt.CompareHashAndPassword,
-		budget: bcryptBurst, good: map[[sha256.Size]byte]struct{}{},
-	}
-	b.filled = b.now()
-	maxCost := bcrypt.MinCost
-	for _, u := range slices.Sorted(maps.Keys(users)) {
-		h := []byte(users[u])
-		cost, err := bcrypt.Cost(h)
-		if err != nil {
-			return nil, fmt.Errorf("basic_auth_users: user %q: not a bcrypt hash (%v)", u, err)
-		}
-		maxCost = max(maxCost, cost)
-		b.users = append(b.users, basicUser{sum: sha256.Sum256([]byte(u)), hash: h})
-	}
-	fake, err := bcrypt.GenerateFromPassword([]byte("slaprobe: no such user"), maxCost)
-	if err != nil {
-		return nil, err
-	}
-	b.fake = fake
-	return b, nil
-}
-
-func credentialKey(user, pass string) [sha256.Size]byte {
-	return sha256.Sum256([]byte(user + "\x00" + pass))
-}
-
-// refill adds the budget earned since the last refill. b.mu is held.
-func (b *basicAuth) refill() {
-	now := b.now()
-	earned := time.Duration(float64(now.Sub(b.filled)) * bcryptShare)
-	b.budget = min(bcryptBurst, b.budget+earned)
-	b.filled = now
-}
-
-// quick settles what needs no bcrypt comparison: credentials known good
-// ("" ), or any other while the budget is spent (RefusedThrottled).
-func (b *basicAuth) quick(user, pass string) (settled bool, reason string) {
-	key := credentialKey(user, pass)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if _, ok := b.good[key]; ok {
-		return true, ""
-	}
-	b.refill()
-	if b.budget <= 0 {
-		return true, RefusedThrottled
-	}
-	return false, ""
-}
-
-// check returns "" for a known user with its password, else the reason
-// to refuse.
-func (b *basicAuth) check(user, pass string) string {
-	if settled, reason := b.quick(user, pass); settled {
-		return reason
-	}
-	b.bcryptMu.Lock()
-	defer b.bcryptMu.Unlock()
-	// Settle again: the budget may have gone, or the credentials been
-	// found good, while this one waited for its turn.
-	if settled, reason := b.quick(user, pass); settled {
-		return reason
-	}
-	hash, known := b.fake, false
-	want := sha256.Sum256([]byte(user))
-	for _, u := range b.users {
-		if subtle.ConstantTimeCompare(u.sum[:], want[:]) == 1 {
-			hash, known = u.hash, true
-		}
-	}
-	start := b.now()
-	err := b.compare(hash, []byte(pass))
-	spent := b.now().Sub(start)
-
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.budget -= spent
-	if err != nil || !known {
-		return RefusedUnauthenticated
-	}
-	if len(b.good) >= maxGoodCredentials {
-		clear(b.good)
-	}
-	b.good[credentialKey(user, pass)] = struct{}{}
-	return ""
 }
 
 // ListensOnEveryInterface reports whether addr (host:port, as configured

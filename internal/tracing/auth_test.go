@@ -33,6 +33,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/slaprobe/slaprobe/internal/tracing/webconfig"
+	"github.com/slaprobe/slaprobe/internal/webguard"
 )
 
 const (
@@ -422,62 +423,6 @@ func TestReceiverTLSHandshake(t *testing.T) {
 	}
 }
 
-// TestBasicAuthBudget: password checks draw on a budget of bcrypt time
-// (bcryptBurst, refilled at bcryptShare per second); credentials that
-// passed once need no check, so they pass while the budget is spent.
-func TestBasicAuthBudget(t *testing.T) {
-	hash, err := bcrypt.GenerateFromPassword([]byte(authPass), bcrypt.MinCost)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := newBasicAuth(map[string]string{authUser: string(hash)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A fake clock on which every comparison takes 500 ms.
-	now := time.Unix(1e9, 0)
-	b.now, b.filled = func() time.Time { return now }, now
-	compares := 0
-	b.compare = func(h, p []byte) error {
-		compares++
-		now = now.Add(500 * time.Millisecond)
-		return bcrypt.CompareHashAndPassword(h, p)
-	}
-	step := func(user, pass, want string, wantCompares int) {
-		t.Helper()
-		before := compares
-		if got := b.check(user, pass); got != want {
-			t.Errorf("check(%q, …) = %q, want %q", user, got, want)
-		}
-		if n := compares - before; n != wantCompares {
-			t.Errorf("check(%q, …) ran %d comparisons, want %d", user, n, wantCompares)
-		}
-	}
-	// Each comparison takes 0.5 s, during which 0.125 s is earned: a net
-	// 0.375 s. From 2 s, six comparisons start with budget left
-	// (2 − 5 × 0.375 = 0.125 s), a seventh would start at −0.25 s.
-	step(authUser, authPass, "", 1)
-	step(authUser, authPass, "", 0) // remembered: no comparison
-	step(authUser, "wrong", RefusedUnauthenticated, 1)
-	step("mallory", authPass, RefusedUnauthenticated, 1) // an unknown user costs a comparison too
-	step(authUser, "wrong2", RefusedUnauthenticated, 1)
-	step(authUser, "wrong3", RefusedUnauthenticated, 1)
-	step(authUser, "wrong4", RefusedUnauthenticated, 1)
-	step(authUser, "wrong5", RefusedThrottled, 0)
-	step("mallory", "x", RefusedThrottled, 0)
-	step(authUser, authPass, "", 0) // the known-good credentials still pass
-	now = now.Add(time.Second)      // +0.25 s: 0 left, still spent
-	step(authUser, "wrong6", RefusedThrottled, 0)
-	now = now.Add(time.Second) // +0.25 s: one more comparison
-	step(authUser, "wrong7", RefusedUnauthenticated, 1)
-	step(authUser, "wrong8", RefusedThrottled, 0)
-	now = now.Add(time.Hour) // refilled to bcryptBurst, no more: six again
-	for i := range 6 {
-		step(authUser, fmt.Sprint("w", i), RefusedUnauthenticated, 1)
-	}
-	step(authUser, "w6", RefusedThrottled, 0)
-}
-
 func TestListensOnEveryInterface(t *testing.T) {
 	for addr, want := range map[string]bool{
 		":4317": true, "0.0.0.0:4317": true, "[::]:4317": true, "[::0]:4317": true,
@@ -573,18 +518,18 @@ func BenchmarkWrongPasswordFlood(b *testing.B) {
 			if unbounded {
 				// A clock that stands still: no comparison draws on the budget.
 				frozen := time.Now()
-				auth.basic.now = func() time.Time { return frozen }
+				auth.basic.SetHooks(webguard.Hooks{Now: func() time.Time { return frozen }})
 			} else {
-				auth.basic.budget = 0 // the steady state, without the burst
+				auth.basic.Drain() // the steady state, without the burst
 			}
 			var compares, spent atomic.Int64
-			auth.basic.compare = func(h, p []byte) error {
+			auth.basic.SetHooks(webguard.Hooks{Compare: func(h, p []byte) error {
 				t0 := time.Now()
 				err := bcrypt.CompareHashAndPassword(h, p)
 				spent.Add(int64(time.Since(t0)))
 				compares.Add(1)
 				return err
-			}
+			}})
 			r := NewReceiver(NewJoiner(time.Minute), nil, auth)
 			srv := httptest.NewServer(r.http.Handler)
 			defer srv.Close()

@@ -167,6 +167,14 @@ func TestCompose(t *testing.T) {
 			if !sp.ReadOnly || !slices.Contains(sp.CapDrop, "ALL") {
 				t.Error("slaprobe: want read_only and cap_drop ALL")
 			}
+			// Nothing here asks for credentials: every port on loopback only.
+			for _, s := range p.Services {
+				for _, port := range s.Ports {
+					if port.Published != "" && port.HostIP != "127.0.0.1" {
+						t.Errorf("service %s publishes %s on %q; want 127.0.0.1 only", s.Name, port.Published, port.HostIP)
+					}
+				}
+			}
 
 			checkComposePrometheus(t, p)
 			checkComposeGrafana(t, p)

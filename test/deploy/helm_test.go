@@ -21,6 +21,7 @@ import (
 	"helm.sh/helm/v3/pkg/engine"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -40,6 +41,7 @@ type rendered struct {
 	service     *corev1.Service
 	configMap   *corev1.ConfigMap
 	secrets     []*corev1.Secret
+	netpol      *networkingv1.NetworkPolicy
 	monitor     *monitoringv1.ServiceMonitor
 	rule        *monitoringv1.PrometheusRule
 	notes       string
@@ -143,6 +145,9 @@ func (r *rendered) decode(t *testing.T, file string, doc []byte) {
 		s := &corev1.Secret{}
 		strict(s)
 		r.secrets = append(r.secrets, s)
+	case "networking.k8s.io/v1 NetworkPolicy":
+		r.netpol = &networkingv1.NetworkPolicy{}
+		strict(r.netpol)
 	case "monitoring.coreos.com/v1 ServiceMonitor":
 		r.monitor = &monitoringv1.ServiceMonitor{}
 		strict(r.monitor)
@@ -306,6 +311,9 @@ func checkCommon(t *testing.T, r *rendered, withKey bool) {
 			}
 		}
 	}
+	if r.netpol != nil {
+		checkNetworkPolicy(t, r)
+	}
 	// The PrometheusRule is alerts/slaprobe.rules.yml, group for group.
 	if r.rule != nil {
 		var want monitoringv1.PrometheusRuleSpec
@@ -318,9 +326,66 @@ func checkCommon(t *testing.T, r *rendered, withKey bool) {
 	}
 }
 
+// checkNetworkPolicy: the policy selects the pods and lets into port http only the peers its
+// values name (the Prometheus selector first); in sidecar mode the engine's port stays open.
+func checkNetworkPolicy(t *testing.T, r *rendered) {
+	t.Helper()
+	np := r.netpol
+	sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+	if err != nil || !sel.Matches(labels.Set(r.deployment.Spec.Template.Labels)) {
+		t.Errorf("NetworkPolicy podSelector %v does not select the pods %v", np.Spec.PodSelector, r.deployment.Spec.Template.Labels)
+	}
+	if !slices.Equal(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) {
+		t.Errorf("NetworkPolicy policyTypes %v, want [Ingress]", np.Spec.PolicyTypes)
+	}
+	sidecar := len(r.deployment.Spec.Template.Spec.Containers) == 2
+	httpRules, engineOpen := 0, false
+	for _, rule := range np.Spec.Ingress {
+		for _, p := range rule.Ports {
+			switch p.Port.String() {
+			case "http", "9781":
+				httpRules++
+				if len(rule.From) == 0 {
+					t.Error("NetworkPolicy: port http open to every peer")
+				}
+				for _, f := range rule.From {
+					if f.PodSelector == nil && f.IPBlock == nil {
+						t.Errorf("NetworkPolicy: port http open to whole namespaces %v", f.NamespaceSelector)
+					}
+				}
+				if len(rule.From) > 0 && (rule.From[0].PodSelector == nil || rule.From[0].PodSelector.MatchLabels["app.kubernetes.io/name"] != "prometheus") {
+					t.Errorf("NetworkPolicy: the first peer of port http is %+v, want the Prometheus pods", rule.From[0])
+				}
+			case "vllm":
+				engineOpen = len(rule.From) == 0
+			}
+		}
+	}
+	if httpRules != 1 {
+		t.Errorf("NetworkPolicy: %d rules for port http, want 1", httpRules)
+	}
+	if sidecar && !engineOpen {
+		t.Error("sidecar mode: the NetworkPolicy closes the engine's port to its production traffic")
+	}
+}
+
 func TestChartDeploymentMode(t *testing.T) {
 	r := mustRender(t, "slaprobe", "")
 	checkCommon(t, r, false)
+	if r.netpol == nil {
+		t.Error("no NetworkPolicy with the default values")
+	}
+	// The Prometheus selector from the values; the policy off renders none.
+	r = mustRender(t, "slaprobe", "networkPolicy: {prometheus: {namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}, podSelector: {matchLabels: {app.kubernetes.io/name: prometheus, prometheus: k8s}}}}\n")
+	checkCommon(t, r, false)
+	if in := r.netpol.Spec.Ingress; len(in) == 0 || len(in[0].From) == 0 || in[0].From[0].NamespaceSelector == nil || in[0].From[0].PodSelector == nil ||
+		in[0].From[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != "monitoring" || in[0].From[0].PodSelector.MatchLabels["prometheus"] != "k8s" {
+		t.Errorf("networkPolicy.prometheus not applied: %+v", in)
+	}
+	if r = mustRender(t, "slaprobe", "networkPolicy: {enabled: false}\n"); r.netpol != nil {
+		t.Error("a NetworkPolicy with networkPolicy.enabled false")
+	}
+	r = mustRender(t, "slaprobe", "")
 	if n := len(r.deployment.Spec.Template.Spec.Containers); n != 1 {
 		t.Errorf("%d containers, want slaprobe alone", n)
 	}
@@ -377,8 +442,11 @@ prometheusRule: {enabled: false}
 		t.Error("the API key is in the ConfigMap")
 	}
 	// --web.config.file from a Secret, mounted read-only.
-	r = mustRender(t, "fleet", "webConfigSecret: slaprobe-web\n")
+	r = mustRender(t, "fleet", "webConfigSecret: slaprobe-web\nserviceMonitor: {endpoint: {scheme: https, basicAuth: {username: {name: scrape, key: user}, password: {name: scrape, key: pass}}}}\n")
 	checkCommon(t, r, false)
+	if e := r.monitor.Spec.Endpoints[0]; e.Scheme == nil || *e.Scheme != "https" || e.BasicAuth == nil || e.BasicAuth.Password.Name != "scrape" {
+		t.Errorf("serviceMonitor.endpoint not applied to slaprobe's endpoint: %+v", e)
+	}
 	c := container(t, r.deployment, "slaprobe")
 	if !slices.Contains(c.Args, "--web.config.file=/etc/slaprobe/web/web-config.yml") || !slices.ContainsFunc(r.deployment.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool {
 		return v.Secret != nil && v.Secret.SecretName == "slaprobe-web"
@@ -444,8 +512,8 @@ var manifests = []struct {
 	file, release, values string
 	templates             []string
 }{
-	{"slaprobe.yaml", "slaprobe", "", []string{"configmap.yaml", "service.yaml", "deployment.yaml"}},
-	{"slaprobe-sidecar.yaml", "vllm", "mode: sidecar\n", []string{"configmap.yaml", "service.yaml", "deployment.yaml"}},
+	{"slaprobe.yaml", "slaprobe", "", []string{"configmap.yaml", "service.yaml", "deployment.yaml", "networkpolicy.yaml"}},
+	{"slaprobe-sidecar.yaml", "vllm", "mode: sidecar\n", []string{"configmap.yaml", "service.yaml", "deployment.yaml", "networkpolicy.yaml"}},
 	{"prometheus-operator.yaml", "slaprobe", "", []string{"servicemonitor.yaml", "prometheusrule.yaml"}},
 }
 

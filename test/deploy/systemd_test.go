@@ -42,6 +42,19 @@ func TestSystemdUnit(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^ExecStart=` + regexp.QuoteMeta(installed) + ` run --config\.file=/etc/slaprobe/slaprobe\.yml`).MatchString(unit) {
 		t.Fatalf("ExecStart: want %s run --config.file=/etc/slaprobe/slaprobe.yml …", installed)
 	}
+	// Closed by default: the web config required, secrets as credentials, resources capped.
+	for _, want := range []string{
+		`(?m)^ExecStart=.* --web\.config\.file=%d/web-config\.yml$`,
+		`(?m)^LoadCredential=web-config\.yml:/etc/slaprobe/web-config\.yml$`,
+		`(?m)^LoadCredential=vllm-api-key:/etc/slaprobe/vllm-api-key$`,
+		`(?m)^MemoryMax=\d+M$`,
+		`(?m)^TasksMax=\d+$`,
+		`(?m)^LimitNOFILE=\d+$`,
+	} {
+		if !regexp.MustCompile(want).MatchString(unit) {
+			t.Errorf("the unit has no line matching %s", want)
+		}
+	}
 	bin := buildSlaprobe(t)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "slaprobe.service")

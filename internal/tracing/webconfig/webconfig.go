@@ -31,6 +31,19 @@ const MaxBcryptCost = 14
 // no bcrypt cost above MaxBcryptCost. Relative file names in it are made
 // relative to its directory. An error names what is wrong, never a hash.
 func Read(path string) (*web.Config, error) {
+	c, err := Parse(path)
+	if err != nil {
+		return nil, err
+	}
+	if !HasTLS(&c.TLSConfig) && len(c.Users) == 0 {
+		return nil, errors.New("sets neither tls_server_config nor basic_auth_users; expected at least one")
+	}
+	return c, nil
+}
+
+// Parse is Read without the rule that something must be set: the main web
+// listener's --web.config.file may set only response headers.
+func Parse(path string) (*web.Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -56,9 +69,6 @@ func Read(path string) (*web.Config, error) {
 	}
 	if err := web.Validate(path); err != nil {
 		return nil, err
-	}
-	if !HasTLS(&c.TLSConfig) && len(c.Users) == 0 {
-		return nil, errors.New("sets neither tls_server_config nor basic_auth_users; expected at least one")
 	}
 	return c, nil
 }

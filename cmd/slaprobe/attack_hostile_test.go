@@ -229,7 +229,10 @@ func TestAttackRedirect(t *testing.T) {
 	r := startHostile(t, elsewhere.URL, targets.String())
 	// /probe on a configured target uses the same client.
 	if resp, err := http.Get("http://" + r.webAddr + "/probe?target=r-chat-bearer&scenario=hostile_chat"); err == nil {
+		t.Logf("/probe?target=r-chat-bearer: %s", resp.Status)
 		resp.Body.Close()
+	} else {
+		t.Logf("/probe?target=r-chat-bearer: %v", err)
 	}
 	r.watch(t, 12*time.Second, 1<<20)
 	lines, err := scrapeAll(r.metricsURL)

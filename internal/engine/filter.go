@@ -7,6 +7,7 @@ package engine
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"net/http"
@@ -184,20 +185,31 @@ func (f *pageFilter) noEngine(kept []string) *NoEngineError {
 
 // lineName is the family or sample name a line of text exposition is
 // about: the name after "# HELP" or "# TYPE", or the sample's name. Other
-// comments, blank lines and quoted (UTF-8) names give "".
+// comments, blank lines and quoted (UTF-8) names give "". Only the name is
+// copied out of the line.
 func lineName(line []byte) string {
-	l := strings.TrimLeft(string(trimEOL(line)), " \t")
-	if rest, ok := strings.CutPrefix(l, "#"); ok {
-		f := strings.Fields(rest)
-		if len(f) >= 2 && (f[0] == "HELP" || f[0] == "TYPE") {
-			return f[1]
+	l := bytes.TrimLeft(trimEOL(line), " \t")
+	if len(l) > 0 && l[0] == '#' {
+		kw, rest := nextField(l[1:])
+		if string(kw) != "HELP" && string(kw) != "TYPE" {
+			return ""
 		}
-		return ""
+		name, _ := nextField(rest)
+		return string(name)
 	}
-	if i := strings.IndexAny(l, "{ \t"); i >= 0 {
+	if i := bytes.IndexAny(l, "{ \t"); i >= 0 {
 		l = l[:i]
 	}
-	return l
+	return string(l)
+}
+
+// nextField splits off the first blank-separated field of b.
+func nextField(b []byte) (field, rest []byte) {
+	b = bytes.TrimLeft(b, " \t")
+	if i := bytes.IndexAny(b, " \t"); i >= 0 {
+		return b[:i], b[i:]
+	}
+	return b, nil
 }
 
 func trimEOL(b []byte) []byte {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/slaprobe/slaprobe/internal/compare"
 	"github.com/slaprobe/slaprobe/internal/report"
+	"github.com/slaprobe/slaprobe/internal/slo"
 	"github.com/slaprobe/slaprobe/internal/sweep"
 	"github.com/slaprobe/slaprobe/internal/vllmsim"
 	"github.com/slaprobe/slaprobe/test/browser"
@@ -313,7 +314,7 @@ func TestCompareAgainstSim(t *testing.T) {
 		for _, name := range []string{"itself", "slower"} {
 			page := filepath.Join(dir, name, report.HTMLFile)
 			dom := browser.DOM(t, bin, "file://"+page)
-			for _, c := range append([]string{"comparison"}, report.Charts...) {
+			for _, c := range append([]string{"comparison"}, slo.Charts...) {
 				if !strings.Contains(dom, `data-chart="`+c+`"`) {
 					t.Errorf("%s: chart %q missing from the rendered DOM", name, c)
 				}

@@ -9,43 +9,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/slaprobe/slaprobe/internal/slo"
 	"github.com/slaprobe/slaprobe/internal/svgchart"
 	"github.com/slaprobe/slaprobe/internal/sweep"
 )
-
-// Chart names: the data-chart attribute of every figure in report.html (and
-// its element id, prefixed "chart-"). Grafana panels mirror the same list.
-const (
-	ChartHeadline            = "headline"
-	ChartDecodeVsConcurrency = "decode-vs-concurrency"
-	ChartITLVsConcurrency    = "itl-vs-concurrency"
-	ChartScalingEfficiency   = "scaling-efficiency"
-	ChartDecodeRange         = "decode-range"
-	ChartTTFTRange           = "ttft-range"
-	ChartTTFTVsQueueDepth    = "ttft-vs-queue-depth"
-	ChartITLVsQueueDepth     = "itl-vs-queue-depth"
-	ChartDecodeVsQueueDepth  = "decode-vs-queue-depth"
-	ChartMaxSafeQueue        = "max-safe-queue"
-	ChartSystemThroughput    = "system-throughput"
-	ChartTokensPerHour       = "tokens-per-hour"
-	ChartUseCaseTable        = "use-case-capacity"
-	// ChartCapacity is one figure per use case; its id is
-	// "chart-capacity-<scenario slug>".
-	ChartCapacity         = "capacity"
-	ChartQueueWait        = "queue-wait-vs-context"
-	ChartPrefillVsContext = "prefill-vs-context"
-	ChartPower            = "power-vs-context"
-)
-
-// Charts lists every data-chart value report.html always contains (one
-// capacity figure per use case comes on top).
-var Charts = []string{
-	ChartHeadline, ChartUseCaseTable,
-	ChartDecodeVsConcurrency, ChartITLVsConcurrency, ChartScalingEfficiency, ChartDecodeRange, ChartTTFTRange,
-	ChartTTFTVsQueueDepth, ChartITLVsQueueDepth, ChartDecodeVsQueueDepth, ChartMaxSafeQueue,
-	ChartSystemThroughput, ChartTokensPerHour,
-	ChartQueueWait, ChartPrefillVsContext, ChartPower,
-}
 
 // Okabe–Ito colours (safe for colour-blind readers), darkest first, plus
 // markers so lines stay apart in grey print.
@@ -86,10 +53,10 @@ func nColor(i, n int) string {
 
 // The experience bands (bands.go) in the units each chart plots.
 var (
-	bandsDecode = DecodeBands.scaled(1)
-	bandsITLms  = ITLBands.scaled(1000)
-	bandsTTFT   = TTFTBands.scaled(1)
-	bandsEffPct = EfficiencyBands.scaled(100)
+	bandsDecode = scaled(slo.DecodeBands, 1)
+	bandsITLms  = scaled(slo.ITLBands, 1000)
+	bandsTTFT   = scaled(slo.TTFTBands, 1)
+	bandsEffPct = scaled(slo.EfficiencyBands, 100)
 )
 
 // figure is one panel of the page.
@@ -356,9 +323,9 @@ func buildSections(r *Report) []section {
 		Intro: "Closed loop: the client keeps exactly N requests in flight and starts the next one as soon as one finishes, so these charts show what each user gets while N users share the server at a steady pace. " +
 			closedQueueText(closedQueueWait(r, idx))}
 	closed.Figures = append(closed.Figures,
-		lines[ChartDecodeVsConcurrency].figure(r, idx, closedN),
-		lines[ChartITLVsConcurrency].figure(r, idx, closedN),
-		lines[ChartScalingEfficiency].figure(r, idx, closedN),
+		lines[slo.ChartDecodeVsConcurrency].figure(r, idx, closedN),
+		lines[slo.ChartITLVsConcurrency].figure(r, idx, closedN),
+		lines[slo.ChartScalingEfficiency].figure(r, idx, closedN),
 		figDecodeRange(r, idx, closedN),
 		figTTFTRange(r, idx, closedN),
 	)
@@ -366,9 +333,9 @@ func buildSections(r *Report) []section {
 	burst := section{ID: "burst", Title: "When should I scale up?",
 		Intro: "Burst: N requests arrive at the same instant. The engine starts what fits and queues the rest, so time to first token grows with the queue. Use these charts for SLA and autoscaling decisions."}
 	burst.Figures = append(burst.Figures,
-		lines[ChartTTFTVsQueueDepth].figure(r, idx, burstN),
-		lines[ChartITLVsQueueDepth].figure(r, idx, burstN),
-		lines[ChartDecodeVsQueueDepth].figure(r, idx, burstN),
+		lines[slo.ChartTTFTVsQueueDepth].figure(r, idx, burstN),
+		lines[slo.ChartITLVsQueueDepth].figure(r, idx, burstN),
+		lines[slo.ChartDecodeVsQueueDepth].figure(r, idx, burstN),
 		figMaxSafeQueue(r, th),
 	)
 
@@ -393,7 +360,7 @@ func buildSections(r *Report) []section {
 		conv := section{ID: "conversations", Title: "How many conversations?",
 			Intro: "A conversation scenario holds N conversations in flight, each sending its turns one after the other. Its follow-ups should find their conversation in the prefix cache; the capacity in conversations is the largest N whose follow-ups keep their TTFT within the threshold and keep hitting the cache."}
 		if len(r.Capacity.Conversations) > 0 {
-			f := newFigure(ChartConversationCapacity, "Capacity in concurrent conversations",
+			f := newFigure(slo.ChartConversationCapacity, "Capacity in concurrent conversations",
 				"The largest closed-loop N of conversations in flight that meets every limit: the follow-ups’ TTFT statistic within the scenario’s threshold, and the share of follow-ups hitting the prefix cache at or above the configured share (sweep.capacity.conversation_hit_share, 90 % by default). Between two measured steps each limit is interpolated linearly, as for every capacity.")
 			f.Wide = true
 			t := conversationTable(r)
@@ -402,7 +369,7 @@ func buildSections(r *Report) []section {
 		}
 		conv.Figures = append(conv.Figures, figs...)
 		if t := conversationStepsTable(r); len(t.Rows) > 0 {
-			f := newFigure(ChartConversationSteps, "Follow-ups by concurrent conversations",
+			f := newFigure(slo.ChartConversationSteps, "Follow-ups by concurrent conversations",
 				"Per closed-loop step: the follow-ups’ time to first token, the cold priming turns’ TTFT, and how the follow-ups found their conversation in the prefix cache (hit: at least 90 % of what the engine had seen of it came from the cache; miss: under 10 %; unknown: the server reported no cached tokens).")
 			f.Wide = true
 			f.Table = &t
@@ -480,7 +447,7 @@ func rangeBand(r *Report, idx []int, get func(Step) float64, unit func(float64) 
 }
 
 func figDecodeRange(r *Report, idx []int, ns []float64) figure {
-	f := newFigure(ChartDecodeRange, "Per-user throughput range",
+	f := newFigure(slo.ChartDecodeRange, "Per-user throughput range",
 		"The shaded band runs from the best scenario (usually the shortest context) to the worst at each N. A narrow band means context length hardly changes what a user gets; a wide one means long prompts pay a large decode penalty.")
 	get := func(s Step) float64 { return s.Decode.Mean }
 	unit := func(v float64) string { return fmtRate(v) + " tok/s" }
@@ -534,7 +501,7 @@ func closedQueueText(q queueWait) string {
 }
 
 func figTTFTRange(r *Report, idx []int, ns []float64) figure {
-	f := newFigure(ChartTTFTRange, "Time to first token range",
+	f := newFigure(slo.ChartTTFTRange, "Time to first token range",
 		"The band runs from the quickest scenario to the slowest at each N. TTFT is prefill plus any time the engine kept the request in its queue, so the top edge is usually the longest context. Under 0.5 s feels instant; 0.5–2 s responsive.")
 	get := func(s Step) float64 { return s.TTFT.Mean }
 	a, notes := rangeBand(r, idx, get, fmtSeconds)
@@ -565,7 +532,7 @@ func figTTFTRange(r *Report, idx []int, ns []float64) figure {
 }
 
 func figMaxSafeQueue(r *Report, th ReferenceLines) figure {
-	f := newFigure(ChartMaxSafeQueue, "Max safe queue depth",
+	f := newFigure(slo.ChartMaxSafeQueue, "Max safe queue depth",
 		"The largest burst each scenario absorbs while TTFT stays within the limit. Size autoscaling or admission control so that no more than this many requests wait at once.")
 	f.TileClass = "pair"
 	for _, q := range r.Capacity.MaxSafeQueue {
@@ -601,7 +568,7 @@ func figMaxSafeQueue(r *Report, th ReferenceLines) figure {
 }
 
 func figSystem(r *Report, idx []int, closedN, burstN []float64) figure {
-	f := newFigure(ChartSystemThroughput, "System throughput vs concurrency",
+	f := newFigure(slo.ChartSystemThroughput, "System throughput vs concurrency",
 		"Output tokens per second summed over all streams. Solid lines are closed-loop steps, dashed lines the same scenario under burst load. The curve flattens where the server runs out of memory bandwidth or KV cache.")
 	get := func(s Step) (float64, bool) { return s.SystemTokensPerSecond, s.SystemTokensPerSecond > 0 }
 	tip := func(v float64) string { return fmtRate(v) + " tok/s (" + fmtBig(v*3600) + " tokens/h)" }
@@ -651,7 +618,7 @@ func dedupe(v []float64) []float64 {
 }
 
 func figTokensPerHour(r *Report, idx []int) figure {
-	f := newFigure(ChartTokensPerHour, "Tokens per hour",
+	f := newFigure(slo.ChartTokensPerHour, "Tokens per hour",
 		"System throughput × 3,600 for each closed-loop step, and the best of them (“at” names its N): a rate the server kept up for a whole step. Use it to size batch jobs such as document processing or synthetic data.")
 	t := tokensPerHourTable(r, idx)
 	if len(t.Rows) == 0 {
@@ -750,7 +717,7 @@ func peakChange(r *Report, s *Scenario, peak float64) string {
 }
 
 func figUseCaseTable(r *Report) figure {
-	f := newFigure(ChartUseCaseTable, "Use-case capacity",
+	f := newFigure(slo.ChartUseCaseTable, "Use-case capacity",
 		"How many concurrent requests each use case supports before its first threshold breaks. For chat-style traffic with pauses between turns, one request slot serves several active users.")
 	f.Wide = true
 	t := useCaseTable(r)
@@ -818,7 +785,7 @@ func figCapacities(r *Report) []figure {
 		if used[slug] > 1 {
 			slug += "-" + strconv.Itoa(used[slug])
 		}
-		f := figure{Chart: ChartCapacity, DOMID: "chart-capacity-" + slug, Scenario: u.Scenario,
+		f := figure{Chart: slo.ChartCapacity, DOMID: "chart-capacity-" + slug, Scenario: u.Scenario,
 			Title: "Capacity: " + u.Scenario,
 			How:   "Inter-token latency on the left axis (linear), time to first token or end-to-end latency on the right axis (log scale, on every capacity chart), against N. Dashed lines are this use case’s thresholds in the colour of the metric they limit; the grey line marks the capacity."}
 		if s == nil {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/slaprobe/slaprobe/internal/slo"
 	"github.com/slaprobe/slaprobe/test/browser"
 )
 
@@ -47,7 +48,7 @@ func TestChromiumRender(t *testing.T) {
 	if errs := browser.Console(stderr); len(errs) > 0 {
 		t.Errorf("console output while loading report.html:\n%s", strings.Join(errs, "\n"))
 	}
-	for _, c := range Charts {
+	for _, c := range slo.Charts {
 		if !strings.Contains(dom, `data-chart="`+c+`"`) {
 			t.Errorf("chart %q missing from the rendered DOM", c)
 		}
@@ -55,7 +56,7 @@ func TestChromiumRender(t *testing.T) {
 	if n, want := strings.Count(dom, `data-chart="capacity"`), len(r.Capacity.UseCases); n != want {
 		t.Errorf("%d capacity charts in the DOM; want %d", n, want)
 	}
-	if n := strings.Count(dom, `<svg class="plot"`); n < len(Charts)-4 {
+	if n := strings.Count(dom, `<svg class="plot"`); n < len(slo.Charts)-4 {
 		t.Errorf("only %d SVG plots in the DOM", n)
 	}
 

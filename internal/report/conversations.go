@@ -10,19 +10,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/slaprobe/slaprobe/internal/slo"
 	"github.com/slaprobe/slaprobe/internal/svgchart"
 	"github.com/slaprobe/slaprobe/internal/sweep"
-)
-
-// ChartConversations is one figure per conversation scenario; its id is
-// "chart-conversations-<scenario slug>".
-const ChartConversations = "conversations"
-
-// ChartConversationCapacity is the table of the capacity in conversations,
-// ChartConversationSteps that of the conversation steps' follow-ups.
-const (
-	ChartConversationCapacity = "conversation-capacity"
-	ChartConversationSteps    = "conversation-steps"
 )
 
 const (
@@ -125,7 +115,7 @@ func figConversations(r *Report) []figure {
 		if s.Turns == 0 || len(steps) == 0 {
 			continue
 		}
-		f := figure{Chart: ChartConversations, DOMID: "chart-conversations-" + slugify(s.Name), Scenario: s.Name,
+		f := figure{Chart: slo.ChartConversations, DOMID: "chart-conversations-" + slugify(s.Name), Scenario: s.Name,
 			Title: "Concurrent conversations: " + s.Name,
 			How: fmt.Sprintf("%d turns per conversation: %s in, then %s more per follow-up, %s out each. "+
 				"N conversations are in flight (a new one starts when one ends). Left axis (log scale): time to first token of the follow-ups (mean and p95) and of the cold priming turns (mean). "+

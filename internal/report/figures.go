@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/slaprobe/slaprobe/internal/slo"
 	"github.com/slaprobe/slaprobe/internal/svgchart"
 	"github.com/slaprobe/slaprobe/internal/sweep"
 )
@@ -50,15 +51,15 @@ func byNCharts(th ReferenceLines) map[string]byN {
 		ttftLimit = []svgchart.RefLine{{Value: th.MaxSafeQueueTTFTSeconds, Label: fmtSecondsShort(th.MaxSafeQueueTTFTSeconds) + " TTFT limit", Color: colorTTFTLine}}
 	}
 	charts := []byN{
-		{chart: ChartDecodeVsConcurrency, title: "Per-user decode speed vs concurrency",
+		{chart: slo.ChartDecodeVsConcurrency, title: "Per-user decode speed vs concurrency",
 			how:  "Each line is one scenario. Higher is better: this is how fast text streams into one user’s screen while N users share the server. Above 50 tok/s text appears almost at once; below 15 tok/s it is slower than reading.",
 			mode: sweep.ModeClosedLoop, y: decodeAxis, bands: bandsDecode, value: decode, tip: decodeTip,
 			findings: decodeSpan("Per-user decode speed runs from %s tok/s (%s, N=%d) down to %s tok/s (%s, N=%d).")},
-		{chart: ChartITLVsConcurrency, title: "Inter-token latency vs concurrency",
+		{chart: slo.ChartITLVsConcurrency, title: "Inter-token latency vs concurrency",
 			how:  "The gap between two streamed tokens, averaged per request. Lower is smoother. Under the dashed line streaming feels instant; between 20 and 70 ms it is noticeably slower but fine to read.",
 			mode: sweep.ModeClosedLoop, y: itlAxis, bands: bandsITLms, value: itl, tip: itlTip, refs: itlInstant,
 			findings: func(_ *Report, _ []int, ss []svgchart.Series, _ []float64) []string { return itlUnderInstant(ss, th) }},
-		{chart: ChartScalingEfficiency, title: "Scaling efficiency vs concurrency",
+		{chart: slo.ChartScalingEfficiency, title: "Scaling efficiency vs concurrency",
 			how:  "System throughput divided by (single-user throughput × N). 100% means adding a user costs the others nothing; the drop shows how the GPU’s memory bandwidth is shared. Above 90% is excellent, below 50% means heavy contention.",
 			mode: sweep.ModeClosedLoop, y: svgchart.Axis{Label: "scaling efficiency (%)", Fmt: svgchart.TickPlain}, bands: bandsEffPct,
 			value: func(s Step) (float64, bool) {
@@ -76,16 +77,16 @@ func byNCharts(th ReferenceLines) map[string]byN {
 				return math.Ceil(ymax/10) * 10
 			},
 			findings: func(_ *Report, _ []int, ss []svgchart.Series, ns []float64) []string { return scalingAtMaxN(ss, ns) }},
-		{chart: ChartTTFTVsQueueDepth, title: "TTFT vs queue depth",
+		{chart: slo.ChartTTFTVsQueueDepth, title: "TTFT vs queue depth",
 			how:  "The chart to plan production with. N requests arrive together; the later ones wait for earlier prefills, so TTFT climbs with N. Where a line crosses the dashed limit, users start to find the service slow. The value plotted is TTFT " + string(stat) + ".",
 			mode: sweep.ModeBurst, y: svgchart.Axis{Label: "time to first token (" + string(stat) + ")", FromZero: true, Fmt: svgchart.TickSeconds}, bands: bandsTTFT,
 			value: func(s Step) (float64, bool) { v := s.TTFT.Stat(stat); return v, v > 0 }, tip: fmtSeconds, refs: ttftLimit, logY: true,
 			findings: burstTTFT},
-		{chart: ChartITLVsQueueDepth, title: "Inter-token latency vs queue depth",
+		{chart: slo.ChartITLVsQueueDepth, title: "Inter-token latency vs queue depth",
 			how:  "Streaming smoothness under a burst. Continuous batching shares decode across all running requests, so ITL often levels off while TTFT keeps rising. The dashed line is the memory-bandwidth ceiling typical of large MoE models.",
 			mode: sweep.ModeBurst, y: itlAxis, bands: bandsITLms, value: itl, tip: itlTip, refs: itlCeiling,
 			findings: func(_ *Report, _ []int, ss []svgchart.Series, _ []float64) []string { return itlUnderCeiling(ss, th) }},
-		{chart: ChartDecodeVsQueueDepth, title: "Per-user decode speed vs queue depth",
+		{chart: slo.ChartDecodeVsQueueDepth, title: "Per-user decode speed vs queue depth",
 			how:  "Decode speed of the requests of a burst, once they stream. It usually holds up far better than TTFT: a queued user waits longer to start, then reads at a similar pace.",
 			mode: sweep.ModeBurst, y: decodeAxis, bands: bandsDecode, value: decode, tip: decodeTip,
 			findings: decodeSpan("Under burst load per-user decode runs from %s tok/s (%s, N=%d) down to %s tok/s (%s, N=%d).")},
@@ -247,7 +248,7 @@ type byContext struct {
 
 // The charts against the context length.
 var (
-	queueWaitByContext = byContext{chart: ChartQueueWait, title: "Queue wait vs context and concurrency",
+	queueWaitByContext = byContext{chart: slo.ChartQueueWait, title: "Queue wait vs context and concurrency",
 		how: "Time a request waited inside the engine before its prefill began, from the engine’s own queue-time histogram. Near zero means the GPU took every request at once; growth means requests wait for a batch slot or KV cache.",
 		y:   svgchart.Axis{Label: "queue wait", FromZero: true, Fmt: svgchart.TickSeconds},
 		value: func(s Step) (float64, bool) {
@@ -258,13 +259,13 @@ var (
 		},
 		tip:   fmtSeconds,
 		empty: "Queue wait was not measured: the engine exposes no vllm:request_queue_time_seconds histogram, or no closed-loop sweep ran."}
-	prefillByContext = byContext{chart: ChartPrefillVsContext, title: "Per-user prefill speed vs context",
+	prefillByContext = byContext{chart: slo.ChartPrefillVsContext, title: "Per-user prefill speed vs context",
 		how:   "Prompt tokens processed per second for one request, TTFT minus queue wait. It usually rises with context while the GPU fills up, peaks, then falls as attention cost grows or chunked prefill caps each step.",
 		y:     svgchart.Axis{Label: "prefill speed per user (tok/s)", FromZero: true, Fmt: svgchart.TickRate},
 		value: func(s Step) (float64, bool) { return s.PrefillTokensPerSecond, s.PrefillTokensPerSecond > 0 },
 		tip:   func(v float64) string { return fmtRate(v) + " tok/s" },
 		empty: "Prefill speed was not measured."}
-	powerByContext = byContext{chart: ChartPower, title: "GPU power vs context and concurrency",
+	powerByContext = byContext{chart: slo.ChartPower, title: "GPU power vs context and concurrency",
 		how: "Average GPU draw during each closed-loop step, summed over the target’s GPUs. Budget cooling and power for the peak, and cost for the average.",
 		y:   svgchart.Axis{Label: "average GPU power (W)", FromZero: true, Fmt: svgchart.TickPlain},
 		value: func(s Step) (float64, bool) {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/slaprobe/slaprobe/internal/slo"
 	"github.com/slaprobe/slaprobe/internal/sweep"
 )
 
@@ -107,7 +108,7 @@ func buildPage(r *Report) page {
 	p.Headline = headlineTiles(r)
 	p.Sections = buildSections(r)
 	p.Appendix = appendix(r)
-	for _, b := range []Bands{ITLBands, TTFTBands, DecodeBands, EfficiencyBands} {
+	for _, b := range []slo.Bands{slo.ITLBands, slo.TTFTBands, slo.DecodeBands, slo.EfficiencyBands} {
 		p.Bands = append(p.Bands, bandRow{b.Metric, b.Text})
 	}
 	p.Methodology = []kv{

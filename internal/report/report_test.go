@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/slaprobe/slaprobe/internal/slo"
 	"github.com/slaprobe/slaprobe/internal/sweep"
 )
 
@@ -247,7 +248,7 @@ func TestHTMLSelfContained(t *testing.T) {
 func TestHTMLHasEveryChart(t *testing.T) {
 	r := Sample()
 	html := renderHTML(t, r)
-	for _, c := range Charts {
+	for _, c := range slo.Charts {
 		if !strings.Contains(html, `data-chart="`+c+`"`) {
 			t.Errorf("no figure with data-chart=%q", c)
 		}
@@ -280,7 +281,7 @@ func TestHTMLHasEveryChart(t *testing.T) {
 	}
 	// Every figure except tile and table panels carries an SVG.
 	svgs := strings.Count(html, `<svg class="plot"`)
-	if want := len(Charts) - 4 + len(r.Capacity.UseCases); svgs != want {
+	if want := len(slo.Charts) - 4 + len(r.Capacity.UseCases); svgs != want {
 		t.Errorf("%d plots; want %d", svgs, want)
 	}
 }
@@ -300,7 +301,7 @@ func TestHTMLPlaceholders(t *testing.T) {
 	r := Sample()
 	stripPower(r)
 	html := renderHTML(t, r)
-	for _, c := range []string{ChartPower, ChartQueueWait} {
+	for _, c := range []string{slo.ChartPower, slo.ChartQueueWait} {
 		if !regexp.MustCompile(`id="chart-` + c + `" data-chart="` + c + `" data-state="not-measured"`).MatchString(html) {
 			t.Errorf("%s: no not-measured placeholder", c)
 		}
@@ -312,7 +313,7 @@ func TestHTMLPlaceholders(t *testing.T) {
 	// A run interrupted before anything finished still renders every panel.
 	empty := &Report{Meta: Meta{Model: "m", Interrupted: true}}
 	html = renderHTML(t, empty)
-	for _, c := range Charts {
+	for _, c := range slo.Charts {
 		if !strings.Contains(html, `data-chart="`+c+`"`) {
 			t.Errorf("empty report: no %s", c)
 		}
@@ -489,18 +490,18 @@ func TestBusyStepsMarked(t *testing.T) {
 	}
 	// The charts flag them: the suspect ring and its legend entry. The
 	// agentic N=16 closed-loop step is on the closed-loop charts.
-	fig := figureHTML(t, html, ChartDecodeVsConcurrency)
+	fig := figureHTML(t, html, slo.ChartDecodeVsConcurrency)
 	if !strings.Contains(fig, `class="suspect"`) || !strings.Contains(fig, "started on a busy engine: suspect") {
 		t.Error("decode vs concurrency does not flag the busy agentic N=16 step")
 	}
 	if !strings.Contains(fig, "agentic · closed loop N=16 · ") || !strings.Contains(fig, "(2 running, 0 waiting): suspect</title>") {
 		t.Error("the busy point's tooltip does not say it is suspect")
 	}
-	fig = figureHTML(t, html, ChartTTFTVsQueueDepth)
+	fig = figureHTML(t, html, slo.ChartTTFTVsQueueDepth)
 	if strings.Count(fig, `class="suspect"`) < 2 { // one ring in the plot, one in the legend
 		t.Error("TTFT vs queue depth does not flag the busy rag N=8 burst")
 	}
-	if fig := figureHTML(t, html, ChartScalingEfficiency); !strings.Contains(fig, `class="suspect"`) {
+	if fig := figureHTML(t, html, slo.ChartScalingEfficiency); !strings.Contains(fig, `class="suspect"`) {
 		t.Error("scaling efficiency does not flag the busy step")
 	}
 	// A chart without busy steps has no suspect legend.
@@ -557,7 +558,7 @@ func TestHeadlineSaysWhatItIs(t *testing.T) {
 	if strings.Contains(head, burstNote) {
 		t.Error("a closed-loop headline carries the burst note")
 	}
-	tput := figureHTML(t, html, ChartSystemThroughput)
+	tput := figureHTML(t, html, slo.ChartSystemThroughput)
 	if !strings.Contains(tput, "Highest sustained throughput: 1,909 tok/s (chatbot, closed loop N=32)") ||
 		!strings.Contains(tput, "A burst briefly reaches 4,139 tok/s (chatbot, N=256)") {
 		t.Error("system throughput findings do not separate the sustained peak from the burst one")

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/slaprobe/slaprobe/internal/slo"
 	"github.com/slaprobe/slaprobe/internal/sweep"
 )
 
@@ -230,10 +231,6 @@ func mdHeader(c column) string {
 	return strings.TrimSpace(c.mdGroup + " " + c.name)
 }
 
-// ChartCapacityOn is the table of capacities on the rules of
-// Config.CapacityOn; present when the report has any.
-const ChartCapacityOn = "capacity-on"
-
 // betweenText says where a capacity on a rule came from: which measured
 // steps bracket an interpolated crossing.
 func betweenText(c RuleCapacity) string {
@@ -270,7 +267,7 @@ func capacityOnTable(r *Report) table {
 }
 
 func figCapacityOnTable(r *Report) figure {
-	f := newFigure(ChartCapacityOn, "Capacity on goodput and percentiles",
+	f := newFigure(slo.ChartCapacityOn, "Capacity on goodput and percentiles",
 		"The largest closed-loop N that meets each rule of sweep.capacity_on. Goodput is the share of a step’s requests that succeeded and met every threshold of the scenario at once. Between two measured steps the rule’s figure is interpolated linearly; the column “from the steps” names the two that bracket the crossing.")
 	f.Wide = true
 	t := capacityOnTable(r)

@@ -1,6 +1,6 @@
 // Package slo holds slaprobe's service-level numbers in one place: the
 // experience bands, the classic bucket edges of the probe histograms, the
-// objectives and the names of the report's charts. It imports nothing of
+// objectives, the electricity price and the names of the report's charts. It imports nothing of
 // slaprobe's, so the collector, the alert and dashboard generators, the
 // report and the status page all read the same values.
 package slo

@@ -1,6 +1,7 @@
 package slo
 
 import (
+	"math"
 	"slices"
 	"testing"
 )
@@ -65,5 +66,14 @@ func TestObjectives(t *testing.T) {
 		if o <= 0 || o >= 1 {
 			t.Errorf("%s = %v; expected a share strictly between 0 and 1", name, o)
 		}
+	}
+}
+
+func TestCosts(t *testing.T) {
+	if got := CostPerHour(1000, 0.10); math.Abs(got-0.10) > 1e-12 {
+		t.Errorf("1 kW for an hour = %v", got)
+	}
+	if got := CostPerMillionTokens(3.6, 0.10); math.Abs(got-0.10) > 1e-12 {
+		t.Errorf("3.6 J/token → 1 kWh per Mtok = %v", got)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/slaprobe/slaprobe/internal/engine"
 	"github.com/slaprobe/slaprobe/internal/report"
+	"github.com/slaprobe/slaprobe/internal/report/render"
 	"github.com/slaprobe/slaprobe/internal/slo"
 	"github.com/slaprobe/slaprobe/internal/sweeper"
 	"github.com/slaprobe/slaprobe/prober"
@@ -404,7 +405,7 @@ func (s *Server) sweepView(snap sweeper.Snapshot, now time.Time) *sweepView {
 						continue
 					}
 					if n++; n <= maxWorseShown {
-						tv.Worse = append(tv.Worse, report.FindingText(f))
+						tv.Worse = append(tv.Worse, render.FindingText(f))
 					}
 				}
 				if n > maxWorseShown {

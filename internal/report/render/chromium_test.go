@@ -1,4 +1,4 @@
-package report
+package render
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/slaprobe/slaprobe/internal/report"
 	"github.com/slaprobe/slaprobe/internal/slo"
 	"github.com/slaprobe/slaprobe/test/browser"
 )
@@ -30,7 +31,7 @@ func runChromium(t *testing.T, bin, page string, args ...string) (string, string
 	return browser.Run(t, bin, "file://"+page, args...)
 }
 
-func writeSample(t *testing.T, r *Report) string {
+func writeSample(t *testing.T, r *report.Report) string {
 	t.Helper()
 	paths, err := Write(t.TempDir(), r)
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 // The one data source every panel, query and variable reads: the ${datasource} variable.
 var promDS = &DataSourceRef{Type: "prometheus", UID: "${datasource}"}
 
-// Colours. The experience bands use report.html's colours (internal/report), so a band looks the same
+// Colours. The experience bands use report.html's colours (internal/report/render), so a band looks the same
 // in the report and in Grafana; the reference lines use the report's line colours.
 const (
 	colorExcellent  = "#1a9850"

@@ -33,7 +33,7 @@ func golden(t *testing.T, name string, got []byte) {
 	}
 	want, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("%v (run `go test ./internal/report -update` to create it)", err)
+		t.Fatalf("%v (run `go test ./internal/report/render -update` to create it)", err)
 	}
 	if !bytes.Equal(got, want) {
 		gl, wl := strings.Split(string(got), "\n"), strings.Split(string(want), "\n")

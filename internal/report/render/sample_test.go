@@ -16,7 +16,7 @@ import (
 // (closed loop N=1..32, burst N=1..256) and the five use cases (burst),
 // shaped like the reference figures for a 30B MoE model on one H100. It is
 // synthetic: the numbers come from a small load model, not a server. Tests
-// use it for the golden files; `go test ./internal/report -run
+// use it for the golden files; `go test ./internal/report/render -run
 // TestWriteAndLoad -keep DIR` writes it out for a visual review.
 func Sample() *report.Report {
 	start := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)

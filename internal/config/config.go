@@ -614,7 +614,7 @@ func (c *Config) Scenarios(target string) []prober.Scenario {
 func (c *Config) Targets() ([]prober.Target, error) {
 	out := make([]prober.Target, 0, len(c.TargetConfigs))
 	for _, t := range c.TargetConfigs {
-		client, err := promcfg.NewClientFromConfig(t.HTTPClientConfig, "slaprobe_"+t.Name)
+		client, err := promcfg.NewClientFromConfig(t.HTTPClientConfig, "slaprobe_"+t.Name, promcfg.WithDialContextFunc(prober.DialKernelStamps))
 		if err != nil {
 			return nil, fmt.Errorf("target %s: http_client_config: %w", t.Name, err)
 		}

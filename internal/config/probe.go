@@ -133,7 +133,7 @@ func (c *Config) ProbeTarget(target, scenario string) (prober.Target, prober.Sce
 	if s == nil || !contains(allowed, scenario) {
 		return prober.Target{}, prober.Scenario{}, fmt.Errorf("scenario=%q is not available for target %q; expected one of: %s", scenario, target, strings.Join(allowed, ", "))
 	}
-	client, err := promcfg.NewClientFromConfig(tc.HTTPClientConfig, "slaprobe_probe")
+	client, err := promcfg.NewClientFromConfig(tc.HTTPClientConfig, "slaprobe_probe", promcfg.WithDialContextFunc(prober.DialKernelStamps))
 	if err != nil {
 		return prober.Target{}, prober.Scenario{}, fmt.Errorf("target %s: http_client_config: %w", target, err)
 	}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	promcfg "github.com/prometheus/common/config"
+
 	"github.com/slaprobe/slaprobe/internal/vllmsim"
 	"github.com/slaprobe/slaprobe/prober"
 )
@@ -248,5 +250,31 @@ func TestKernelStampsITL(t *testing.T) {
 		if d := absDur(res.ITL() - truth); d > 200*time.Microsecond {
 			t.Errorf("tls=%v: ITL %v, engine's %v", tlsOn, res.ITL(), truth)
 		}
+	}
+}
+
+// TestKernelStampsThroughConfigClient: a target's client as the config
+// builds it (prometheus/common, its conntrack wrapper around the dialled
+// connection) finds the connection's stamps.
+func TestKernelStampsThroughConfigClient(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("kernel receive timestamps are read on Linux only")
+	}
+	sim := startKstampSim(t, false, false, nil)
+	client, err := promcfg.NewClientFromConfig(promcfg.HTTPClientConfig{}, "kstamp_test", promcfg.WithDialContextFunc(prober.DialKernelStamps))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.CloseIdleConnections)
+	target := sim.target
+	target.Client = client
+	p := prober.New(nil, prober.SystemClock{})
+	prep := accPrepare(t, p, target, accScenario(64, 10))
+	res := p.Run(context.Background(), target, prep)
+	if res.Kind != prober.KindSuccess {
+		t.Fatalf("probe: %s/%s: %v", res.Kind, res.Reason, res.Err)
+	}
+	if res.Stamps != prober.StampKernel {
+		t.Errorf("stamp source %q through the config's client, want kernel", res.Stamps)
 	}
 }

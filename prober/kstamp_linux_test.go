@@ -1,5 +1,7 @@
 package prober
 
+// Linux only (the file name): the timestamped connection itself.
+
 import (
 	"context"
 	"io"

@@ -145,6 +145,7 @@ func (c *kstampConn) Read(p []byte) (int, error) {
 	if rerr != nil {
 		return 0, &net.OpError{Op: "read", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: os.NewSyscallError("recvmsg", rerr)}
 	}
+	raceRead(p, n)
 	if n == 0 {
 		return 0, io.EOF
 	}

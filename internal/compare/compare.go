@@ -547,8 +547,8 @@ func (k comparer) metrics(scenario string, mode sweep.Mode, b, n *report.Step) [
 			unit = unitSlices
 		}
 		grouped := len(bg) >= k.o.MinRounds && len(ng) >= k.o.MinRounds
-		if mode == sweep.ModeBurst && unit == unitRounds && !busy {
-			k.addLadderRounds(scenario, m.name, n.Concurrency, bg, ng)
+		if unit != "" && !busy {
+			k.addLadderGroups(scenario, mode, m.name, n.Concurrency, bg, ng)
 		}
 		mc := report.MetricChange{Metric: m.name, BaseSamples: len(bv), NewSamples: len(nv), Verdict: report.VerdictUnknown}
 		switch {

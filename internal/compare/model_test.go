@@ -279,7 +279,7 @@ func TestWholeReportTable(t *testing.T) {
 		t.Fatalf("SLAPROBE_MODEL_REPS=%q; expected a positive number of pairs", env)
 	}
 	var b strings.Builder
-	b.WriteString("| rounds or slices per run | figures judged (of 30) | rerun reports with any significant figure | its 95 % upper bound | 20 %-slower runs flagged | figures flagged worse per slower run |\n|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| rounds or slices per run | figures judged (of 40) | rerun reports with any significant figure | its 95 % upper bound | 20 %-slower runs flagged | figures flagged worse per slower run |\n|---:|---:|---:|---:|---:|---:|\n")
 	for _, size := range modelSizes {
 		fa, det, worse, m := modelRates(size, reps, reps, 40, Compare)
 		fmt.Fprintf(&b, "| %d | %d | %d of %d (%.1f %%) | %.1f %% | %d of %d (%.1f %%) | %.1f |\n", size, m, fa, reps, 100*float64(fa)/float64(reps),

@@ -50,7 +50,7 @@ func (k comparer) addLadderGroups(scenario string, mode sweep.Mode, metric strin
 // against 3: p = 0.1 at best; 8 against 8 reach 321 figures). Pooled over
 // the ladder's steps, with the groups of each step compared only with each
 // other (a stratified rank test), 3 per step over 5 steps reach p = 2/20⁵ =
-// 2.5·10⁻⁷: the level of a report of 200,000 figures. The verdict is about
+// 6.3·10⁻⁷: the level of a report of 80,000 figures. The verdict is about
 // the ladder as a whole: a common relative shift of every step.
 func (k comparer) ladderSteps(order []string) []report.StepChange {
 	var out []report.StepChange

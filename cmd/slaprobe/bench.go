@@ -35,7 +35,7 @@ func addBench(c *cli) {
 		"a self-contained report.html: per-user decode speed, ITL, TTFT, system throughput, scaling efficiency and capacity.\n\n"+
 		"It loads the server on purpose, as hard as it can take. The defaults run the four report scenarios (prompts up to "+
 		"32K tokens) through closed-loop steps of up to "+strconv.Itoa(slices.Max(def.ClosedLoop.Concurrency))+" requests in flight and bursts of up to "+
-		strconv.Itoa(slices.Max(def.Burst.Concurrency))+" requests at once, each burst "+strconv.Itoa(def.Burst.Repeat)+" times: about an hour on the simulated H100, while real users wait behind it. "+
+		strconv.Itoa(slices.Max(def.Burst.Concurrency))+" requests at once, each burst "+strconv.Itoa(def.Burst.Repeat)+" times: about 30 minutes on the simulated H100, while real users wait behind it. "+
 		"Use a server that is not in service, or start small (about 5 minutes):\n\n"+
 		"  slaprobe bench --target.url=URL --scenarios=chatbot --concurrency=1,2,4 --burst=1,4,16")
 	cf := addConfigFlags(cmd)
@@ -61,7 +61,7 @@ func addBench(c *cli) {
 			Default(dur(def.Capacity.MaxSafeTTFT)), (*kingpin.FlagClause).Duration),
 		stat: overrideFlag(cmd.Flag("capacity.stat", "Statistic of each step judged against limits: mean (as the reports), p50, p90, p95 or p99.").
 			Default(def.Capacity.Statistic), (*kingpin.FlagClause).String),
-		repeat: overrideFlag(cmd.Flag("burst.repeat", "Bursts of N per burst step, one after another. A comparison (--baseline, slaprobe compare) judges a burst on its rounds' medians: 8 in both runs reach the 95% of a report of up to 321 figures (the default sweep has 300); fewer may get no verdict, and the comparison says how many would. Each round costs one burst's time.").
+		repeat: overrideFlag(cmd.Flag("burst.repeat", "Bursts of N per burst step, one after another. A comparison (--baseline, slaprobe compare) judges each scenario's burst ladder as one figure per metric, on every step's rounds' medians: 3 rounds over 5 or more steps reach the 95% of a report of any practical size. A verdict per step needs 8 rounds in both runs (reports of up to 321 figures). Each round costs one burst's time.").
 			Default(strconv.Itoa(def.Burst.Repeat)), (*kingpin.FlagClause).Int),
 		ceiling: overrideFlag(cmd.Flag("max-concurrency", "Ceiling on N for both ladders (0: none).").
 			Default(strconv.Itoa(def.MaxConcurrency)), (*kingpin.FlagClause).Int),

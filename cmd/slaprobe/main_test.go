@@ -259,7 +259,7 @@ func TestHelpShowsDefaults(t *testing.T) {
 			"coding_agent,", "tool_calling_agent."}, // the built-in list names the agent scenarios
 		"demo": {"--web.listen-address=127.0.0.1:9781", "--web.config.file"},
 		// bench warns before anyone runs it, and shows a gentler start.
-		"bench": {"loads the server on purpose", "up to 32 requests in flight", "bursts of up to 256", "each burst 8 times", "about an hour",
+		"bench": {"loads the server on purpose", "up to 32 requests in flight", "bursts of up to 256", "each burst 3 times", "about 30 minutes",
 			"--scenarios=chatbot --concurrency=1,2,4 --burst=1,4,16", "--burst=\"1,2,4,8,16,32,64,128,256\""},
 		"sim": {"--sim.listen-address=\":8000\"", "--sim.max-num-seqs=256", "--sim.config.file=PATH", "--sim.kv-cache-tokens=1200000",
 			"--[no-]sim.enable-prefix-caching", "--[no-]sim.enable-prompt-tokens-details"},

@@ -99,8 +99,15 @@ func Compare(base, cur *report.Report, o Options) *report.Report {
 		Confidence: base.HasSamples() && cur.HasSamples(),
 	}
 	c.Differences = differences(base, cur)
-	k := comparer{o: o, confidence: c.Confidence, tests: map[string]figureTest{}, short: map[string]shortFigure{}}
+	k := comparer{o: o, confidence: c.Confidence, tests: map[string]figureTest{}, short: map[string]shortFigure{}, ladders: map[string][]stratum{}}
 	c.Steps = k.steps(base, cur, &c.Differences)
+	var order []string
+	for _, s := range cur.Scenarios {
+		if !slices.Contains(order, s.Name) {
+			order = append(order, s.Name)
+		}
+	}
+	c.Steps = append(c.Steps, k.ladderSteps(order)...)
 	k.judge(c)
 	c.Capacity = k.capacity(base, cur)
 	out.Comparison = c
@@ -118,6 +125,9 @@ type comparer struct {
 	// with too few requests for MinRounds slices, fewer than MinSamples
 	// requests): judge says in their note how many would give a verdict.
 	short map[string]shortFigure
+	// ladders holds, by ladderKey, the rounds of each burst step of a
+	// scenario and metric, for its ladder figure (see ladderSteps).
+	ladders map[string][]stratum
 }
 
 // Kinds of value a figure is judged on.
@@ -132,6 +142,9 @@ const (
 type figureTest struct {
 	base, new []float64
 	unit      string
+	// strata, for a burst ladder figure instead of base and new: each
+	// step's rounds.
+	strata []stratum
 }
 
 // shortFigure is a figure with too few values for any verdict: what it
@@ -181,6 +194,9 @@ func (k comparer) judge(c *report.Comparison) {
 	slices.Sort(keys)
 	minP := func(key string) float64 {
 		ft := k.tests[key]
+		if ft.strata != nil {
+			return ladderMinP(ft.strata)
+		}
 		if !useRank(len(ft.base), len(ft.new)) {
 			return 0
 		}
@@ -229,6 +245,22 @@ func (k comparer) judge(c *report.Comparison) {
 				ft := k.tests[j.key]
 				mc := j.mc
 				var iv interval
+				if ft.strata != nil {
+					var ok bool
+					if iv, ok = ladderInterval(ft.strata, level); !ok || !judged(j.key) {
+						mc.Note = appendNote(mc.Note, fmt.Sprintf("too few burst steps or rounds for a verdict: they can show a change with p = %.2g at best, and a verdict needs p ≤ %.2g",
+							ladderMinP(ft.strata), alpha/float64(all)))
+						continue
+					}
+					lo, hi := iv.Lo, iv.Hi
+					mc.Low, mc.High = &lo, &hi
+					mc.Verdict = verdict(mc.Metric, mc.Change, lo, hi, k.o.PracticalFloor)
+					if mc.Verdict == report.VerdictNoChange {
+						d := detectable(mc.Change, lo, hi, k.o.PracticalFloor)
+						mc.Detectable = &d
+					}
+					continue
+				}
 				if useRank(len(ft.base), len(ft.new)) {
 					var ok bool
 					if iv, ok = rankInterval(ft.base, ft.new, level); !ok || !judged(j.key) {
@@ -515,6 +547,9 @@ func (k comparer) metrics(scenario string, mode sweep.Mode, b, n *report.Step) [
 			unit = unitSlices
 		}
 		grouped := len(bg) >= k.o.MinRounds && len(ng) >= k.o.MinRounds
+		if unit != "" && !busy {
+			k.addLadderGroups(scenario, mode, m.name, n.Concurrency, bg, ng)
+		}
 		mc := report.MetricChange{Metric: m.name, BaseSamples: len(bv), NewSamples: len(nv), Verdict: report.VerdictUnknown}
 		switch {
 		case grouped:

@@ -72,8 +72,9 @@ func TestFamilyLevel(t *testing.T) {
 	o := DefaultOptions()
 	base, rerun := familyReport(54), familyReport(56)
 	c := Compare(base, rerun, Options{}).Comparison
-	if c.Method.Figures != 20 || c.Method.FigureLevel != 1-0.05/20 || c.Method.Resamples < 8000 {
-		t.Errorf("method %+v; want 20 figures at 99.75 %% each, at least 8000 resamples", c.Method)
+	// 20 step figures and the closed-loop ladder's 5 (N=2, 4, 8).
+	if c.Method.Figures != 25 || c.Method.FigureLevel != 1-0.05/25 || c.Method.Resamples < 8000 {
+		t.Errorf("method %+v; want 25 figures at 99.8 %% each, at least 8000 resamples", c.Method)
 	}
 	for _, f := range c.Findings() {
 		t.Errorf("rerun of the same engine: significant change %s", render.FindingText(f))

@@ -33,7 +33,7 @@ func TestSweepConfigDefaults(t *testing.T) {
 	}
 
 	o := want.Options(prober.Builtin()[:1])
-	if o.StepDuration != time.Minute || o.Warmup != 10*time.Second || o.MaxConcurrency != 256 ||
+	if o.StepDuration != 20*time.Second || o.Warmup != 10*time.Second || o.MaxConcurrency != 256 ||
 		o.Capacity.MaxSafeTTFT != 3*time.Second || o.Capacity.Stat != sweep.StatMean || o.EarlyStopFactor != 3 ||
 		len(o.Capacity.On) != 1 || o.Capacity.On[0].Text != "goodput >= 95%" ||
 		!reflect.DeepEqual(o.ClosedLoop, sweep.DefaultClosedLoopLadder) || !reflect.DeepEqual(o.Burst, []int{1, 8}) {

@@ -235,6 +235,9 @@ func Evaluate(c *report.Comparison, rules Rules, unknown string) Result {
 	goodputSeen := false
 	for _, s := range c.Steps {
 		name := fmt.Sprintf("%s %s N=%d", s.Scenario, s.Mode, s.Concurrency)
+		if s.Concurrency == 0 {
+			name = fmt.Sprintf("%s %s ladder", s.Scenario, s.Mode) // compare's figure of every N at once
+		}
 		if s.Presence != report.InBoth || s.NotMeasured != "" {
 			// A step the other run lacks, or where one run measured
 			// nothing: every rule on step metrics covers it.

@@ -150,7 +150,15 @@ func FindingText(f report.Finding) string {
 		return fmt.Sprintf("%s · %s: %s → %s (%s); %s.", f.Scenario, label, fmtBound(*c.Base), fmtBound(*c.New), fmtChange(c.Change), c.Resolution)
 	}
 	m := f.Step
-	s := fmt.Sprintf("%s · %s N=%d · %s median %s → %s: %s", f.Scenario, modeLabel(f.Mode), f.Concurrency, metricLabel(m.Metric),
+	where, stat := fmt.Sprintf("%s N=%d", modeLabel(f.Mode), f.Concurrency), "median"
+	if f.Concurrency == 0 {
+		// compare's ladder figure: the mode's whole ladder at once.
+		where, stat = modeLabel(f.Mode)+" ladder (every N)", "geometric mean of the steps' medians"
+		if f.Mode == sweep.ModeClosedLoop {
+			where = "closed-loop ladder (every N > 1)"
+		}
+	}
+	s := fmt.Sprintf("%s · %s · %s %s %s → %s: %s", f.Scenario, where, metricLabel(m.Metric), stat,
 		metricValue(m.Metric, m.Base), metricValue(m.Metric, m.New), fmtChange(m.Change))
 	if m.Low != nil && m.High != nil {
 		switch {
@@ -260,7 +268,9 @@ func compareMethod(c *report.Comparison) kv {
 	}
 	if m.MinRounds > 0 { // comparisons written before bursts were judged on their rounds have none
 		grouped = fmt.Sprintf("A burst’s requests share one queue, so they are not independent samples: a burst step is judged only when both runs repeated it at least %d times (burst.repeat), "+
-			"and then its figure is the median of the rounds’ medians and the interval %s the rounds; otherwise it is compared as a number. ", m.MinRounds, resampled)
+			"and then its figure is the median of the rounds’ medians and the interval %s the rounds; otherwise it is compared as a number. "+
+			"Each scenario’s ladder of each mode is also one figure per metric (“burst ladder”, “closed-loop ladder”), the geometric mean of its steps’ medians, judged on every step’s rounds or slices at once, each step’s against each other’s (a stratified rank test): "+
+			"a step’s few rounds or slices rarely reach the report’s level alone, the ladder’s do. ", m.MinRounds, resampled)
 	}
 	if m.Slices > 0 && m.MinRounds > 0 { // comparisons written before closed loops were sliced have none
 		grouped += fmt.Sprintf("A closed loop at N > 1 is judged the same way in time: its users fall into a pattern of who waits for whose prefill that holds for seconds, "+

@@ -62,7 +62,7 @@ func (e *engineTimingMetrics) init(target, model, scenario, api string) {
 
 // TTFTRecorded reports whether r's timings (TTFT, E2E, prefill) go into
 // their histograms: a timed answer with a cold prompt, or a warm follow-up;
-// not a warm scenario's successful priming turn (warm.go keeps it apart),
+// not a warm scenario's successful priming turn (conversation.go keeps it apart),
 // nor a cold probe that hit the prefix cache. observe records the client's
 // timings and ObserveEngineTurn the engine's for exactly these probes, so
 // that the split adds up to the TTFT histogram.

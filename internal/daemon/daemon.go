@@ -408,7 +408,7 @@ func (d *Daemon) startSchedulerLocked() error {
 	}
 	probe := d.opts.Probe
 	if probe == nil {
-		probe = d.prober.Probe
+		probe = d.prober.ProbePaced
 	}
 	s := prober.NewScheduler(st, prober.SchedulerOptions{
 		Probe:                probe,

@@ -27,7 +27,11 @@ func TestPlanEngineTiming(t *testing.T) {
 		{"follow-up, timing", warmConversation, response, EngineRecordNow},
 		{"priming turn", func() prober.Result { return warmConversation().Earlier[0] }, prober.EngineTiming{}, EngineSkip},
 		{"cache hit", func() prober.Result { r := success(); r.CachedTokens = 1; return r }, prober.EngineTiming{}, EngineSkip},
-		{"error", func() prober.Result { r := success(); r.Kind, r.Reason = prober.KindError, prober.ReasonStall; return r }, response, EngineSkip},
+		{"error", func() prober.Result {
+			r := success()
+			r.Kind, r.Reason = prober.KindError, prober.ReasonStall
+			return r
+		}, response, EngineSkip},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tc.result()

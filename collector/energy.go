@@ -8,13 +8,14 @@ import (
 
 	"github.com/slaprobe/slaprobe/internal/engine"
 	"github.com/slaprobe/slaprobe/internal/gpu"
+	"github.com/slaprobe/slaprobe/internal/slo"
 	"github.com/slaprobe/slaprobe/prober"
 )
 
 // EnergyOptions configure the EnergyCollector.
 type EnergyOptions struct {
 	// PricePerKWh is the electricity price in dollars; pass
-	// gpu.DefaultPricePerKWh (0.10) for the reports' price. 0 is free.
+	// slo.DefaultPricePerKWh (0.10) for the reports' price. 0 is free.
 	PricePerKWh float64
 	// Window is the span of every figure (default 5 min).
 	Window time.Duration
@@ -171,7 +172,7 @@ func (c *EnergyCollector) figures(w *engine.Watcher, win *gpu.Window, from time.
 	if !st.OK() {
 		return EnergyFigures{}, false
 	}
-	f := EnergyFigures{Target: w.Target(), Power: st, CostPerHour: gpu.CostPerHour(st.AverageWatts, c.opts.PricePerKWh)}
+	f := EnergyFigures{Target: w.Target(), Power: st, CostPerHour: slo.CostPerHour(st.AverageWatts, c.opts.PricePerKWh)}
 
 	// Tokens: the engine snapshots inside the GPU readings' span, so the
 	// energy at each end can be interpolated from the energy counters.
@@ -203,7 +204,7 @@ func (c *EnergyCollector) figures(w *engine.Watcher, win *gpu.Window, from time.
 		joules = st.AverageWatts * f.TokenSpan.Seconds() // no energy counter: power samples
 	}
 	f.JoulesPerToken = joules / tokens
-	f.CostPerMillionTokens = gpu.CostPerMillionTokens(f.JoulesPerToken, c.opts.PricePerKWh)
+	f.CostPerMillionTokens = slo.CostPerMillionTokens(f.JoulesPerToken, c.opts.PricePerKWh)
 	f.HasTokens = true
 	return f, true
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/slaprobe/slaprobe/internal/engine"
 	"github.com/slaprobe/slaprobe/internal/gpu"
 	"github.com/slaprobe/slaprobe/internal/gpu/gpumock"
+	"github.com/slaprobe/slaprobe/internal/slo"
 	"github.com/slaprobe/slaprobe/prober"
 )
 
@@ -175,5 +176,5 @@ func TestEnergyCollectorNoDriver(t *testing.T) {
 	r, _ := gpu.New(gpumock.NoDriver(), nil, gpu.Options{})
 	pool := engine.NewPool(engine.Options{}, nil)
 	defer pool.Close()
-	liveGolden(t, NewEnergyCollector(r, pool, EnergyOptions{PricePerKWh: gpu.DefaultPricePerKWh}), "nvml_energy_no_driver.prom")
+	liveGolden(t, NewEnergyCollector(r, pool, EnergyOptions{PricePerKWh: slo.DefaultPricePerKWh}), "nvml_energy_no_driver.prom")
 }

@@ -7,6 +7,7 @@ package collector
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/slaprobe/slaprobe/internal/slo"
 	"github.com/slaprobe/slaprobe/prober"
 )
 
@@ -30,7 +31,7 @@ func newEngineTimingMetrics(o ProbeMetricsOptions) engineTimingMetrics {
 		prefill: newHistogram("engine_prefill_seconds",
 			"Time from the engine scheduling a probe to its first token, as the engine reported it. Probes whose TTFT is recorded.", spans),
 		itl: newHistogram("engine_itl_seconds",
-			"The engine's own mean inter-token latency of a probe. Beside slaprobe_itl_seconds, a gap shows a proxy or gateway that buffers the stream.", o.buckets(itlBuckets, itlBucketsReduced)),
+			"The engine's own mean inter-token latency of a probe. Beside slaprobe_itl_seconds, a gap shows a proxy or gateway that buffers the stream.", o.buckets(slo.ITLBuckets, slo.ITLBucketsReduced)),
 		outside: newHistogram("ttft_outside_engine_seconds",
 			"Client TTFT minus the engine's queue and prefill: the network, gateway, proxy, API server and tokenizer. Probes whose engine reported both its queue and its prefill.", spans),
 		timing: newCounter("probe_engine_timing_total",

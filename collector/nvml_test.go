@@ -127,7 +127,7 @@ func TestNVMLRealDriver(t *testing.T) {
 	}
 	st := s.Last()
 	t.Logf("power sampler over %s: %d samples, avg %.1f W, peak %.1f W, %.1f J, from energy counter: %v",
-		st.Duration(), st.Samples, pr.AvgWatts, pr.PeakWatts, pr.Joules, st.FromEnergyCounter)
+		st.Duration(), st.Samples, pr.AverageWatts, pr.PeakWatts, pr.EnergyJoules, st.FromEnergyCounter)
 
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(NewNVMLCollector(r))

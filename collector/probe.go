@@ -8,45 +8,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/slaprobe/slaprobe/internal/slo"
 	"github.com/slaprobe/slaprobe/prober"
 )
 
 const namespace = "slaprobe"
 
-// Classic buckets: each covers the range the reference reports show and has
-// an edge at every threshold and experience band they use, so that
-// "fraction of probes under X" is exact for those X. Native histograms give
-// fine resolution on top for servers that scrape them.
-var (
-	// 25 ms .. 120 s; edges at the 0.1 / 0.5 / 2 / 3 / 5 / 8 / 10 / 12 / 20 s lines.
-	ttftBuckets = []float64{0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2, 3, 5, 8, 10, 12, 15, 20, 30, 45, 60, 90, 120}
-	// 2 ms .. 1 s; edges at the 10 / 20 / 70 ms bands.
-	itlBuckets = []float64{0.002, 0.004, 0.006, 0.008, 0.01, 0.0125, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.07, 0.1, 0.15, 0.2, 0.3, 0.5, 1}
-	// 5 .. 500 tokens/s; edges at the 10 / 15 / 20 / 25 / 50 / 80 / 150 bands.
-	decodeBuckets = []float64{5, 10, 15, 20, 25, 30, 40, 50, 60, 80, 100, 125, 150, 175, 200, 250, 300, 400, 500}
-	// 0.25 .. 300 s; edge at the 2 s code-completion threshold.
-	e2eBuckets = []float64{0.25, 0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 240, 300}
-	// 250 .. 100000 tokens/s.
-	prefillBuckets = []float64{250, 500, 1000, 2000, 3000, 5000, 7500, 10000, 15000, 20000, 30000, 40000, 50000, 75000, 100000}
-	// 1 .. 32 tokens: 1 is plain decoding, more is MTP / speculative / stream-interval.
-	chunkBuckets = []float64{1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32}
-	// 0 .. 1: the share of drafted tokens accepted.
-	acceptanceBuckets = []float64{0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1}
-)
-
-// Reduced classic buckets keep only the edges at the thresholds and
-// experience bands, plus a few to span the range: about half the series
-// (global.classic_histogram_buckets: reduced). Quantiles interpolate over
-// wider buckets, so they are coarser between edges.
-var (
-	ttftBucketsReduced    = []float64{0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 8, 10, 12, 20, 30, 60, 120}
-	itlBucketsReduced     = []float64{0.005, 0.01, 0.02, 0.03, 0.05, 0.07, 0.1, 0.2, 0.5, 1}
-	decodeBucketsReduced  = []float64{10, 15, 20, 25, 50, 80, 150, 300}
-	e2eBucketsReduced     = []float64{0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300}
-	prefillBucketsReduced = []float64{500, 1000, 2500, 5000, 10000, 25000, 50000, 100000}
-	chunkBucketsReduced   = []float64{1, 2, 4, 8, 16, 32}
-	acceptanceReduced     = []float64{0.25, 0.5, 0.75, 0.9, 1}
-)
+// The classic bucket edges of the probe histograms are internal/slo's:
+// the alert rules count good probes from the same edges.
 
 // ClassicBuckets selects the classic buckets of the probe histograms; the
 // native buckets are always there.
@@ -147,23 +116,23 @@ func NewProbeMetrics(reg prometheus.Registerer) *ProbeMetrics {
 func NewProbeMetricsWith(reg prometheus.Registerer, o ProbeMetricsOptions) *ProbeMetrics {
 	m := &ProbeMetrics{
 		ttft: newHistogram("ttft_seconds",
-			"Time from sending the request to the first chunk carrying generated output. Successful and short probes with a cold prompt, and the follow-up turns of warm scenarios.", o.buckets(ttftBuckets, ttftBucketsReduced)),
+			"Time from sending the request to the first chunk carrying generated output. Successful and short probes with a cold prompt, and the follow-up turns of warm scenarios.", o.buckets(slo.TTFTBuckets, slo.TTFTBucketsReduced)),
 		itl: newHistogram("itl_seconds",
-			"Mean inter-token latency of a probe: (last token - first token) / (output tokens - first chunk's tokens). Successful probes, and short answers of at least 16 tokens.", o.buckets(itlBuckets, itlBucketsReduced)),
+			"Mean inter-token latency of a probe: (last token - first token) / (output tokens - first chunk's tokens). Successful probes, and short answers of at least 16 tokens.", o.buckets(slo.ITLBuckets, slo.ITLBucketsReduced)),
 		decode: newHistogram("decode_tokens_per_second",
-			"Per-user decode speed of a probe, the inverse of its ITL. Successful probes, and short answers of at least 16 tokens.", o.buckets(decodeBuckets, decodeBucketsReduced)),
+			"Per-user decode speed of a probe, the inverse of its ITL. Successful probes, and short answers of at least 16 tokens.", o.buckets(slo.DecodeBuckets, slo.DecodeBucketsReduced)),
 		e2e: newHistogram("e2e_latency_seconds",
-			"Time from sending the request to the last token; for an answer the server ended early, TTFT plus its measured ITL over the tokens asked for. Successful and short probes with a cold prompt, and the follow-up turns of warm scenarios.", o.buckets(e2eBuckets, e2eBucketsReduced)),
+			"Time from sending the request to the last token; for an answer the server ended early, TTFT plus its measured ITL over the tokens asked for. Successful and short probes with a cold prompt, and the follow-up turns of warm scenarios.", o.buckets(slo.E2EBuckets, slo.E2EBucketsReduced)),
 		prefill: newHistogram("prefill_tokens_per_second",
-			"Prompt tokens divided by TTFT (queueing included). Successful and short probes with a cold prompt only.", o.buckets(prefillBuckets, prefillBucketsReduced)),
+			"Prompt tokens divided by TTFT (queueing included). Successful and short probes with a cold prompt only.", o.buckets(slo.PrefillBuckets, slo.PrefillBucketsReduced)),
 		chunk: newHistogram("tokens_per_chunk",
-			"Output tokens carried by each streamed chunk, when the server reports continuous usage.", o.buckets(chunkBuckets, chunkBucketsReduced)),
+			"Output tokens carried by each streamed chunk, when the server reports continuous usage.", o.buckets(slo.ChunkBuckets, slo.ChunkBucketsReduced)),
 		// No classic buckets in any mode: no panel, rule or alert reads
 		// them. _sum / _count give the mean, the native buckets quantiles.
 		ttfc: newHistogram("time_to_first_content_seconds",
 			"Time to the first non-reasoning output token. Successful probes of reasoning models with a cold prompt only. Native buckets only; the text format carries _sum, _count and +Inf.", nil),
 		specAcceptance: newHistogram("spec_decode_acceptance_ratio",
-			"Speculative decoding of a probe: accepted / drafted tokens, as the response reported them (vLLM's per-request metrics with the target's per_request_metrics, llama.cpp's timings). Answered probes whose response reported at least one drafted token.", o.buckets(acceptanceBuckets, acceptanceReduced)),
+			"Speculative decoding of a probe: accepted / drafted tokens, as the response reported them (vLLM's per-request metrics with the target's per_request_metrics, llama.cpp's timings). Answered probes whose response reported at least one drafted token.", o.buckets(slo.AcceptanceBuckets, slo.AcceptanceBucketsReduced)),
 
 		probes: newCounter("probes_total",
 			"Probes run, by outcome: success, error, or short_output (fewer tokens than asked).", "result"),

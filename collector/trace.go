@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/slaprobe/slaprobe/internal/slo"
 	"github.com/slaprobe/slaprobe/internal/workload"
 	"github.com/slaprobe/slaprobe/prober"
 )
@@ -46,7 +47,7 @@ func NewTraceMetrics(scenarios func() []prober.Scenario) *TraceMetrics {
 		ttft: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "trace_ttft_seconds",
 			Help:    "Time to first token of probes drawn from a trace, by prompt-length class (1k, 4k, 16k, 32k, 96k).",
-			Buckets: ttftBuckets, NativeHistogramBucketFactor: 1.1,
+			Buckets: slo.TTFTBuckets, NativeHistogramBucketFactor: 1.1,
 		}, []string{"target", "scenario", "length_class"}),
 		probes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "trace_probes_total",

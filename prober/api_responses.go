@@ -163,7 +163,9 @@ func (d *streamDecoder) deltaText(dv *fastjson.Value, k ChunkKind, at time.Time)
 		return malformedChunk("generated text is not valid UTF-8: %q", clipForErr(text))
 	}
 	if k == ChunkContent && d.keepText {
-		d.answer = append(d.answer, text...)
+		if end, stop := d.keep(text); stop {
+			return end, stop
+		}
 	}
 	d.output(k, at)
 	if want := d.res.RequestedTokens; want > 0 && d.outChunks > want {

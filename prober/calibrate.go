@@ -32,8 +32,10 @@ const calibrationRounds = 12
 // uses what the server actually counted.
 const tokensPerWordGuess = 1.3
 
-// maxCalibrationBody bounds a /tokenize answer, which lists every token id.
-const maxCalibrationBody = 64 << 20
+// maxCalibrationBody bounds a /tokenize answer, which lists every token id
+// (about 7 bytes each: a million tokens fit); a longer answer fails the
+// calibration.
+const maxCalibrationBody = 8 << 20
 
 // errNoTokenize means the server has no usable /tokenize endpoint.
 var errNoTokenize = errors.New("no /tokenize endpoint")
@@ -481,9 +483,15 @@ func postJSON(ctx context.Context, t Target, url string, body []byte) (int, []by
 		return 0, nil, transportError(ctx, err)
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxCalibrationBody))
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 { // not followed: reason redirect
+		return 0, nil, readHTTPError(resp.StatusCode, resp.Header, resp.Body)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxCalibrationBody+1))
 	if err != nil {
 		return 0, nil, transportError(ctx, err)
+	}
+	if len(b) > maxCalibrationBody {
+		return 0, nil, fmt.Errorf("%s answered more than %d bytes; expected a short JSON answer", url, maxCalibrationBody)
 	}
 	return resp.StatusCode, b, nil
 }

@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"syscall"
@@ -49,6 +50,9 @@ type HTTPError struct {
 	// RetryAfter is the Retry-After header of a 429 or 503 answer; 0 when
 	// absent or unreadable.
 	RetryAfter time.Duration
+	// Location is where a 3xx answer pointed (scheme, host and path; no
+	// userinfo, query or fragment, which may carry secrets).
+	Location string
 	// cut is set when the body is a refusal of a prompt longer than the
 	// server's context (llama.cpp server's exceed_context_size_error).
 	cut *PromptCutError
@@ -69,19 +73,29 @@ func (e *HTTPError) Unwrap() error {
 }
 
 func (e *HTTPError) Error() string {
+	if e.StatusCode >= 300 && e.StatusCode < 400 {
+		to := e.Location
+		if to == "" {
+			to = "nowhere (no Location)"
+		}
+		return fmt.Sprintf("HTTP %d redirect to %s, not followed: a target's credentials never leave its origin; set the url to the address that answers", e.StatusCode, to)
+	}
 	if e.Message == "" {
 		return fmt.Sprintf("HTTP %d", e.StatusCode)
 	}
 	return fmt.Sprintf("HTTP %d: %s", e.StatusCode, e.Message)
 }
 
-// Reason maps the status to http_5xx or http_4xx. Statuses below 400 that are
-// not 2xx (an unfollowed redirect) are a configuration problem and count as
+// Reason maps the status to http_5xx or http_4xx, and a 3xx (never
+// followed) to redirect. Other statuses below 400 that are not 2xx count as
 // http_4xx. A refused over-long prompt is prompt_truncated, like a cut one:
 // the scenario does not fit.
 func (e *HTTPError) Reason() Reason {
 	if e.cut != nil {
 		return ReasonPromptTruncated
+	}
+	if e.StatusCode >= 300 && e.StatusCode < 400 {
+		return ReasonRedirect
 	}
 	if e.StatusCode >= 500 {
 		return ReasonHTTP5xx
@@ -163,17 +177,47 @@ func isTLSError(err error) bool {
 	return strings.Contains(err.Error(), "server gave HTTP response to HTTPS client")
 }
 
+// ReadHTTPError is readHTTPError for the other readers of a target (the
+// engine scrape).
+func ReadHTTPError(status int, h http.Header, body io.Reader) *HTTPError {
+	return readHTTPError(status, h, body)
+}
+
 // readHTTPError reads at most maxErrorBody bytes of a non-2xx body and returns
 // an *HTTPError carrying the server's message and, on 429 and 503, its
 // Retry-After.
 func readHTTPError(status int, h http.Header, body io.Reader) *HTTPError {
 	b, _ := io.ReadAll(io.LimitReader(body, maxErrorBody))
 	he := newHTTPError(status, b)
+	if status >= 300 && status < 400 {
+		he.Location = redactLocation(h.Get("Location"))
+	}
 	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
 		he.RetryAfter = parseRetryAfter(h.Get("Retry-After"), time.Now())
 	}
 	return he
 }
+
+// redactLocation is a redirect's Location as an error may show it: scheme,
+// host and path only (userinfo, query and fragment may carry a token),
+// shortened.
+func redactLocation(loc string) string {
+	if loc == "" {
+		return ""
+	}
+	u, err := url.Parse(loc)
+	if err != nil {
+		return "an unparsable Location"
+	}
+	u.User, u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = nil, "", false, "", ""
+	return string(clipForErr([]byte(strconv.Quote(u.String()))))
+}
+
+// NoRedirect is the CheckRedirect of every client slaprobe sends a target's
+// credentials with: a 3xx comes back as the answer (and fails the probe
+// with reason redirect) instead of being followed to another origin with
+// them.
+func NoRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // maxRetryAfter bounds what a server can ask for; the scheduler further
 // bounds the wait by the scenario's interval.

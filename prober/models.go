@@ -24,6 +24,9 @@ type ModelInfo struct {
 	MaxModelLen int
 }
 
+// MaxModelsBytes bounds a /v1/models answer: tens of thousands of models.
+const MaxModelsBytes = 4 << 20
+
 // ListModels reads GET {base}/v1/models. When it lists one model and no
 // max_model_len (llama.cpp server's /v1/models has none), the context size
 // of GET {base}/props (llama.cpp's per-slot n_ctx) is taken as the model's
@@ -52,7 +55,14 @@ func ListModels(ctx context.Context, t Target) ([]ModelInfo, error) {
 			MaxModelLen *int   `json:"max_model_len"`
 		} `json:"data"`
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(&out); err != nil {
+	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxModelsBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("list models: %w", transportError(ctx, err))
+	}
+	if len(b) > MaxModelsBytes {
+		return nil, fmt.Errorf("list models: %s answered more than %d bytes; expected a short JSON list", url, MaxModelsBytes)
+	}
+	if err := json.Unmarshal(b, &out); err != nil {
 		return nil, fmt.Errorf("list models: decode %s: %w", url, err)
 	}
 	models := make([]ModelInfo, 0, len(out.Data))

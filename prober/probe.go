@@ -16,6 +16,7 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptrace"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,9 +28,10 @@ import (
 // Prober runs probes and holds the calibration cache. It is safe for
 // concurrent use.
 type Prober struct {
-	logger  *slog.Logger
-	clock   Clock
-	maxLine atomic.Int64
+	logger    *slog.Logger
+	clock     Clock
+	maxLine   atomic.Int64
+	maxAnswer atomic.Int64
 
 	// freshFollowUpSalt gives warm follow-ups a new cache_salt: tests use it
 	// to show that a broken conversation reads as a miss.
@@ -81,6 +83,18 @@ func (p *Prober) maxLineBytes() int {
 		return n
 	}
 	return DefaultMaxLineBytes
+}
+
+// SetMaxAnswerBytes sets the most text a conversation keeps of its answers
+// to replay them (default DefaultMaxAnswerBytes); n <= 0 restores the
+// default. Past it the probe fails with reason answer_too_large.
+func (p *Prober) SetMaxAnswerBytes(n int) { p.maxAnswer.Store(int64(n)) }
+
+func (p *Prober) maxAnswerBytes() int {
+	if n := int(p.maxAnswer.Load()); n > 0 {
+		return n
+	}
+	return DefaultMaxAnswerBytes
 }
 
 // Prepared is a calibrated request template for one target, model and
@@ -265,6 +279,7 @@ type history struct {
 	draw  *Draw   // new tokens
 	think *Draw   // think times
 	prev  *Result // a copy of the turn before, once it succeeded
+	kept  int     // bytes of answers kept so far, against the probe's cap (maxAnswerBytes)
 	// includeMetrics asks every follow-up for vLLM's per-request metrics,
 	// as the priming turn's body does (Target.PerRequestMetrics).
 	includeMetrics bool
@@ -282,7 +297,7 @@ func (p *Prober) newHistory(t Target, prep *Prepared, nonce string) *history {
 }
 
 // answered records the turn before the next follow-up.
-func (h *history) answered(r Result) { h.prev = &r }
+func (h *history) answered(r Result) { h.prev, h.kept = &r, h.kept+len(r.Answer) }
 
 // prevPrompt is the turn before's prompt as the server counted it, or, had
 // it not reported one, the length derived for it.
@@ -524,7 +539,12 @@ func (p *Prober) runTurn(ctx context.Context, t Target, prep *Prepared, turn int
 			failResult(&res, ReasonMalformedChunk, fmt.Errorf("internal error: %v", v))
 		}
 	}()
-	span = p.send(ctx, t, prep, turn, body, nonce, salt, &res)
+	// What the conversation's earlier answers kept counts against the cap.
+	keep := p.maxAnswerBytes()
+	if h != nil {
+		keep -= h.kept
+	}
+	span = p.send(ctx, t, prep, turn, body, nonce, salt, keep, &res)
 	if res.PromptTokens > 0 {
 		res.PromptLengthOK = PromptLengthWithin(res.PromptTokens, want) ||
 			(floor < want && res.PromptTokens >= floor-PromptTolerance(floor) && res.PromptTokens <= want)
@@ -554,7 +574,8 @@ func (p *Prober) runTurn(ctx context.Context, t Target, prep *Prepared, turn int
 // send sends one request of a probe and decodes its stream into res. It
 // returns the probe's span, for the caller to end (nil if the request could
 // not be built).
-func (p *Prober) send(ctx context.Context, t Target, prep *Prepared, turn int, body *bodyTemplate, nonce, salt string, res *Result) (span trace.Span) {
+// A conversation's turn keeps at most keep bytes of its answer.
+func (p *Prober) send(ctx context.Context, t Target, prep *Prepared, turn int, body *bodyTemplate, nonce, salt string, keep int, res *Result) (span trace.Span) {
 	s := prep.Scenario
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -618,6 +639,11 @@ func (p *Prober) send(ctx context.Context, t Target, prep *Prepared, turn int, b
 		failResult(res, he.Reason(), he)
 		return
 	}
+	// Asked for identity: an encoded stream (a gzip bomb, say) is not read.
+	if ce := resp.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		failResult(res, ReasonMalformedChunk, fmt.Errorf("HTTP 200 with Content-Encoding %q; asked for identity", clipForErr([]byte(ce))))
+		return
+	}
 	ct := resp.Header.Get("Content-Type")
 	switch mt, _, _ := mime.ParseMediaType(ct); mt {
 	case "application/json":
@@ -639,7 +665,7 @@ func (p *Prober) send(ctx context.Context, t Target, prep *Prepared, turn int, b
 	d.api = prep.API
 	// A conversation's turn that another follows keeps its answer's text
 	// to replay it.
-	d.keepText = turn >= 1 && turn < s.Turns()
+	d.keepText, d.maxAnswer = turn >= 1 && turn < s.Turns(), keep
 	if t.StallTimeout > 0 {
 		d.sr.stall = t.StallTimeout
 		d.sr.onStall = func() { cancel(ErrStall) }
@@ -651,7 +677,7 @@ func (p *Prober) send(ctx context.Context, t Target, prep *Prepared, turn int, b
 		cause = context.Cause(ctx)
 	}
 	d.settle(end, cause)
-	if d.keepText {
+	if d.keepText && res.Kind == KindSuccess { // only a successful turn is followed, and replayed
 		res.Answer = string(d.answer)
 	}
 	return span

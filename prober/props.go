@@ -55,6 +55,9 @@ func ReadPropsResponse(url string, resp *http.Response) (Props, error) {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
 		return Props{}, ErrNoProps
 	}
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 { // not followed: reason redirect
+		return Props{}, fmt.Errorf("props %s: %w", url, readHTTPError(resp.StatusCode, resp.Header, io.LimitReader(resp.Body, 4096)))
+	}
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
 		return Props{}, fmt.Errorf("props %s: HTTP %s", url, resp.Status)

@@ -46,6 +46,13 @@ const (
 	// refused the prompt as longer than its context (llama.cpp server's 400
 	// exceed_context_size_error): either way the scenario does not fit.
 	ReasonPromptTruncated Reason = "prompt_truncated"
+	// ReasonAnswerTooLarge: the text a conversation keeps to replay grew past
+	// the probe's cap (global.max_answer_bytes); the conversation stops there.
+	ReasonAnswerTooLarge Reason = "answer_too_large"
+	// ReasonRedirect: the server answered a 3xx. No redirect is followed, so
+	// the credentials of a target never go to another origin; the error
+	// names the Location.
+	ReasonRedirect Reason = "redirect"
 )
 
 // Reasons lists every Reason except ReasonNone, so counters can be initialised.
@@ -53,7 +60,7 @@ var Reasons = []Reason{
 	ReasonConnectionRefused, ReasonConnection, ReasonDNS, ReasonTLS, ReasonTimeout, ReasonStall,
 	ReasonHTTP4xx, ReasonHTTP5xx, ReasonStreamError, ReasonStreamCut,
 	ReasonMalformedChunk, ReasonOversizedLine, ReasonMissingUsage, ReasonCalibration,
-	ReasonTooManyTokens, ReasonPromptTruncated,
+	ReasonTooManyTokens, ReasonPromptTruncated, ReasonAnswerTooLarge, ReasonRedirect,
 }
 
 // TargetDown reports whether r means the target could not be reached at

@@ -29,42 +29,58 @@ type SpecDecode struct {
 // when the engine reported no speculative decoding.
 func (s SpecDecode) Acceptance() (float64, bool) { return s.Ratio, s.Has }
 
+// The field names below are the engines' own, read in their sources and
+// documentation (docs/engines.md lists them with the commits):
+//
+//   - llama.cpp server (tools/server): timings.draft_n and
+//     timings.draft_n_accepted, present when a draft model ran.
+//   - vLLM (--per-request-spec-decode-metrics summary|detailed, vLLM PR
+//     #48915, docs/features/per_request_metrics.md at 0377ba9ad8eb):
+//     metrics.speculative_decoding.num_draft_tokens and
+//     num_accepted_draft_tokens (bonus tokens excluded), with
+//     draft_acceptance_rate = accepted / draft. Its other fields
+//     (mean_acceptance_length, acceptance_histogram, num_spec_steps,
+//     num_spec_tokens, per_step_*) are not read. An earlier draft of that
+//     PR put a per-choice speculative_decoding_stats object behind
+//     --per-request-spec-decode-stats; no release has it.
+const (
+	vllmSpecObject        = "speculative_decoding"
+	vllmSpecDraftTokens   = "num_draft_tokens"
+	vllmSpecAcceptedDraft = "num_accepted_draft_tokens"
+	vllmSpecAcceptRate    = "draft_acceptance_rate"
+	llamaDraftN           = "draft_n"
+	llamaDraftNAccepted   = "draft_n_accepted"
+)
+
 // specDecodeOf reads speculative decoding from vLLM's per-request
-// `metrics` object or llama.cpp's `timings`, whichever says something.
-//
-// llama.cpp server (tools/server): timings.draft_n and
-// timings.draft_n_accepted, present when a draft model ran.
-//
-// vLLM: a `speculative_decoding` object inside `metrics` is not verified in
-// vLLM's source; it is read leniently: num_draft_tokens with
-// num_accepted_tokens (or draft_tokens / accepted_tokens), or an
-// acceptance_rate (or acceptance_ratio) in [0, 1] alone.
+// `metrics` object or llama.cpp's `timings`, whichever says something:
+// the counts where both are usable, else vLLM's draft_acceptance_rate in
+// [0, 1] alone (not when the request drafted nothing).
 func specDecodeOf(metrics, timings *fastjson.Value) (SpecDecode, bool) {
 	if timings != nil && timings.Type() == fastjson.TypeObject {
-		if sd, ok := specFromCounts(timings.Get("draft_n"), timings.Get("draft_n_accepted")); ok {
+		if sd, ok := specFromCounts(timings.Get(llamaDraftN), timings.Get(llamaDraftNAccepted)); ok {
 			return sd, true
 		}
 	}
 	if metrics == nil || metrics.Type() != fastjson.TypeObject {
 		return SpecDecode{}, false
 	}
-	v := metrics.Get("speculative_decoding")
+	v := metrics.Get(vllmSpecObject)
 	if v == nil || v.Type() != fastjson.TypeObject {
 		return SpecDecode{}, false
 	}
-	for _, names := range [][2]string{{"num_draft_tokens", "num_accepted_tokens"}, {"draft_tokens", "accepted_tokens"}} {
-		if sd, ok := specFromCounts(v.Get(names[0]), v.Get(names[1])); ok {
-			return sd, true
-		}
+	if sd, ok := specFromCounts(v.Get(vllmSpecDraftTokens), v.Get(vllmSpecAcceptedDraft)); ok {
+		return sd, true
 	}
-	for _, name := range []string{"acceptance_rate", "acceptance_ratio"} {
-		x := v.Get(name)
-		if x == nil || x.Type() != fastjson.TypeNumber {
-			continue
-		}
-		if f, err := x.Float64(); err == nil && f >= 0 && f <= 1 && !math.IsNaN(f) {
-			return SpecDecode{Ratio: f, Has: true}, true
-		}
+	if n, ok := jsonCount(v.Get(vllmSpecDraftTokens)); ok && n < 1 {
+		return SpecDecode{}, false // nothing drafted: a rate then says nothing
+	}
+	x := v.Get(vllmSpecAcceptRate)
+	if x == nil || x.Type() != fastjson.TypeNumber {
+		return SpecDecode{}, false
+	}
+	if f, err := x.Float64(); err == nil && f >= 0 && f <= 1 && !math.IsNaN(f) {
+		return SpecDecode{Ratio: f, Has: true}, true
 	}
 	return SpecDecode{}, false
 }

@@ -8,9 +8,9 @@ import (
 	"github.com/slaprobe/slaprobe/prober"
 )
 
-// TestPerRequestMetricsSpecDecodeSim: against the simulated engine run as
-// vLLM >= 0.25 with --enable-per-request-metrics (the object only for a
-// request that sets include_metrics) and multi-token decode steps (MTP), a
+// TestPerRequestMetricsSpecDecodeSim: against the simulated engine with
+// --enable-per-request-metrics, gated on include_metrics as PR #46768's
+// description proposed, and multi-token decode steps (MTP), a
 // target with PerRequestMetrics gets the engine's timing and each probe's
 // speculative decoding, equal to what the engine counted for that request;
 // a target without it sends no include_metrics and gets neither.

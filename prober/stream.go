@@ -21,6 +21,11 @@ import (
 // one fails the probe with reason oversized_line.
 const DefaultMaxLineBytes = 1 << 20
 
+// DefaultMaxAnswerBytes is the most text a conversation keeps of its
+// answers to replay them; beyond it the probe fails with reason
+// answer_too_large.
+const DefaultMaxAnswerBytes = 1 << 20
+
 // readBufSize is the bufio buffer. Lines longer than this (but within the
 // limit) are assembled in a side buffer, so the limit costs no memory until a
 // long line actually arrives.
@@ -158,8 +163,9 @@ type streamDecoder struct {
 	outChunks    int  // chunks that carried output
 	outWithUsage int  // of those, the ones that carried usage
 
-	keepText bool   // collect the content text into answer (a conversation's turn)
-	answer   []byte // the content text streamed, when keepText
+	keepText  bool   // collect the content text into answer (a conversation's turn)
+	answer    []byte // the content text streamed, when keepText
+	maxAnswer int    // the most answer may hold; past it the probe fails (answer_too_large)
 }
 
 var decoderPool = sync.Pool{New: func() any {
@@ -184,7 +190,19 @@ func (d *streamDecoder) reset(body io.Reader, clock Clock, maxLine int, res *Res
 	d.res = res
 	d.errEvent, d.usageSeen, d.finalUsage, d.api = false, false, false, APIChat
 	d.completion, d.atLastOutput, d.outChunks, d.outWithUsage = 0, 0, 0, 0
-	d.keepText, d.answer = false, d.answer[:0]
+	d.keepText, d.answer, d.maxAnswer = false, d.answer[:0], DefaultMaxAnswerBytes
+}
+
+// keep adds content text to the answer a conversation replays; text that
+// would take it past maxAnswer stops the stream instead (the conversation
+// stops there, and no more of the answer is read).
+func (d *streamDecoder) keep(text []byte) (streamEnd, bool) {
+	if len(d.answer)+len(text) > d.maxAnswer {
+		return streamEnd{reason: ReasonAnswerTooLarge, err: fmt.Errorf(
+			"the answer grew past %d bytes, the most a conversation keeps to replay (global.max_answer_bytes)", d.maxAnswer)}, true
+	}
+	d.answer = append(d.answer, text...)
+	return streamEnd{}, false
 }
 
 func (d *streamDecoder) release() {
@@ -500,13 +518,15 @@ func (d *streamDecoder) chunk(v *fastjson.Value, at time.Time) (streamEnd, bool)
 	if !utf8.Valid(content) || !utf8.Valid(reasoning) {
 		return malformedChunk("generated text is not valid UTF-8: %q", clipForErr(append(content, reasoning...)))
 	}
+	if len(content) > 0 && d.keepText {
+		if end, stop := d.keep(content); stop {
+			return end, stop
+		}
+	}
 	if len(content) > 0 || len(reasoning) > 0 || tool {
 		first := r.FirstToken.IsZero()
 		switch {
 		case len(content) > 0:
-			if d.keepText {
-				d.answer = append(d.answer, content...)
-			}
 			d.output(ChunkContent, at)
 		case len(reasoning) > 0:
 			d.output(ChunkReasoning, at)

@@ -123,11 +123,20 @@ func (t Target) WarmConnections(ctx context.Context, n int) {
 
 func baseURLOf(u string) string { return strings.TrimRight(u, "/") }
 
+// defaultClient is http.DefaultClient that follows no redirect.
+var defaultClient = &http.Client{CheckRedirect: NoRedirect}
+
+// targetClient is t's client, made to follow no redirect whoever built it:
+// a 3xx comes back as the answer (reason redirect), so the target's
+// credentials (the client's auth, t.Headers) never go to another origin.
+// The copy shares the transport and its connections.
 func targetClient(t Target) *http.Client {
-	if t.Client != nil {
-		return t.Client
+	if t.Client == nil {
+		return defaultClient
 	}
-	return http.DefaultClient
+	c := *t.Client
+	c.CheckRedirect = NoRedirect
+	return &c
 }
 
 func setTargetHeaders(req *http.Request, t Target) {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/slaprobe/slaprobe/internal/report"
+	"github.com/slaprobe/slaprobe/internal/slo"
 	"github.com/slaprobe/slaprobe/test/browser"
 	"github.com/slaprobe/slaprobe/test/ollama"
 	"github.com/slaprobe/slaprobe/test/testproc"
@@ -204,8 +205,8 @@ func TestBenchAgainstOllama(t *testing.T) {
 	chrome := browser.Chromium(t)
 	page := "file://" + filepath.Join(out, report.HTMLFile)
 	dom := browser.DOM(t, chrome, page)
-	for _, c := range []string{report.ChartDecodeVsConcurrency, report.ChartITLVsConcurrency, report.ChartScalingEfficiency,
-		report.ChartTTFTVsQueueDepth, report.ChartSystemThroughput} {
+	for _, c := range []string{slo.ChartDecodeVsConcurrency, slo.ChartITLVsConcurrency, slo.ChartScalingEfficiency,
+		slo.ChartTTFTVsQueueDepth, slo.ChartSystemThroughput} {
 		if !strings.Contains(dom, `data-chart="`+c+`"`) {
 			t.Errorf("chart %q missing from the rendered report", c)
 		}

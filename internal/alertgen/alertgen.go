@@ -18,6 +18,8 @@ import (
 
 	"github.com/prometheus/common/model"
 	"gopkg.in/yaml.v3"
+
+	"github.com/slaprobe/slaprobe/internal/slo"
 )
 
 // Files the generator writes, relative to the repository root.
@@ -79,8 +81,8 @@ type ConversationCacheLost struct {
 // probe-count floor so that rarely probed scenarios do not page on one slow probe.
 func Default() Params {
 	return Params{
-		Objective:        0.99,
-		GoodputObjective: 0.99,
+		Objective:        slo.Objective,
+		GoodputObjective: slo.GoodputObjective,
 		Page: []Tier{
 			{Long: time.Hour, Short: 5 * time.Minute, Burn: 14.4, MinProbes: 20, For: 2 * time.Minute},
 			{Long: 6 * time.Hour, Short: 30 * time.Minute, Burn: 6, MinProbes: 20, For: 2 * time.Minute},

@@ -4,16 +4,10 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/slaprobe/slaprobe/collector"
-	"github.com/slaprobe/slaprobe/prober"
 )
 
 // TestFilesUpToDate fails when the committed rule files differ from what the generator writes: edit
@@ -34,38 +28,6 @@ func TestFilesUpToDate(t *testing.T) {
 		}
 		if !bytes.Equal(got, want) {
 			t.Errorf("%s differs from what internal/alertgen generates: run `make rules` and commit the result", f.path)
-		}
-	}
-}
-
-// TestBucketEdgesMatchCollector keeps the generator's bucket bounds equal to the histograms slaprobe
-// exports: a bound the collector does not have would select no series, and the SLO would go blind.
-func TestBucketEdgesMatchCollector(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	m := collector.NewProbeMetrics(reg)
-	start := time.Unix(1_700_000_000, 0)
-	m.Observe(&prober.Result{
-		API: prober.APIChat, Target: "t", Model: "m", Scenario: "s", Kind: prober.KindSuccess,
-		Start: start, FirstToken: start.Add(time.Second), LastToken: start.Add(3 * time.Second),
-		PromptTokens: 100, OutputTokens: 100, RequestedTokens: 100, FirstChunkTokens: 1, PromptLengthOK: true,
-	})
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string][]float64{}
-	for _, mf := range mfs {
-		for _, mm := range mf.GetMetric() {
-			if h := mm.GetHistogram(); h != nil {
-				for _, b := range h.GetBucket() {
-					got[mf.GetName()] = append(got[mf.GetName()], b.GetUpperBound())
-				}
-			}
-		}
-	}
-	for _, sm := range sloMetrics {
-		if !slices.Equal(got[sm.hist], sm.edges) {
-			t.Errorf("%s: generator bounds %v, collector exports %v", sm.hist, sm.edges, got[sm.hist])
 		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/slaprobe/slaprobe/internal/slo"
 )
 
 // by is the label set every probe rule keeps.
@@ -14,7 +16,7 @@ const by = "job, instance, target, model, scenario, api"
 type sloMetric struct {
 	metric string // value of slaprobe_sla_threshold's metric label
 	hist   string // probe histogram
-	// edges are the histogram's classic bucket bounds (collector/probe.go; a test keeps them equal).
+	// edges are the histogram's classic bucket bounds (internal/slo, which the collector exports).
 	// Every default threshold is an edge, so "probes within the threshold" is an exact count.
 	edges []float64
 	// minimum: the threshold is a floor (decode speed); the bad probes are those at or under it.
@@ -28,19 +30,19 @@ type sloMetric struct {
 
 var sloMetrics = []sloMetric{
 	{metric: "ttft_seconds", hist: "slaprobe_ttft_seconds",
-		edges: []float64{0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2, 3, 5, 8, 10, 12, 15, 20, 30, 45, 60, 90, 120},
+		edges: slo.TTFTBuckets,
 		page:  "SlaprobeTTFTAboveMaxSafe", ticket: "SlaprobeTTFTBudgetBurn", what: "time to first token",
 		value: "humanizeDuration"},
 	{metric: "itl_seconds", hist: "slaprobe_itl_seconds",
-		edges: []float64{0.002, 0.004, 0.006, 0.008, 0.01, 0.0125, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.07, 0.1, 0.15, 0.2, 0.3, 0.5, 1},
+		edges: slo.ITLBuckets,
 		page:  "SlaprobeITLAboveThreshold", ticket: "SlaprobeITLBudgetBurn", what: "inter-token latency",
 		value: "humanizeDuration"},
 	{metric: "e2e_latency_seconds", hist: "slaprobe_e2e_latency_seconds",
-		edges: []float64{0.25, 0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 240, 300},
+		edges: slo.E2EBuckets,
 		page:  "SlaprobeE2ELatencyAboveThreshold", ticket: "SlaprobeE2ELatencyBudgetBurn", what: "end-to-end latency",
 		value: "humanizeDuration"},
 	{metric: "decode_tokens_per_second", hist: "slaprobe_decode_tokens_per_second", minimum: true,
-		edges: []float64{5, 10, 15, 20, 25, 30, 40, 50, 60, 80, 100, 125, 150, 175, 200, 250, 300, 400, 500},
+		edges: slo.DecodeBuckets,
 		page:  "SlaprobeDecodeSpeedBelowThreshold", ticket: "SlaprobeDecodeSpeedBudgetBurn", what: "per-user decode speed",
 		value: `printf "%.1f tokens/s"`},
 }

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slaprobe/slaprobe/internal/report"
+	"github.com/slaprobe/slaprobe/internal/slo"
 	"github.com/slaprobe/slaprobe/internal/vllmsim"
 	"github.com/slaprobe/slaprobe/test/browser"
 )
@@ -134,7 +134,7 @@ sweep:
 		t.Fatalf("report link in the rendered page: %q", reportURL)
 	}
 	rdom := browser.DOM(t, bin, reportURL)
-	for _, want := range []string{`data-chart="` + report.ChartDecodeVsConcurrency + `"`, `data-chart="` + report.ChartTTFTVsQueueDepth + `"`, "chatbot"} {
+	for _, want := range []string{`data-chart="` + slo.ChartDecodeVsConcurrency + `"`, `data-chart="` + slo.ChartTTFTVsQueueDepth + `"`, "chatbot"} {
 		if !strings.Contains(rdom, want) {
 			t.Errorf("the daemon's report.html lacks %s in Chromium's DOM", want)
 		}

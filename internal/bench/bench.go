@@ -132,6 +132,7 @@ func Run(ctx context.Context, o Options) int {
 	if runner == nil {
 		p := prober.New(logger, prober.SystemClock{})
 		p.SetMaxLineBytes(o.Config.Global.MaxLineBytes)
+		p.SetMaxAnswerBytes(o.Config.Global.MaxAnswerBytes)
 		runner = p
 	}
 	meta := plan.Meta()

@@ -7,6 +7,7 @@ import (
 	"github.com/slaprobe/slaprobe/internal/compare"
 	"github.com/slaprobe/slaprobe/internal/gate"
 	"github.com/slaprobe/slaprobe/internal/report"
+	"github.com/slaprobe/slaprobe/internal/report/render"
 )
 
 // CompareOptions configure Compare: `slaprobe compare BASE NEW`.
@@ -50,7 +51,7 @@ type publishOptions struct {
 // summary where rep has one and applies the gate (when enabled) to it: the
 // last steps of bench and compare alike. It returns the exit code.
 func publish(rep *report.Report, o publishOptions) int {
-	paths, err := report.Write(o.out, rep)
+	paths, err := render.Write(o.out, rep)
 	if err != nil {
 		fmt.Fprintf(o.stderr, "%s: write report: %v\n", o.cmd, err)
 		return ExitFailure

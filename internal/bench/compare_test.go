@@ -13,6 +13,8 @@ import (
 
 	"github.com/slaprobe/slaprobe/internal/compare"
 	"github.com/slaprobe/slaprobe/internal/report"
+	"github.com/slaprobe/slaprobe/internal/report/render"
+	"github.com/slaprobe/slaprobe/internal/slo"
 	"github.com/slaprobe/slaprobe/internal/sweep"
 	"github.com/slaprobe/slaprobe/internal/vllmsim"
 	"github.com/slaprobe/slaprobe/test/browser"
@@ -143,7 +145,7 @@ func BenchmarkCompareFalseAlarms(b *testing.B) {
 				figures = c.Method.Figures
 				if f := c.Findings(); len(f) > 0 {
 					alarms++
-					examples = append(examples, fmt.Sprintf("pair %d: %d significant, e.g. %s", i, len(f), report.FindingText(f[0])))
+					examples = append(examples, fmt.Sprintf("pair %d: %d significant, e.g. %s", i, len(f), render.FindingText(f[0])))
 				}
 			}
 			for i, r := range slow {
@@ -220,7 +222,7 @@ func TestCompareAgainstSim(t *testing.T) {
 				t.Fatalf("comparison = %+v; want one with confidence", c)
 			}
 			for _, f := range c.Findings() {
-				t.Errorf("significant change: %s", report.FindingText(f))
+				t.Errorf("significant change: %s", render.FindingText(f))
 			}
 			tested := 0
 			for _, s := range c.Steps {
@@ -248,7 +250,7 @@ func TestCompareAgainstSim(t *testing.T) {
 		c := slower.Comparison
 		for _, f := range c.Findings() {
 			if !f.Worse {
-				t.Errorf("an improvement on a slower engine: %s", report.FindingText(f))
+				t.Errorf("an improvement on a slower engine: %s", render.FindingText(f))
 			}
 		}
 		// Every closed-loop step must show the slowdown, and N=1 in every
@@ -313,7 +315,7 @@ func TestCompareAgainstSim(t *testing.T) {
 		for _, name := range []string{"itself", "slower"} {
 			page := filepath.Join(dir, name, report.HTMLFile)
 			dom := browser.DOM(t, bin, "file://"+page)
-			for _, c := range append([]string{"comparison"}, report.Charts...) {
+			for _, c := range append([]string{"comparison"}, slo.Charts...) {
 				if !strings.Contains(dom, `data-chart="`+c+`"`) {
 					t.Errorf("%s: chart %q missing from the rendered DOM", name, c)
 				}

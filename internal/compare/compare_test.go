@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/slaprobe/slaprobe/internal/report"
+	"github.com/slaprobe/slaprobe/internal/report/render"
 	"github.com/slaprobe/slaprobe/internal/sweep"
 	"github.com/slaprobe/slaprobe/prober"
 )
@@ -91,7 +92,7 @@ func TestVerdicts(t *testing.T) {
 				}
 			} else if worse+other != 0 {
 				for _, f := range c.Findings() {
-					t.Errorf("significant: %s", report.FindingText(f))
+					t.Errorf("significant: %s", render.FindingText(f))
 				}
 			}
 			if tc.name == "20% slower" && other != 0 {
@@ -195,10 +196,10 @@ func TestV1ReportComparesOnSummaries(t *testing.T) {
 		t.Errorf("differences do not say so: %q", c.Differences)
 	}
 	var html, md bytes.Buffer
-	if err := report.RenderHTML(&html, rep); err != nil {
+	if err := render.RenderHTML(&html, rep); err != nil {
 		t.Fatal(err)
 	}
-	if err := report.RenderMarkdown(&md, rep); err != nil {
+	if err := render.RenderMarkdown(&md, rep); err != nil {
 		t.Fatal(err)
 	}
 	for _, out := range []string{html.String(), md.String()} {
@@ -341,7 +342,7 @@ func TestBurstRounds(t *testing.T) {
 				t.Errorf("needed per run %d; want %d", m.NeededPerRun, want)
 			}
 			var md bytes.Buffer
-			if err := report.RenderMarkdown(&md, Compare(run(tc.base), run(tc.cur), Options{})); err != nil {
+			if err := render.RenderMarkdown(&md, Compare(run(tc.base), run(tc.cur), Options{})); err != nil {
 				t.Fatal(err)
 			}
 			if said := strings.Contains(md.String(), "4 rounds per burst (burst.repeat)"); said != (tc.verdict == report.VerdictUnknown) {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/slaprobe/slaprobe/internal/report"
+	"github.com/slaprobe/slaprobe/internal/report/render"
 	"github.com/slaprobe/slaprobe/internal/sweep"
 )
 
@@ -75,7 +76,7 @@ func TestFamilyLevel(t *testing.T) {
 		t.Errorf("method %+v; want 20 figures at 99.75 %% each, at least 8000 resamples", c.Method)
 	}
 	for _, f := range c.Findings() {
-		t.Errorf("rerun of the same engine: significant change %s", report.FindingText(f))
+		t.Errorf("rerun of the same engine: significant change %s", render.FindingText(f))
 	}
 	m := c.Step("chat", sweep.ModeClosedLoop, 4).Metric(report.MetricTTFT)
 	if m == nil || m.Verdict != report.VerdictNoChange || m.Detectable == nil || *m.Detectable < -m.Change {

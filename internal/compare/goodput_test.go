@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/slaprobe/slaprobe/internal/report"
+	"github.com/slaprobe/slaprobe/internal/report/render"
 	"github.com/slaprobe/slaprobe/internal/sweep"
 )
 
@@ -115,7 +116,7 @@ func TestCapacityOnCompared(t *testing.T) {
 	found := false
 	for _, f := range c.Findings() {
 		if f.Capacity != nil && f.Capacity.Kind == report.CapacityOn {
-			found = strings.Contains(report.FindingText(f), "capacity on goodput ≥ 95%")
+			found = strings.Contains(render.FindingText(f), "capacity on goodput ≥ 95%")
 		}
 	}
 	if !found {

@@ -14,6 +14,7 @@ import (
 	"strconv"
 
 	"github.com/slaprobe/slaprobe/internal/report"
+	"github.com/slaprobe/slaprobe/internal/report/render"
 	"github.com/slaprobe/slaprobe/internal/sweep"
 )
 
@@ -54,9 +55,9 @@ func LoadReport(path string) (*report.Report, error) {
 }
 
 // WriteReport writes a comparison (Compare's result) into dir as
-// report.json, report.md and report.html (report.Write).
+// report.json, report.md and report.html (render.Write).
 func WriteReport(dir string, r *report.Report) ([]string, error) {
-	return report.Write(dir, r)
+	return render.Write(dir, r)
 }
 
 // WriteSummary prints a comparison's verdict for a terminal: the significant
@@ -78,10 +79,10 @@ func WriteSummary(w io.Writer, c *report.Comparison) {
 	}
 	fmt.Fprintf(w, "compared with %s: %d significant regression(s), %d significant improvement(s)\n", c.BaseLabel, len(worse), len(better))
 	for _, f := range worse {
-		fmt.Fprintf(w, "  worse:  %s\n", report.FindingText(f))
+		fmt.Fprintf(w, "  worse:  %s\n", render.FindingText(f))
 	}
 	for _, f := range better {
-		fmt.Fprintf(w, "  better: %s\n", report.FindingText(f))
+		fmt.Fprintf(w, "  better: %s\n", render.FindingText(f))
 	}
 	tooFew := 0
 	for _, s := range c.Steps {

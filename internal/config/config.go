@@ -80,6 +80,10 @@ type GlobalConfig struct {
 	Scenarios []string `yaml:"scenarios"`
 	// MaxLineBytes is the longest SSE line the stream reader accepts.
 	MaxLineBytes int `yaml:"max_line_bytes"`
+	// MaxAnswerBytes is the most text a conversation keeps of its answers
+	// to replay them in the next turns; past it the probe fails with reason
+	// answer_too_large and the conversation stops.
+	MaxAnswerBytes int `yaml:"max_answer_bytes"`
 	// ModelRefreshInterval is how often /v1/models is read again to follow
 	// model changes and max_model_len.
 	ModelRefreshInterval model.Duration `yaml:"model_refresh_interval"`
@@ -128,6 +132,7 @@ var DefaultGlobalConfig = GlobalConfig{
 	MaxInFlightPerTarget:    1,
 	Scenarios:               append([]string(nil), prober.DefaultScenarios...),
 	MaxLineBytes:            1 << 20,
+	MaxAnswerBytes:          prober.DefaultMaxAnswerBytes,
 	ModelRefreshInterval:    model.Duration(5 * time.Minute),
 	ClassicHistogramBuckets: "full",
 }
@@ -135,7 +140,7 @@ var DefaultGlobalConfig = GlobalConfig{
 // DefaultTargetConfig is used for absent fields of a target.
 var DefaultTargetConfig = TargetConfig{
 	API:              prober.APIChat,
-	HTTPClientConfig: promcfg.DefaultHTTPClientConfig,
+	HTTPClientConfig: defaultHTTPClientConfig(),
 }
 
 // Each section decodes through its own "plain" type: it has the fields but
@@ -443,6 +448,10 @@ func (c *Config) finish() error {
 		return fmt.Errorf("global.classic_histogram_buckets=%q; expected full, reduced or none", g.ClassicHistogramBuckets)
 	}
 
+	if err := checkMaxAnswerBytes(g.MaxAnswerBytes); err != nil {
+		return err
+	}
+
 	if err := c.resolveScenarios(); err != nil {
 		return err
 	}
@@ -537,8 +546,9 @@ func (t *TargetConfig) finish() error {
 	if err := t.HTTPClientConfig.Validate(); err != nil {
 		return fmt.Errorf("http_client_config: %w", err)
 	}
+	noFollow(&t.HTTPClientConfig)
 	// Building the client once catches unreadable TLS files at load time.
-	if _, err := promcfg.NewClientFromConfig(t.HTTPClientConfig, "slaprobe"); err != nil {
+	if _, err := NewTargetClient(t.HTTPClientConfig, "slaprobe"); err != nil {
 		return fmt.Errorf("http_client_config: %w", err)
 	}
 	return nil
@@ -627,7 +637,7 @@ func (c *Config) Scenarios(target string) []prober.Scenario {
 func (c *Config) Targets() ([]prober.Target, error) {
 	out := make([]prober.Target, 0, len(c.TargetConfigs))
 	for _, t := range c.TargetConfigs {
-		client, err := promcfg.NewClientFromConfig(t.HTTPClientConfig, "slaprobe_"+t.Name)
+		client, err := NewTargetClient(t.HTTPClientConfig, "slaprobe_"+t.Name)
 		if err != nil {
 			return nil, fmt.Errorf("target %s: http_client_config: %w", t.Name, err)
 		}

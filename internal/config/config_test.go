@@ -82,8 +82,8 @@ func TestDefaults(t *testing.T) {
 		tg.API != prober.APIChat || tg.Model != "" {
 		t.Errorf("target defaults wrong: %+v", tg)
 	}
-	if !tg.HTTPClientConfig.FollowRedirects || !tg.HTTPClientConfig.EnableHTTP2 {
-		t.Errorf("http_client_config lacks prometheus/common's defaults: %+v", tg.HTTPClientConfig)
+	if tg.HTTPClientConfig.FollowRedirects || !tg.HTTPClientConfig.EnableHTTP2 {
+		t.Errorf("http_client_config lacks prometheus/common's defaults (follow_redirects off): %+v", tg.HTTPClientConfig)
 	}
 	if got := names(c.Scenarios("vllm:8000")); !reflect.DeepEqual(got, prober.DefaultScenarios) {
 		t.Errorf("scenarios = %v, want the defaults %v", got, prober.DefaultScenarios)

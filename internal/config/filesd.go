@@ -56,7 +56,7 @@ type TargetTemplate struct {
 const DefaultFileSDRefresh = 10 * time.Second
 
 func defaultTemplate() TargetTemplate {
-	return TargetTemplate{API: prober.APIChat, HTTPClientConfig: promcfg.DefaultHTTPClientConfig}
+	return TargetTemplate{API: prober.APIChat, HTTPClientConfig: defaultHTTPClientConfig()}
 }
 
 type plainFileSD FileSDConfig

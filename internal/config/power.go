@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/slaprobe/slaprobe/internal/gpu"
+	"github.com/slaprobe/slaprobe/internal/slo"
 )
 
 // PowerConfig configures GPU readings through NVML and the energy and cost
@@ -38,7 +39,7 @@ func DefaultPowerConfig() PowerConfig {
 	return PowerConfig{
 		NVML:         true,
 		PollInterval: model.Duration(gpu.DefaultPollInterval),
-		PricePerKWh:  gpu.DefaultPricePerKWh,
+		PricePerKWh:  slo.DefaultPricePerKWh,
 		Window:       model.Duration(5 * time.Minute),
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	promcfg "github.com/prometheus/common/config"
 	"github.com/prometheus/common/model"
 
 	"github.com/slaprobe/slaprobe/prober"
@@ -102,6 +101,7 @@ func (c *Config) checkProbe(dir string) error {
 	if p.MaxConcurrent < 1 || p.MaxConcurrent > maxProbeConcurrent {
 		return fmt.Errorf("probe.max_concurrent=%d; expected 1 to %d", p.MaxConcurrent, maxProbeConcurrent)
 	}
+	noFollow(&p.HTTPClientConfig)
 	if p.Scenarios != nil {
 		if err := c.checkList("probe.scenarios", p.Scenarios, c.scenarioNames()); err != nil {
 			return err
@@ -248,7 +248,7 @@ func (c *Config) ProbeTarget(target, scenario string) (prober.Target, prober.Sce
 		return prober.Target{}, prober.Scenario{}, forbiddenProbe(RefusedScenarioNotAllowed, "scenario=%s is not available for target %s; expected one of: %s (%s)",
 			quoteParam(scenario), quoteParam(target), strings.Join(allowed, ", "), where)
 	}
-	client, err := promcfg.NewClientFromConfig(tc.HTTPClientConfig, "slaprobe_probe")
+	client, err := NewTargetClient(tc.HTTPClientConfig, "slaprobe_probe")
 	if err != nil {
 		return prober.Target{}, prober.Scenario{}, fmt.Errorf("target %s: http_client_config: %w", quoteParam(target), err)
 	}

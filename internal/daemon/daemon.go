@@ -357,6 +357,7 @@ var buildTargets = (*config.Config).Targets
 // series of targets that left or changed, so nothing stale lingers.
 func (d *Daemon) applyConfig(old, cur *config.Config) {
 	d.prober.SetMaxLineBytes(cur.Global.MaxLineBytes)
+	d.prober.SetMaxAnswerBytes(cur.Global.MaxAnswerBytes)
 	d.metrics.SetThresholds(cur.AllScenarios())
 	if old != nil {
 		for _, ot := range old.TargetConfigs {

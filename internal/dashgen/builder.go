@@ -5,13 +5,13 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/slaprobe/slaprobe/internal/report"
+	"github.com/slaprobe/slaprobe/internal/slo"
 )
 
 // The one data source every panel, query and variable reads: the ${datasource} variable.
 var promDS = &DataSourceRef{Type: "prometheus", UID: "${datasource}"}
 
-// Colours. The experience bands use report.html's colours (internal/report), so a band looks the same
+// Colours. The experience bands use report.html's colours (internal/report/render), so a band looks the same
 // in the report and in Grafana; the reference lines use the report's line colours.
 const (
 	colorExcellent  = "#1a9850"
@@ -40,20 +40,20 @@ func steps(base string, rest ...any) *Thresholds {
 }
 
 // The experience bands, as threshold steps (excellent, good, acceptable, poor) in base units. They
-// are report.html's bands (report.ITLBands and the others), so a colour means the same in both.
+// are report.html's bands (slo.ITLBands and the others), so a colour means the same in both.
 // Stats and tables colour their values by them. Graphs draw no line from these numbers: a line is a
 // series read from an exported gauge (see "Reference lines" below).
 var (
-	bandsITL        = bandSteps(report.ITLBands)
-	bandsTTFT       = bandSteps(report.TTFTBands)
-	bandsDecode     = bandSteps(report.DecodeBands)
-	bandsEfficiency = bandSteps(report.EfficiencyBands)
+	bandsITL        = bandSteps(slo.ITLBands)
+	bandsTTFT       = bandSteps(slo.TTFTBands)
+	bandsDecode     = bandSteps(slo.DecodeBands)
+	bandsEfficiency = bandSteps(slo.EfficiencyBands)
 
 	plainSteps = steps(colorNeutral)
 )
 
 // bandSteps colours b's four levels, the worst first for a higher-is-better metric.
-func bandSteps(b report.Bands) *Thresholds {
+func bandSteps(b slo.Bands) *Thresholds {
 	e := b.Edges
 	if b.HigherIsBetter {
 		return steps(colorPoor, e[2], colorAcceptable, e[1], colorGood, e[0], colorExcellent)

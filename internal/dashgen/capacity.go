@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/slaprobe/slaprobe/internal/report"
+	"github.com/slaprobe/slaprobe/internal/slo"
 )
 
 // The capacity dashboard draws the benchmark report's charts (docs/report.md) from the sweep gauges
@@ -171,7 +171,7 @@ func capacity() *Dashboard {
 			unit, th, instantQ(expr, legend), instantQ(earlier(expr), earlierLegend+legend))
 	}
 	b.add(5, 4, headline("Peak decode speed", "Highest mean per-user decode speed of any step.",
-		unitTokS, bandsDecode, "max("+sweepSel("slaprobe_sweep_decode_tokens_per_second", statMean)+")", "peak")).mirrors(report.ChartHeadline)
+		unitTokS, bandsDecode, "max("+sweepSel("slaprobe_sweep_decode_tokens_per_second", statMean)+")", "peak")).mirrors(slo.ChartHeadline)
 	b.add(5, 4, headline("Max system throughput", "Highest output tokens/s summed over all streams, either mode.",
 		unitTokS, nil, "max("+sweepSel("slaprobe_sweep_system_throughput_tokens_per_second")+")", "max"))
 	b.add(5, 4, headline("Best TTFT", "Lowest mean time to first token of any step.",
@@ -191,27 +191,27 @@ func capacity() *Dashboard {
 	b.add(12, 9, stepCurve("Per-user decode speed vs concurrency",
 		"Mean per-user decode speed at each closed-loop N, one line per scenario. Dashed: reading pace, the "+
 			"lower edge of the decode speed bands' acceptable level (slaprobe_experience_band_decode_tokens_per_second).",
-		unitTokS, decodeCL+"\nor\n"+lineAt(decodeCL, "concurrency", lineReadPace, "scenario", "line: reading pace"))).mirrors(report.ChartDecodeVsConcurrency)
+		unitTokS, decodeCL+"\nor\n"+lineAt(decodeCL, "concurrency", lineReadPace, "scenario", "line: reading pace"))).mirrors(slo.ChartDecodeVsConcurrency)
 	itlCL := perStep("slaprobe_sweep_itl_seconds", closedLoop, statMean)
 	b.add(12, 9, itlLines(stepCurve("Inter-token latency vs concurrency",
 		"Mean inter-token latency at each closed-loop N, one line per scenario. "+itlLinesText,
-		"s", itlCL+"\nor\n"+itlRefs(itlCL)))).mirrors(report.ChartITLVsConcurrency)
+		"s", itlCL+"\nor\n"+itlRefs(itlCL)))).mirrors(slo.ChartITLVsConcurrency)
 	b.add(12, 9, stepCurve("Scaling efficiency vs concurrency",
 		"System throughput ÷ (N=1 throughput × N), one line per scenario. 100 %: adding a user costs the others nothing.",
-		"percentunit", "max by (scenario, concurrency) ("+sweepSel("slaprobe_scaling_efficiency_ratio")+")")).mirrors(report.ChartScalingEfficiency)
+		"percentunit", "max by (scenario, concurrency) ("+sweepSel("slaprobe_scaling_efficiency_ratio")+")")).mirrors(slo.ChartScalingEfficiency)
 	b.add(12, 9, curve("System throughput vs concurrency",
 		"Output tokens/s summed over all streams (prompt tokens excluded), per scenario and mode: the closed "+
 			"loop at N in flight, and bursts of N.",
 		unitTokS, "concurrency", xN, "series", "",
 		tableQ(fmt.Sprintf(`label_join(max by (scenario, mode, concurrency) (%s), "series", " ", "scenario", "mode")`,
-			sweepSel("slaprobe_sweep_system_throughput_tokens_per_second"))))).mirrors(report.ChartSystemThroughput)
+			sweepSel("slaprobe_sweep_system_throughput_tokens_per_second"))))).mirrors(slo.ChartSystemThroughput)
 	b.add(12, 8, curve("Per-user decode speed range",
 		"Shaded: at each N, from the worst scenario's mean per-user decode speed (usually the longest "+
 			"context) up to the best's (usually the shortest). A wide band: long prompts pay a large decode penalty.",
 		unitTokS, "concurrency", xN, "bound", "",
 		tableQ(labelled("max by (concurrency) ("+decodeCL+")", "bound", "best scenario")+
 			"\nor\n"+labelled("min by (concurrency) ("+decodeCL+")", "bound", "worst scenario"))).
-		shade("best scenario", "worst scenario", colorGood)).mirrors(report.ChartDecodeRange)
+		shade("best scenario", "worst scenario", colorGood)).mirrors(slo.ChartDecodeRange)
 	ttftCL := perStep("slaprobe_sweep_ttft_seconds", closedLoop, statMean)
 	b.add(12, 8, curve("TTFT range",
 		"Shaded: at each N, from the quickest scenario's mean TTFT to the slowest's. Nothing queues in a "+
@@ -219,20 +219,20 @@ func capacity() *Dashboard {
 		"s", "concurrency", xN, "bound", "",
 		tableQ(labelled("max by (concurrency) ("+ttftCL+")", "bound", "slowest scenario")+
 			"\nor\n"+labelled("min by (concurrency) ("+ttftCL+")", "bound", "quickest scenario"))).
-		shade("slowest scenario", "quickest scenario", colorAcceptable)).mirrors(report.ChartTTFTRange)
+		shade("slowest scenario", "quickest scenario", colorAcceptable)).mirrors(slo.ChartTTFTRange)
 	tph := table("Tokens per hour",
 		"System throughput × 3600 at each closed-loop N (rows), per scenario (columns).",
 		append(matrixBy("concurrency", "scenario", "concurrency"), organize(nil, map[string]string{matrixField("concurrency", "scenario"): "N"}, nil)),
 		tableQ("3600 * "+perStep("slaprobe_sweep_system_throughput_tokens_per_second", closedLoop)))
 	tph.FieldConfig.Defaults.Unit = "short"
 	tph.column("N", "N", "none", nil, nil)
-	b.add(24, 8, tph).mirrors(report.ChartTokensPerHour)
+	b.add(24, 8, tph).mirrors(slo.ChartTokensPerHour)
 
 	b.row("When should I scale up? Burst: N requests at once")
 	b.add(24, 4, stat("Max safe queue depth",
 		"Per scenario, the largest burst whose mean TTFT stays within sweep.capacity.max_safe_ttft (3.0 s by "+
 			"default), interpolated between measured N and rounded down. See the capacity table for ~ and \"at least\".",
-		"none", nil, instantQ(perCapacity(burst), "{{scenario}}"))).mirrors(report.ChartMaxSafeQueue)
+		"none", nil, instantQ(perCapacity(burst), "{{scenario}}"))).mirrors(slo.ChartMaxSafeQueue)
 	// The TTFT statistic the max safe queue depth was judged on (sweep.capacity.statistic), and its limit.
 	// The mean where a sweep judged no max safe queue depth (no limit exported).
 	limit := sel("slaprobe_capacity_max_safe_ttft_seconds", mTarget, mModel)
@@ -243,15 +243,15 @@ func capacity() *Dashboard {
 		"TTFT of a burst of N requests, one line per scenario, in the statistic the max safe queue depth is "+
 			"judged on (sweep.capacity.statistic, the mean by default). Dashed: that limit "+
 			"(sweep.capacity.max_safe_ttft, 3.0 s by default, as slaprobe_capacity_max_safe_ttft_seconds).",
-		"s", ttftJudged+"\nor\n"+lineAt(ttftJudged, "concurrency", maxSafe, "scenario", "line: max safe TTFT"))).mirrors(report.ChartTTFTVsQueueDepth)
+		"s", ttftJudged+"\nor\n"+lineAt(ttftJudged, "concurrency", maxSafe, "scenario", "line: max safe TTFT"))).mirrors(slo.ChartTTFTVsQueueDepth)
 	itlB := perStep("slaprobe_sweep_itl_seconds", burst, statMean)
 	b.add(8, 9, itlLines(stepCurve("ITL vs queue depth",
 		"Mean inter-token latency under a burst of N: it usually levels off while TTFT keeps rising. "+itlLinesText,
-		"s", itlB+"\nor\n"+itlRefs(itlB)))).mirrors(report.ChartITLVsQueueDepth)
+		"s", itlB+"\nor\n"+itlRefs(itlB)))).mirrors(slo.ChartITLVsQueueDepth)
 	decodeB := perStep("slaprobe_sweep_decode_tokens_per_second", burst, statMean)
 	b.add(8, 9, stepCurve("Per-user decode speed vs queue depth",
 		"Mean per-user decode speed under a burst of N. Dashed: reading pace (the decode bands' acceptable edge).",
-		unitTokS, decodeB+"\nor\n"+lineAt(decodeB, "concurrency", lineReadPace, "scenario", "line: reading pace"))).mirrors(report.ChartDecodeVsQueueDepth)
+		unitTokS, decodeB+"\nor\n"+lineAt(decodeB, "concurrency", lineReadPace, "scenario", "line: reading pace"))).mirrors(slo.ChartDecodeVsQueueDepth)
 	b.add(12, 8, curve("Success ratio vs N",
 		"Share of each step's requests that completed, per scenario and mode. Capacity counts only steps at "+
 			"or above sweep.capacity.min_success_ratio (95 % by default).",
@@ -282,22 +282,22 @@ func capacity() *Dashboard {
 	)
 	yes := []ValueMapping{{Type: "value", Options: map[string]MappingValue{"0": {Text: "", Index: 0}, "1": {Text: "yes", Index: 1}}}}
 	capTable.column("approximate", "approximate (~)", "", nil, yes).column("at least", "at least", "", nil, yes)
-	b.add(24, 7, capTable).mirrors(report.ChartUseCaseTable)
-	b.add(8, 9, useCaseCurve()).mirrors(report.ChartCapacity)
+	b.add(24, 7, capTable).mirrors(slo.ChartUseCaseTable)
+	b.add(8, 9, useCaseCurve()).mirrors(slo.ChartCapacity)
 
 	b.row("Deep dive: queue wait, prefill and power vs context (closed loop)")
 	b.add(8, 9, contextCurve("Queue wait vs context",
 		"Mean engine queue time per request against the scenario's prompt length, one line per closed-loop N; "+
 			"empty when the engine does not expose queue time. Two scenarios of the same length show the larger.",
-		"s", "slaprobe_sweep_queue_wait_seconds")).mirrors(report.ChartQueueWait)
+		"s", "slaprobe_sweep_queue_wait_seconds")).mirrors(slo.ChartQueueWait)
 	b.add(8, 9, contextCurve("Per-user prefill speed vs context",
 		"Mean prompt tokens ÷ TTFT (queue wait taken out when known) against the prompt length, one line per "+
 			"closed-loop N: it usually peaks at a middle length, then falls.",
-		unitTokS, "slaprobe_sweep_prefill_tokens_per_second", statMean)).mirrors(report.ChartPrefillVsContext)
+		unitTokS, "slaprobe_sweep_prefill_tokens_per_second", statMean)).mirrors(slo.ChartPrefillVsContext)
 	b.add(8, 9, contextCurve("GPU power vs context",
 		"Mean GPU power during each closed-loop step, summed over the target's GPUs, against the prompt "+
 			"length, one line per N; empty without NVML.",
-		"watt", "slaprobe_sweep_power_watts", statMean)).mirrors(report.ChartPower)
+		"watt", "slaprobe_sweep_power_watts", statMean)).mirrors(slo.ChartPower)
 	b.add(8, 4, stat("Peak GPU power", "Highest power sampled in any step.",
 		"watt", nil, instantQ("max("+sweepSel("slaprobe_sweep_power_watts", `stat="max"`)+")", "peak")))
 	b.add(8, 4, stat("Cost per hour at the busiest step",

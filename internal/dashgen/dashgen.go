@@ -4,7 +4,7 @@
 // what this package generates.
 //
 // The dashboards hold no SLA numbers: configured thresholds are drawn from slaprobe_sla_threshold. The
-// only numbers are the experience bands (internal/report/bands.go) and the reports' reference lines
+// only numbers are the experience bands (internal/slo/bands.go) and the reports' reference lines
 // (20 ms and 70 ms ITL, 3.0 s TTFT), see builder.go.
 package dashgen
 

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/slaprobe/slaprobe/internal/report"
+	"github.com/slaprobe/slaprobe/internal/slo"
 	"github.com/slaprobe/slaprobe/test/promql"
 )
 
@@ -92,13 +92,13 @@ func TestLayout(t *testing.T) {
 // The panels mirror report.html's charts (docs/report.md says so): every chart has one.
 func TestReportChartsMirrored(t *testing.T) {
 	got := reportCharts()
-	for _, c := range report.Charts {
+	for _, c := range slo.Charts {
 		if len(got[c]) == 0 {
 			t.Errorf("report chart %q has no panel", c)
 		}
 	}
-	if len(got[report.ChartCapacity]) == 0 {
-		t.Errorf("report chart %q has no panel", report.ChartCapacity)
+	if len(got[slo.ChartCapacity]) == 0 {
+		t.Errorf("report chart %q has no panel", slo.ChartCapacity)
 	}
 }
 
@@ -208,7 +208,7 @@ func TestNoTypedThresholdLines(t *testing.T) {
 	}
 }
 
-// ReportCharts maps each report.html chart (internal/report.Charts) that a panel mirrors to
+// ReportCharts maps each report.html chart (internal/slo.Charts) that a panel mirrors to
 // "file: panel title".
 func reportCharts() map[string][]string {
 	m := map[string][]string{}

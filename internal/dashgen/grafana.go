@@ -126,7 +126,7 @@ type Panel struct {
 	Options         any              `json:"options,omitempty"`
 	Transformations []Transformation `json:"transformations,omitempty"`
 
-	// reportChart is the report.html chart (internal/report.Charts) this panel mirrors, if any.
+	// reportChart is the report.html chart (internal/slo.Charts) this panel mirrors, if any.
 	reportChart string
 }
 

@@ -32,11 +32,9 @@ func PropsURL(metricsURL string) string {
 }
 
 // FetchProps reads and checks url's llama.cpp /props. The deadline comes
-// from ctx; a nil client means http.DefaultClient.
+// from ctx; a nil client means http.DefaultClient. No redirect is followed.
 func FetchProps(ctx context.Context, client *http.Client, url string) (Props, error) {
-	if client == nil {
-		client = http.DefaultClient
-	}
+	client = noRedirect(client) // a 3xx fails, naming its Location (ReadPropsResponse)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return Props{}, fmt.Errorf("props %s: %w", url, err)

@@ -7,7 +7,6 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"sort"
 	"strings"
 	"time"
 
@@ -35,19 +34,15 @@ const (
 )
 
 func noEngineError(fams map[string]*dto.MetricFamily) *NoEngineError {
+	return noEngineErrorOf(familyNames(fams))
+}
+
+func familyNames(fams map[string]*dto.MetricFamily) []string {
 	names := make([]string, 0, len(fams))
 	for n := range fams {
 		names = append(names, n)
 	}
-	sort.Strings(names)
-	e := &NoEngineError{Total: len(names)}
-	for _, n := range names[:min(len(names), maxSeenFamilies)] {
-		if len(n) > maxSeenName {
-			n = strings.ToValidUTF8(n[:maxSeenName], "") + "…"
-		}
-		e.Seen = append(e.Seen, n)
-	}
-	return e
+	return names
 }
 
 func (e *NoEngineError) Error() string {
@@ -64,10 +59,6 @@ func (e *NoEngineError) Error() string {
 // Is makes errors.Is(err, ErrNoEngineMetrics) hold.
 func (e *NoEngineError) Is(target error) bool { return target == ErrNoEngineMetrics }
 
-// maxBodyBytes bounds what one scrape reads. A vLLM /metrics page is tens of
-// KiB; a page this large is a misconfigured URL, not an engine.
-const maxBodyBytes = 16 << 20
-
 // acceptHeader asks for the classic text format. prometheus_client (vLLM,
 // SGLang) would otherwise answer OpenMetrics to a client that offers it,
 // and the text parser reads counters there under different family names.
@@ -75,15 +66,15 @@ const acceptHeader = "text/plain;version=0.0.4;q=1,*/*;q=0.1"
 
 // Scrape fetches url with client and parses it into a Snapshot stamped with
 // the time the response arrived. A nil client means http.DefaultClient; the
-// deadline comes from ctx.
+// deadline comes from ctx. No redirect is followed, whatever the client's
+// CheckRedirect: a 3xx fails the scrape and names its Location, so the
+// client's credentials never go to another origin. Parse bounds the page.
 func Scrape(ctx context.Context, client *http.Client, url string) (Snapshot, error) {
 	return scrapeAt(ctx, client, url, time.Now)
 }
 
 func scrapeAt(ctx context.Context, client *http.Client, url string, now func() time.Time) (Snapshot, error) {
-	if client == nil {
-		client = http.DefaultClient
-	}
+	client = noRedirect(client)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("scrape %s: %w", url, err)
@@ -97,11 +88,14 @@ func scrapeAt(ctx context.Context, client *http.Client, url string, now func() t
 	// Stamp the snapshot when the answer arrived: the engine's gauges were
 	// read at about this time, not when the body finished parsing.
 	at := now()
+	if err := redirectError(resp); err != nil {
+		return Snapshot{}, fmt.Errorf("scrape %s: %w", url, err)
+	}
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
 		return Snapshot{}, fmt.Errorf("scrape %s: HTTP %s", url, resp.Status)
 	}
-	snap, err := Parse(io.LimitReader(resp.Body, maxBodyBytes))
+	snap, err := Parse(resp.Body)
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("scrape %s: %w", url, err)
 	}
@@ -110,77 +104,106 @@ func scrapeAt(ctx context.Context, client *http.Client, url string, now func() t
 }
 
 // Parse reads Prometheus text exposition into a Snapshot (Time left zero).
-// It returns ErrNoEngineMetrics when no known family is present.
+// It returns ErrNoEngineMetrics when no known family is present, and
+// ErrPageTooLarge past maxBodyBytes. Only the families slaprobe reads are
+// parsed: the others are dropped line by line as the page streams in
+// (filter.go), so memory follows what is kept, not the page.
 func Parse(r io.Reader) (Snapshot, error) {
 	// The zero TextParser has no name validation scheme and panics on the
 	// first name it checks. vLLM and SGLang names contain ':', which the
 	// legacy scheme allows in metric names; UTF-8 also accepts whatever a
 	// proxy or a newer engine may put in label names.
 	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(r)
+	f := newPageFilter(&capReader{r: r, left: maxBodyBytes})
+	fams, err := p.TextToMetricFamilies(f)
 	if err != nil {
+		if errors.Is(err, ErrPageTooLarge) {
+			return Snapshot{}, ErrPageTooLarge
+		}
 		return Snapshot{}, fmt.Errorf("parse metrics: %w", err)
 	}
-	return FromFamilies(fams)
+	has := func(prefix string) bool { return f.prefixes[prefix] || hasPrefix(fams, prefix) }
+	return fromFamilies(fams, has, func() *NoEngineError { return f.noEngine(familyNames(fams)) })
 }
 
 // names lists the families that carry one signal, current name first. The
 // first family present wins, so an engine that exports both an old and a new
 // name (as some simulators do) is not counted twice.
+//
+// Where each name comes from (docs/engines.md has the full table; the
+// fixtures in testdata follow these sources, testdata/README.md):
+//   - vLLM: the families of vllm-project/vllm
+//     tests/entrypoints/instrumentator/test_metrics.py (EXPECTED_METRICS_V1,
+//     commit 20ef9d82bba5); the tail families (waiting by reason, prompt
+//     tokens by source, sleep state, spec decode, NIXL) from
+//     vllm/v1/metrics/loggers.py and vllm/v1/spec_decode/metrics.py
+//     (PrometheusStatLogger). Older names (gpu_cache_usage_perc,
+//     gpu_prefix_cache_*, time_per_output_token_seconds, counters without
+//     _total) are vLLM V0's, still served by some simulators.
+//   - SGLang: sgl-project/sglang python/sglang/srt/metrics/collector.py
+//     (commit 00ae9c1590d2) and test/srt/test_metrics.py (essential_metrics,
+//     commit 00a2f8074611). cached_tokens_total has no sample before the
+//     first cache hit; spec_accept_rate and spec_accept_length read 0 on an
+//     engine without speculative decoding.
+//   - llama.cpp server: ggml-org/llama.cpp tools/server (the metrics result's
+//     Prometheus rendering; tools/server/README.md's table). spec_decode_*
+//     came with PR #26389, prompt_tokens_cached_total with commit decaf508b
+//     (2026-08); kv_cache_usage_ratio was removed upstream (PR #13660) and
+//     is read from older builds only.
 type names []string
 
 var (
-	vllmRunning     = names{"vllm:num_requests_running"}
-	vllmWaiting     = names{"vllm:num_requests_waiting"}
-	vllmKVCache     = names{"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"}
-	vllmGenTokens   = names{"vllm:generation_tokens_total", "vllm:generation_tokens"}
-	vllmPromptToks  = names{"vllm:prompt_tokens_total", "vllm:prompt_tokens"}
-	vllmQueueTime   = names{"vllm:request_queue_time_seconds"}
-	vllmTTFT        = names{"vllm:time_to_first_token_seconds"}
-	vllmITL         = names{"vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"}
-	vllmE2E         = names{"vllm:e2e_request_latency_seconds"}
-	vllmPrefixQuery = names{"vllm:prefix_cache_queries_total", "vllm:prefix_cache_queries",
-		"vllm:gpu_prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries"}
-	vllmPrefixHits = names{"vllm:prefix_cache_hits_total", "vllm:prefix_cache_hits",
-		"vllm:gpu_prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits"}
-	vllmSpecDraft  = names{"vllm:spec_decode_num_draft_tokens_total", "vllm:spec_decode_num_draft_tokens"}
-	vllmSpecAccept = names{"vllm:spec_decode_num_accepted_tokens_total", "vllm:spec_decode_num_accepted_tokens"}
+	vllmRunning     = family("vllm:num_requests_running")
+	vllmWaiting     = family("vllm:num_requests_waiting")
+	vllmKVCache     = family("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
+	vllmGenTokens   = family("vllm:generation_tokens_total", "vllm:generation_tokens")
+	vllmPromptToks  = family("vllm:prompt_tokens_total", "vllm:prompt_tokens")
+	vllmQueueTime   = family("vllm:request_queue_time_seconds")
+	vllmTTFT        = family("vllm:time_to_first_token_seconds")
+	vllmITL         = family("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds")
+	vllmE2E         = family("vllm:e2e_request_latency_seconds")
+	vllmPrefixQuery = family("vllm:prefix_cache_queries_total", "vllm:prefix_cache_queries",
+		"vllm:gpu_prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries")
+	vllmPrefixHits = family("vllm:prefix_cache_hits_total", "vllm:prefix_cache_hits",
+		"vllm:gpu_prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits")
+	vllmSpecDraft  = family("vllm:spec_decode_num_draft_tokens_total", "vllm:spec_decode_num_draft_tokens")
+	vllmSpecAccept = family("vllm:spec_decode_num_accepted_tokens_total", "vllm:spec_decode_num_accepted_tokens")
 
-	sglRunning    = names{"sglang:num_running_reqs"}
-	sglWaiting    = names{"sglang:num_queue_reqs"}
-	sglKVCache    = names{"sglang:token_usage"}
-	sglGenTokens  = names{"sglang:generation_tokens_total", "sglang:generation_tokens"}
-	sglPromptToks = names{"sglang:prompt_tokens_total", "sglang:prompt_tokens"}
-	sglQueueTime  = names{"sglang:queue_time_seconds"}
-	sglTTFT       = names{"sglang:time_to_first_token_seconds"}
-	sglITL        = names{"sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds"}
-	sglE2E        = names{"sglang:e2e_request_latency_seconds"}
-	sglCacheHit   = names{"sglang:cache_hit_rate"}
+	sglRunning    = family("sglang:num_running_reqs")
+	sglWaiting    = family("sglang:num_queue_reqs")
+	sglKVCache    = family("sglang:token_usage")
+	sglGenTokens  = family("sglang:generation_tokens_total", "sglang:generation_tokens")
+	sglPromptToks = family("sglang:prompt_tokens_total", "sglang:prompt_tokens")
+	sglQueueTime  = family("sglang:queue_time_seconds")
+	sglTTFT       = family("sglang:time_to_first_token_seconds")
+	sglITL        = family("sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds")
+	sglE2E        = family("sglang:e2e_request_latency_seconds")
+	sglCacheHit   = family("sglang:cache_hit_rate")
 
-	vllmWaitingByReason  = names{"vllm:num_requests_waiting_by_reason"}
-	vllmPreemptions      = names{"vllm:num_preemptions_total", "vllm:num_preemptions"}
-	vllmPromptBySource   = names{"vllm:prompt_tokens_by_source_total", "vllm:prompt_tokens_by_source"}
-	vllmPromptCached     = names{"vllm:prompt_tokens_cached_total", "vllm:prompt_tokens_cached"}
-	vllmPrefillTime      = names{"vllm:request_prefill_time_seconds"}
-	vllmDecodeTime       = names{"vllm:request_decode_time_seconds"}
-	vllmSleepState       = names{"vllm:engine_sleep_state"}
-	vllmAdmissionRejects = names{"vllm:admission_rejections_total", "vllm:admission_rejections"}
-	vllmNixlXferTime     = names{"vllm:nixl_xfer_time_seconds"}
-	vllmNixlFailed       = names{"vllm:nixl_num_failed_transfers_total", "vllm:nixl_num_failed_transfers"}
+	vllmWaitingByReason  = family("vllm:num_requests_waiting_by_reason")
+	vllmPreemptions      = family("vllm:num_preemptions_total", "vllm:num_preemptions")
+	vllmPromptBySource   = family("vllm:prompt_tokens_by_source_total", "vllm:prompt_tokens_by_source")
+	vllmPromptCached     = family("vllm:prompt_tokens_cached_total", "vllm:prompt_tokens_cached")
+	vllmPrefillTime      = family("vllm:request_prefill_time_seconds")
+	vllmDecodeTime       = family("vllm:request_decode_time_seconds")
+	vllmSleepState       = family("vllm:engine_sleep_state")
+	vllmAdmissionRejects = family("vllm:admission_rejections_total", "vllm:admission_rejections")
+	vllmNixlXferTime     = family("vllm:nixl_xfer_time_seconds")
+	vllmNixlFailed       = family("vllm:nixl_num_failed_transfers_total", "vllm:nixl_num_failed_transfers")
 
-	sglRetracted    = names{"sglang:num_retracted_requests_total", "sglang:num_retracted_requests"}
-	sglCachedTokens = names{"sglang:cached_tokens_total", "sglang:cached_tokens"}
-	sglStageLatency = names{"sglang:per_stage_req_latency_seconds"}
-	sglSpecAccept   = names{"sglang:spec_accept_rate"}
+	sglRetracted    = family("sglang:num_retracted_requests_total", "sglang:num_retracted_requests")
+	sglCachedTokens = family("sglang:cached_tokens_total", "sglang:cached_tokens")
+	sglStageLatency = family("sglang:per_stage_req_latency_seconds")
+	sglSpecAccept   = family("sglang:spec_accept_rate")
 
-	lcppRunning      = names{"llamacpp:requests_processing"}
-	lcppWaiting      = names{"llamacpp:requests_deferred"}
-	lcppKVCache      = names{"llamacpp:kv_cache_usage_ratio"}
-	lcppGenTokens    = names{"llamacpp:tokens_predicted_total"}
-	lcppPromptToks   = names{"llamacpp:prompt_tokens_total"} // excludes cached tokens
-	lcppPromptCached = names{"llamacpp:prompt_tokens_cached_total"}
-	lcppSpecDraft    = names{"llamacpp:spec_decode_num_draft_tokens_total"}
-	lcppSpecAccept   = names{"llamacpp:spec_decode_num_accepted_tokens_total"}
+	lcppRunning      = family("llamacpp:requests_processing")
+	lcppWaiting      = family("llamacpp:requests_deferred")
+	lcppKVCache      = family("llamacpp:kv_cache_usage_ratio")
+	lcppGenTokens    = family("llamacpp:tokens_predicted_total")
+	lcppPromptToks   = family("llamacpp:prompt_tokens_total") // excludes cached tokens
+	lcppPromptCached = family("llamacpp:prompt_tokens_cached_total")
+	lcppSpecDraft    = family("llamacpp:spec_decode_num_draft_tokens_total")
+	lcppSpecAccept   = family("llamacpp:spec_decode_num_accepted_tokens_total")
 )
 
 // vLLM's prompt_tokens_by_source sources, and SGLang's per-stage latency
@@ -198,6 +221,12 @@ var (
 	}
 )
 
+// sglSpecAcceptLn is SGLang's mean accept length: below 1 (SGLang exports 0
+// without speculative decoding), its spec_accept_rate says nothing. Kept
+// apart from the table above; where that table registers the families the
+// page filter keeps, this one must be registered too.
+var sglSpecAcceptLn = family("sglang:spec_accept_length")
+
 // Where a prompt token's KV came from, the source label of
 // slaprobe_engine_prompt_tokens_by_source_total.
 const (
@@ -208,9 +237,17 @@ const (
 
 // FromFamilies builds a Snapshot from parsed metric families.
 func FromFamilies(fams map[string]*dto.MetricFamily) (Snapshot, error) {
+	has := func(prefix string) bool { return hasPrefix(fams, prefix) }
+	return fromFamilies(fams, has, func() *NoEngineError { return noEngineError(fams) })
+}
+
+// fromFamilies builds a Snapshot from fams; has says whether the page had
+// a family of an engine's prefix, and none builds the error of a page
+// without one.
+func fromFamilies(fams map[string]*dto.MetricFamily, has func(prefix string) bool, none func() *NoEngineError) (Snapshot, error) {
 	var s Snapshot
 	switch {
-	case hasPrefix(fams, "vllm:"):
+	case has("vllm:"):
 		s.Flavor = "vllm"
 		s.Running, s.Series, s.HasQueue = sumOf(fams, vllmRunning)
 		s.Waiting, _, _ = sumOf(fams, vllmWaiting)
@@ -230,7 +267,7 @@ func FromFamilies(fams map[string]*dto.MetricFamily) (Snapshot, error) {
 		s.SpecAcceptedTokens, _, hasA = sumOf(fams, vllmSpecAccept)
 		s.HasSpecDecode = hasD && hasA
 		readVLLMTail(fams, &s)
-	case hasPrefix(fams, "sglang:"):
+	case has("sglang:"):
 		s.Flavor = "sglang"
 		s.Running, s.Series, s.HasQueue = sumOf(fams, sglRunning)
 		s.Waiting, _, _ = sumOf(fams, sglWaiting)
@@ -243,11 +280,11 @@ func FromFamilies(fams map[string]*dto.MetricFamily) (Snapshot, error) {
 		_, s.RequestsFinished, s.HasRequestsFinished = histOf(fams, sglE2E)
 		s.CacheHitRate, s.HasCacheHitRate = meanOf(fams, sglCacheHit)
 		readSGLangTail(fams, &s)
-	case hasPrefix(fams, "llamacpp:"):
+	case has("llamacpp:"):
 		s.Flavor = "llamacpp"
 		readLlamaCpp(fams, &s)
 	default:
-		return Snapshot{}, noEngineError(fams)
+		return Snapshot{}, none()
 	}
 	if s.Hists.empty() {
 		s.Hists = nil
@@ -363,6 +400,11 @@ func readSGLangTail(fams map[string]*dto.MetricFamily, s *Snapshot) {
 		}
 	}
 	s.SpecAcceptRate, s.HasSpecAcceptRate = meanOf(fams, sglSpecAccept)
+	// Without speculative decoding SGLang still exports both gauges, at 0;
+	// with it, a step emits at least one token (accept length >= 1).
+	if l, ok := meanOf(fams, sglSpecAcceptLn); ok && l < 1 {
+		s.SpecAcceptRate, s.HasSpecAcceptRate = 0, false
+	}
 
 	// Tensor-parallel ranks observe the same requests: where a tp_rank label
 	// exists, rank 0 alone is read, so a request is not counted once per rank.

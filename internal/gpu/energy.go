@@ -6,31 +6,12 @@ import (
 	"fmt"
 	"sync"
 	"time"
-
-	"github.com/slaprobe/slaprobe/internal/engine"
-	"github.com/slaprobe/slaprobe/internal/sweep"
 )
 
 // This file turns readings into energy figures: total draw of a set of GPUs,
-// average and peak power over a window, joules per output token and cost.
-// collector/energy.go exports them continuously; the bench command uses
-// PowerSampler for one run.
-
-// DefaultPricePerKWh is the electricity price the reports use, in dollars.
-const DefaultPricePerKWh = 0.10
-
-const joulesPerKWh = 3.6e6
-
-// CostPerHour is the cost in dollars of drawing watts for one hour.
-func CostPerHour(watts, pricePerKWh float64) float64 {
-	return watts / 1000 * pricePerKWh
-}
-
-// CostPerMillionTokens is the electricity cost in dollars of one million
-// tokens at joulesPerToken each.
-func CostPerMillionTokens(joulesPerToken, pricePerKWh float64) float64 {
-	return joulesPerToken * 1e6 / joulesPerKWh * pricePerKWh
-}
+// average and peak power over a window, and joules per output token (what
+// that costs is internal/slo/cost.go's). collector/energy.go exports them
+// continuously; a sweep uses PowerSampler per step.
 
 // PowerSample is the total of a set of GPUs at one time.
 type PowerSample struct {
@@ -104,42 +85,6 @@ func (p PowerStats) JoulesPerToken(tokens float64) (float64, bool) {
 	return p.EnergyJoules / tokens, true
 }
 
-// Summary is what a report prints about power for one run.
-type Summary struct {
-	GPUs                 int     `json:"gpus"`
-	DurationSeconds      float64 `json:"duration_seconds"`
-	AverageWatts         float64 `json:"average_watts"`
-	PeakWatts            float64 `json:"peak_watts"`
-	EnergyJoules         float64 `json:"energy_joules"`
-	FromEnergyCounter    bool    `json:"from_energy_counter"`
-	PricePerKWh          float64 `json:"price_per_kwh_dollars"`
-	CostPerHour          float64 `json:"cost_per_hour_dollars"`
-	OutputTokens         float64 `json:"output_tokens"`
-	JoulesPerToken       float64 `json:"joules_per_output_token,omitempty"`
-	CostPerMillionTokens float64 `json:"cost_per_million_output_tokens_dollars,omitempty"`
-}
-
-// Summary computes the report figures for outputTokens generated during the
-// span, at pricePerKWh dollars.
-func (p PowerStats) Summary(outputTokens, pricePerKWh float64) Summary {
-	s := Summary{
-		GPUs:              p.GPUs,
-		DurationSeconds:   p.Duration().Seconds(),
-		AverageWatts:      p.AverageWatts,
-		PeakWatts:         p.PeakWatts,
-		EnergyJoules:      p.EnergyJoules,
-		FromEnergyCounter: p.FromEnergyCounter,
-		PricePerKWh:       pricePerKWh,
-		CostPerHour:       CostPerHour(p.AverageWatts, pricePerKWh),
-		OutputTokens:      outputTokens,
-	}
-	if j, ok := p.JoulesPerToken(outputTokens); ok {
-		s.JoulesPerToken = j
-		s.CostPerMillionTokens = CostPerMillionTokens(j, pricePerKWh)
-	}
-	return s
-}
-
 // Window holds PowerSamples of one set of GPUs, oldest first.
 type Window struct {
 	samples []PowerSample
@@ -203,11 +148,13 @@ func statsOf(s []PowerSample) PowerStats {
 	}
 	dur := p.End.Sub(p.Start).Seconds()
 	if p.FromEnergyCounter {
-		j := make([]float64, len(s))
-		for i, x := range s {
-			j[i] = x.Joules
+		for i := 1; i < len(s); i++ {
+			d := s[i].Joules - s[i-1].Joules
+			if d < 0 { // a decrease is a reset: the driver reloaded
+				d = s[i].Joules
+			}
+			p.EnergyJoules += d
 		}
-		p.EnergyJoules = engine.CounterIncrease(j) // a decrease is a reset: the driver reloaded
 	} else {
 		for i := 1; i < len(s); i++ {
 			dt := s[i].Time.Sub(s[i-1].Time).Seconds()
@@ -254,17 +201,13 @@ var ErrNoPower = errors.New("no GPU power readings (NVML unavailable or no GPU s
 // power and energy come from the driver's energy counter, so they are exact
 // whatever the interval; peak power is sampled every interval.
 //
-// It implements sweep.PowerSampler, so a sweep reports power per step:
+// internal/sweeper adapts it to sweep.PowerSampler, so a sweep reports
+// power per step; by hand:
 //
 //	s := gpu.NewPowerSampler(reader, selectors, 0)
-//	opts.Power = s                     // sweep.Options
-//
-// or, by hand:
-//
 //	if err := s.Start(ctx); err == nil {
 //		... run ...
-//		s.Stop()
-//		sum := s.Last().Summary(outputTokens, pricePerKWh) // avg/peak W, J/token, $/h, $/Mtok
+//		st, err := s.Stop() // avg/peak W, J; st.JoulesPerToken(outputTokens)
 //	}
 type PowerSampler struct {
 	r         *Reader
@@ -277,8 +220,6 @@ type PowerSampler struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 }
-
-var _ sweep.PowerSampler = (*PowerSampler)(nil)
 
 // NewPowerSampler samples the devices of r that match selectors (all when
 // empty) every interval (DefaultSampleInterval when <= 0).
@@ -350,19 +291,19 @@ func (p *PowerSampler) sample() bool {
 }
 
 // Stop takes a last sample, ends the interval and returns what was drawn,
-// summed over the sampled GPUs. Last has the full stats.
-func (p *PowerSampler) Stop() (sweep.PowerReading, error) {
+// summed over the sampled GPUs; Last returns the same until the next Stop.
+func (p *PowerSampler) Stop() (PowerStats, error) {
 	if !p.halt() {
-		return sweep.PowerReading{}, ErrNoPower
+		return PowerStats{}, ErrNoPower
 	}
 	p.sample()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.last = statsOf(p.samples)
 	if !p.last.OK() {
-		return sweep.PowerReading{}, fmt.Errorf("power interval too short: %d sample(s)", p.last.Samples)
+		return PowerStats{}, fmt.Errorf("power interval too short: %d sample(s)", p.last.Samples)
 	}
-	return sweep.PowerReading{AvgWatts: p.last.AverageWatts, PeakWatts: p.last.PeakWatts, Joules: p.last.EnergyJoules}, nil
+	return p.last, nil
 }
 
 // Last returns the stats of the interval the last Stop ended.

@@ -3,7 +3,7 @@ package report
 import (
 	"fmt"
 
-	"github.com/slaprobe/slaprobe/internal/gpu"
+	"github.com/slaprobe/slaprobe/internal/slo"
 	"github.com/slaprobe/slaprobe/internal/sweep"
 )
 
@@ -159,7 +159,7 @@ func fromStep(st sweep.StepResult, pricePerKWh float64) Step {
 	}
 	if p := st.Power; p != nil {
 		out.Power = &Power{AvgWatts: p.AvgWatts, PeakWatts: p.PeakWatts, JoulesPerToken: p.JoulesPerOutputToken,
-			CostPerHourUSD: gpu.CostPerHour(p.AvgWatts, pricePerKWh)}
+			CostPerHourUSD: slo.CostPerHour(p.AvgWatts, pricePerKWh)}
 	}
 	return out
 }

@@ -42,8 +42,8 @@ func ComputeHeadline(r *Report) Headline {
 		peaks(sweep.ModeBurst)
 	}
 	for _, s := range r.Scenarios {
-		for _, m := range modes(&s) {
-			for _, st := range m.steps {
+		for _, m := range s.Modes() {
+			for _, st := range m.Steps {
 				h.RequestsSent += st.RequestsSent
 				h.RequestsOK += st.RequestsOK
 			}
@@ -84,13 +84,13 @@ func is32K(tokens int) bool { return tokens >= 32000 && tokens <= 32768 }
 
 func usersAt32K(r *Report) *Figure {
 	for _, u := range r.Capacity.UseCases {
-		if s := r.scenario(u.Scenario); s != nil && is32K(s.InputTokens) {
+		if s := r.ScenarioNamed(u.Scenario); s != nil && is32K(s.InputTokens) {
 			return &Figure{Value: float64(u.Value), Unit: "users", Scenario: u.Scenario, Mode: u.Mode,
 				Approximate: u.Approximate, AtLeast: u.AtLeast}
 		}
 	}
 	for _, q := range r.Capacity.MaxSafeQueue {
-		if s := r.scenario(q.Scenario); s != nil && is32K(s.InputTokens) {
+		if s := r.ScenarioNamed(q.Scenario); s != nil && is32K(s.InputTokens) {
 			return &Figure{Value: float64(q.Value), Unit: "users", Scenario: q.Scenario, Mode: sweep.ModeBurst,
 				Approximate: q.Approximate, AtLeast: q.AtLeast}
 		}
@@ -98,12 +98,14 @@ func usersAt32K(r *Report) *Figure {
 	return nil
 }
 
-func (h Headline) empty() bool {
+// Empty reports whether no headline figure was computed.
+func (h Headline) Empty() bool {
 	return h.PeakDecode == nil && h.MaxSystemThroughput == nil && h.BestTTFT == nil &&
 		h.MaxSafeQueue == nil && h.GoodputCapacity == nil && h.RequestsSent == 0 && h.UsersAt32K == nil && h.Conversations == nil
 }
 
-func (r *Report) scenario(name string) *Scenario {
+// ScenarioNamed returns the scenario called name, or nil.
+func (r *Report) ScenarioNamed(name string) *Scenario {
 	for i := range r.Scenarios {
 		if r.Scenarios[i].Name == name {
 			return &r.Scenarios[i]
@@ -112,13 +114,15 @@ func (r *Report) scenario(name string) *Scenario {
 	return nil
 }
 
-type modeSteps struct {
-	mode  sweep.Mode
-	steps []Step
+// ModeSteps are the steps of one mode of a scenario.
+type ModeSteps struct {
+	Mode  sweep.Mode
+	Steps []Step
 }
 
-func modes(s *Scenario) []modeSteps {
-	return []modeSteps{{sweep.ModeClosedLoop, s.ClosedLoop}, {sweep.ModeBurst, s.Burst}}
+// Modes returns the scenario's steps per mode, closed loop first.
+func (s *Scenario) Modes() []ModeSteps {
+	return []ModeSteps{{sweep.ModeClosedLoop, s.ClosedLoop}, {sweep.ModeBurst, s.Burst}}
 }
 
 // Steps returns the scenario's steps for a mode.

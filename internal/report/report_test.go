@@ -1,128 +1,83 @@
 package report
 
 import (
-	"bytes"
-	"encoding/json"
-	"flag"
-	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/slaprobe/slaprobe/internal/sweep"
+	"github.com/slaprobe/slaprobe/prober"
 )
 
-var (
-	update = flag.Bool("update", false, "rewrite testdata/report.golden.* from Sample()")
-	keep   = flag.String("keep", "", "also write the sample report into this directory, for a visual review")
-)
-
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
+func TestFromSweep(t *testing.T) {
+	t0 := time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)
+	qw := 0.5
+	step := func(mode sweep.Mode, n int) sweep.StepResult {
+		return sweep.StepResult{Mode: mode, Concurrency: n, Requests: n, Succeeded: n, SuccessRatio: 1, WindowSeconds: 60,
+			TTFT: sweep.Summary{Mean: 1, P50: 0.9, P90: 1.5, P95: 1.7, P99: 2}, SystemThroughput: 100 * float64(n),
+			Decode:        sweep.Summary{Mean: 50, P1: 31, P5: 35, P10: 40, P50: 51, P90: 58, P95: 60, P99: 63},
+			Drain:         &sweep.DrainResult{Method: sweep.DrainEngine, WaitedSeconds: 120, Busy: n == 2, Running: 3},
+			TokensPerHour: 360000 * float64(n), ScalingEfficiency: 0.9, QueueWaitSeconds: &qw, PrefillExclQueue: 12345,
+			Prefill: sweep.Summary{Mean: 9000}, Errors: map[prober.Reason]int{prober.ReasonTimeout: 1},
+			Power: &sweep.PowerReading{AvgWatts: 500, PeakWatts: 600, Joules: 30000, JoulesPerOutputToken: 0.5}}
 	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run `go test ./internal/report -update` to create it)", err)
+	res := &sweep.Result{
+		Target: "t", Model: "m", Started: t0, Finished: t0.Add(time.Hour), Interrupted: true,
+		Settings: sweep.Settings{ClosedLoop: []int{1, 2}, Burst: []int{4}, StepSeconds: 60, WarmupSeconds: 10,
+			EarlyStopFactor: 3, MaxSafeTTFTSeconds: 3, CapacityStat: sweep.StatP90},
+		Scenarios: []sweep.ScenarioResult{
+			{Name: "general_chat", Family: prober.FamilyUseCase, InputTokens: 32768, OutputTokens: 1024,
+				Thresholds:     prober.Thresholds{TTFT: 8 * time.Second, MinDecode: 15},
+				ClosedLoop:     []sweep.StepResult{step(sweep.ModeClosedLoop, 1), step(sweep.ModeClosedLoop, 2)},
+				Burst:          []sweep.StepResult{step(sweep.ModeBurst, 4)},
+				BurstStop:      &sweep.EarlyStop{Concurrency: 4, Skipped: []int{8, 16}, Reason: "every threshold far exceeded"},
+				MaxSafeQueue:   &sweep.Capacity{N: 3, Approximate: true, Bound: sweep.BoundWithin, MaxTested: 4},
+				Capacity:       &sweep.Capacity{N: 2, Bound: sweep.BoundAtLeast, MaxTested: 2, Limits: []sweep.CapacityLimit{{Kind: "ttft", Threshold: 8, Stat: sweep.StatP90, Capacity: sweep.Capacity{N: 2, Bound: sweep.BoundAtLeast}}}},
+				ClosedLoopStop: nil},
+			{Name: "broken", Error: "calibrate broken: prompt too long"},
+		},
 	}
-	if !bytes.Equal(got, want) {
-		gl, wl := strings.Split(string(got), "\n"), strings.Split(string(want), "\n")
-		for i := 0; i < len(gl) && i < len(wl); i++ {
-			if gl[i] != wl[i] {
-				t.Fatalf("%s differs at line %d:\n got: %s\nwant: %s\n(run with -update if the change is intended)", name, i+1, gl[i], wl[i])
-			}
-		}
-		t.Fatalf("%s differs in length: got %d lines, want %d (run with -update if intended)", name, len(gl), len(wl))
-	}
-}
-
-func TestGoldenJSON(t *testing.T) {
-	var buf bytes.Buffer
-	if err := RenderJSON(&buf, Sample()); err != nil {
+	rep := FromSweep(res, Meta{Model: "m"}, 0.1, true)
+	if err := rep.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "report.golden.json", buf.Bytes())
-
-	// The golden file reads back into the same report.
-	var back Report
-	if err := json.Unmarshal(buf.Bytes(), &back); err != nil {
-		t.Fatal(err)
+	if !rep.Meta.Interrupted || rep.Config.Thresholds.MaxSafeQueueStat != "p90" || rep.Config.PricePerKWh != 0.1 || !rep.Config.EarlyStop {
+		t.Errorf("meta/config: %+v %+v", rep.Meta, rep.Config)
 	}
-	var again bytes.Buffer
-	if err := RenderJSON(&again, &back); err != nil {
-		t.Fatal(err)
+	if len(rep.Scenarios) != 1 || len(rep.Notes) != 2 {
+		t.Fatalf("scenarios %d, notes %v", len(rep.Scenarios), rep.Notes)
 	}
-	if !bytes.Equal(buf.Bytes(), again.Bytes()) {
-		t.Error("report.json does not survive a decode/encode round trip")
+	s := rep.Scenarios[0]
+	cl := s.ClosedLoop[0]
+	if cl.PrefillTokensPerSecond != 12345 || cl.Errors["timeout"] != 1 || cl.ScalingEfficiency == nil || cl.TTFT.P90 != 1.5 ||
+		cl.Power == nil || cl.Power.CostPerHourUSD != 0.05 || cl.Power.JoulesPerToken != 0.5 {
+		t.Errorf("closed-loop step = %+v", cl)
 	}
-}
-
-func TestGoldenMarkdown(t *testing.T) {
-	var buf bytes.Buffer
-	if err := RenderMarkdown(&buf, Sample()); err != nil {
-		t.Fatal(err)
+	// The slow tail of decode speed and how each step started come through.
+	if d := cl.Decode; d.P1 != 31 || d.P10 != 40 || d.P50 != 51 || d.P99 != 63 {
+		t.Errorf("decode = %+v; want p1 31, p10 40", d)
 	}
-	golden(t, "report.golden.md", buf.Bytes())
-	md := buf.String()
-	for _, want := range []string{
-		"## Headline", "## Use-case capacity", "## Max safe queue depth", "## Tokens per hour",
-		"## Scenario chatbot", "### Closed loop", "### Burst", "| ~", "+ |",
-	} {
-		if !strings.Contains(md, want) {
-			t.Errorf("report.md lacks %q", want)
-		}
+	if cl.Drain == nil || cl.StartedBusy() || !s.ClosedLoop[1].StartedBusy() || s.ClosedLoop[1].Drain.Running != 3 {
+		t.Errorf("drain = %+v, %+v; want N=2 busy with 3 running", cl.Drain, s.ClosedLoop[1].Drain)
 	}
-}
-
-func TestWriteAndLoad(t *testing.T) {
-	dir := t.TempDir()
-	r := Sample()
-	paths, err := Write(filepath.Join(dir, "out"), r)
-	if err != nil {
-		t.Fatal(err)
+	if s.Burst[0].ScalingEfficiency != nil {
+		t.Error("burst steps carry no scaling efficiency in the report")
 	}
-	want := []string{JSONFile, MarkdownFile, HTMLFile}
-	if len(paths) != len(want) {
-		t.Fatalf("paths = %v", paths)
+	if len(s.StoppedEarly) != 1 || s.StoppedEarly[0].Mode != sweep.ModeBurst || !reflect.DeepEqual(s.StoppedEarly[0].SkippedLadderN, []int{8, 16}) {
+		t.Errorf("stopped early = %+v", s.StoppedEarly)
 	}
-	for i, p := range paths {
-		if filepath.Base(p) != want[i] {
-			t.Errorf("paths[%d] = %s; want %s", i, p, want[i])
-		}
-		if fi, err := os.Stat(p); err != nil || fi.Size() < 1000 {
-			t.Errorf("%s: %v, size %d", p, err, fi.Size())
-		}
+	q := rep.Capacity.MaxSafeQueue
+	if len(q) != 1 || q[0].Value != 3 || !q[0].Approximate || q[0].Stat != "p90" || q[0].MaxTested != 4 {
+		t.Errorf("max safe queue = %+v", q)
 	}
-	leftovers, _ := filepath.Glob(filepath.Join(dir, "out", ".*.tmp"))
-	if len(leftovers) > 0 {
-		t.Errorf("temporary files left behind: %v", leftovers)
-	}
-	back, err := Load(paths[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(back, r) {
-		t.Error("Load(Write(r)) != r")
-	}
-	if *keep != "" {
-		if _, err := Write(*keep, r); err != nil {
-			t.Fatal(err)
-		}
-		noPower := Sample()
-		stripPower(noPower)
-		if _, err := Write(filepath.Join(*keep, "no-power"), noPower); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("sample report written to %s", *keep)
+	u := rep.Capacity.UseCases
+	if len(u) != 1 || !u[0].AtLeast || u[0].Value != 2 || len(u[0].Limits) != 1 || !u[0].Limits[0].AtLeast {
+		t.Errorf("use cases = %+v", u)
 	}
 }
 
@@ -131,245 +86,6 @@ func TestLoadRejectsOtherSchema(t *testing.T) {
 	os.WriteFile(path, []byte(`{"schema_version":"slaprobe.report/v0"}`), 0o644)
 	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "slaprobe.report/v1") {
 		t.Fatalf("err = %v; want a schema version error", err)
-	}
-}
-
-func TestValidate(t *testing.T) {
-	for name, mut := range map[string]func(*Report){
-		"duplicate scenario": func(r *Report) { r.Scenarios = append(r.Scenarios, r.Scenarios[0]) },
-		"empty name":         func(r *Report) { r.Scenarios[0].Name = "" },
-		"zero N":             func(r *Report) { r.Scenarios[0].Burst[0].Concurrency = 0 },
-		"duplicate N":        func(r *Report) { r.Scenarios[0].ClosedLoop[1].Concurrency = 1 },
-		"success rate":       func(r *Report) { r.Scenarios[0].ClosedLoop[1].SuccessRate = 1.5 },
-	} {
-		r := Sample()
-		mut(r)
-		if err := r.Validate(); err == nil {
-			t.Errorf("%s: Validate() = nil", name)
-		}
-		if _, err := Write(t.TempDir(), r); err == nil {
-			t.Errorf("%s: Write accepted an invalid report", name)
-		}
-	}
-	if err := Sample().Validate(); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func TestHeadline(t *testing.T) {
-	r := Sample()
-	h := ComputeHeadline(r)
-	if h.PeakDecode == nil || h.PeakDecode.Scenario != "chatbot" || h.PeakDecode.Concurrency != 1 {
-		t.Errorf("peak decode = %+v", h.PeakDecode)
-	}
-	if h.BestTTFT == nil || h.BestTTFT.Concurrency != 1 {
-		t.Errorf("best TTFT = %+v; want a single-user step", h.BestTTFT)
-	}
-	// A burst of 256 briefly beats every closed-loop step, but a headline
-	// comes from sustained load.
-	if h.MaxSystemThroughput == nil || h.MaxSystemThroughput.Mode != sweep.ModeClosedLoop || h.MaxSystemThroughput.Concurrency != 32 {
-		t.Errorf("max system = %+v; want the closed-loop N=32 step", h.MaxSystemThroughput)
-	}
-
-	// Busy steps are left out; a report with bursts only says so.
-	r = Sample()
-	for i := range r.Scenarios {
-		r.Scenarios[i].ClosedLoop = nil
-		for j := range r.Scenarios[i].Burst {
-			if r.Scenarios[i].Burst[j].Concurrency == 1 {
-				r.Scenarios[i].Burst[j].Drain = &sweep.DrainResult{Method: sweep.DrainEngine, Busy: true, Running: 9}
-			}
-		}
-	}
-	h2 := ComputeHeadline(r)
-	if h2.PeakDecode == nil || h2.PeakDecode.Mode != sweep.ModeBurst || h2.PeakDecode.Concurrency == 1 {
-		t.Errorf("bursts only, N=1 busy: peak decode = %+v; want a burst step other than the busy N=1", h2.PeakDecode)
-	}
-	if len(h.MaxSafeQueue) != 4 || h.MaxSafeQueue[0].Scenario != "chatbot" {
-		t.Errorf("max safe queue = %+v", h.MaxSafeQueue)
-	}
-	if h.UsersAt32K == nil || h.UsersAt32K.Scenario != "general_chat" {
-		t.Errorf("users at 32K = %+v", h.UsersAt32K)
-	}
-	if h.RequestsSent == 0 || h.SuccessRate <= 0.99 || h.SuccessRate >= 1 {
-		t.Errorf("success = %d/%d = %v", h.RequestsOK, h.RequestsSent, h.SuccessRate)
-	}
-	// The sample's capacities land where the reference reports put theirs.
-	want := map[string][2]int{"chatbot": {110, 140}, "rag": {70, 95}, "agentic": {16, 22}, "tool_calling": {6, 10}}
-	for _, q := range r.Capacity.MaxSafeQueue {
-		if w := want[q.Scenario]; q.Value < w[0] || q.Value > w[1] {
-			t.Errorf("max safe queue %s = %d; want %d..%d", q.Scenario, q.Value, w[0], w[1])
-		}
-	}
-}
-
-func TestScalingEfficiencyInSample(t *testing.T) {
-	for _, s := range Sample().Scenarios {
-		if len(s.ClosedLoop) == 0 {
-			continue
-		}
-		base := s.ClosedLoop[0].SystemTokensPerSecond
-		for _, st := range s.ClosedLoop {
-			want := st.SystemTokensPerSecond / (base * float64(st.Concurrency))
-			if st.ScalingEfficiency == nil || math.Abs(*st.ScalingEfficiency-want) > 1e-4 {
-				t.Errorf("%s N=%d: efficiency %v; want %v", s.Name, st.Concurrency, st.ScalingEfficiency, want)
-			}
-		}
-	}
-}
-
-func renderHTML(t *testing.T, r *Report) string {
-	t.Helper()
-	var buf bytes.Buffer
-	if err := RenderHTML(&buf, r); err != nil {
-		t.Fatal(err)
-	}
-	return buf.String()
-}
-
-var externalRef = regexp.MustCompile(`(?i)(src|href|action|xlink:href)\s*=\s*["']?\s*(https?:|//|ftp:)|@import|url\(\s*["']?\s*(https?:|//)|<script|<link|<iframe|<object|<embed`)
-
-func TestHTMLSelfContained(t *testing.T) {
-	html := renderHTML(t, Sample())
-	if m := externalRef.FindString(html); m != "" {
-		t.Errorf("report.html refers outside itself: %q", m)
-	}
-	for _, bad := range []string{`src="http`, `href="http`, `@import`, `url(http`} {
-		if strings.Contains(html, bad) {
-			t.Errorf("report.html contains %q", bad)
-		}
-	}
-	if !strings.Contains(html, `Content-Security-Policy`) {
-		t.Error("report.html has no CSP meta tag")
-	}
-}
-
-func TestHTMLHasEveryChart(t *testing.T) {
-	r := Sample()
-	html := renderHTML(t, r)
-	for _, c := range Charts {
-		if !strings.Contains(html, `data-chart="`+c+`"`) {
-			t.Errorf("no figure with data-chart=%q", c)
-		}
-		if !strings.Contains(html, `id="chart-`+c+`"`) {
-			t.Errorf("no element with id=chart-%s", c)
-		}
-	}
-	for _, u := range r.Capacity.UseCases {
-		id := `id="chart-capacity-` + slugify(u.Scenario) + `"`
-		if !strings.Contains(html, id) {
-			t.Errorf("no capacity figure %s", id)
-		}
-	}
-	if n := strings.Count(html, `data-chart="capacity"`); n != len(r.Capacity.UseCases) {
-		t.Errorf("%d capacity figures; want %d", n, len(r.Capacity.UseCases))
-	}
-	if strings.Contains(html, `data-state="not-measured"`) {
-		t.Error("the full sample should not need any placeholder")
-	}
-	for _, want := range []string{
-		"20 ms instant", "3 s TTFT limit", "70 ms MoE ceiling", // threshold lines
-		`class="band band-excellent"`, `class="band band-good"`, `class="band band-acceptable"`, `class="band band-poor"`,
-		"TTFT ≤ 8 s", "decode ≥ 15 tok/s", "E2E ≤ 2 s", // capacity thresholds
-		"<title>chatbot · closed loop N=1 · ", // tooltips
-		"~", "tokens per hour", "peak draw",
-	} {
-		if !strings.Contains(html, want) {
-			t.Errorf("report.html lacks %q", want)
-		}
-	}
-	// Every figure except tile and table panels carries an SVG.
-	svgs := strings.Count(html, `<svg class="plot"`)
-	if want := len(Charts) - 4 + len(r.Capacity.UseCases); svgs != want {
-		t.Errorf("%d plots; want %d", svgs, want)
-	}
-}
-
-func stripPower(r *Report) {
-	for i := range r.Scenarios {
-		for _, steps := range [][]Step{r.Scenarios[i].ClosedLoop, r.Scenarios[i].Burst} {
-			for j := range steps {
-				steps[j].Power = nil
-				steps[j].QueueWaitSeconds = nil
-			}
-		}
-	}
-}
-
-func TestHTMLPlaceholders(t *testing.T) {
-	r := Sample()
-	stripPower(r)
-	html := renderHTML(t, r)
-	for _, c := range []string{ChartPower, ChartQueueWait} {
-		if !regexp.MustCompile(`id="chart-` + c + `" data-chart="` + c + `" data-state="not-measured"`).MatchString(html) {
-			t.Errorf("%s: no not-measured placeholder", c)
-		}
-	}
-	if !strings.Contains(html, "GPU power was not measured") {
-		t.Error("power placeholder text missing")
-	}
-
-	// A run interrupted before anything finished still renders every panel.
-	empty := &Report{Meta: Meta{Model: "m", Interrupted: true}}
-	html = renderHTML(t, empty)
-	for _, c := range Charts {
-		if !strings.Contains(html, `data-chart="`+c+`"`) {
-			t.Errorf("empty report: no %s", c)
-		}
-	}
-	if !strings.Contains(html, "interrupted") {
-		t.Error("empty report does not say it was interrupted")
-	}
-	var md bytes.Buffer
-	if err := RenderMarkdown(&md, empty); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func TestEscaping(t *testing.T) {
-	r := Sample()
-	evil := `<script>alert(1)</script>"><img src=x onerror=alert(2)>|*[x](javascript:y)`
-	r.Scenarios[0].Name = evil
-	r.Scenarios[0].Description = `</desc><svg onload=alert(3)>`
-	r.Capacity.MaxSafeQueue[0].Scenario = evil
-	r.Meta.Model = `<b onmouseover=alert(4)>model</b>`
-	r.Meta.TargetURL = "http://admin:s3cr3t@10.0.0.1:8000/v1?api_key=hunter2#frag"
-	r.Notes = []string{`<iframe src="javascript:alert(5)">`}
-	r.Headline = Headline{} // recompute with the evil names
-
-	html := renderHTML(t, r)
-	for _, bad := range []string{"<script>", "<img src=x", "<svg onload", "<b onmouseover", "<iframe", "s3cr3t", "hunter2", "admin:"} {
-		if strings.Contains(html, bad) {
-			t.Errorf("report.html contains %q unescaped", bad)
-		}
-	}
-	if !strings.Contains(html, "&lt;script&gt;alert(1)&lt;/script&gt;") {
-		t.Error("the scenario name is not shown escaped")
-	}
-	if !strings.Contains(html, "http://10.0.0.1:8000/v1") {
-		t.Error("redacted target URL missing")
-	}
-	// The malicious name still yields a safe element id.
-	if !regexp.MustCompile(`id="scenario-script-alert-1-script-img-src-x-onerror-alert-2-x-javascript-y"`).MatchString(html) {
-		t.Error("slug id for the malicious name not found")
-	}
-
-	var md bytes.Buffer
-	if err := RenderMarkdown(&md, r); err != nil {
-		t.Fatal(err)
-	}
-	for _, bad := range []string{"<script>", "<img", "<b ", "<iframe", "s3cr3t", "hunter2"} {
-		if strings.Contains(md.String(), bad) {
-			t.Errorf("report.md contains %q unescaped", bad)
-		}
-	}
-	if regexp.MustCompile(`[^\\]\]\(javascript`).MatchString(md.String()) {
-		t.Error("report.md contains a live Markdown link")
-	}
-	var js bytes.Buffer
-	RenderJSON(&js, r)
-	if strings.Contains(js.String(), "s3cr3t") || strings.Contains(js.String(), "hunter2") {
-		t.Error("report.json leaks URL credentials")
 	}
 }
 
@@ -384,231 +100,6 @@ func TestRedactURL(t *testing.T) {
 		if got := RedactURL(in); got != want {
 			t.Errorf("RedactURL(%q) = %q; want %q", in, got, want)
 		}
-	}
-}
-
-func TestFormatting(t *testing.T) {
-	for _, c := range []struct{ got, want string }{
-		{fmtBound(Bound{Value: 35, Approximate: true}), "~35"},
-		{fmtBound(Bound{Value: 256, AtLeast: true}), "256+"},
-		{fmtBound(Bound{}), "<1"},
-		{fmtBound(Bound{Value: 4}), "4"},
-		{fmtRate(172.46), "172.5"},
-		{fmtRate(9774.2), "9,774"},
-		{fmtSeconds(0.189), "189 ms"},
-		{fmtSeconds(6.183), "6.18 s"},
-		{fmtSeconds(47.61), "47.6 s"},
-		{fmtMS(0.0058), "5.8 ms"},
-		{fmtPct(0.41), "41%"},
-		{fmtPct(0.9996), "99.9%"},
-		{fmtBig(10659600), "10.66 M"},
-		{fmtTokens(32768), "32K"},
-		{grouped(-1234567.5, 1), "-1,234,567.5"},
-		{slugify("Tool Calling / agentic!"), "tool-calling-agentic"},
-		{slugify("<>"), "scenario"},
-	} {
-		if c.got != c.want {
-			t.Errorf("got %q; want %q", c.got, c.want)
-		}
-	}
-}
-
-// The closed-loop text must agree with the queue wait the engine measured:
-// no "nothing queues" while a step shows hundreds of ms of queue wait.
-func TestClosedLoopTextMatchesQueueWait(t *testing.T) {
-	r := Sample()
-	html := renderHTML(t, r)
-	for _, bad := range []string{"nothing waits", "nothing queues", "no queue"} {
-		if strings.Contains(strings.ToLower(html), bad) {
-			t.Errorf("report.html claims %q while the sample's closed loop queues", bad)
-		}
-	}
-	// The sample's longest closed-loop queue wait, as measured.
-	q := closedQueueWait(r, chartScenarios(r))
-	if !q.measured || q.v < 0.3 {
-		t.Fatalf("sample closed-loop queue wait = %+v; want a visible one", q)
-	}
-	want := fmt.Sprintf("its mean queue wait reaches %s (%s, N=%d)", fmtSeconds(q.v), q.scenario, q.n)
-	if !strings.Contains(html, want) {
-		t.Errorf("closed-loop intro lacks %q", want)
-	}
-	if !strings.Contains(html, "Measured engine queue wait, part of these TTFTs: up to "+fmtSeconds(q.v)) {
-		t.Error("TTFT range chart does not show the measured queue wait")
-	}
-
-	// No queue wait measured at all: the text says so instead.
-	for i := range r.Scenarios {
-		for j := range r.Scenarios[i].ClosedLoop {
-			r.Scenarios[i].ClosedLoop[j].QueueWaitSeconds = Float(0)
-		}
-	}
-	if html := renderHTML(t, r); !strings.Contains(html, "shows no queue wait at any step") {
-		t.Error("zero queue wait: the intro does not say so")
-	}
-	stripPower(r)
-	if html := renderHTML(t, r); !strings.Contains(html, "The engine reported no queue time") {
-		t.Error("no queue-time histogram: the intro does not say so")
-	}
-}
-
-// A step that started on a busy engine is marked everywhere the report
-// shows it, and the report says how steps were started.
-func TestBusyStepsMarked(t *testing.T) {
-	r := Sample()
-	busy := summarizeDrain(r).Busy
-	if len(busy) != 2 {
-		t.Fatalf("sample has %d busy steps; want 2", len(busy))
-	}
-	html := renderHTML(t, r)
-	var md bytes.Buffer
-	if err := RenderMarkdown(&md, r); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{
-		"rag burst N=8 (3 running, 1 waiting)", "agentic closed loop N=16 (2 running, 0 waiting)", // top note
-		"Burst N=8 started while the engine still had 3 running, 1 waiting requests (after waiting 120 s", // scenario note
-		"⚠ busy: 3 running, 1 waiting", // table cell
-		"waited for the engine’s /metrics to show it empty",
-	} {
-		if !strings.Contains(html, want) {
-			t.Errorf("report.html lacks %q", want)
-		}
-		if !strings.Contains(md.String(), want) {
-			t.Errorf("report.md lacks %q", want)
-		}
-	}
-	if !strings.Contains(md.String(), "| 16 ⚠ |") || !strings.Contains(md.String(), "| 8 ⚠ |") {
-		t.Error("report.md does not mark the busy rows' N")
-	}
-	// Latency and throughput table of each busy step: two rows each.
-	if n := strings.Count(html, `<tr class="busy">`); n != 2*len(busy) {
-		t.Errorf("%d busy rows in report.html; want %d", n, 2*len(busy))
-	}
-	if !strings.Contains(html, "<dt>Step start</dt>") {
-		t.Error("the method section does not say how steps started")
-	}
-	// The charts flag them: the suspect ring and its legend entry. The
-	// agentic N=16 closed-loop step is on the closed-loop charts.
-	fig := figureHTML(t, html, ChartDecodeVsConcurrency)
-	if !strings.Contains(fig, `class="suspect"`) || !strings.Contains(fig, "started on a busy engine: suspect") {
-		t.Error("decode vs concurrency does not flag the busy agentic N=16 step")
-	}
-	if !strings.Contains(fig, "agentic · closed loop N=16 · ") || !strings.Contains(fig, "(2 running, 0 waiting): suspect</title>") {
-		t.Error("the busy point's tooltip does not say it is suspect")
-	}
-	fig = figureHTML(t, html, ChartTTFTVsQueueDepth)
-	if strings.Count(fig, `class="suspect"`) < 2 { // one ring in the plot, one in the legend
-		t.Error("TTFT vs queue depth does not flag the busy rag N=8 burst")
-	}
-	if fig := figureHTML(t, html, ChartScalingEfficiency); !strings.Contains(fig, `class="suspect"`) {
-		t.Error("scaling efficiency does not flag the busy step")
-	}
-	// A chart without busy steps has no suspect legend.
-	if fig := figureHTML(t, html, "capacity-code-completion"); strings.Contains(fig, "suspect") {
-		t.Error("a chart with no busy step shows the suspect legend")
-	}
-
-	// Without engine /metrics every step waited a cooldown: the report says
-	// the steps could not be checked.
-	for i := range r.Scenarios {
-		for _, steps := range [][]Step{r.Scenarios[i].ClosedLoop, r.Scenarios[i].Burst} {
-			for j := range steps {
-				steps[j].Drain = &sweep.DrainResult{Method: sweep.DrainCooldown, WaitedSeconds: 5}
-			}
-		}
-	}
-	html = renderHTML(t, r)
-	md.Reset()
-	RenderMarkdown(&md, r)
-	for _, doc := range []string{html, md.String()} {
-		if !strings.Contains(doc, "The engine exposed no /metrics with running and waiting counts") {
-			t.Error("all-cooldown report does not say the engine had no /metrics")
-		}
-		if !strings.Contains(doc, "cooldown 5 s") || strings.Contains(doc, "⚠") {
-			t.Error("all-cooldown report: wrong step-start cells or a busy mark")
-		}
-	}
-}
-
-// figureHTML returns the <figure> with the given id suffix.
-func figureHTML(t *testing.T, html, id string) string {
-	t.Helper()
-	i := strings.Index(html, `id="chart-`+id+`"`)
-	if i < 0 {
-		t.Fatalf("no figure chart-%s", id)
-	}
-	j := strings.Index(html[i:], "</figure>")
-	return html[i : i+j]
-}
-
-// Headline tiles say where each figure was measured; one read from a burst
-// says it is not sustained.
-func TestHeadlineSaysWhatItIs(t *testing.T) {
-	r := Sample()
-	html := renderHTML(t, r)
-	var md bytes.Buffer
-	RenderMarkdown(&md, r)
-	head := figureSection(t, html, `id="chart-headline"`)
-	for _, want := range []string{"chatbot, closed loop N=32", "chatbot, closed loop N=1"} {
-		if !strings.Contains(head, want) || !strings.Contains(md.String(), want) {
-			t.Errorf("headline lacks %q", want)
-		}
-	}
-	if strings.Contains(head, burstNote) {
-		t.Error("a closed-loop headline carries the burst note")
-	}
-	tput := figureHTML(t, html, ChartSystemThroughput)
-	if !strings.Contains(tput, "Highest sustained throughput: 1,909 tok/s (chatbot, closed loop N=32)") ||
-		!strings.Contains(tput, "A burst briefly reaches 4,139 tok/s (chatbot, N=256)") {
-		t.Error("system throughput findings do not separate the sustained peak from the burst one")
-	}
-	if strings.Contains(md.String(), "14.90 M | burst N=256") {
-		t.Error("tokens per hour quotes a burst as the peak while closed-loop steps exist")
-	}
-
-	// Bursts only: every peak tile says it came from a burst.
-	for i := range r.Scenarios {
-		r.Scenarios[i].ClosedLoop = nil
-	}
-	r.Headline = Headline{}
-	html = renderHTML(t, r)
-	md.Reset()
-	RenderMarkdown(&md, r)
-	if n := strings.Count(figureSection(t, html, `id="chart-headline"`), burstNote); n != 3 {
-		t.Errorf("bursts only: %d headline tiles say they came from a burst; want 3", n)
-	}
-	if n := strings.Count(md.String(), burstNote); n != 3 {
-		t.Errorf("bursts only: report.md has the burst note %d times; want 3", n)
-	}
-	if !strings.Contains(md.String(), "burst N=256, not sustained") {
-		t.Error("bursts only: tokens per hour does not say its peak is a burst")
-	}
-}
-
-// figureSection returns the element that starts at marker, up to its
-// closing </section>.
-func figureSection(t *testing.T, html, marker string) string {
-	t.Helper()
-	i := strings.Index(html, marker)
-	if i < 0 {
-		t.Fatalf("no %s", marker)
-	}
-	return html[i : i+strings.Index(html[i:], "</section>")]
-}
-
-// A report written before samples were kept (v1) still loads, and says it
-// has none.
-func TestLoadV1Report(t *testing.T) {
-	r, err := Load(filepath.Join("testdata", "report.v1.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.SchemaVersion != SchemaVersionV1 || r.HasSamples() || len(r.Scenarios) == 0 {
-		t.Fatalf("schema %q, samples %v, %d scenarios", r.SchemaVersion, r.HasSamples(), len(r.Scenarios))
-	}
-	var buf bytes.Buffer
-	if err := RenderHTML(&buf, r); err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -636,46 +127,14 @@ func TestNewSamples(t *testing.T) {
 	}
 }
 
-// A step in which no request ended has no figures: its row is dashes, a note
-// under its scenario says why, and nothing else (headline, charts) takes its
-// zeros for numbers.
-func TestStepThatMeasuredNothing(t *testing.T) {
-	r := Sample()
-	sc := &r.Scenarios[0]
-	why := "no request ended inside the 4s window: a request of " + sc.Name + " takes about 6.7s here; set step.duration (bench: --step.duration) to 14s or more"
-	last := len(sc.ClosedLoop) - 1
-	n := sc.ClosedLoop[last].Concurrency
-	sc.ClosedLoop[last] = Step{Concurrency: n, NotMeasured: why, DurationSeconds: 4}
-	var md bytes.Buffer
-	if err := RenderMarkdown(&md, r); err != nil {
+// A report written before samples were kept (v1) still loads, and says it
+// has none.
+func TestLoadV1Report(t *testing.T) {
+	r, err := Load(filepath.Join("testdata", "report.v1.json"))
+	if err != nil {
 		t.Fatal(err)
 	}
-	html := renderHTML(t, r)
-	for _, doc := range []string{md.String(), html} {
-		if !strings.Contains(doc, fmt.Sprintf("Closed loop N=%d measured nothing: %s.", n, why)) {
-			t.Errorf("no note for the step that measured nothing")
-		}
-	}
-	row := fmt.Sprintf("| %d | – | – |", n)
-	if !strings.Contains(md.String(), row) || strings.Contains(md.String(), fmt.Sprintf("| %d | 0 / 0 |", n)) {
-		t.Errorf("report.md: the row of N=%d is not dashes", n)
-	}
-
-	// Nothing measured anywhere: the headline says so rather than showing
-	// an empty table.
-	for i := range r.Scenarios {
-		for _, steps := range [][]Step{r.Scenarios[i].ClosedLoop, r.Scenarios[i].Burst} {
-			for j := range steps {
-				steps[j] = Step{Concurrency: steps[j].Concurrency, NotMeasured: why}
-			}
-		}
-	}
-	r.Headline, r.Capacity = Headline{}, Capacity{}
-	md.Reset()
-	if err := RenderMarkdown(&md, r); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(md.String(), "No step completed a request") || !strings.Contains(renderHTML(t, r), "No step completed a request") {
-		t.Error("a report with nothing measured does not say so in its headline")
+	if r.SchemaVersion != SchemaVersionV1 || r.HasSamples() || len(r.Scenarios) == 0 {
+		t.Fatalf("schema %q, samples %v, %d scenarios", r.SchemaVersion, r.HasSamples(), len(r.Scenarios))
 	}
 }

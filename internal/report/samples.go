@@ -72,3 +72,6 @@ func round6(x float64) float64 {
 	}
 	return r
 }
+
+// finite reports whether v is a number that can be shown (not NaN or ±Inf).
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

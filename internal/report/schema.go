@@ -1,11 +1,12 @@
-// Package report turns the results of a concurrency/burst sweep into a
-// benchmark report: report.json (a versioned schema, documented in
-// docs/report.md), report.md, and a self-contained report.html whose charts
-// are inline SVG drawn here, so the page opens on an air-gapped cluster.
+// Package report is the data of a benchmark report: report.json's
+// versioned schema (documented in docs/report.md), the one mapping from a
+// sweep's result (FromSweep), the comparison with a baseline, loading and
+// JSON encoding. It draws nothing: internal/report/render turns a *Report
+// into report.md and a self-contained report.html.
 //
 // The measurement side fills a *Report with plain values (float64 seconds,
-// tokens/s, ratios 0..1) and calls Write. Optional measurements are pointers
-// or omitempty fields: absent means "not measured", never zero.
+// tokens/s, ratios 0..1) and calls render.Write. Optional measurements are
+// pointers or omitempty fields: absent means "not measured", never zero.
 package report
 
 import (
@@ -534,21 +535,18 @@ func (r *Report) Validate() error {
 			return fmt.Errorf("report: scenario %q appears twice", s.Name)
 		}
 		seen[s.Name] = true
-		for _, m := range []struct {
-			mode  sweep.Mode
-			steps []Step
-		}{{sweep.ModeClosedLoop, s.ClosedLoop}, {sweep.ModeBurst, s.Burst}} {
+		for _, m := range s.Modes() {
 			ns := map[int]bool{}
-			for _, st := range m.steps {
+			for _, st := range m.Steps {
 				if st.Concurrency < 1 {
-					return fmt.Errorf("report: scenario %q %s: concurrency=%d; expected >= 1", s.Name, m.mode, st.Concurrency)
+					return fmt.Errorf("report: scenario %q %s: concurrency=%d; expected >= 1", s.Name, m.Mode, st.Concurrency)
 				}
 				if ns[st.Concurrency] {
-					return fmt.Errorf("report: scenario %q %s: concurrency %d appears twice", s.Name, m.mode, st.Concurrency)
+					return fmt.Errorf("report: scenario %q %s: concurrency %d appears twice", s.Name, m.Mode, st.Concurrency)
 				}
 				ns[st.Concurrency] = true
 				if st.SuccessRate < 0 || st.SuccessRate > 1 {
-					return fmt.Errorf("report: scenario %q %s N=%d: success_rate=%g; expected a ratio 0..1", s.Name, m.mode, st.Concurrency, st.SuccessRate)
+					return fmt.Errorf("report: scenario %q %s N=%d: success_rate=%g; expected a ratio 0..1", s.Name, m.Mode, st.Concurrency, st.SuccessRate)
 				}
 			}
 		}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/slaprobe/slaprobe/internal/engine"
 	"github.com/slaprobe/slaprobe/internal/report"
+	"github.com/slaprobe/slaprobe/internal/report/render"
+	"github.com/slaprobe/slaprobe/internal/slo"
 	"github.com/slaprobe/slaprobe/internal/sweeper"
 	"github.com/slaprobe/slaprobe/prober"
 )
@@ -294,7 +296,7 @@ func (s *Server) scenarioView(target string, sc prober.Scenario, now time.Time, 
 // goodputObjective is the share of probes that must meet every threshold
 // of their scenario at once for the page to show a scenario within SLA:
 // the joint SLO's objective of the alert rules (alertgen.Default).
-const goodputObjective = 0.99
+const goodputObjective = slo.GoodputObjective
 
 // share prints good/n with one decimal, so that 98.6 % does not read as the
 // 99 % objective it misses.
@@ -403,7 +405,7 @@ func (s *Server) sweepView(snap sweeper.Snapshot, now time.Time) *sweepView {
 						continue
 					}
 					if n++; n <= maxWorseShown {
-						tv.Worse = append(tv.Worse, report.FindingText(f))
+						tv.Worse = append(tv.Worse, render.FindingText(f))
 					}
 				}
 				if n > maxWorseShown {

@@ -20,6 +20,7 @@ import (
 	"github.com/slaprobe/slaprobe/internal/engine"
 	"github.com/slaprobe/slaprobe/internal/gpu"
 	"github.com/slaprobe/slaprobe/internal/report"
+	"github.com/slaprobe/slaprobe/internal/report/render"
 	"github.com/slaprobe/slaprobe/internal/sweeper"
 )
 
@@ -164,7 +165,7 @@ func (s *Server) serveReport(w http.ResponseWriter, r *http.Request) {
 		err = report.RenderJSON(&buf, rep)
 	} else {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		err = report.RenderHTML(&buf, rep)
+		err = render.RenderHTML(&buf, rep)
 	}
 	if err != nil {
 		w.Header().Del("Content-Type")

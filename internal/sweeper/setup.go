@@ -92,7 +92,7 @@ func NewPlan(ctx context.Context, cfg *config.Config, sc config.SweepConfig, t p
 	}
 	if r := env.GPUs; r != nil && r.Up() {
 		devices := cfg.Power.DevicesFor(t.Name)
-		p.Options.Power = gpu.NewPowerSampler(r, devices, env.PowerSampleInterval)
+		p.Options.Power = gpuPower{gpu.NewPowerSampler(r, devices, env.PowerSampleInterval)}
 		if devs := r.Select(devices); len(devs) > 0 {
 			p.gpu = &report.GPU{Name: devs[0].Name, Count: len(devs)}
 		}

@@ -484,8 +484,8 @@ func TestRefusedCounterLint(t *testing.T) {
 	if err != nil || len(problems) > 0 {
 		t.Errorf("promlint: %v %v", err, problems)
 	}
-	if n := testutil.CollectAndCount(c, "slaprobe_otlp_exports_refused_total"); n != 10 {
-		t.Errorf("%d series, want 10 (grpc, http × unauthenticated, throttled, too_many, too_large, bad_request)", n)
+	if n := testutil.CollectAndCount(c, "slaprobe_otlp_exports_refused_total"); n != 12 {
+		t.Errorf("%d series, want 12 (grpc, http × unauthenticated, throttled, decode_budget, too_many, too_large, bad_request)", n)
 	}
 }
 

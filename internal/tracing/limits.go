@@ -59,6 +59,11 @@ const (
 	// maxGRPCStreams bounds the exports in progress on one gRPC
 	// connection (a client queues more).
 	maxGRPCStreams = 4
+	// grpcStreamWindow and grpcConnWindow are the HTTP/2 flow-control
+	// windows: what a client may send before slaprobe reads it (256 KiB
+	// per export, 1 MiB per connection: at 1 ms of round trip, 256 MB/s).
+	grpcStreamWindow = 256 << 10
+	grpcConnWindow   = 1 << 20
 
 	// readTimeout bounds reading one HTTP request, body included: 4 MiB
 	// at 1.2 Mbit/s, a 16 MiB body at 4.5 Mbit/s.
@@ -97,6 +102,7 @@ func newRefusedCounter() *prometheus.CounterVec {
 			"unauthenticated (no or wrong basic auth credentials: HTTP 401, gRPC Unauthenticated), " +
 			"throttled (unknown credentials while the password checks' CPU budget is spent: HTTP 503, gRPC Unavailable, both retried), " +
 			"too_many (the receiver's concurrent exports were in progress: HTTP 503, gRPC Unavailable, both retried), " +
+			"decode_budget (the receivers' time budget for reading and decoding exports was spent: HTTP 503, gRPC Unavailable, both retried), " +
 			"too_large (over the size limit once decompressed), bad_request (not an OTLP trace export). " +
 			"A failed TLS handshake (a missing or wrong client certificate, a plain-text client) is no export and is not counted.",
 	}, []string{"protocol", "reason"})
@@ -129,14 +135,20 @@ func httpServer(h http.Handler) *http.Server {
 }
 
 // grpcOptions are the OTLP/gRPC server's limits. inFlight bounds the
-// exports in progress across connections: a stream beyond it is refused
-// with UNAVAILABLE before its message is read (grpc-go reads a unary
-// request whole before any interceptor runs), and its slot is freed when
-// the stream ends.
-func grpcOptions(inFlight slots, refused *prometheus.CounterVec, authTap func(*tap.Info) error) []grpc.ServerOption {
+// exports in progress across connections: a stream beyond it, or one that
+// meets a spent budget (budget.go), is refused with UNAVAILABLE before its
+// message is read (grpc-go reads a unary request whole before any
+// interceptor runs), and its slot is freed, and its time charged, when the
+// stream ends.
+func grpcOptions(inFlight slots, budget *timeBudget, refused *prometheus.CounterVec, authTap func(*tap.Info) error) []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(maxExportBytes),
 		grpc.MaxConcurrentStreams(maxGRPCStreams),
+		// Static flow-control windows: with grpc-go's dynamic ones a
+		// client may send megabytes of an export before the tap's
+		// refusal reaches it, all of which is read and thrown away.
+		grpc.StaticStreamWindowSize(grpcStreamWindow),
+		grpc.StaticConnWindowSize(grpcConnWindow),
 		grpc.ConnectionTimeout(headerTimeout),
 		grpc.KeepaliveParams(keepalive.ServerParameters{
 			MaxConnectionIdle: idleTimeout,
@@ -149,11 +161,21 @@ func grpcOptions(inFlight slots, refused *prometheus.CounterVec, authTap func(*t
 			if err := authTap(info); err != nil {
 				return ctx, err
 			}
+			start, ok := budget.take()
+			if !ok {
+				refused.WithLabelValues(receiverGRPC, RefusedBudget).Inc()
+				return ctx, status.Error(codes.Unavailable, "OTLP/gRPC: the receivers' time budget is spent; retry later")
+			}
 			if !inFlight.tryAcquire() {
 				refused.WithLabelValues(receiverGRPC, RefusedTooMany).Inc()
 				return ctx, status.Errorf(codes.Unavailable, "OTLP/gRPC: %d exports in progress; retry later", maxConcurrentExports)
 			}
-			context.AfterFunc(ctx, inFlight.release)
+			// The stream's context ends when the export has been answered:
+			// the slot's time, reading and inflating included, is charged.
+			context.AfterFunc(ctx, func() {
+				budget.charge(start)
+				inFlight.release()
+			})
 			return ctx, nil
 		}),
 	}

@@ -10,6 +10,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"runtime"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,6 +37,8 @@ type Receiver struct {
 	auth    *ReceiverAuth          // TLS and basic auth (auth.go); nil: neither
 	// exports in progress, per protocol (maxConcurrentExports each)
 	httpSlots, grpcSlots slots
+	// the time both receivers may spend on exports (budget.go)
+	budget *timeBudget
 }
 
 // NewReceiver returns a Receiver feeding j. A nil logger discards; a nil
@@ -45,10 +48,11 @@ func NewReceiver(j *Joiner, logger *slog.Logger, auth *ReceiverAuth) *Receiver {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	r := &Receiver{j: j, logger: logger, refused: newRefusedCounter(), auth: auth,
-		httpSlots: make(slots, maxConcurrentExports), grpcSlots: make(slots, maxConcurrentExports)}
+		httpSlots: make(slots, maxConcurrentExports), grpcSlots: make(slots, maxConcurrentExports),
+		budget: newDecodeBudget()}
 	// The tap refuses a stream without valid-looking credentials before it
 	// takes one of the export slots, so an unauthenticated flood holds none.
-	opts := grpcOptions(r.grpcSlots, r.refused, r.grpcAuthTap)
+	opts := grpcOptions(r.grpcSlots, r.budget, r.refused, r.grpcAuthTap)
 	opts = append(opts, r.grpcAuthOptions()...)
 	r.grpc = grpc.NewServer(append(opts, grpc.ForceServerCodecV2(newRawCodec()))...)
 	registerTraceService(r.grpc, r.exportGRPC)
@@ -64,7 +68,7 @@ func NewReceiver(j *Joiner, logger *slog.Logger, auth *ReceiverAuth) *Receiver {
 // zero.
 func (r *Receiver) Collector() prometheus.Collector {
 	for _, p := range []string{receiverGRPC, receiverHTTP} {
-		for _, reason := range []string{RefusedUnauthenticated, RefusedThrottled, RefusedTooMany, RefusedTooLarge, RefusedBadRequest} {
+		for _, reason := range []string{RefusedUnauthenticated, RefusedThrottled, RefusedBudget, RefusedTooMany, RefusedTooLarge, RefusedBadRequest} {
 			r.refused.WithLabelValues(p, reason)
 		}
 	}
@@ -106,7 +110,7 @@ func (r *Receiver) Close() {
 
 // exportGRPC takes the bytes of one OTLP/gRPC export.
 func (r *Receiver) exportGRPC(_ context.Context, b []byte) error {
-	if err := walkOTLPProto(b, r.addSpan); err != nil {
+	if err := walkOTLPProto(b, yielding(r.addSpan)); err != nil {
 		r.refused.WithLabelValues(receiverGRPC, RefusedBadRequest).Inc()
 		return status.Errorf(codes.InvalidArgument, "OTLP/gRPC: not a trace export: %v", err)
 	}
@@ -121,8 +125,9 @@ func (r *Receiver) addSpan(s *tracepb.Span) {
 // HTTPHandler serves OTLP/HTTP trace exports: POST, Content-Type
 // application/x-protobuf or application/json, optionally gzip-encoded. It
 // answers in the request's encoding, as the OTLP specification asks. At
-// most maxConcurrentExports are read at once; more are answered 503 with
-// Retry-After before their body is read.
+// most maxConcurrentExports are read at once, within the receivers' time
+// budget (budget.go); more are answered 503 with Retry-After before their
+// body is read.
 func (r *Receiver) HTTPHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		refuse := func(reason, msg string, code int) {
@@ -153,13 +158,23 @@ func (r *Receiver) HTTPHandler() http.Handler {
 			refuse(RefusedTooLarge, fmt.Sprintf("OTLP/HTTP: export of %d bytes, larger than %d", req.ContentLength, maxExportBytes), http.StatusRequestEntityTooLarge)
 			return
 		}
+		start, ok := r.budget.take()
+		if !ok {
+			r.refused.WithLabelValues(receiverHTTP, RefusedBudget).Inc()
+			w.Header().Set("Retry-After", retryAfter)
+			http.Error(w, "OTLP/HTTP: the receivers' time budget is spent; retry later", http.StatusServiceUnavailable)
+			return
+		}
 		if !r.httpSlots.tryAcquire() {
 			r.refused.WithLabelValues(receiverHTTP, RefusedTooMany).Inc()
 			w.Header().Set("Retry-After", retryAfter)
 			http.Error(w, fmt.Sprintf("OTLP/HTTP: %d exports in progress; retry later", maxConcurrentExports), http.StatusServiceUnavailable)
 			return
 		}
-		defer r.httpSlots.release()
+		defer func() {
+			r.budget.charge(start)
+			r.httpSlots.release()
+		}()
 		var body io.Reader = req.Body
 		switch enc := req.Header.Get("Content-Encoding"); enc {
 		case "", "identity":
@@ -184,7 +199,7 @@ func (r *Receiver) HTTPHandler() http.Handler {
 			refuse(RefusedTooLarge, fmt.Sprintf("OTLP/HTTP: export larger than %d bytes", maxExportBytes), http.StatusRequestEntityTooLarge)
 			return
 		}
-		if err := walk(b, r.addSpan); err != nil {
+		if err := walk(b, yielding(r.addSpan)); err != nil {
 			refuse(RefusedBadRequest, "OTLP/HTTP: not a trace export: "+err.Error(), http.StatusBadRequest)
 			return
 		}
@@ -222,6 +237,9 @@ func readBody(body io.Reader, contentLength int64, gzipped bool) ([]byte, error)
 		}
 		n, err := body.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]
+		if gzipped {
+			runtime.Gosched() // inflating is work: let a probe's goroutine in (yieldEvery)
+		}
 		if err == io.EOF {
 			return b, nil
 		}

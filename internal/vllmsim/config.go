@@ -88,8 +88,9 @@ type Config struct {
 	// body. See PerRequestMetrics.
 	EnablePerRequestMetrics bool `yaml:"enable_per_request_metrics"`
 	// RequireIncludeMetrics sends that object only to a request that sets "include_metrics": true,
-	// as vLLM >= 0.25 does (PR #46768: the server flag and the request parameter both). Off, every
-	// request gets it (the simulator's older behaviour, which slaprobe's demo relies on).
+	// the second gate PR #46768's description proposed. vLLM's docs (docs/features/
+	// per_request_metrics.md at 0377ba9ad8eb) gate it on the server flag alone, which is this off:
+	// every request gets it (as slaprobe's demo relies on).
 	RequireIncludeMetrics bool `yaml:"require_include_metrics"`
 	// OTLPTracesEndpoint sends one `llm_request` span per request, with vLLM's attribute names, to
 	// this OTLP endpoint (vLLM's --otlp-traces-endpoint), in the trace of the request's

@@ -585,6 +585,7 @@ func (e *Engine) finishLocked(st step, end time.Time) {
 			r.trace.update(func(t *Trace) {
 				t.SpecDraftTokens += e.cfg.TokensPerStep - 1
 				t.SpecAcceptedTokens += max(n-1, 0)
+				t.SpecSteps++
 			})
 		}
 		if r.fault.name == FaultStall && !r.stalled && r.fault.after > 0 && r.produced >= r.fault.after {

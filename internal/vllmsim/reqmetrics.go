@@ -23,15 +23,57 @@ type PerRequestMetrics struct {
 	GenerationTimeMs   *float64 `json:"generation_time_ms"`
 	MeanITLMs          *float64 `json:"mean_itl_ms"`
 	TokensPerSecond    *float64 `json:"tokens_per_second"`
-	// SpeculativeDecoding is present when the request drafted tokens (Config.TokensPerStep > 1).
-	// vLLM's own name and fields for it are not verified: slaprobe reads it leniently.
+	// SpeculativeDecoding is present when the request drafted tokens (Config.TokensPerStep > 1), as
+	// vLLM sends it with --per-request-spec-decode-metrics summary (the simulator has no such flag:
+	// it always does). omitempty: vLLM leaves it out when off.
 	SpeculativeDecoding *SpecDecodeMetrics `json:"speculative_decoding,omitempty"`
 }
 
-// SpecDecodeMetrics is a request's speculative decoding: tokens drafted and accepted.
+// SpecDecodeMetrics is vLLM's metrics.speculative_decoding at the summary level, with vLLM's field
+// names (vLLM PR #48915; docs/features/per_request_metrics.md and
+// docs/features/speculative_decoding/acceptance_metrics.md, vLLM commit 0377ba9ad8eb; docs/engines.md):
+//
+//   - MeanAcceptanceLength: tokens per verification step with the bonus token,
+//     1 + num_accepted_draft_tokens / num_spec_steps.
+//   - DraftAcceptanceRate: num_accepted_draft_tokens / num_draft_tokens.
+//   - AcceptanceHistogram: dense; index j counts the steps that accepted exactly j draft tokens.
+//   - NumSpecSteps, NumAcceptedDraftTokens (bonus tokens excluded), NumDraftTokens, and
+//     NumSpecTokens, the configured draft length k.
+//
+// The simulator drafts k = TokensPerStep − 1 tokens a step and accepts them all but where the
+// request's last step needs fewer, so every step but the last falls in bucket k.
 type SpecDecodeMetrics struct {
-	NumDraftTokens    int `json:"num_draft_tokens"`
-	NumAcceptedTokens int `json:"num_accepted_tokens"`
+	MeanAcceptanceLength   float64 `json:"mean_acceptance_length"`
+	DraftAcceptanceRate    float64 `json:"draft_acceptance_rate"`
+	AcceptanceHistogram    []int   `json:"acceptance_histogram"`
+	NumSpecSteps           int     `json:"num_spec_steps"`
+	NumAcceptedDraftTokens int     `json:"num_accepted_draft_tokens"`
+	NumDraftTokens         int     `json:"num_draft_tokens"`
+	NumSpecTokens          int     `json:"num_spec_tokens"`
+}
+
+// specDecodeMetrics is the request's speculative decoding from its trace; nil when it drafted nothing.
+func specDecodeMetrics(t Trace) *SpecDecodeMetrics {
+	if t.SpecDraftTokens <= 0 || t.SpecSteps <= 0 || t.SpecDraftTokens%t.SpecSteps != 0 {
+		return nil
+	}
+	k := t.SpecDraftTokens / t.SpecSteps
+	m := &SpecDecodeMetrics{
+		MeanAcceptanceLength:   1 + float64(t.SpecAcceptedTokens)/float64(t.SpecSteps),
+		DraftAcceptanceRate:    float64(t.SpecAcceptedTokens) / float64(t.SpecDraftTokens),
+		AcceptanceHistogram:    make([]int, k+1),
+		NumSpecSteps:           t.SpecSteps,
+		NumAcceptedDraftTokens: t.SpecAcceptedTokens,
+		NumDraftTokens:         t.SpecDraftTokens,
+		NumSpecTokens:          k,
+	}
+	last := t.SpecAcceptedTokens - (t.SpecSteps-1)*k
+	if last < 0 || last > k {
+		return nil // not the simulator's pattern: say nothing rather than a wrong histogram
+	}
+	m.AcceptanceHistogram[k] = t.SpecSteps - 1
+	m.AcceptanceHistogram[last]++
+	return m
 }
 
 // sendsMetrics reports whether the session's response carries the per-request metrics object.
@@ -65,9 +107,7 @@ func perRequestMetrics(t Trace, completion int) PerRequestMetrics {
 		v := float64(completion) / (*d / 1000)
 		m.TokensPerSecond = &v
 	}
-	if t.SpecDraftTokens > 0 {
-		m.SpeculativeDecoding = &SpecDecodeMetrics{NumDraftTokens: t.SpecDraftTokens, NumAcceptedTokens: t.SpecAcceptedTokens}
-	}
+	m.SpeculativeDecoding = specDecodeMetrics(t)
 	return m
 }
 

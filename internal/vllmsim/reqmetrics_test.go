@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -503,5 +505,92 @@ func TestRequestSpansUnsampledParent(t *testing.T) {
 	spans, _ := sink.got()
 	if len(spans) != 1 || fmt.Sprintf("%x", spans[0].GetTraceId()) != "4bf92f3577b34da6a3ce929d0e0e4701" {
 		t.Fatalf("%d spans, want only the sampled request's: %v", len(spans), spans)
+	}
+}
+
+// TestSpecDecodeMetricsUpstreamFields: with multi-token steps, the metrics
+// object's speculative_decoding has exactly the fields of vLLM's summary
+// level, as the fixture written to vLLM's documented format has them
+// (prober/testdata/responses, whose README names the source), and values
+// that agree with the request's trace and with vLLM's definitions.
+func TestSpecDecodeMetricsUpstreamFields(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "prober", "testdata", "responses", "vllm_chat_spec_summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fixture struct {
+		Metrics struct {
+			SpeculativeDecoding map[string]json.RawMessage `json:"speculative_decoding"`
+		} `json:"metrics"`
+	}
+	if err := json.Unmarshal(b, &fixture); err != nil || len(fixture.Metrics.SpeculativeDecoding) == 0 {
+		t.Fatalf("fixture: %v (%d fields)", err, len(fixture.Metrics.SpeculativeDecoding))
+	}
+
+	cfg := fastConfig()
+	cfg.EnablePerRequestMetrics = true
+	cfg.TokensPerStep = 4
+	ts := start(t, cfg)
+	res := ts.post(t, "/v1/chat/completions", chatBody("hello there", 30, map[string]any{"stream": false, "stream_options": nil}), nil)
+	if res.status != http.StatusOK {
+		t.Fatalf("status %d: %s", res.status, res.body)
+	}
+	var top struct {
+		ID      string `json:"id"`
+		Metrics struct {
+			SpeculativeDecoding map[string]json.RawMessage `json:"speculative_decoding"`
+		} `json:"metrics"`
+	}
+	if err := json.Unmarshal([]byte(res.body), &top); err != nil {
+		t.Fatal(err)
+	}
+	got := top.Metrics.SpeculativeDecoding
+	for k := range fixture.Metrics.SpeculativeDecoding {
+		if _, ok := got[k]; !ok {
+			t.Errorf("speculative_decoding lacks vLLM's %q: %s", k, res.body)
+		}
+	}
+	for k := range got {
+		if _, ok := fixture.Metrics.SpeculativeDecoding[k]; !ok {
+			t.Errorf("speculative_decoding has %q, which vLLM's summary level does not", k)
+		}
+	}
+	var sd SpecDecodeMetrics
+	raw, _ := json.Marshal(got)
+	if err := json.Unmarshal(raw, &sd); err != nil {
+		t.Fatal(err)
+	}
+	tr, ok := ts.e.Trace(top.ID)
+	if !ok {
+		t.Fatalf("no trace for %q", top.ID)
+	}
+	// 30 tokens at 4 a step: the first from prefill, then 8 steps drafting 3 each;
+	// 7 accept all 3, the last needs 1 token and accepts none.
+	want := SpecDecodeMetrics{MeanAcceptanceLength: 1 + 21.0/8, DraftAcceptanceRate: 21.0 / 24,
+		AcceptanceHistogram: []int{1, 0, 0, 7}, NumSpecSteps: 8, NumAcceptedDraftTokens: 21, NumDraftTokens: 24, NumSpecTokens: 3}
+	if fmt.Sprint(sd) != fmt.Sprint(want) {
+		t.Errorf("speculative_decoding = %+v, want %+v", sd, want)
+	}
+	if sd.NumDraftTokens != tr.SpecDraftTokens || sd.NumAcceptedDraftTokens != tr.SpecAcceptedTokens || sd.NumSpecSteps != tr.SpecSteps {
+		t.Errorf("speculative_decoding %+v disagrees with the trace's %d drafted, %d accepted, %d steps",
+			sd, tr.SpecDraftTokens, tr.SpecAcceptedTokens, tr.SpecSteps)
+	}
+	sum, acc := 0, 0
+	for j, c := range sd.AcceptanceHistogram {
+		sum += c
+		acc += j * c
+	}
+	if sum != sd.NumSpecSteps || acc != sd.NumAcceptedDraftTokens {
+		t.Errorf("histogram %v: %d steps, %d accepted; want %d and %d", sd.AcceptanceHistogram, sum, acc, sd.NumSpecSteps, sd.NumAcceptedDraftTokens)
+	}
+}
+
+// TestSpecDecodeMetricsOff: a request that drafted nothing carries no
+// speculative_decoding member (vLLM leaves it out).
+func TestSpecDecodeMetricsOff(t *testing.T) {
+	m := perRequestMetrics(Trace{}, 5)
+	b, _ := json.Marshal(m)
+	if strings.Contains(string(b), "speculative_decoding") {
+		t.Errorf("metrics %s carries speculative_decoding without drafts", b)
 	}
 }

@@ -46,6 +46,7 @@ type Trace struct {
 	// emitted beyond the first are accepted (the engine's vllm:spec_decode_* counters, per request).
 	SpecDraftTokens    int
 	SpecAcceptedTokens int
+	SpecSteps          int // decode steps that drafted: vLLM's num_spec_steps
 	CompletionTokens   int // output tokens written to the client
 	ReasoningTokens    int // of which reasoning
 	FinishReason       string

@@ -1,10 +1,12 @@
-package report
+package render
 
 import (
 	"fmt"
 	"strconv"
 	"strings"
 
+	"github.com/slaprobe/slaprobe/internal/report"
+	"github.com/slaprobe/slaprobe/internal/slo"
 	"github.com/slaprobe/slaprobe/internal/sweep"
 )
 
@@ -15,7 +17,7 @@ type column struct {
 	group   string // HTML group header
 	mdGroup string // Markdown prefix
 	name    string
-	get     func(Step) string
+	get     func(report.Step) string
 }
 
 func secCell(v float64) string {
@@ -27,7 +29,7 @@ func secCell(v float64) string {
 
 func msCell(v float64) string { return strconv.FormatFloat(v*1000, 'f', 1, 64) }
 
-func stepColumns(steps []Step, mode sweep.Mode) []column {
+func stepColumns(steps []report.Step, mode sweep.Mode) []column {
 	var hasEff, hasQueue, hasPower, hasCost, hasJ, hasP10, hasP1, hasDrain, hasGood bool
 	for _, st := range steps {
 		hasGood = hasGood || st.GoodShare != nil
@@ -43,65 +45,65 @@ func stepColumns(steps []Step, mode sweep.Mode) []column {
 		}
 	}
 	cols := []column{
-		{-1, "", "", "N", func(s Step) string {
+		{-1, "", "", "N", func(s report.Step) string {
 			if s.StartedBusy() {
 				return strconv.Itoa(s.Concurrency) + " " + busyMark
 			}
 			return strconv.Itoa(s.Concurrency)
 		}},
-		{0, "requests", "", "ok / sent", func(s Step) string { return fmt.Sprintf("%d / %d", s.RequestsOK, s.RequestsSent) }},
-		{0, "requests", "", "success", func(s Step) string { return fmtPct(s.SuccessRate) }},
+		{0, "requests", "", "ok / sent", func(s report.Step) string { return fmt.Sprintf("%d / %d", s.RequestsOK, s.RequestsSent) }},
+		{0, "requests", "", "success", func(s report.Step) string { return fmtPct(s.SuccessRate) }},
 	}
 	if hasGood {
 		cols = append(cols,
-			column{0, "requests", "", "good", func(s Step) string {
+			column{0, "requests", "", "good", func(s report.Step) string {
 				if s.GoodShare == nil {
 					return "–"
 				}
 				return fmtPct(*s.GoodShare)
 			}},
-			column{0, "requests", "", "good/s", func(s Step) string {
+			column{0, "requests", "", "good/s", func(s report.Step) string {
 				if s.GoodShare == nil {
 					return "–"
 				}
 				return strconv.FormatFloat(s.GoodPerSecond, 'f', 2, 64)
 			}})
 	}
-	dist := func(group, md string, names []sweep.Stat, d func(Step) Dist, cell func(float64) string) {
+	dist := func(group, md string, names []sweep.Stat, d func(report.Step) report.Dist, cell func(float64) string) {
 		for _, n := range names {
 			n := n
-			cols = append(cols, column{0, group, md, string(n), func(s Step) string { return cell(d(s).Stat(n)) }})
+			cols = append(cols, column{0, group, md, string(n), func(s report.Step) string { return cell(d(s).Stat(n)) }})
 		}
 	}
 	// Decode speed is higher-is-better: the tail that hurts users is the
 	// slow one, so its columns are the low percentiles (absent in reports
 	// written before they were kept).
-	decode := func(name string, get func(Dist) float64) {
-		cols = append(cols, column{0, "decode tok/s per user", "decode", name, func(s Step) string {
+	decode := func(name string, get func(report.Dist) float64) {
+		cols = append(cols, column{0, "decode tok/s per user", "decode", name, func(s report.Step) string {
 			if v := get(s.Decode); v > 0 {
 				return fmtRate(v)
 			}
 			return "–"
 		}})
 	}
-	decode("mean", func(d Dist) float64 { return d.Mean })
-	decode("p50", func(d Dist) float64 { return d.P50 })
+	decode("mean", func(d report.Dist) float64 { return d.Mean })
+	decode("p50", func(d report.Dist) float64 { return d.P50 })
 	if hasP10 {
-		decode("p10 (slowest 10%)", func(d Dist) float64 { return d.P10 })
+		decode("p10 (slowest 10%)", func(d report.Dist) float64 { return d.P10 })
 	}
 	if hasP1 {
-		decode("p1 (slowest 1%)", func(d Dist) float64 { return d.P1 })
+		decode("p1 (slowest 1%)", func(d report.Dist) float64 { return d.P1 })
 	}
-	dist("ITL ms", "ITL ms", []sweep.Stat{sweep.StatMean, sweep.StatP50, sweep.StatP90, sweep.StatP99}, func(s Step) Dist { return s.ITL }, msCell)
-	dist("TTFT s", "TTFT s", []sweep.Stat{sweep.StatMean, sweep.StatP50, sweep.StatP90, sweep.StatP95, sweep.StatP99}, func(s Step) Dist { return s.TTFT }, secCell)
-	dist("E2E s", "E2E s", []sweep.Stat{sweep.StatP50, sweep.StatP90, sweep.StatP99}, func(s Step) Dist { return s.E2E }, secCell)
+	dist("ITL ms", "ITL ms", []sweep.Stat{sweep.StatMean, sweep.StatP50, sweep.StatP90, sweep.StatP99}, func(s report.Step) report.Dist { return s.ITL }, msCell)
+	dist("TTFT s", "TTFT s", []sweep.Stat{sweep.StatMean, sweep.StatP50, sweep.StatP90, sweep.StatP95, sweep.StatP99}, func(s report.Step) report.Dist { return s.TTFT }, secCell)
+	dist("E2E s", "E2E s", []sweep.Stat{sweep.StatP50, sweep.StatP90, sweep.StatP99}, func(s report.Step) report.Dist { return s.E2E }, secCell)
 	cols = append(cols,
-		column{1, "per user", "", "prefill tok/s", func(s Step) string { return fmtRate(s.PrefillTokensPerSecond) }},
-		column{1, "system", "", "system tok/s", func(s Step) string { return fmtRate(s.SystemTokensPerSecond) }},
-		column{1, "system", "", "tokens/h", func(s Step) string { return fmtBig(s.TokensPerHour) }},
+		column{1, "per user", "", "prefill tok/s", func(s report.Step) string { return fmtRate(s.PrefillTokensPerSecond) }},
+		column{1, "system", "", "system tok/s", func(s report.Step) string { return fmtRate(s.SystemTokensPerSecond) }},
+		column{1, "system", "", "tokens/h", func(s report.Step) string { return fmtBig(s.TokensPerHour) }},
 	)
 	if hasEff && mode == sweep.ModeClosedLoop {
-		cols = append(cols, column{1, "system", "", "scaling efficiency", func(s Step) string {
+		cols = append(cols, column{1, "system", "", "scaling efficiency", func(s report.Step) string {
 			if s.ScalingEfficiency == nil {
 				return "–"
 			}
@@ -109,7 +111,7 @@ func stepColumns(steps []Step, mode sweep.Mode) []column {
 		}})
 	}
 	if hasQueue {
-		cols = append(cols, column{1, "engine", "", "queue wait s", func(s Step) string {
+		cols = append(cols, column{1, "engine", "", "queue wait s", func(s report.Step) string {
 			if s.QueueWaitSeconds == nil {
 				return "–"
 			}
@@ -120,8 +122,8 @@ func stepColumns(steps []Step, mode sweep.Mode) []column {
 		cols = append(cols, column{1, "engine", "", "at step start", startCell})
 	}
 	if hasPower {
-		pw := func(f func(*Power) string) func(Step) string {
-			return func(s Step) string {
+		pw := func(f func(*report.Power) string) func(report.Step) string {
+			return func(s report.Step) string {
 				if s.Power == nil {
 					return "–"
 				}
@@ -129,14 +131,14 @@ func stepColumns(steps []Step, mode sweep.Mode) []column {
 			}
 		}
 		cols = append(cols,
-			column{1, "GPU power", "", "avg W", pw(func(p *Power) string { return grouped(p.AvgWatts, 0) })},
-			column{1, "GPU power", "", "peak W", pw(func(p *Power) string { return grouped(p.PeakWatts, 0) })},
+			column{1, "GPU power", "", "avg W", pw(func(p *report.Power) string { return grouped(p.AvgWatts, 0) })},
+			column{1, "GPU power", "", "peak W", pw(func(p *report.Power) string { return grouped(p.PeakWatts, 0) })},
 		)
 		if hasJ {
-			cols = append(cols, column{1, "GPU power", "", "J/token", pw(func(p *Power) string { return strconv.FormatFloat(p.JoulesPerToken, 'f', 2, 64) })})
+			cols = append(cols, column{1, "GPU power", "", "J/token", pw(func(p *report.Power) string { return strconv.FormatFloat(p.JoulesPerToken, 'f', 2, 64) })})
 		}
 		if hasCost {
-			cols = append(cols, column{1, "GPU power", "", "$/h", pw(func(p *Power) string { return fmtUSD(p.CostPerHourUSD) })})
+			cols = append(cols, column{1, "GPU power", "", "$/h", pw(func(p *report.Power) string { return fmtUSD(p.CostPerHourUSD) })})
 		}
 	}
 	return cols
@@ -147,13 +149,13 @@ func stepColumns(steps []Step, mode sweep.Mode) []column {
 //
 // In a comparison each table has change columns, and the steps only the
 // baseline measured follow as rows of their own, marked "(base)".
-func stepTables(r *Report, s *Scenario, mode sweep.Mode) []table {
+func stepTables(r *report.Report, s *report.Scenario, mode sweep.Mode) []table {
 	steps := sortedSteps(s.Steps(mode))
 	baseOnly := map[int]bool{}
 	if c := r.Comparison; c != nil {
-		if b := r.baseScenario(s); b != nil {
+		if b := baseScenario(r, s); b != nil {
 			for _, st := range sortedSteps(b.Steps(mode)) {
-				if sc := c.Step(s.Name, mode, st.Concurrency); sc != nil && sc.Presence == OnlyInBase {
+				if sc := c.Step(s.Name, mode, st.Concurrency); sc != nil && sc.Presence == report.OnlyInBase {
 					baseOnly[st.Concurrency] = true
 					steps = append(steps, st)
 				}
@@ -230,13 +232,9 @@ func mdHeader(c column) string {
 	return strings.TrimSpace(c.mdGroup + " " + c.name)
 }
 
-// ChartCapacityOn is the table of capacities on the rules of
-// Config.CapacityOn; present when the report has any.
-const ChartCapacityOn = "capacity-on"
-
 // betweenText says where a capacity on a rule came from: which measured
 // steps bracket an interpolated crossing.
-func betweenText(c RuleCapacity) string {
+func betweenText(c report.RuleCapacity) string {
 	switch {
 	case len(c.Between) == 2 && c.Approximate:
 		return fmt.Sprintf("interpolated between N=%d and N=%d (crossing at %.2f)", c.Between[0], c.Between[1], c.Estimate)
@@ -253,7 +251,7 @@ func ruleLabel(rule string) string {
 	return strings.NewReplacer(">=", "≥", "<=", "≤").Replace(rule)
 }
 
-func capacityOnTable(r *Report) table {
+func capacityOnTable(r *report.Report) table {
 	t := table{Class: "cap", Head: []string{"scenario", "rule", "capacity", "from the steps", "tested up to"},
 		Numeric: []bool{false, false, true, false, true}}
 	for _, c := range r.Capacity.On {
@@ -263,14 +261,14 @@ func capacityOnTable(r *Report) table {
 		t.Head = append(t.Head, "change vs base")
 		t.Numeric = append(t.Numeric, false)
 		for i, c := range r.Capacity.On {
-			t.Rows[i] = append(t.Rows[i], orDash(capacityChangeText(cmp.CapacityOnRule(CapacityOn, c.Scenario, c.Rule))))
+			t.Rows[i] = append(t.Rows[i], orDash(capacityChangeText(cmp.CapacityOnRule(report.CapacityOn, c.Scenario, c.Rule))))
 		}
 	}
 	return t
 }
 
-func figCapacityOnTable(r *Report) figure {
-	f := newFigure(ChartCapacityOn, "Capacity on goodput and percentiles",
+func figCapacityOnTable(r *report.Report) figure {
+	f := newFigure(slo.ChartCapacityOn, "Capacity on goodput and percentiles",
 		"The largest closed-loop N that meets each rule of sweep.capacity_on. Goodput is the share of a step’s requests that succeeded and met every threshold of the scenario at once. Between two measured steps the rule’s figure is interpolated linearly; the column “from the steps” names the two that bracket the crossing.")
 	f.Wide = true
 	t := capacityOnTable(r)

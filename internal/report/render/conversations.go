@@ -1,4 +1,4 @@
-package report
+package render
 
 // This file holds what the report says about conversation scenarios: how
 // many concurrent conversations the server carries, and the chart of
@@ -10,19 +10,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/slaprobe/slaprobe/internal/report"
+	"github.com/slaprobe/slaprobe/internal/slo"
 	"github.com/slaprobe/slaprobe/internal/svgchart"
 	"github.com/slaprobe/slaprobe/internal/sweep"
-)
-
-// ChartConversations is one figure per conversation scenario; its id is
-// "chart-conversations-<scenario slug>".
-const ChartConversations = "conversations"
-
-// ChartConversationCapacity is the table of the capacity in conversations,
-// ChartConversationSteps that of the conversation steps' follow-ups.
-const (
-	ChartConversationCapacity = "conversation-capacity"
-	ChartConversationSteps    = "conversation-steps"
 )
 
 const (
@@ -34,11 +25,11 @@ const (
 
 // conversationLimitText describes one limit of the capacity in
 // conversations: "follow-up TTFT mean ≤ 2 s", "≥ 90% of follow-ups hit the cache".
-func conversationLimitText(l Limit) string {
+func conversationLimitText(l report.Limit) string {
 	switch l.Kind {
-	case LimitCache:
+	case report.LimitCache:
 		return "≥ " + fmtPct(l.Threshold) + " of follow-ups hit the prefix cache"
-	case LimitTTFT:
+	case report.LimitTTFT:
 		return fmt.Sprintf("follow-up TTFT %s ≤ %s", l.Stat, fmtSecondsShort(l.Threshold))
 	}
 	return limitText(l.Kind, l.Threshold)
@@ -47,9 +38,9 @@ func conversationLimitText(l Limit) string {
 // conversationLimitName names the binding limit in prose.
 func conversationLimitName(kind string) string {
 	switch kind {
-	case LimitCache:
+	case report.LimitCache:
 		return "the share of follow-ups that hit the prefix cache"
-	case LimitTTFT:
+	case report.LimitTTFT:
 		return "follow-up TTFT"
 	case "success":
 		return "the success ratio"
@@ -59,7 +50,7 @@ func conversationLimitName(kind string) string {
 
 // ConversationSentence states a conversation scenario's capacity: "This
 // server carries 4 concurrent agent conversations (…)".
-func ConversationSentence(c ConversationCapacity) string {
+func ConversationSentence(c report.ConversationCapacity) string {
 	var limits []string
 	for _, l := range c.Limits {
 		limits = append(limits, conversationLimitText(l))
@@ -86,7 +77,7 @@ func ConversationSentence(c ConversationCapacity) string {
 
 // conversationTable lists the capacity in conversations of every
 // conversation scenario.
-func conversationTable(r *Report) table {
+func conversationTable(r *report.Report) table {
 	t := table{Class: "capacity",
 		Head:    []string{"scenario", "concurrent conversations", "limited by", "limits", "tested up to"},
 		Numeric: []bool{false, true, false, false, true}}
@@ -105,7 +96,7 @@ func conversationTable(r *Report) table {
 			row[2] = "–"
 		}
 		if compared {
-			row = append(row, orDash(capacityChangeText(r.Comparison.CapacityOf(CapacityConversations, c.Scenario))))
+			row = append(row, orDash(capacityChangeText(r.Comparison.CapacityOf(report.CapacityConversations, c.Scenario))))
 		}
 		t.Rows = append(t.Rows, row)
 	}
@@ -117,7 +108,7 @@ func conversationTable(r *Report) table {
 // the left axis, and the share of follow-ups that hit the cache and their
 // mean cached share on the right, against the number of conversations in
 // flight, with the capacity in conversations marked.
-func figConversations(r *Report) []figure {
+func figConversations(r *report.Report) []figure {
 	var out []figure
 	for i := range r.Scenarios {
 		s := &r.Scenarios[i]
@@ -125,14 +116,14 @@ func figConversations(r *Report) []figure {
 		if s.Turns == 0 || len(steps) == 0 {
 			continue
 		}
-		f := figure{Chart: ChartConversations, DOMID: "chart-conversations-" + slugify(s.Name), Scenario: s.Name,
+		f := figure{Chart: slo.ChartConversations, DOMID: "chart-conversations-" + slugify(s.Name), Scenario: s.Name,
 			Title: "Concurrent conversations: " + s.Name,
 			How: fmt.Sprintf("%d turns per conversation: %s in, then %s more per follow-up, %s out each. "+
 				"N conversations are in flight (a new one starts when one ends). Left axis (log scale): time to first token of the follow-ups (mean and p95) and of the cold priming turns (mean). "+
 				"Right axis: the share of follow-ups that found at least 90%% of their conversation in the prefix cache, and the mean cached share. "+
 				"When the KV cache can no longer hold every conversation’s history, the engine evicts some between turns: the hit share falls and follow-up TTFT climbs towards the cold one.",
 				s.Turns, fmtTokens(float64(s.InputTokens)), fmtTokens(float64(s.NewTokens)), grouped(float64(s.OutputTokens), 0))}
-		var cc *ConversationCapacity
+		var cc *report.ConversationCapacity
 		for j := range r.Capacity.Conversations {
 			if r.Capacity.Conversations[j].Scenario == s.Name {
 				cc = &r.Capacity.Conversations[j]
@@ -141,12 +132,12 @@ func figConversations(r *Report) []figure {
 		stat := sweep.StatMean
 		if cc != nil {
 			for _, l := range cc.Limits {
-				if l.Kind == LimitTTFT && l.Stat != "" {
+				if l.Kind == report.LimitTTFT && l.Stat != "" {
 					stat = l.Stat
 				}
 			}
 		}
-		f.SVG, f.Legend = conversationChart(f.DOMID, s, cc, stat, r.baseScenario(s))
+		f.SVG, f.Legend = conversationChart(f.DOMID, s, cc, stat, baseScenario(r, s))
 		if cc != nil {
 			f.Findings = append(f.Findings, ConversationSentence(*cc))
 		}
@@ -159,14 +150,14 @@ func figConversations(r *Report) []figure {
 	return out
 }
 
-func hitText(cs *ConversationStep) string {
+func hitText(cs *report.ConversationStep) string {
 	if cs.HitShare == nil {
 		return "the server reported no cached tokens, so the cache share is unknown"
 	}
 	return fmt.Sprintf("%s of the follow-ups hit the cache (%d hit, %d partial, %d miss)", fmtPct(*cs.HitShare), cs.Hit, cs.Partial, cs.Miss)
 }
 
-func conversationChart(id string, s *Scenario, cc *ConversationCapacity, stat sweep.Stat, base *Scenario) (template.HTML, template.HTML) {
+func conversationChart(id string, s *report.Scenario, cc *report.ConversationCapacity, stat sweep.Stat, base *report.Scenario) (template.HTML, template.HTML) {
 	var ns []float64
 	mk := func() (svgchart.Series, svgchart.Series, svgchart.Series, svgchart.Series, svgchart.Series) {
 		return svgchart.Series{Name: "follow-up TTFT " + string(stat), Color: colorFollowUp, Marker: 0},
@@ -175,7 +166,7 @@ func conversationChart(id string, s *Scenario, cc *ConversationCapacity, stat sw
 			svgchart.Series{Name: "follow-ups hitting the cache (right axis)", Color: colorHitShare, Marker: 2, Right: true},
 			svgchart.Series{Name: "mean cached share (right axis)", Color: colorCachedAvg, Marker: 3, Right: true, Dashed: true}
 	}
-	fill := func(steps []Step, tipPrefix string, fu, p95, prime, hit, cached *svgchart.Series) {
+	fill := func(steps []report.Step, tipPrefix string, fu, p95, prime, hit, cached *svgchart.Series) {
 		for _, st := range okSteps(steps) {
 			cs := st.Conversation
 			if cs == nil {
@@ -232,7 +223,7 @@ func conversationChart(id string, s *Scenario, cc *ConversationCapacity, stat sw
 		}
 	}
 	if t := s.Thresholds.TTFT.Seconds(); t > 0 {
-		c.Refs = append(c.Refs, svgchart.RefLine{Value: t, Color: colorFollowUp, Label: "follow-up " + limitText(LimitTTFT, t)})
+		c.Refs = append(c.Refs, svgchart.RefLine{Value: t, Color: colorFollowUp, Label: "follow-up " + limitText(report.LimitTTFT, t)})
 	}
 	if cc != nil {
 		if cc.HitShare > 0 {
@@ -257,7 +248,7 @@ func tickShare(v float64) string {
 // conversationStepsTable lists, for every closed-loop step of a
 // conversation scenario, its follow-ups' TTFT, its priming turns' TTFT and
 // the follow-ups' cache.
-func conversationStepsTable(r *Report) table {
+func conversationStepsTable(r *report.Report) table {
 	t := table{Class: "steps",
 		Head:    []string{"scenario", "N", "conversations", "follow-up TTFT mean", "p50", "p95", "priming TTFT mean", "hit / partial / miss / unknown", "hit share", "mean cached share"},
 		Numeric: []bool{false, true, true, true, true, true, true, true, true, true}}

@@ -1,4 +1,4 @@
-package report
+package render
 
 import (
 	"bufio"
@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/slaprobe/slaprobe/internal/report"
 )
 
 // mdEscape makes a user-provided string safe inside Markdown text and table
@@ -19,8 +21,8 @@ func mdEscape(s string) string { return mdEscaper.Replace(s) }
 
 // RenderMarkdown writes report.md: the headline, capacity, throughput and
 // every step in tables. "~" marks interpolated values, "+" lower bounds.
-func RenderMarkdown(w io.Writer, r *Report) error {
-	r = prepared(r)
+func RenderMarkdown(w io.Writer, r *report.Report) error {
+	r = report.Prepared(r)
 	bw := bufio.NewWriter(w)
 	p := func(format string, a ...any) { fmt.Fprintf(bw, format, a...) }
 
@@ -28,7 +30,7 @@ func RenderMarkdown(w io.Writer, r *Report) error {
 	for _, m := range metaRows(r) {
 		p("- **%s:** %s\n", m.K, mdEscape(m.V))
 	}
-	p("- **Schema:** %s\n\n", SchemaVersion)
+	p("- **Schema:** %s\n\n", report.SchemaVersion)
 	if r.Meta.Interrupted {
 		p("> This run was interrupted: the report holds only the steps measured before it stopped.\n\n")
 	}
@@ -133,7 +135,7 @@ func RenderMarkdown(w io.Writer, r *Report) error {
 		for _, q := range r.Capacity.MaxSafeQueue {
 			row := []string{q.Scenario, fmtBound(q.Bound), fmt.Sprintf("TTFT %s ≤ %s", q.Stat, fmtSecondsShort(q.ThresholdSeconds)), fmt.Sprintf("N=%d", q.MaxTested)}
 			if compared {
-				row = append(row, orDash(capacityChangeText(r.Comparison.CapacityOf(CapacityMaxSafeQueue, q.Scenario))))
+				row = append(row, orDash(capacityChangeText(r.Comparison.CapacityOf(report.CapacityMaxSafeQueue, q.Scenario))))
 			}
 			rows = append(rows, row)
 		}

@@ -1,4 +1,4 @@
-package report
+package render
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/slaprobe/slaprobe/internal/report"
 	"github.com/slaprobe/slaprobe/internal/sweep"
 )
 
@@ -19,7 +20,7 @@ const busyMark = "⚠"
 type busyStep struct {
 	Scenario string
 	Mode     sweep.Mode
-	Step     Step
+	Step     report.Step
 }
 
 type drainSummary struct {
@@ -31,11 +32,11 @@ type drainSummary struct {
 	Busy         []busyStep
 }
 
-func summarizeDrain(r *Report) drainSummary {
+func summarizeDrain(r *report.Report) drainSummary {
 	var d drainSummary
 	for _, s := range r.Scenarios {
-		for _, m := range modes(&s) {
-			for _, st := range sortedSteps(m.steps) {
+		for _, m := range s.Modes() {
+			for _, st := range sortedSteps(m.Steps) {
 				dr := st.Drain
 				if dr == nil {
 					continue
@@ -52,7 +53,7 @@ func summarizeDrain(r *Report) drainSummary {
 					d.CooldownWait = max(d.CooldownWait, dr.WaitedSeconds)
 				}
 				if dr.Busy {
-					d.Busy = append(d.Busy, busyStep{s.Name, m.mode, st})
+					d.Busy = append(d.Busy, busyStep{s.Name, m.Mode, st})
 				}
 			}
 		}
@@ -139,7 +140,7 @@ func busyCounts(d *sweep.DrainResult) string {
 func countText(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
 // startCell is a step's "engine at start" table cell.
-func startCell(s Step) string {
+func startCell(s report.Step) string {
 	d := s.Drain
 	switch {
 	case d == nil:
@@ -153,7 +154,7 @@ func startCell(s Step) string {
 }
 
 // suspectTip is appended to the tooltip of a busy step's point.
-func suspectTip(s Step) string {
+func suspectTip(s report.Step) string {
 	if !s.StartedBusy() {
 		return ""
 	}
@@ -161,14 +162,14 @@ func suspectTip(s Step) string {
 }
 
 // busyStepNote explains a busy step under its scenario's tables.
-func busyStepNote(mode sweep.Mode, s Step) string {
+func busyStepNote(mode sweep.Mode, s report.Step) string {
 	return fmt.Sprintf("%s %s N=%d started while the engine still had %s requests (after waiting %s for it to empty): its numbers are suspect, left out of capacity and the headline.",
 		busyMark, sentence(modeLabel(mode)), s.Concurrency, busyCounts(s.Drain), fmtWait(s.Drain.WaitedSeconds))
 }
 
 // notMeasuredNote explains, under its scenario's tables, a step in which no
 // request ended.
-func notMeasuredNote(mode sweep.Mode, s Step) string {
+func notMeasuredNote(mode sweep.Mode, s report.Step) string {
 	why := s.NotMeasured
 	if why == "" {
 		why = "no request ended in it"

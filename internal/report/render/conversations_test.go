@@ -1,4 +1,4 @@
-package report
+package render
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slaprobe/slaprobe/internal/report"
 	"github.com/slaprobe/slaprobe/internal/sweep"
 	"github.com/slaprobe/slaprobe/prober"
 	"github.com/slaprobe/slaprobe/test/browser"
@@ -63,9 +64,9 @@ func conversationSweep() *sweep.Result {
 		Scenarios: []sweep.ScenarioResult{s}}
 }
 
-func conversationReport(t *testing.T) *Report {
+func conversationReport(t *testing.T) *report.Report {
 	t.Helper()
-	rep := FromSweep(conversationSweep(), Meta{Model: "slaprobe-sim", TargetURL: "http://127.0.0.1:8000"}, 0, false)
+	rep := report.FromSweep(conversationSweep(), report.Meta{Model: "slaprobe-sim", TargetURL: "http://127.0.0.1:8000"}, 0, false)
 	if err := rep.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -80,11 +81,11 @@ func TestConversationReport(t *testing.T) {
 	cc := rep.Capacity.Conversations
 	// Hit share 1.0 at N=4, 0.19 at N=5: the 90 % line is crossed at
 	// 4 + 0.1/0.81 ≈ 4.12, so 4 (a measured step); TTFT (1 s) never binds.
-	if len(cc) != 1 || cc[0].Value != 4 || cc[0].Approximate || cc[0].AtLeast || cc[0].LimitedBy != LimitCache ||
+	if len(cc) != 1 || cc[0].Value != 4 || cc[0].Approximate || cc[0].AtLeast || cc[0].LimitedBy != report.LimitCache ||
 		cc[0].HitShare != 0.9 || len(cc[0].Between) != 2 || cc[0].Between[0] != 4 || cc[0].Between[1] != 5 {
 		t.Fatalf("capacity in conversations = %+v; want 4 limited by the cache, between N=4 and 5", cc)
 	}
-	if len(cc[0].Limits) != 2 || cc[0].Limits[0].Kind != LimitTTFT || !cc[0].Limits[0].AtLeast || cc[0].Limits[1].Kind != LimitCache {
+	if len(cc[0].Limits) != 2 || cc[0].Limits[0].Kind != report.LimitTTFT || !cc[0].Limits[0].AtLeast || cc[0].Limits[1].Kind != report.LimitCache {
 		t.Errorf("limits = %+v; want ttft (every N within) and cache", cc[0].Limits)
 	}
 	st := rep.Scenarios[0].ClosedLoop[4]
@@ -92,7 +93,7 @@ func TestConversationReport(t *testing.T) {
 		st.Samples == nil || len(st.Samples.CachedShare) != 42 {
 		t.Errorf("N=5 step = %+v (conversation %+v)", st, st.Conversation)
 	}
-	h := ComputeHeadline(rep)
+	h := report.ComputeHeadline(rep)
 	if len(h.Conversations) != 1 || h.Conversations[0].Value != 4 || h.Conversations[0].Unit != "conversations" {
 		t.Errorf("headline conversations = %+v", h.Conversations)
 	}

@@ -1,4 +1,4 @@
-package report
+package render
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/slaprobe/slaprobe/internal/report"
 	"github.com/slaprobe/slaprobe/internal/svgchart"
 	"github.com/slaprobe/slaprobe/internal/sweep"
 	"github.com/slaprobe/slaprobe/prober"
@@ -112,7 +113,7 @@ func fmtTokens(n float64) string {
 }
 
 // fmtBound formats a capacity: "~35", "128+", "<1", "39".
-func fmtBound(b Bound) string {
+func fmtBound(b report.Bound) string {
 	switch {
 	case b.AtLeast:
 		return strconv.Itoa(b.Value) + "+"
@@ -139,13 +140,13 @@ func fmtUSD(v float64) string {
 // limitText describes one threshold: "TTFT ≤ 8 s", "decode ≥ 15 tok/s".
 func limitText(kind string, v float64) string {
 	switch kind {
-	case LimitTTFT:
+	case report.LimitTTFT:
 		return "TTFT ≤ " + fmtSecondsShort(v)
-	case LimitE2E:
+	case report.LimitE2E:
 		return "E2E ≤ " + fmtSecondsShort(v)
-	case LimitITL:
+	case report.LimitITL:
 		return "ITL ≤ " + fmtSecondsShort(v)
-	case LimitDecode:
+	case report.LimitDecode:
 		return "decode ≥ " + strconv.FormatFloat(v, 'f', -1, 64) + " tok/s"
 	}
 	return fmt.Sprintf("%s %g", kind, v)
@@ -163,16 +164,16 @@ func fmtSecondsShort(v float64) string {
 func thresholdTexts(t prober.Thresholds) []string {
 	var out []string
 	if t.TTFT.Seconds() > 0 {
-		out = append(out, limitText(LimitTTFT, t.TTFT.Seconds()))
+		out = append(out, limitText(report.LimitTTFT, t.TTFT.Seconds()))
 	}
 	if t.E2E.Seconds() > 0 {
-		out = append(out, limitText(LimitE2E, t.E2E.Seconds()))
+		out = append(out, limitText(report.LimitE2E, t.E2E.Seconds()))
 	}
 	if t.ITL.Seconds() > 0 {
-		out = append(out, limitText(LimitITL, t.ITL.Seconds()))
+		out = append(out, limitText(report.LimitITL, t.ITL.Seconds()))
 	}
 	if t.MinDecode > 0 {
-		out = append(out, limitText(LimitDecode, t.MinDecode))
+		out = append(out, limitText(report.LimitDecode, t.MinDecode))
 	}
 	return out
 }
@@ -180,20 +181,20 @@ func thresholdTexts(t prober.Thresholds) []string {
 // limitName names a threshold kind in prose.
 func limitName(kind string) string {
 	switch kind {
-	case LimitTTFT:
+	case report.LimitTTFT:
 		return "TTFT"
-	case LimitE2E:
+	case report.LimitE2E:
 		return "end-to-end latency"
-	case LimitITL:
+	case report.LimitITL:
 		return "inter-token latency"
-	case LimitDecode:
+	case report.LimitDecode:
 		return "decode speed"
 	}
 	return kind
 }
 
 // where describes a headline stat's location: "chatbot, closed loop N=1".
-func where(s *Figure) string {
+func where(s *report.Figure) string {
 	if s == nil {
 		return ""
 	}
@@ -217,8 +218,8 @@ func modeLabel(m sweep.Mode) string {
 	return string(m)
 }
 
-func statBound(s *Figure) Bound {
-	return Bound{Value: int(s.Value), Approximate: s.Approximate, AtLeast: s.AtLeast}
+func statBound(s *report.Figure) report.Bound {
+	return report.Bound{Value: int(s.Value), Approximate: s.Approximate, AtLeast: s.AtLeast}
 }
 
 // fmtPctFine formats a level close to 100 % with up to three decimals

@@ -1,4 +1,4 @@
-package report
+package render
 
 // This file holds the report's line charts as data: for each, which step
 // value it plots, against which axis, with which bands and reference lines,
@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/slaprobe/slaprobe/internal/report"
+	"github.com/slaprobe/slaprobe/internal/slo"
 	"github.com/slaprobe/slaprobe/internal/svgchart"
 	"github.com/slaprobe/slaprobe/internal/sweep"
 )
@@ -21,22 +23,22 @@ type byN struct {
 	mode              sweep.Mode
 	y                 svgchart.Axis // label, tick format, from zero
 	bands             []svgchart.Band
-	value             func(Step) (float64, bool) // false: not measured at this step
-	tip               func(float64) string       // a point's value in its tooltip
+	value             func(report.Step) (float64, bool) // false: not measured at this step
+	tip               func(float64) string              // a point's value in its tooltip
 	// Optional.
 	refs     []svgchart.RefLine
 	logY     bool                         // a log y axis when the values span more than 40×
 	top      func(vals []float64) float64 // a fixed y axis from 0 to top
-	findings func(r *Report, idx []int, ss []svgchart.Series, ns []float64) []string
+	findings func(r *report.Report, idx []int, ss []svgchart.Series, ns []float64) []string
 }
 
 // byNCharts are the charts against N, by chart name, for thresholds th.
-func byNCharts(th ReferenceLines) map[string]byN {
+func byNCharts(th report.ReferenceLines) map[string]byN {
 	stat := th.MaxSafeQueueStat
-	decode := func(s Step) (float64, bool) { return s.Decode.Mean, s.Decode.Mean > 0 }
+	decode := func(s report.Step) (float64, bool) { return s.Decode.Mean, s.Decode.Mean > 0 }
 	decodeTip := func(v float64) string { return fmtRate(v) + " tok/s" }
 	decodeAxis := svgchart.Axis{Label: "decode speed per user (tok/s)", FromZero: true, Fmt: svgchart.TickRate}
-	itl := func(s Step) (float64, bool) { return s.ITL.Mean * 1000, s.ITL.Mean > 0 }
+	itl := func(s report.Step) (float64, bool) { return s.ITL.Mean * 1000, s.ITL.Mean > 0 }
 	itlTip := func(v float64) string { return fmtMS(v/1000) + " ITL" }
 	itlAxis := svgchart.Axis{Label: "inter-token latency (ms)", FromZero: true, Fmt: svgchart.TickPlain}
 	var itlInstant, itlCeiling, ttftLimit []svgchart.RefLine
@@ -50,18 +52,20 @@ func byNCharts(th ReferenceLines) map[string]byN {
 		ttftLimit = []svgchart.RefLine{{Value: th.MaxSafeQueueTTFTSeconds, Label: fmtSecondsShort(th.MaxSafeQueueTTFTSeconds) + " TTFT limit", Color: colorTTFTLine}}
 	}
 	charts := []byN{
-		{chart: ChartDecodeVsConcurrency, title: "Per-user decode speed vs concurrency",
+		{chart: slo.ChartDecodeVsConcurrency, title: "Per-user decode speed vs concurrency",
 			how:  "Each line is one scenario. Higher is better: this is how fast text streams into one user’s screen while N users share the server. Above 50 tok/s text appears almost at once; below 15 tok/s it is slower than reading.",
 			mode: sweep.ModeClosedLoop, y: decodeAxis, bands: bandsDecode, value: decode, tip: decodeTip,
 			findings: decodeSpan("Per-user decode speed runs from %s tok/s (%s, N=%d) down to %s tok/s (%s, N=%d).")},
-		{chart: ChartITLVsConcurrency, title: "Inter-token latency vs concurrency",
+		{chart: slo.ChartITLVsConcurrency, title: "Inter-token latency vs concurrency",
 			how:  "The gap between two streamed tokens, averaged per request. Lower is smoother. Under the dashed line streaming feels instant; between 20 and 70 ms it is noticeably slower but fine to read.",
 			mode: sweep.ModeClosedLoop, y: itlAxis, bands: bandsITLms, value: itl, tip: itlTip, refs: itlInstant,
-			findings: func(_ *Report, _ []int, ss []svgchart.Series, _ []float64) []string { return itlUnderInstant(ss, th) }},
-		{chart: ChartScalingEfficiency, title: "Scaling efficiency vs concurrency",
+			findings: func(_ *report.Report, _ []int, ss []svgchart.Series, _ []float64) []string {
+				return itlUnderInstant(ss, th)
+			}},
+		{chart: slo.ChartScalingEfficiency, title: "Scaling efficiency vs concurrency",
 			how:  "System throughput divided by (single-user throughput × N). 100% means adding a user costs the others nothing; the drop shows how the GPU’s memory bandwidth is shared. Above 90% is excellent, below 50% means heavy contention.",
 			mode: sweep.ModeClosedLoop, y: svgchart.Axis{Label: "scaling efficiency (%)", Fmt: svgchart.TickPlain}, bands: bandsEffPct,
-			value: func(s Step) (float64, bool) {
+			value: func(s report.Step) (float64, bool) {
 				if s.ScalingEfficiency == nil {
 					return 0, false
 				}
@@ -75,17 +79,21 @@ func byNCharts(th ReferenceLines) map[string]byN {
 				}
 				return math.Ceil(ymax/10) * 10
 			},
-			findings: func(_ *Report, _ []int, ss []svgchart.Series, ns []float64) []string { return scalingAtMaxN(ss, ns) }},
-		{chart: ChartTTFTVsQueueDepth, title: "TTFT vs queue depth",
+			findings: func(_ *report.Report, _ []int, ss []svgchart.Series, ns []float64) []string {
+				return scalingAtMaxN(ss, ns)
+			}},
+		{chart: slo.ChartTTFTVsQueueDepth, title: "TTFT vs queue depth",
 			how:  "The chart to plan production with. N requests arrive together; the later ones wait for earlier prefills, so TTFT climbs with N. Where a line crosses the dashed limit, users start to find the service slow. The value plotted is TTFT " + string(stat) + ".",
 			mode: sweep.ModeBurst, y: svgchart.Axis{Label: "time to first token (" + string(stat) + ")", FromZero: true, Fmt: svgchart.TickSeconds}, bands: bandsTTFT,
-			value: func(s Step) (float64, bool) { v := s.TTFT.Stat(stat); return v, v > 0 }, tip: fmtSeconds, refs: ttftLimit, logY: true,
+			value: func(s report.Step) (float64, bool) { v := s.TTFT.Stat(stat); return v, v > 0 }, tip: fmtSeconds, refs: ttftLimit, logY: true,
 			findings: burstTTFT},
-		{chart: ChartITLVsQueueDepth, title: "Inter-token latency vs queue depth",
+		{chart: slo.ChartITLVsQueueDepth, title: "Inter-token latency vs queue depth",
 			how:  "Streaming smoothness under a burst. Continuous batching shares decode across all running requests, so ITL often levels off while TTFT keeps rising. The dashed line is the memory-bandwidth ceiling typical of large MoE models.",
 			mode: sweep.ModeBurst, y: itlAxis, bands: bandsITLms, value: itl, tip: itlTip, refs: itlCeiling,
-			findings: func(_ *Report, _ []int, ss []svgchart.Series, _ []float64) []string { return itlUnderCeiling(ss, th) }},
-		{chart: ChartDecodeVsQueueDepth, title: "Per-user decode speed vs queue depth",
+			findings: func(_ *report.Report, _ []int, ss []svgchart.Series, _ []float64) []string {
+				return itlUnderCeiling(ss, th)
+			}},
+		{chart: slo.ChartDecodeVsQueueDepth, title: "Per-user decode speed vs queue depth",
 			how:  "Decode speed of the requests of a burst, once they stream. It usually holds up far better than TTFT: a queued user waits longer to start, then reads at a similar pace.",
 			mode: sweep.ModeBurst, y: decodeAxis, bands: bandsDecode, value: decode, tip: decodeTip,
 			findings: decodeSpan("Under burst load per-user decode runs from %s tok/s (%s, N=%d) down to %s tok/s (%s, N=%d).")},
@@ -106,7 +114,7 @@ func nLabel(m sweep.Mode) string {
 }
 
 // figure draws b for the scenarios idx at the N values ns.
-func (b byN) figure(r *Report, idx []int, ns []float64) figure {
+func (b byN) figure(r *report.Report, idx []int, ns []float64) figure {
 	f := newFigure(b.chart, b.title, b.how)
 	ss, vals := metricSeries(r, idx, b.mode, b.value, b.tip)
 	for _, ref := range b.refs {
@@ -128,8 +136,8 @@ func (b byN) figure(r *Report, idx []int, ns []float64) figure {
 }
 
 // decodeSpan finds the fastest and the slowest decode, in format's words.
-func decodeSpan(format string) func(*Report, []int, []svgchart.Series, []float64) []string {
-	return func(_ *Report, _ []int, ss []svgchart.Series, _ []float64) []string {
+func decodeSpan(format string) func(*report.Report, []int, []svgchart.Series, []float64) []string {
+	return func(_ *report.Report, _ []int, ss []svgchart.Series, _ []float64) []string {
 		hi, lo := extreme(ss, true), extreme(ss, false)
 		if !hi.ok {
 			return nil
@@ -140,7 +148,7 @@ func decodeSpan(format string) func(*Report, []int, []svgchart.Series, []float64
 
 // itlUnderInstant: the best and worst ITL, and how many points stay under
 // the instant line.
-func itlUnderInstant(ss []svgchart.Series, th ReferenceLines) []string {
+func itlUnderInstant(ss []svgchart.Series, th report.ReferenceLines) []string {
 	lo, hi := extreme(ss, false), extreme(ss, true)
 	if !lo.ok {
 		return nil
@@ -201,7 +209,7 @@ func scalingAtMaxN(ss []svgchart.Series, ns []float64) []string {
 
 // burstTTFT: the TTFT span under burst load, and the scenarios whose burst
 // ladder stopped early.
-func burstTTFT(r *Report, idx []int, ss []svgchart.Series, _ []float64) []string {
+func burstTTFT(r *report.Report, idx []int, ss []svgchart.Series, _ []float64) []string {
 	var out []string
 	if lo, hi := extreme(ss, false), extreme(ss, true); lo.ok {
 		out = append(out, fmt.Sprintf("TTFT under burst load runs from %s (%s, N=%d) to %s (%s, N=%d).",
@@ -219,7 +227,7 @@ func burstTTFT(r *Report, idx []int, ss []svgchart.Series, _ []float64) []string
 
 // itlUnderCeiling: the highest ITL under burst, and whether it crosses the
 // ceiling.
-func itlUnderCeiling(ss []svgchart.Series, th ReferenceLines) []string {
+func itlUnderCeiling(ss []svgchart.Series, th report.ReferenceLines) []string {
 	hi := extreme(ss, true)
 	if !hi.ok {
 		return nil
@@ -240,17 +248,17 @@ func itlUnderCeiling(ss []svgchart.Series, th ReferenceLines) []string {
 type byContext struct {
 	chart, title, how string
 	y                 svgchart.Axis
-	value             func(Step) (float64, bool)
+	value             func(report.Step) (float64, bool)
 	tip               func(float64) string
 	empty             string // the placeholder when nothing was measured
 }
 
 // The charts against the context length.
 var (
-	queueWaitByContext = byContext{chart: ChartQueueWait, title: "Queue wait vs context and concurrency",
+	queueWaitByContext = byContext{chart: slo.ChartQueueWait, title: "Queue wait vs context and concurrency",
 		how: "Time a request waited inside the engine before its prefill began, from the engine’s own queue-time histogram. Near zero means the GPU took every request at once; growth means requests wait for a batch slot or KV cache.",
 		y:   svgchart.Axis{Label: "queue wait", FromZero: true, Fmt: svgchart.TickSeconds},
-		value: func(s Step) (float64, bool) {
+		value: func(s report.Step) (float64, bool) {
 			if s.QueueWaitSeconds == nil {
 				return 0, false
 			}
@@ -258,16 +266,16 @@ var (
 		},
 		tip:   fmtSeconds,
 		empty: "Queue wait was not measured: the engine exposes no vllm:request_queue_time_seconds histogram, or no closed-loop sweep ran."}
-	prefillByContext = byContext{chart: ChartPrefillVsContext, title: "Per-user prefill speed vs context",
+	prefillByContext = byContext{chart: slo.ChartPrefillVsContext, title: "Per-user prefill speed vs context",
 		how:   "Prompt tokens processed per second for one request, TTFT minus queue wait. It usually rises with context while the GPU fills up, peaks, then falls as attention cost grows or chunked prefill caps each step.",
 		y:     svgchart.Axis{Label: "prefill speed per user (tok/s)", FromZero: true, Fmt: svgchart.TickRate},
-		value: func(s Step) (float64, bool) { return s.PrefillTokensPerSecond, s.PrefillTokensPerSecond > 0 },
+		value: func(s report.Step) (float64, bool) { return s.PrefillTokensPerSecond, s.PrefillTokensPerSecond > 0 },
 		tip:   func(v float64) string { return fmtRate(v) + " tok/s" },
 		empty: "Prefill speed was not measured."}
-	powerByContext = byContext{chart: ChartPower, title: "GPU power vs context and concurrency",
+	powerByContext = byContext{chart: slo.ChartPower, title: "GPU power vs context and concurrency",
 		how: "Average GPU draw during each closed-loop step, summed over the target’s GPUs. Budget cooling and power for the peak, and cost for the average.",
 		y:   svgchart.Axis{Label: "average GPU power (W)", FromZero: true, Fmt: svgchart.TickPlain},
-		value: func(s Step) (float64, bool) {
+		value: func(s report.Step) (float64, bool) {
 			if s.Power == nil {
 				return 0, false
 			}
@@ -279,7 +287,7 @@ var (
 
 // series is b's lines for the scenarios idx, a baseline's with them, and
 // the context lengths they span.
-func (b byContext) series(r *Report, idx []int) ([]svgchart.Series, []float64) {
+func (b byContext) series(r *report.Report, idx []int) ([]svgchart.Series, []float64) {
 	ss, ctxs := contextSeries(contextRows(r, idx), b.value, b.tip)
 	if len(ss) == 0 {
 		return nil, ctxs
@@ -298,7 +306,7 @@ func (b byContext) draw(f *figure, ss []svgchart.Series, ctxs []float64) {
 }
 
 // figure draws b for the scenarios idx.
-func (b byContext) figure(r *Report, idx []int) (figure, []svgchart.Series) {
+func (b byContext) figure(r *report.Report, idx []int) (figure, []svgchart.Series) {
 	f := newFigure(b.chart, b.title, b.how)
 	ss, ctxs := b.series(r, idx)
 	b.draw(&f, ss, ctxs)

@@ -1,4 +1,4 @@
-package report
+package render
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/slaprobe/slaprobe/internal/report"
 	"github.com/slaprobe/slaprobe/internal/sweep"
 	"github.com/slaprobe/slaprobe/prober"
 )
@@ -15,16 +16,16 @@ import (
 // (closed loop N=1..32, burst N=1..256) and the five use cases (burst),
 // shaped like the reference figures for a 30B MoE model on one H100. It is
 // synthetic: the numbers come from a small load model, not a server. Tests
-// use it for the golden files; `go test ./internal/report -run
+// use it for the golden files; `go test ./internal/report/render -run
 // TestWriteAndLoad -keep DIR` writes it out for a visual review.
-func Sample() *Report {
+func Sample() *report.Report {
 	start := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 	closed := []int{1, 2, 4, 8, 16, 32}
 	burst := []int{1, 2, 4, 8, 16, 32, 64, 128, 256}
 	const price = 0.10
-	r := &Report{
-		SchemaVersion: SchemaVersion,
-		Meta: Meta{
+	r := &report.Report{
+		SchemaVersion: report.SchemaVersion,
+		Meta: report.Meta{
 			ToolVersion:   "0.1.0",
 			StartedAt:     start,
 			TargetURL:     "http://127.0.0.1:8000",
@@ -32,23 +33,23 @@ func Sample() *Report {
 			MaxModelLen:   131072,
 			Engine:        "vllm",
 			EngineVersion: "0.11.0",
-			Host:          Host{Hostname: "bench-01", OS: "linux", Arch: "amd64", CPUs: 16, GoVersion: "go1.26"},
-			GPU:           &GPU{Name: "NVIDIA H100 80GB HBM3", Count: 1, MemoryBytes: 80 << 30, Driver: "570.133.20"},
+			Host:          report.Host{Hostname: "bench-01", OS: "linux", Arch: "amd64", CPUs: 16, GoVersion: "go1.26"},
+			GPU:           &report.GPU{Name: "NVIDIA H100 80GB HBM3", Count: 1, MemoryBytes: 80 << 30, Driver: "570.133.20"},
 		},
-		Config: Config{
+		Config: report.Config{
 			ClosedLoopLadder:    closed,
 			BurstLadder:         burst,
 			StepDurationSeconds: 60,
 			WarmupSeconds:       10,
 			EarlyStop:           true,
-			Thresholds:          DefaultThresholds(),
+			Thresholds:          report.DefaultThresholds(),
 			PricePerKWh:         price,
 		},
 	}
 	elapsed := 0.0
 	for _, m := range sampleModels {
-		s := Scenario{Name: m.name, Family: m.family, Description: m.desc, InputTokens: m.in, OutputTokens: m.out, Thresholds: m.th}
-		if m.family == FamilyReport {
+		s := report.Scenario{Name: m.name, Family: m.family, Description: m.desc, InputTokens: m.in, OutputTokens: m.out, Thresholds: m.th}
+		if m.family == report.FamilyReport {
 			for _, n := range closed {
 				st := m.closedStep(n, price)
 				s.ClosedLoop = append(s.ClosedLoop, st)
@@ -57,7 +58,7 @@ func Sample() *Report {
 			base := s.ClosedLoop[0].SystemTokensPerSecond
 			for i := range s.ClosedLoop {
 				st := &s.ClosedLoop[i]
-				st.ScalingEfficiency = Float(round(st.SystemTokensPerSecond/(base*float64(st.Concurrency)), 4))
+				st.ScalingEfficiency = report.Float(round(st.SystemTokensPerSecond/(base*float64(st.Concurrency)), 4))
 			}
 		}
 		for _, n := range burst {
@@ -77,7 +78,7 @@ func Sample() *Report {
 			}
 			last := s.Burst[len(s.Burst)-1]
 			limit := m.th.TTFT.Seconds()
-			s.StoppedEarly = append(s.StoppedEarly, EarlyStop{Mode: sweep.ModeBurst, AfterN: m.burstStop, SkippedLadderN: skipped,
+			s.StoppedEarly = append(s.StoppedEarly, report.EarlyStop{Mode: sweep.ModeBurst, AfterN: m.burstStop, SkippedLadderN: skipped,
 				Reason: fmt.Sprintf("TTFT mean %s is more than 4× the %s limit", fmtSeconds(last.TTFT.Mean), fmtSecondsShort(limit))})
 		}
 		r.Config.Scenarios = append(r.Config.Scenarios, s.Name)
@@ -109,11 +110,11 @@ func Sample() *Report {
 
 	for _, s := range r.Scenarios {
 		switch s.Family {
-		case FamilyReport:
-			b := sampleBound(s.Burst, func(st Step) float64 { return st.TTFT.Mean }, 3.0, false)
-			r.Capacity.MaxSafeQueue = append(r.Capacity.MaxSafeQueue, QueueCapacity{Scenario: s.Name, Bound: b,
+		case report.FamilyReport:
+			b := sampleBound(s.Burst, func(st report.Step) float64 { return st.TTFT.Mean }, 3.0, false)
+			r.Capacity.MaxSafeQueue = append(r.Capacity.MaxSafeQueue, report.QueueCapacity{Scenario: s.Name, Bound: b,
 				ThresholdSeconds: 3.0, Stat: sweep.StatMean, MaxTested: s.Burst[len(s.Burst)-1].Concurrency})
-		case FamilyUseCase:
+		case report.FamilyUseCase:
 			r.Capacity.UseCases = append(r.Capacity.UseCases, sampleUseCase(s))
 		}
 	}
@@ -124,12 +125,12 @@ func Sample() *Report {
 		if len(s.ClosedLoop) == 0 {
 			continue
 		}
-		r.Capacity.On = append(r.Capacity.On, sampleRule(s, "goodput >= 95%", 0.95, sweep.HigherIsBetter, func(st Step) float64 { return *st.GoodShare }))
+		r.Capacity.On = append(r.Capacity.On, sampleRule(s, "goodput >= 95%", 0.95, sweep.HigherIsBetter, func(st report.Step) float64 { return *st.GoodShare }))
 		if i == 0 {
-			r.Capacity.On = append(r.Capacity.On, sampleRule(s, "p99 ttft <= 2s", 2, sweep.LowerIsBetter, func(st Step) float64 { return st.TTFT.P99 }))
+			r.Capacity.On = append(r.Capacity.On, sampleRule(s, "p99 ttft <= 2s", 2, sweep.LowerIsBetter, func(st report.Step) float64 { return st.TTFT.P99 }))
 		}
 	}
-	r.Headline = ComputeHeadline(r)
+	r.Headline = report.ComputeHeadline(r)
 	return r
 }
 
@@ -149,24 +150,24 @@ type sampleModel struct {
 var reportTh = prober.Thresholds{TTFT: 3 * time.Second, ITL: 70 * time.Millisecond}
 
 var sampleModels = []sampleModel{
-	{name: "chatbot", family: FamilyReport, desc: "short chat turn", in: 1024, out: 256, th: reportTh,
+	{name: "chatbot", family: report.FamilyReport, desc: "short chat turn", in: 1024, out: 256, th: reportTh,
 		d1: 172.5, a: 0.0466, slots: 128, ttft1: 0.189, b: 0.074, k: 0.00502, p: 1.3},
-	{name: "rag", family: FamilyReport, desc: "question plus retrieved chunks", in: 4096, out: 256, th: reportTh,
+	{name: "rag", family: report.FamilyReport, desc: "question plus retrieved chunks", in: 4096, out: 256, th: reportTh,
 		d1: 166, a: 0.0867, slots: 96, ttft1: 0.30, b: 0.129, k: 0.0083, p: 1.3},
-	{name: "agentic", family: FamilyReport, desc: "agent step with a long scratchpad", in: 16384, out: 256, th: reportTh,
+	{name: "agentic", family: report.FamilyReport, desc: "agent step with a long scratchpad", in: 16384, out: 256, th: reportTh,
 		d1: 158, a: 0.1758, slots: 40, ttft1: 0.62, b: 0.145, k: 0.0532, p: 1.3},
-	{name: "tool_calling", family: FamilyReport, desc: "multi-step agent with tool schemas and results", in: 32768, out: 256, th: reportTh,
+	{name: "tool_calling", family: report.FamilyReport, desc: "multi-step agent with tool schemas and results", in: 32768, out: 256, th: reportTh,
 		d1: 150, a: 0.3311, slots: 20, ttft1: 1.45, b: 0.105, k: 0.124, p: 1.3, burstStop: 64},
 
-	{name: "code_completion", family: FamilyUseCase, desc: "inline code completion", in: 1024, out: 128, th: prober.Thresholds{E2E: 2 * time.Second},
+	{name: "code_completion", family: report.FamilyUseCase, desc: "inline code completion", in: 1024, out: 128, th: prober.Thresholds{E2E: 2 * time.Second},
 		d1: 171.8, a: 0.045, slots: 96, ttft1: 0.185, k: 0.0048, p: 1.3},
-	{name: "short_chat", family: FamilyUseCase, desc: "chat with a short history", in: 8192, out: 1024, th: prober.Thresholds{TTFT: 10 * time.Second, MinDecode: 10},
+	{name: "short_chat", family: report.FamilyUseCase, desc: "chat with a short history", in: 8192, out: 1024, th: prober.Thresholds{TTFT: 10 * time.Second, MinDecode: 10},
 		d1: 165, a: 0.05, slots: 96, ttft1: 0.26, k: 0.0069, p: 1.3},
-	{name: "general_chat", family: FamilyUseCase, desc: "chat with a long history", in: 32768, out: 1024, th: prober.Thresholds{TTFT: 8 * time.Second, MinDecode: 15},
+	{name: "general_chat", family: report.FamilyUseCase, desc: "chat with a long history", in: 32768, out: 1024, th: prober.Thresholds{TTFT: 8 * time.Second, MinDecode: 15},
 		d1: 150, a: 0.09, slots: 48, ttft1: 1.1, k: 0.061, p: 1.3},
-	{name: "long_document", family: FamilyUseCase, desc: "question over a long document", in: 65536, out: 1024, th: prober.Thresholds{TTFT: 12 * time.Second, MinDecode: 15},
+	{name: "long_document", family: report.FamilyUseCase, desc: "question over a long document", in: 65536, out: 1024, th: prober.Thresholds{TTFT: 12 * time.Second, MinDecode: 15},
 		d1: 135, a: 0.12, slots: 24, ttft1: 2.7, k: 0.301, p: 1.3, burstStop: 64},
-	{name: "coding_assistant", family: FamilyUseCase, desc: "coding agent over a large repository context", in: 98304, out: 1024, th: prober.Thresholds{TTFT: 12 * time.Second, MinDecode: 20},
+	{name: "coding_assistant", family: report.FamilyUseCase, desc: "coding agent over a large repository context", in: 98304, out: 1024, th: prober.Thresholds{TTFT: 12 * time.Second, MinDecode: 20},
 		d1: 122, a: 0.2, slots: 12, ttft1: 5.0, k: 1.63, p: 1.3, burstStop: 16},
 }
 
@@ -183,8 +184,8 @@ func round(v float64, decimals int) float64 {
 	return r
 }
 
-func latency(mean, spread float64) Dist {
-	return Dist{
+func latency(mean, spread float64) report.Dist {
+	return report.Dist{
 		Mean: round(mean, 4),
 		P50:  round(mean*(1-0.03*spread), 4),
 		P90:  round(mean*(1+0.25*spread), 4),
@@ -194,20 +195,20 @@ func latency(mean, spread float64) Dist {
 }
 
 // speed has a slow tail: a few requests share their decode with a prefill.
-func speed(mean float64) Dist {
-	return Dist{Mean: round(mean, 1), P1: round(mean*0.81, 1), P10: round(mean*0.93, 1), P50: round(mean*1.004, 1), P90: round(mean*1.05, 1),
+func speed(mean float64) report.Dist {
+	return report.Dist{Mean: round(mean, 1), P1: round(mean*0.81, 1), P10: round(mean*0.93, 1), P50: round(mean*1.004, 1), P90: round(mean*1.05, 1),
 		P95: round(mean*1.07, 1), P99: round(mean*1.1, 1)}
 }
 
-func (m sampleModel) power(n int, system, price float64) *Power {
+func (m sampleModel) power(n int, system, price float64) *report.Power {
 	ctx := math.Log2(float64(m.in)/1024) / 5
 	avg := 170 + 430*(1-math.Exp(-float64(n)/6))*(0.82+0.18*ctx)
 	avg = round(avg*(1+0.01*wobble(m.name, n, "w")), 1)
-	return &Power{AvgWatts: avg, PeakWatts: round(avg*1.09+12, 1),
+	return &report.Power{AvgWatts: avg, PeakWatts: round(avg*1.09+12, 1),
 		JoulesPerToken: round(avg/system, 3), CostPerHourUSD: round(avg/1000*price, 4)}
 }
 
-func (m sampleModel) closedStep(n int, price float64) Step {
+func (m sampleModel) closedStep(n int, price float64) report.Step {
 	N := float64(n)
 	dec := m.d1 / (1 + m.a*(N-1)) * (1 + 0.01*wobble(m.name, n, "d"))
 	ttft := m.ttft1 * (1 + m.b*(N-1)) * (1 + 0.01*wobble(m.name, n, "t"))
@@ -216,12 +217,12 @@ func (m sampleModel) closedStep(n int, price float64) Step {
 	e2e := ttft + float64(m.out)/dec
 	system := N * float64(m.out) / e2e
 	sent := max(n, int(math.Round(N*60/e2e)))
-	st := Step{
+	st := report.Step{
 		Concurrency: n, DurationSeconds: 60, RequestsSent: sent, RequestsOK: sent, SuccessRate: 1,
 		Decode: speed(dec), ITL: latency(1/dec, 0.4), TTFT: latency(ttft, 0.5), E2E: latency(e2e, 0.3),
 		PrefillTokensPerSecond: round(float64(m.in)/(ttft-queue), 1),
 		SystemTokensPerSecond:  round(system, 1),
-		QueueWaitSeconds:       Float(round(queue, 4)),
+		QueueWaitSeconds:       report.Float(round(queue, 4)),
 	}
 	st.TokensPerHour = math.Round(st.SystemTokensPerSecond * 3600)
 	st.Power = m.power(n, st.SystemTokensPerSecond, price)
@@ -230,25 +231,25 @@ func (m sampleModel) closedStep(n int, price float64) Step {
 	// half at N½, N½ set by the scenario's TTFT growth.
 	half := 3 / (m.b + 0.05)
 	st.Good = int(math.Round(float64(sent) / (1 + math.Pow(N/half, 3))))
-	st.GoodShare = Float(round(float64(st.Good)/float64(sent), 4))
+	st.GoodShare = report.Float(round(float64(st.Good)/float64(sent), 4))
 	st.GoodPerSecond = round(float64(st.Good)/st.DurationSeconds, 3)
 	return st
 }
 
 // sampleRule is the capacity of a closed loop on one rule, by the sweep's
 // own interpolation.
-func sampleRule(s Scenario, rule string, limit float64, dir sweep.Direction, val func(Step) float64) RuleCapacity {
+func sampleRule(s report.Scenario, rule string, limit float64, dir sweep.Direction, val func(report.Step) float64) report.RuleCapacity {
 	var pts []sweep.CapacityPoint
 	for _, st := range s.ClosedLoop {
 		pts = append(pts, sweep.CapacityPoint{N: st.Concurrency, Value: val(st)})
 	}
 	c := sweep.MaxWithin(pts, limit, dir)
-	rc := RuleCapacity{Scenario: s.Name, Mode: sweep.ModeClosedLoop, Rule: rule, MaxTested: c.MaxTested}
+	rc := report.RuleCapacity{Scenario: s.Name, Mode: sweep.ModeClosedLoop, Rule: rule, MaxTested: c.MaxTested}
 	switch c.Bound {
 	case sweep.BoundAtLeast:
-		rc.Bound = Bound{Value: c.N, AtLeast: true}
+		rc.Bound = report.Bound{Value: c.N, AtLeast: true}
 	case sweep.BoundWithin:
-		rc.Bound = Bound{Value: c.N, Approximate: c.Approximate}
+		rc.Bound = report.Bound{Value: c.N, Approximate: c.Approximate}
 		rc.Estimate, rc.Between = round(c.Estimate, 4), c.Between
 	}
 	return rc
@@ -260,7 +261,7 @@ func (m sampleModel) drain(n int, salt string) *sweep.DrainResult {
 	return &sweep.DrainResult{Method: sweep.DrainEngine, WaitedSeconds: round(0.25+0.04*float64(n)*(1+0.3*wobble(m.name, n, salt)), 2)}
 }
 
-func (m sampleModel) burstStep(n int, price float64) Step {
+func (m sampleModel) burstStep(n int, price float64) report.Step {
 	N := float64(n)
 	parallel := math.Max(1, math.Min(N, m.slots)*0.6)
 	dec := m.d1 / (1 + m.a*(parallel-1)) * (1 + 0.01*wobble(m.name, n, "bd"))
@@ -272,12 +273,12 @@ func (m sampleModel) burstStep(n int, price float64) Step {
 	ttftD := latency(ttft, spread)
 	duration := ttftD.P99 + float64(m.out)/dec
 	system := math.Min(N, m.slots) * dec * (1 - 0.15*(1-1/N))
-	st := Step{
+	st := report.Step{
 		Concurrency: n, DurationSeconds: round(duration, 2), RequestsSent: n, RequestsOK: n, SuccessRate: 1,
 		Decode: speed(dec), ITL: latency(1/dec, 0.5), TTFT: ttftD, E2E: latency(e2e, 0.6),
 		PrefillTokensPerSecond: round(float64(m.in)/(ttft-queue), 1),
 		SystemTokensPerSecond:  round(system, 1),
-		QueueWaitSeconds:       Float(round(queue, 4)),
+		QueueWaitSeconds:       report.Float(round(queue, 4)),
 	}
 	st.TokensPerHour = math.Round(st.SystemTokensPerSecond * 3600)
 	st.Power = m.power(n, st.SystemTokensPerSecond, price)
@@ -296,7 +297,7 @@ func (m sampleModel) burstStep(n int, price float64) Step {
 // sampleBound finds the largest N within a threshold, interpolating
 // linearly between the last passing and the first failing step. (The real
 // logic lives in internal/sweep/capacity.go; this keeps the sample consistent.)
-func sampleBound(steps []Step, val func(Step) float64, thr float64, higherBetter bool) Bound {
+func sampleBound(steps []report.Step, val func(report.Step) float64, thr float64, higherBetter bool) report.Bound {
 	for i, st := range steps {
 		v := val(st)
 		bad := v > thr
@@ -307,28 +308,28 @@ func sampleBound(steps []Step, val func(Step) float64, thr float64, higherBetter
 			continue
 		}
 		if i == 0 {
-			return Bound{}
+			return report.Bound{}
 		}
 		prev := steps[i-1]
 		pv := val(prev)
 		x := float64(prev.Concurrency) + (thr-pv)/(v-pv)*float64(st.Concurrency-prev.Concurrency)
 		n := int(math.Floor(x))
-		return Bound{Value: n, Approximate: n != prev.Concurrency}
+		return report.Bound{Value: n, Approximate: n != prev.Concurrency}
 	}
-	return Bound{Value: steps[len(steps)-1].Concurrency, AtLeast: true}
+	return report.Bound{Value: steps[len(steps)-1].Concurrency, AtLeast: true}
 }
 
-func sampleUseCase(s Scenario) UseCaseCapacity {
-	u := UseCaseCapacity{Scenario: s.Name, Mode: sweep.ModeBurst, MaxTested: s.Burst[len(s.Burst)-1].Concurrency}
-	add := func(kind string, thr float64, val func(Step) float64, higherBetter bool) {
+func sampleUseCase(s report.Scenario) report.UseCaseCapacity {
+	u := report.UseCaseCapacity{Scenario: s.Name, Mode: sweep.ModeBurst, MaxTested: s.Burst[len(s.Burst)-1].Concurrency}
+	add := func(kind string, thr float64, val func(report.Step) float64, higherBetter bool) {
 		if thr > 0 {
-			u.Limits = append(u.Limits, Limit{Kind: kind, Threshold: thr, Stat: sweep.StatMean, Bound: sampleBound(s.Burst, val, thr, higherBetter)})
+			u.Limits = append(u.Limits, report.Limit{Kind: kind, Threshold: thr, Stat: sweep.StatMean, Bound: sampleBound(s.Burst, val, thr, higherBetter)})
 		}
 	}
-	add(LimitTTFT, s.Thresholds.TTFT.Seconds(), func(st Step) float64 { return st.TTFT.Mean }, false)
-	add(LimitE2E, s.Thresholds.E2E.Seconds(), func(st Step) float64 { return st.E2E.Mean }, false)
-	add(LimitDecode, s.Thresholds.MinDecode, func(st Step) float64 { return st.Decode.Mean }, true)
-	u.Bound = Bound{Value: u.MaxTested, AtLeast: true}
+	add(report.LimitTTFT, s.Thresholds.TTFT.Seconds(), func(st report.Step) float64 { return st.TTFT.Mean }, false)
+	add(report.LimitE2E, s.Thresholds.E2E.Seconds(), func(st report.Step) float64 { return st.E2E.Mean }, false)
+	add(report.LimitDecode, s.Thresholds.MinDecode, func(st report.Step) float64 { return st.Decode.Mean }, true)
+	u.Bound = report.Bound{Value: u.MaxTested, AtLeast: true}
 	for _, l := range u.Limits {
 		if l.AtLeast {
 			continue

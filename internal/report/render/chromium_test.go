@@ -1,4 +1,4 @@
-package report
+package render
 
 import (
 	"bytes"
@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/slaprobe/slaprobe/internal/report"
+	"github.com/slaprobe/slaprobe/internal/slo"
 	"github.com/slaprobe/slaprobe/test/browser"
 )
 
@@ -29,7 +31,7 @@ func runChromium(t *testing.T, bin, page string, args ...string) (string, string
 	return browser.Run(t, bin, "file://"+page, args...)
 }
 
-func writeSample(t *testing.T, r *Report) string {
+func writeSample(t *testing.T, r *report.Report) string {
 	t.Helper()
 	paths, err := Write(t.TempDir(), r)
 	if err != nil {
@@ -47,7 +49,7 @@ func TestChromiumRender(t *testing.T) {
 	if errs := browser.Console(stderr); len(errs) > 0 {
 		t.Errorf("console output while loading report.html:\n%s", strings.Join(errs, "\n"))
 	}
-	for _, c := range Charts {
+	for _, c := range slo.Charts {
 		if !strings.Contains(dom, `data-chart="`+c+`"`) {
 			t.Errorf("chart %q missing from the rendered DOM", c)
 		}
@@ -55,7 +57,7 @@ func TestChromiumRender(t *testing.T) {
 	if n, want := strings.Count(dom, `data-chart="capacity"`), len(r.Capacity.UseCases); n != want {
 		t.Errorf("%d capacity charts in the DOM; want %d", n, want)
 	}
-	if n := strings.Count(dom, `<svg class="plot"`); n < len(Charts)-4 {
+	if n := strings.Count(dom, `<svg class="plot"`); n < len(slo.Charts)-4 {
 		t.Errorf("only %d SVG plots in the DOM", n)
 	}
 

@@ -1,4 +1,4 @@
-package report
+package render
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/slaprobe/slaprobe/internal/report"
 	"github.com/slaprobe/slaprobe/internal/svgchart"
 	"github.com/slaprobe/slaprobe/internal/sweep"
 )
@@ -23,7 +24,7 @@ func baseOf(s svgchart.Series) svgchart.Series {
 }
 
 // baseReport is the baseline of a comparison, or nil.
-func (r *Report) baseReport() *Report {
+func baseReport(r *report.Report) *report.Report {
 	if r == nil || r.Comparison == nil {
 		return nil
 	}
@@ -32,8 +33,8 @@ func (r *Report) baseReport() *Report {
 
 // baseScenario returns the baseline's scenario matching s: the same name
 // and the same prompt and output lengths (package compare's rule), or nil.
-func (r *Report) baseScenario(s *Scenario) *Scenario {
-	b := r.baseReport()
+func baseScenario(r *report.Report, s *report.Scenario) *report.Scenario {
+	b := baseReport(r)
 	if b == nil || s == nil {
 		return nil
 	}
@@ -71,17 +72,17 @@ func fmtInterval(lo, hi float64) string {
 }
 
 // changeCell is a table cell for one metric's change.
-func changeCell(m *MetricChange) string {
+func changeCell(m *report.MetricChange) string {
 	if m == nil {
 		return "–"
 	}
 	c := fmtChange(m.Change)
 	switch m.Verdict {
-	case VerdictWorse:
+	case report.VerdictWorse:
 		return c + " worse"
-	case VerdictBetter:
+	case report.VerdictBetter:
 		return c + " better"
-	case VerdictUnknown:
+	case report.VerdictUnknown:
 		return c + " (no CI)"
 	}
 	if m.Detectable != nil {
@@ -93,31 +94,31 @@ func changeCell(m *MetricChange) string {
 // metricLabel names a compared metric for people.
 func metricLabel(metric string) string {
 	switch metric {
-	case MetricTTFT:
+	case report.MetricTTFT:
 		return "TTFT"
-	case MetricITL:
+	case report.MetricITL:
 		return "ITL"
-	case MetricDecode:
+	case report.MetricDecode:
 		return "decode speed"
-	case MetricE2E:
+	case report.MetricE2E:
 		return "E2E latency"
-	case MetricPrefill:
+	case report.MetricPrefill:
 		return "prefill speed"
-	case MetricSystemThroughput:
+	case report.MetricSystemThroughput:
 		return "system throughput"
-	case CapacityMaxSafeQueue:
+	case report.CapacityMaxSafeQueue:
 		return "max safe queue depth"
-	case CapacityUseCase:
+	case report.CapacityUseCase:
 		return "use-case capacity"
-	case MetricGoodShare:
+	case report.MetricGoodShare:
 		return "goodput share"
-	case CapacityOn:
+	case report.CapacityOn:
 		return "capacity on"
-	case MetricPrimingTTFT:
+	case report.MetricPrimingTTFT:
 		return "priming TTFT"
-	case MetricCachedShare:
+	case report.MetricCachedShare:
 		return "cached share"
-	case CapacityConversations:
+	case report.CapacityConversations:
 		return "capacity in conversations"
 	}
 	return metric
@@ -126,13 +127,13 @@ func metricLabel(metric string) string {
 // metricValue formats a compared metric's value in its unit.
 func metricValue(metric string, v float64) string {
 	switch metric {
-	case MetricTTFT, MetricE2E, MetricPrimingTTFT:
+	case report.MetricTTFT, report.MetricE2E, report.MetricPrimingTTFT:
 		return fmtSeconds(v)
-	case MetricCachedShare:
+	case report.MetricCachedShare:
 		return fmtPct(v)
-	case MetricITL:
+	case report.MetricITL:
 		return fmtMS(v)
-	case MetricGoodShare:
+	case report.MetricGoodShare:
 		return fmtPct(v)
 	}
 	return fmtRate(v) + " tok/s"
@@ -140,7 +141,7 @@ func metricValue(metric string, v float64) string {
 
 // FindingText is one line of the summary at the top (and of the
 // terminal summary of `slaprobe compare`).
-func FindingText(f Finding) string {
+func FindingText(f report.Finding) string {
 	if c := f.Capacity; c != nil {
 		label := metricLabel(c.Kind)
 		if c.Rule != "" {
@@ -176,7 +177,7 @@ type compareView struct {
 	Counts       string
 }
 
-func buildCompareView(r *Report) *compareView {
+func buildCompareView(r *report.Report) *compareView {
 	c := r.Comparison
 	if c == nil {
 		return nil
@@ -202,11 +203,11 @@ func buildCompareView(r *Report) *compareView {
 	for _, s := range c.Steps {
 		for _, m := range s.Metrics {
 			switch m.Verdict {
-			case VerdictWorse:
+			case report.VerdictWorse:
 				worse++
-			case VerdictBetter:
+			case report.VerdictBetter:
 				better++
-			case VerdictNoChange:
+			case report.VerdictNoChange:
 				same++
 			default:
 				unknown++
@@ -250,7 +251,7 @@ func buildCompareView(r *Report) *compareView {
 }
 
 // compareMethod explains the comparison in the method section.
-func compareMethod(c *Comparison) kv {
+func compareMethod(c *report.Comparison) kv {
 	m := c.Method
 	grouped := "" // the steps judged on groups of their requests
 	resampled := "resamples"
@@ -287,7 +288,7 @@ func compareMethod(c *Comparison) kv {
 }
 
 // headlineChange is the change line of a headline tile.
-func headlineChange(base, cur *Figure, r *Report, metric string, boundish bool) (string, string) {
+func headlineChange(base, cur *report.Figure, r *report.Report, metric string, boundish bool) (string, string) {
 	if base == nil || cur == nil {
 		if base != nil {
 			return "base: " + figureText(base, boundish) + "; not measured in this run", ""
@@ -308,10 +309,10 @@ func headlineChange(base, cur *Figure, r *Report, metric string, boundish bool) 
 	if metric != "" && base.Scenario == cur.Scenario && base.Mode == cur.Mode && base.Concurrency == cur.Concurrency {
 		if m := r.Comparison.Step(cur.Scenario, cur.Mode, cur.Concurrency).Metric(metric); m != nil {
 			switch m.Verdict {
-			case VerdictWorse, VerdictBetter:
+			case report.VerdictWorse, report.VerdictBetter:
 				text += ", " + m.Verdict
 				cls = m.Verdict
-			case VerdictNoChange:
+			case report.VerdictNoChange:
 				text += ", no detectable change"
 			}
 		}
@@ -321,7 +322,7 @@ func headlineChange(base, cur *Figure, r *Report, metric string, boundish bool) 
 	return text, cls
 }
 
-func figureText(f *Figure, boundish bool) string {
+func figureText(f *report.Figure, boundish bool) string {
 	if boundish {
 		return fmtBound(statBound(f))
 	}
@@ -335,21 +336,21 @@ func figureText(f *Figure, boundish bool) string {
 }
 
 // capacityChangeText is a capacity's change for a tile or table.
-func capacityChangeText(c *CapacityChange) string {
+func capacityChangeText(c *report.CapacityChange) string {
 	if c == nil {
 		return ""
 	}
 	switch c.Presence {
-	case OnlyInBase:
+	case report.OnlyInBase:
 		return "only in the base run: " + fmtBound(*c.Base)
-	case OnlyInNew:
+	case report.OnlyInNew:
 		return "not in the base run"
 	}
 	s := "base " + fmtBound(*c.Base) + " → " + fmtChange(c.Change)
 	switch c.Verdict {
-	case VerdictWorse, VerdictBetter:
+	case report.VerdictWorse, report.VerdictBetter:
 		s += ", " + c.Verdict
-	case VerdictNoChange:
+	case report.VerdictNoChange:
 		s += ", no change at the ladder’s resolution"
 	default:
 		if c.Note != "" {
@@ -360,19 +361,19 @@ func capacityChangeText(c *CapacityChange) string {
 }
 
 // stepChangeColumns are the "vs base" columns of a step table.
-func stepChangeColumns(r *Report, s *Scenario, mode sweep.Mode) []column {
+func stepChangeColumns(r *report.Report, s *report.Scenario, mode sweep.Mode) []column {
 	if r.Comparison == nil {
 		return nil
 	}
-	cell := func(metric string) func(Step) string {
-		return func(st Step) string {
+	cell := func(metric string) func(report.Step) string {
+		return func(st report.Step) string {
 			sc := r.Comparison.Step(s.Name, mode, st.Concurrency)
 			switch {
 			case sc == nil:
 				return "–"
-			case sc.Presence == OnlyInNew:
+			case sc.Presence == report.OnlyInNew:
 				return "not in base"
-			case sc.Presence == OnlyInBase:
+			case sc.Presence == report.OnlyInBase:
 				return "only in base"
 			case sc.NotMeasured == "both":
 				return "not measured"
@@ -387,23 +388,23 @@ func stepChangeColumns(r *Report, s *Scenario, mode sweep.Mode) []column {
 		g = "median per request (repeated bursts: of the rounds’ medians), change vs base"
 	}
 	cols := []column{
-		{2, g, "Δ", "TTFT", cell(MetricTTFT)},
-		{2, g, "Δ", "ITL", cell(MetricITL)},
-		{2, g, "Δ", "decode", cell(MetricDecode)},
-		{2, g, "Δ", "E2E", cell(MetricE2E)},
-		{2, g, "Δ", "prefill", cell(MetricPrefill)},
-		{2, "step, change vs base", "Δ", "system tok/s", cell(MetricSystemThroughput)},
+		{2, g, "Δ", "TTFT", cell(report.MetricTTFT)},
+		{2, g, "Δ", "ITL", cell(report.MetricITL)},
+		{2, g, "Δ", "decode", cell(report.MetricDecode)},
+		{2, g, "Δ", "E2E", cell(report.MetricE2E)},
+		{2, g, "Δ", "prefill", cell(report.MetricPrefill)},
+		{2, "step, change vs base", "Δ", "system tok/s", cell(report.MetricSystemThroughput)},
 	}
 	for _, st := range s.Steps(mode) {
 		if st.Conversation != nil {
-			cols = append(cols, column{2, g, "Δ", "priming TTFT", cell(MetricPrimingTTFT)},
-				column{2, "step, change vs base", "Δ", "cached share", cell(MetricCachedShare)})
+			cols = append(cols, column{2, g, "Δ", "priming TTFT", cell(report.MetricPrimingTTFT)},
+				column{2, "step, change vs base", "Δ", "cached share", cell(report.MetricCachedShare)})
 			break
 		}
 	}
 	for _, st := range s.Steps(mode) {
 		if st.GoodShare != nil {
-			return append(cols, column{2, "step, change vs base", "Δ", "good share", cell(MetricGoodShare)})
+			return append(cols, column{2, "step, change vs base", "Δ", "good share", cell(report.MetricGoodShare)})
 		}
 	}
 	return cols
@@ -411,15 +412,15 @@ func stepChangeColumns(r *Report, s *Scenario, mode sweep.Mode) []column {
 
 // baseBand draws a comparison's baseline range as its two edges, faint
 // and dashed, over NEW's shaded band.
-func baseBand(r *Report, idx []int, get func(Step) float64, unit func(float64) string) []svgchart.Series {
-	b := r.baseReport()
+func baseBand(r *report.Report, idx []int, get func(report.Step) float64, unit func(float64) string) []svgchart.Series {
+	b := baseReport(r)
 	if b == nil {
 		return nil
 	}
 	var bidx []int
 	for _, i := range idx {
 		for j := range b.Scenarios {
-			if r.baseScenario(&r.Scenarios[i]) == &b.Scenarios[j] {
+			if baseScenario(r, &r.Scenarios[i]) == &b.Scenarios[j] {
 				bidx = append(bidx, j)
 			}
 		}

@@ -1,4 +1,4 @@
-package report
+package render
 
 import (
 	"fmt"
@@ -172,7 +172,7 @@ func TestCapacityChartsReadTheSameWay(t *testing.T) {
 	r := Sample()
 	charts := 0
 	for _, u := range r.Capacity.UseCases {
-		base := *r.scenario(u.Scenario)
+		base := *r.ScenarioNamed(u.Scenario)
 		for _, ttft := range []float64{0, 2, 5, 8, 10, 12, 20, 30} {
 			for _, dec := range []float64{0, 5, 10, 15, 20, 30, 50} {
 				for _, itl := range []float64{0, 0.05} {

@@ -1,4 +1,4 @@
-package report
+package render
 
 import (
 	"fmt"
@@ -9,43 +9,11 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/slaprobe/slaprobe/internal/report"
+	"github.com/slaprobe/slaprobe/internal/slo"
 	"github.com/slaprobe/slaprobe/internal/svgchart"
 	"github.com/slaprobe/slaprobe/internal/sweep"
 )
-
-// Chart names: the data-chart attribute of every figure in report.html (and
-// its element id, prefixed "chart-"). Grafana panels mirror the same list.
-const (
-	ChartHeadline            = "headline"
-	ChartDecodeVsConcurrency = "decode-vs-concurrency"
-	ChartITLVsConcurrency    = "itl-vs-concurrency"
-	ChartScalingEfficiency   = "scaling-efficiency"
-	ChartDecodeRange         = "decode-range"
-	ChartTTFTRange           = "ttft-range"
-	ChartTTFTVsQueueDepth    = "ttft-vs-queue-depth"
-	ChartITLVsQueueDepth     = "itl-vs-queue-depth"
-	ChartDecodeVsQueueDepth  = "decode-vs-queue-depth"
-	ChartMaxSafeQueue        = "max-safe-queue"
-	ChartSystemThroughput    = "system-throughput"
-	ChartTokensPerHour       = "tokens-per-hour"
-	ChartUseCaseTable        = "use-case-capacity"
-	// ChartCapacity is one figure per use case; its id is
-	// "chart-capacity-<scenario slug>".
-	ChartCapacity         = "capacity"
-	ChartQueueWait        = "queue-wait-vs-context"
-	ChartPrefillVsContext = "prefill-vs-context"
-	ChartPower            = "power-vs-context"
-)
-
-// Charts lists every data-chart value report.html always contains (one
-// capacity figure per use case comes on top).
-var Charts = []string{
-	ChartHeadline, ChartUseCaseTable,
-	ChartDecodeVsConcurrency, ChartITLVsConcurrency, ChartScalingEfficiency, ChartDecodeRange, ChartTTFTRange,
-	ChartTTFTVsQueueDepth, ChartITLVsQueueDepth, ChartDecodeVsQueueDepth, ChartMaxSafeQueue,
-	ChartSystemThroughput, ChartTokensPerHour,
-	ChartQueueWait, ChartPrefillVsContext, ChartPower,
-}
 
 // Okabe–Ito colours (safe for colour-blind readers), darkest first, plus
 // markers so lines stay apart in grey print.
@@ -86,10 +54,10 @@ func nColor(i, n int) string {
 
 // The experience bands (bands.go) in the units each chart plots.
 var (
-	bandsDecode = DecodeBands.scaled(1)
-	bandsITLms  = ITLBands.scaled(1000)
-	bandsTTFT   = TTFTBands.scaled(1)
-	bandsEffPct = EfficiencyBands.scaled(100)
+	bandsDecode = scaled(slo.DecodeBands, 1)
+	bandsITLms  = scaled(slo.ITLBands, 1000)
+	bandsTTFT   = scaled(slo.TTFTBands, 1)
+	bandsEffPct = scaled(slo.EfficiencyBands, 100)
 )
 
 // figure is one panel of the page.
@@ -169,15 +137,15 @@ func slugify(s string) string {
 	return out
 }
 
-func sortedSteps(steps []Step) []Step {
-	out := append([]Step(nil), steps...)
+func sortedSteps(steps []report.Step) []report.Step {
+	out := append([]report.Step(nil), steps...)
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Concurrency < out[j].Concurrency })
 	return out
 }
 
 // okSteps drops steps with no successful request: their statistics are empty.
-func okSteps(steps []Step) []Step {
-	var out []Step
+func okSteps(steps []report.Step) []report.Step {
+	var out []report.Step
 	for _, s := range sortedSteps(steps) {
 		if s.RequestsOK > 0 {
 			out = append(out, s)
@@ -189,14 +157,14 @@ func okSteps(steps []Step) []Step {
 // chartScenarios are the scenarios drawn on the sweep charts: everything
 // but the use-case family, which has its own capacity figures (all of them
 // when nothing else has data).
-func chartScenarios(r *Report) []int {
+func chartScenarios(r *report.Report) []int {
 	var idx, all []int
 	for i, s := range r.Scenarios {
 		if len(s.ClosedLoop) == 0 && len(s.Burst) == 0 {
 			continue
 		}
 		all = append(all, i)
-		if s.Family != FamilyUseCase {
+		if s.Family != report.FamilyUseCase {
 			idx = append(idx, i)
 		}
 	}
@@ -206,7 +174,7 @@ func chartScenarios(r *Report) []int {
 	return idx
 }
 
-func scenarioSeries(r *Report, i int) svgchart.Series {
+func scenarioSeries(r *report.Report, i int) svgchart.Series {
 	n := len(scenarioColors)
 	return svgchart.Series{Name: r.Scenarios[i].Name, Color: scenarioColors[i%n], Marker: i % 4, Dashed: i >= n}
 }
@@ -218,10 +186,10 @@ func nAxis(label string, ns []float64) svgchart.Axis {
 }
 
 // ladderOf collects the N values measured in a mode across the scenarios.
-func ladderOf(r *Report, idx []int, m sweep.Mode) []float64 {
+func ladderOf(r *report.Report, idx []int, m sweep.Mode) []float64 {
 	seen := map[int]bool{}
 	var out []float64
-	add := func(s *Scenario) {
+	add := func(s *report.Scenario) {
 		if s == nil {
 			return
 		}
@@ -234,7 +202,7 @@ func ladderOf(r *Report, idx []int, m sweep.Mode) []float64 {
 	}
 	for _, i := range idx {
 		add(&r.Scenarios[i])
-		add(r.baseScenario(&r.Scenarios[i]))
+		add(baseScenario(r, &r.Scenarios[i]))
 	}
 	sort.Float64s(out)
 	return out
@@ -257,7 +225,7 @@ func spread(vals []float64) float64 {
 }
 
 // metricSeries builds one line per scenario from a step metric.
-func metricSeries(r *Report, idx []int, m sweep.Mode, get func(Step) (float64, bool), tip func(float64) string) ([]svgchart.Series, []float64) {
+func metricSeries(r *report.Report, idx []int, m sweep.Mode, get func(report.Step) (float64, bool), tip func(float64) string) ([]svgchart.Series, []float64) {
 	var out []svgchart.Series
 	var vals []float64
 	for _, i := range idx {
@@ -275,7 +243,7 @@ func metricSeries(r *Report, idx []int, m sweep.Mode, get func(Step) (float64, b
 			out = append(out, s)
 		}
 		// A comparison draws the baseline of the same scenario beside it.
-		if b := r.baseScenario(&r.Scenarios[i]); b != nil {
+		if b := baseScenario(r, &r.Scenarios[i]); b != nil {
 			bs := baseOf(scenarioSeries(r, i))
 			for _, st := range okSteps(b.Steps(m)) {
 				v, ok := get(st)
@@ -300,7 +268,7 @@ type located struct {
 	scenario string
 	n        int
 	ok       bool
-	step     *Step // the step measured, where known
+	step     *report.Step // the step measured, where known
 }
 
 // Points of steps that started on a busy engine are skipped: findings
@@ -339,11 +307,11 @@ func newFigure(name, title, how string) figure {
 }
 
 // buildFigures returns the page's figures grouped by section.
-func buildSections(r *Report) []section {
+func buildSections(r *report.Report) []section {
 	idx := chartScenarios(r)
 	th := r.Config.Thresholds
 	if th.MaxSafeQueueTTFTSeconds == 0 && th.ITLInstantSeconds == 0 && th.ITLCeilingSeconds == 0 {
-		th = DefaultThresholds()
+		th = report.DefaultThresholds()
 	}
 	if th.MaxSafeQueueStat == "" {
 		th.MaxSafeQueueStat = sweep.StatMean
@@ -356,9 +324,9 @@ func buildSections(r *Report) []section {
 		Intro: "Closed loop: the client keeps exactly N requests in flight and starts the next one as soon as one finishes, so these charts show what each user gets while N users share the server at a steady pace. " +
 			closedQueueText(closedQueueWait(r, idx))}
 	closed.Figures = append(closed.Figures,
-		lines[ChartDecodeVsConcurrency].figure(r, idx, closedN),
-		lines[ChartITLVsConcurrency].figure(r, idx, closedN),
-		lines[ChartScalingEfficiency].figure(r, idx, closedN),
+		lines[slo.ChartDecodeVsConcurrency].figure(r, idx, closedN),
+		lines[slo.ChartITLVsConcurrency].figure(r, idx, closedN),
+		lines[slo.ChartScalingEfficiency].figure(r, idx, closedN),
 		figDecodeRange(r, idx, closedN),
 		figTTFTRange(r, idx, closedN),
 	)
@@ -366,9 +334,9 @@ func buildSections(r *Report) []section {
 	burst := section{ID: "burst", Title: "When should I scale up?",
 		Intro: "Burst: N requests arrive at the same instant. The engine starts what fits and queues the rest, so time to first token grows with the queue. Use these charts for SLA and autoscaling decisions."}
 	burst.Figures = append(burst.Figures,
-		lines[ChartTTFTVsQueueDepth].figure(r, idx, burstN),
-		lines[ChartITLVsQueueDepth].figure(r, idx, burstN),
-		lines[ChartDecodeVsQueueDepth].figure(r, idx, burstN),
+		lines[slo.ChartTTFTVsQueueDepth].figure(r, idx, burstN),
+		lines[slo.ChartITLVsQueueDepth].figure(r, idx, burstN),
+		lines[slo.ChartDecodeVsQueueDepth].figure(r, idx, burstN),
 		figMaxSafeQueue(r, th),
 	)
 
@@ -393,7 +361,7 @@ func buildSections(r *Report) []section {
 		conv := section{ID: "conversations", Title: "How many conversations?",
 			Intro: "A conversation scenario holds N conversations in flight, each sending its turns one after the other. Its follow-ups should find their conversation in the prefix cache; the capacity in conversations is the largest N whose follow-ups keep their TTFT within the threshold and keep hitting the cache."}
 		if len(r.Capacity.Conversations) > 0 {
-			f := newFigure(ChartConversationCapacity, "Capacity in concurrent conversations",
+			f := newFigure(slo.ChartConversationCapacity, "Capacity in concurrent conversations",
 				"The largest closed-loop N of conversations in flight that meets every limit: the follow-ups’ TTFT statistic within the scenario’s threshold, and the share of follow-ups hitting the prefix cache at or above the configured share (sweep.capacity.conversation_hit_share, 90 % by default). Between two measured steps each limit is interpolated linearly, as for every capacity.")
 			f.Wide = true
 			t := conversationTable(r)
@@ -402,7 +370,7 @@ func buildSections(r *Report) []section {
 		}
 		conv.Figures = append(conv.Figures, figs...)
 		if t := conversationStepsTable(r); len(t.Rows) > 0 {
-			f := newFigure(ChartConversationSteps, "Follow-ups by concurrent conversations",
+			f := newFigure(slo.ChartConversationSteps, "Follow-ups by concurrent conversations",
 				"Per closed-loop step: the follow-ups’ time to first token, the cold priming turns’ TTFT, and how the follow-ups found their conversation in the prefix cache (hit: at least 90 % of what the engine had seen of it came from the cache; miss: under 10 %; unknown: the server reported no cached tokens).")
 			f.Wide = true
 			f.Table = &t
@@ -448,7 +416,7 @@ type section struct {
 }
 
 // rangeBand builds a band from the best to the worst scenario at each N.
-func rangeBand(r *Report, idx []int, get func(Step) float64, unit func(float64) string) (svgchart.Area, []string) {
+func rangeBand(r *report.Report, idx []int, get func(report.Step) float64, unit func(float64) string) (svgchart.Area, []string) {
 	byN := map[int][]located{}
 	for _, i := range idx {
 		for _, st := range okSteps(r.Scenarios[i].ClosedLoop) {
@@ -479,10 +447,10 @@ func rangeBand(r *Report, idx []int, get func(Step) float64, unit func(float64) 
 	return a, notes
 }
 
-func figDecodeRange(r *Report, idx []int, ns []float64) figure {
-	f := newFigure(ChartDecodeRange, "Per-user throughput range",
+func figDecodeRange(r *report.Report, idx []int, ns []float64) figure {
+	f := newFigure(slo.ChartDecodeRange, "Per-user throughput range",
 		"The shaded band runs from the best scenario (usually the shortest context) to the worst at each N. A narrow band means context length hardly changes what a user gets; a wide one means long prompts pay a large decode penalty.")
-	get := func(s Step) float64 { return s.Decode.Mean }
+	get := func(s report.Step) float64 { return s.Decode.Mean }
 	unit := func(v float64) string { return fmtRate(v) + " tok/s" }
 	a, notes := rangeBand(r, idx, get, unit)
 	c := svgchart.Chart{ID: f.DOMID, Title: f.Title, X: nAxis("concurrent requests (N)", ns),
@@ -501,7 +469,7 @@ type queueWait struct {
 	measured bool // some step carried a queue wait (the engine has the histogram)
 }
 
-func closedQueueWait(r *Report, idx []int) queueWait {
+func closedQueueWait(r *report.Report, idx []int) queueWait {
 	var q queueWait
 	for _, i := range idx {
 		for _, st := range okSteps(r.Scenarios[i].ClosedLoop) {
@@ -533,10 +501,10 @@ func closedQueueText(q queueWait) string {
 	}
 }
 
-func figTTFTRange(r *Report, idx []int, ns []float64) figure {
-	f := newFigure(ChartTTFTRange, "Time to first token range",
+func figTTFTRange(r *report.Report, idx []int, ns []float64) figure {
+	f := newFigure(slo.ChartTTFTRange, "Time to first token range",
 		"The band runs from the quickest scenario to the slowest at each N. TTFT is prefill plus any time the engine kept the request in its queue, so the top edge is usually the longest context. Under 0.5 s feels instant; 0.5–2 s responsive.")
-	get := func(s Step) float64 { return s.TTFT.Mean }
+	get := func(s report.Step) float64 { return s.TTFT.Mean }
 	a, notes := rangeBand(r, idx, get, fmtSeconds)
 	bb := baseBand(r, idx, get, fmtSeconds)
 	switch q := closedQueueWait(r, idx); {
@@ -564,8 +532,8 @@ func figTTFTRange(r *Report, idx []int, ns []float64) figure {
 	return f
 }
 
-func figMaxSafeQueue(r *Report, th ReferenceLines) figure {
-	f := newFigure(ChartMaxSafeQueue, "Max safe queue depth",
+func figMaxSafeQueue(r *report.Report, th report.ReferenceLines) figure {
+	f := newFigure(slo.ChartMaxSafeQueue, "Max safe queue depth",
 		"The largest burst each scenario absorbs while TTFT stays within the limit. Size autoscaling or admission control so that no more than this many requests wait at once.")
 	f.TileClass = "pair"
 	for _, q := range r.Capacity.MaxSafeQueue {
@@ -579,7 +547,7 @@ func figMaxSafeQueue(r *Report, th ReferenceLines) figure {
 		if q.Approximate {
 			t.Extra += "; interpolated"
 		}
-		if c := r.Comparison.CapacityOf(CapacityMaxSafeQueue, q.Scenario); c != nil {
+		if c := r.Comparison.CapacityOf(report.CapacityMaxSafeQueue, q.Scenario); c != nil {
 			t.Change = capacityChangeText(c)
 			if c.Significant() {
 				t.ChangeClass = c.Verdict
@@ -589,7 +557,7 @@ func figMaxSafeQueue(r *Report, th ReferenceLines) figure {
 	}
 	if c := r.Comparison; c != nil {
 		for _, cc := range c.Capacity {
-			if cc.Kind == CapacityMaxSafeQueue && cc.Presence == OnlyInBase {
+			if cc.Kind == report.CapacityMaxSafeQueue && cc.Presence == report.OnlyInBase {
 				f.Tiles = append(f.Tiles, tile{Label: cc.Scenario, Value: "–", Sub: "not measured in this run", Change: capacityChangeText(&cc)})
 			}
 		}
@@ -600,10 +568,10 @@ func figMaxSafeQueue(r *Report, th ReferenceLines) figure {
 	return f
 }
 
-func figSystem(r *Report, idx []int, closedN, burstN []float64) figure {
-	f := newFigure(ChartSystemThroughput, "System throughput vs concurrency",
+func figSystem(r *report.Report, idx []int, closedN, burstN []float64) figure {
+	f := newFigure(slo.ChartSystemThroughput, "System throughput vs concurrency",
 		"Output tokens per second summed over all streams. Solid lines are closed-loop steps, dashed lines the same scenario under burst load. The curve flattens where the server runs out of memory bandwidth or KV cache.")
-	get := func(s Step) (float64, bool) { return s.SystemTokensPerSecond, s.SystemTokensPerSecond > 0 }
+	get := func(s report.Step) (float64, bool) { return s.SystemTokensPerSecond, s.SystemTokensPerSecond > 0 }
 	tip := func(v float64) string { return fmtRate(v) + " tok/s (" + fmtBig(v*3600) + " tokens/h)" }
 	ss, _ := metricSeries(r, idx, sweep.ModeClosedLoop, get, tip)
 	bs, _ := metricSeries(r, idx, sweep.ModeBurst, get, tip)
@@ -650,8 +618,8 @@ func dedupe(v []float64) []float64 {
 	return out
 }
 
-func figTokensPerHour(r *Report, idx []int) figure {
-	f := newFigure(ChartTokensPerHour, "Tokens per hour",
+func figTokensPerHour(r *report.Report, idx []int) figure {
+	f := newFigure(slo.ChartTokensPerHour, "Tokens per hour",
 		"System throughput × 3,600 for each closed-loop step, and the best of them (“at” names its N): a rate the server kept up for a whole step. Use it to size batch jobs such as document processing or synthetic data.")
 	t := tokensPerHourTable(r, idx)
 	if len(t.Rows) == 0 {
@@ -664,7 +632,7 @@ func figTokensPerHour(r *Report, idx []int) figure {
 
 // tokensPerHourTable: one row per scenario, one column per closed-loop N,
 // plus the peak over both modes.
-func tokensPerHourTable(r *Report, idx []int) table {
+func tokensPerHourTable(r *report.Report, idx []int) table {
 	ns := ladderOf(r, idx, sweep.ModeClosedLoop)
 	t := table{Head: []string{"scenario"}, Numeric: []bool{false}}
 	for _, n := range ns {
@@ -676,7 +644,7 @@ func tokensPerHourTable(r *Report, idx []int) table {
 	for _, i := range idx {
 		s := &r.Scenarios[i]
 		row := []string{s.Name}
-		byN := map[int]Step{}
+		byN := map[int]report.Step{}
 		for _, st := range okSteps(s.ClosedLoop) {
 			byN[st.Concurrency] = st
 		}
@@ -690,16 +658,16 @@ func tokensPerHourTable(r *Report, idx []int) table {
 		// The peak is sustained: the best closed-loop step; a burst only
 		// when the scenario ran no closed loop (its "at" cell says burst).
 		// Busy steps are left out, as in the headline.
-		var best *Step
+		var best *report.Step
 		var bestMode sweep.Mode
-		for _, m := range modes(s) {
+		for _, m := range s.Modes() {
 			if best != nil {
 				break
 			}
-			for _, st := range okSteps(m.steps) {
+			for _, st := range okSteps(m.Steps) {
 				if !st.StartedBusy() && (best == nil || st.TokensPerHour > best.TokensPerHour) {
 					st := st
-					best, bestMode = &st, m.mode
+					best, bestMode = &st, m.Mode
 				}
 			}
 		}
@@ -727,17 +695,17 @@ func tokensPerHourTable(r *Report, idx []int) table {
 
 // peakChange compares a scenario's peak tokens per hour with the
 // baseline's, as a number (one figure per step has no interval).
-func peakChange(r *Report, s *Scenario, peak float64) string {
-	b := r.baseScenario(s)
+func peakChange(r *report.Report, s *report.Scenario, peak float64) string {
+	b := baseScenario(r, s)
 	if b == nil {
 		return "not in base"
 	}
 	var best float64
-	for _, m := range modes(b) {
+	for _, m := range b.Modes() {
 		if best > 0 {
 			break
 		}
-		for _, st := range okSteps(m.steps) {
+		for _, st := range okSteps(m.Steps) {
 			if !st.StartedBusy() && st.TokensPerHour > best {
 				best = st.TokensPerHour
 			}
@@ -749,8 +717,8 @@ func peakChange(r *Report, s *Scenario, peak float64) string {
 	return fmtChange((peak - best) / best)
 }
 
-func figUseCaseTable(r *Report) figure {
-	f := newFigure(ChartUseCaseTable, "Use-case capacity",
+func figUseCaseTable(r *report.Report) figure {
+	f := newFigure(slo.ChartUseCaseTable, "Use-case capacity",
 		"How many concurrent requests each use case supports before its first threshold breaks. For chat-style traffic with pauses between turns, one request slot serves several active users.")
 	f.Wide = true
 	t := useCaseTable(r)
@@ -762,12 +730,12 @@ func figUseCaseTable(r *Report) figure {
 	return f
 }
 
-func useCaseTable(r *Report) table {
+func useCaseTable(r *report.Report) table {
 	t := table{Class: "cap", Head: []string{"use case", "context", "thresholds", "capacity", "limited by", "tested up to"},
 		Numeric: []bool{false, false, false, true, false, true}}
 	for _, u := range r.Capacity.UseCases {
 		ctx, thr := "", ""
-		if s := r.scenario(u.Scenario); s != nil {
+		if s := r.ScenarioNamed(u.Scenario); s != nil {
 			ctx = fmt.Sprintf("%s in / %s out", fmtTokens(float64(s.InputTokens)), grouped(float64(s.OutputTokens), 0))
 			thr = strings.Join(thresholdTexts(s.Thresholds), ", ")
 		}
@@ -781,10 +749,10 @@ func useCaseTable(r *Report) table {
 		t.Head = append(t.Head, "change vs base")
 		t.Numeric = append(t.Numeric, false)
 		for i, u := range r.Capacity.UseCases {
-			t.Rows[i] = append(t.Rows[i], orDash(capacityChangeText(c.CapacityOf(CapacityUseCase, u.Scenario))))
+			t.Rows[i] = append(t.Rows[i], orDash(capacityChangeText(c.CapacityOf(report.CapacityUseCase, u.Scenario))))
 		}
 		for _, cc := range c.Capacity {
-			if cc.Kind == CapacityUseCase && cc.Presence == OnlyInBase {
+			if cc.Kind == report.CapacityUseCase && cc.Presence == report.OnlyInBase {
 				row := make([]string, len(t.Head))
 				for j := range row {
 					row[j] = "–"
@@ -808,17 +776,17 @@ func orDash(s string) string {
 	return s
 }
 
-func figCapacities(r *Report) []figure {
+func figCapacities(r *report.Report) []figure {
 	var out []figure
 	used := map[string]int{}
 	for _, u := range r.Capacity.UseCases {
-		s := r.scenario(u.Scenario)
+		s := r.ScenarioNamed(u.Scenario)
 		slug := slugify(u.Scenario)
 		used[slug]++
 		if used[slug] > 1 {
 			slug += "-" + strconv.Itoa(used[slug])
 		}
-		f := figure{Chart: ChartCapacity, DOMID: "chart-capacity-" + slug, Scenario: u.Scenario,
+		f := figure{Chart: slo.ChartCapacity, DOMID: "chart-capacity-" + slug, Scenario: u.Scenario,
 			Title: "Capacity: " + u.Scenario,
 			How:   "Inter-token latency on the left axis (linear), time to first token or end-to-end latency on the right axis (log scale, on every capacity chart), against N. Dashed lines are this use case’s thresholds in the colour of the metric they limit; the grey line marks the capacity."}
 		if s == nil {
@@ -829,7 +797,7 @@ func figCapacities(r *Report) []figure {
 		if s.Description != "" || s.InputTokens > 0 {
 			f.How = fmt.Sprintf("%s in / %s out%s. ", fmtTokens(float64(s.InputTokens)), grouped(float64(s.OutputTokens), 0), descSuffix(s.Description)) + f.How
 		}
-		f.SVG, f.Legend = capacityChart(f.DOMID, s, u, r.baseScenario(s))
+		f.SVG, f.Legend = capacityChart(f.DOMID, s, u, baseScenario(r, s))
 		f.Findings = append(f.Findings, capacitySentence(s, u))
 		out = append(out, f)
 	}
@@ -843,7 +811,7 @@ func descSuffix(d string) string {
 	return " · " + d
 }
 
-func capacitySentence(s *Scenario, u UseCaseCapacity) string {
+func capacitySentence(s *report.Scenario, u report.UseCaseCapacity) string {
 	thr := strings.Join(thresholdTexts(s.Thresholds), " and ")
 	switch {
 	case u.AtLeast:
@@ -855,7 +823,7 @@ func capacitySentence(s *Scenario, u UseCaseCapacity) string {
 	}
 }
 
-func limitStat(u UseCaseCapacity, kind string) sweep.Stat {
+func limitStat(u report.UseCaseCapacity, kind string) sweep.Stat {
 	for _, l := range u.Limits {
 		if l.Kind == kind && l.Stat != "" {
 			return l.Stat
@@ -866,13 +834,13 @@ func limitStat(u UseCaseCapacity, kind string) sweep.Stat {
 
 // base, when not nil, is a comparison's baseline of the same use case: its
 // curves are drawn faint and dashed beside NEW's.
-func capacityChart(id string, s *Scenario, u UseCaseCapacity, base *Scenario) (template.HTML, template.HTML) {
+func capacityChart(id string, s *report.Scenario, u report.UseCaseCapacity, base *report.Scenario) (template.HTML, template.HTML) {
 	steps := okSteps(s.Steps(u.Mode))
 	var ns []float64
 	itl := svgchart.Series{Name: "ITL mean (left axis)", Color: colorCapITL, Marker: 0}
 	useE2E := s.Thresholds.E2E.Seconds() > 0
 	useTTFT := s.Thresholds.TTFT.Seconds() > 0 || !useE2E
-	ttftStat, e2eStat := limitStat(u, LimitTTFT), limitStat(u, LimitE2E)
+	ttftStat, e2eStat := limitStat(u, report.LimitTTFT), limitStat(u, report.LimitE2E)
 	ttft := svgchart.Series{Name: "TTFT " + string(ttftStat) + " (right axis)", Color: colorCapTTFT, Marker: 1, Right: true}
 	e2e := svgchart.Series{Name: "E2E " + string(e2eStat) + " (right axis)", Color: colorCapE2E, Marker: 2, Right: true}
 	for _, st := range steps {
@@ -946,19 +914,19 @@ func capacityChart(id string, s *Scenario, u UseCaseCapacity, base *Scenario) (t
 	}
 	t := s.Thresholds
 	if t.TTFT.Seconds() > 0 {
-		c.Refs = append(c.Refs, svgchart.RefLine{Value: t.TTFT.Seconds(), Right: true, Color: colorCapTTFT, Label: limitText(LimitTTFT, t.TTFT.Seconds())})
+		c.Refs = append(c.Refs, svgchart.RefLine{Value: t.TTFT.Seconds(), Right: true, Color: colorCapTTFT, Label: limitText(report.LimitTTFT, t.TTFT.Seconds())})
 	}
 	if t.E2E.Seconds() > 0 {
-		c.Refs = append(c.Refs, svgchart.RefLine{Value: t.E2E.Seconds(), Right: true, Color: colorCapE2E, Label: limitText(LimitE2E, t.E2E.Seconds())})
+		c.Refs = append(c.Refs, svgchart.RefLine{Value: t.E2E.Seconds(), Right: true, Color: colorCapE2E, Label: limitText(report.LimitE2E, t.E2E.Seconds())})
 	}
 	if t.ITL.Seconds() > 0 {
-		c.Refs = append(c.Refs, svgchart.RefLine{Value: t.ITL.Seconds() * 1000, Color: colorCapITL, Label: limitText(LimitITL, t.ITL.Seconds())})
+		c.Refs = append(c.Refs, svgchart.RefLine{Value: t.ITL.Seconds() * 1000, Color: colorCapITL, Label: limitText(report.LimitITL, t.ITL.Seconds())})
 	}
 	if t.MinDecode > 0 {
 		// Per request, ITL is the reciprocal of decode speed.
 		itlMax := 1 / t.MinDecode
 		c.Refs = append(c.Refs, svgchart.RefLine{Value: itlMax * 1000, Color: colorCapITL,
-			Label: limitText(LimitDecode, t.MinDecode) + " (ITL ≤ " + strings.Replace(fmtMS(itlMax), ".0 ms", " ms", 1) + ")"})
+			Label: limitText(report.LimitDecode, t.MinDecode) + " (ITL ≤ " + strings.Replace(fmtMS(itlMax), ".0 ms", " ms", 1) + ")"})
 	}
 	if u.Value > 0 {
 		c.Refs = append(c.Refs, svgchart.RefLine{Value: float64(u.Value), Vertical: true, Color: colorCapacityMrk, Label: "capacity " + fmtBound(u.Bound)})
@@ -970,9 +938,9 @@ func capacityChart(id string, s *Scenario, u UseCaseCapacity, base *Scenario) (t
 
 // contextRows picks one scenario per context length (the first in report
 // order) for the charts whose x axis is the context.
-func contextRows(r *Report, idx []int) []*Scenario {
+func contextRows(r *report.Report, idx []int) []*report.Scenario {
 	seen := map[int]bool{}
-	var out []*Scenario
+	var out []*report.Scenario
 	for _, i := range idx {
 		s := &r.Scenarios[i]
 		if len(s.ClosedLoop) == 0 || seen[s.InputTokens] {
@@ -986,7 +954,7 @@ func contextRows(r *Report, idx []int) []*Scenario {
 }
 
 // contextSeries builds one line per closed-loop N with x = context length.
-func contextSeries(rows []*Scenario, get func(Step) (float64, bool), unit func(float64) string) ([]svgchart.Series, []float64) {
+func contextSeries(rows []*report.Scenario, get func(report.Step) (float64, bool), unit func(float64) string) ([]svgchart.Series, []float64) {
 	byN := map[int][]svgchart.Point{}
 	var ctxs []float64
 	for _, s := range rows {
@@ -1012,14 +980,14 @@ func contextSeries(rows []*Scenario, get func(Step) (float64, bool), unit func(f
 
 // withBaseContext adds a comparison's baseline lines to a context chart:
 // for each N the same colour as NEW's line of that N, faint and dashed.
-func withBaseContext(r *Report, idx []int, ss []svgchart.Series, ctxs []float64, get func(Step) (float64, bool), unit func(float64) string) ([]svgchart.Series, []float64) {
-	b := r.baseReport()
+func withBaseContext(r *report.Report, idx []int, ss []svgchart.Series, ctxs []float64, get func(report.Step) (float64, bool), unit func(float64) string) ([]svgchart.Series, []float64) {
+	b := baseReport(r)
 	if b == nil {
 		return ss, ctxs
 	}
-	var brows []*Scenario
+	var brows []*report.Scenario
 	for _, row := range contextRows(r, idx) {
-		if bs := r.baseScenario(row); bs != nil {
+		if bs := baseScenario(r, row); bs != nil {
 			brows = append(brows, bs)
 		}
 	}
@@ -1045,7 +1013,7 @@ func ctxAxis(ctxs []float64) svgchart.Axis {
 	return svgchart.Axis{Label: "context length (input tokens)", Log: true, Ticks: ctxs, Fmt: fmtTokens}
 }
 
-func figQueueWait(r *Report, idx []int) figure {
+func figQueueWait(r *report.Report, idx []int) figure {
 	f, ss := queueWaitByContext.figure(r, idx)
 	if hi := extreme(ss, true); hi.ok {
 		f.Findings = append(f.Findings, fmt.Sprintf("Longest mean queue wait: %s at %s context, %s.", fmtSeconds(hi.v), fmtTokens(float64(hi.n)), hi.scenario))
@@ -1053,7 +1021,7 @@ func figQueueWait(r *Report, idx []int) figure {
 	return f
 }
 
-func figPrefill(r *Report, idx []int) figure {
+func figPrefill(r *report.Report, idx []int) figure {
 	f, ss := prefillByContext.figure(r, idx)
 	if len(ss) == 0 {
 		return f
@@ -1075,24 +1043,24 @@ func figPrefill(r *Report, idx []int) figure {
 	return f
 }
 
-func figPower(r *Report, idx []int) figure {
+func figPower(r *report.Report, idx []int) figure {
 	b := powerByContext
 	f := newFigure(b.chart, b.title, b.how)
 	ss, ctxs := b.series(r, idx)
 	// Tiles use every step of every scenario, both modes.
-	var peak, bestJ *Step
+	var peak, bestJ *report.Step
 	var peakName, bestJName string
 	var peakMode sweep.Mode
 	for i := range r.Scenarios {
 		s := &r.Scenarios[i]
-		for _, m := range modes(s) {
-			for _, st := range m.steps {
+		for _, m := range s.Modes() {
+			for _, st := range m.Steps {
 				if st.Power == nil {
 					continue
 				}
 				st := st
 				if peak == nil || st.Power.PeakWatts > peak.Power.PeakWatts {
-					peak, peakName, peakMode = &st, s.Name, m.mode
+					peak, peakName, peakMode = &st, s.Name, m.Mode
 				}
 				if st.Power.JoulesPerToken > 0 && (bestJ == nil || st.Power.JoulesPerToken < bestJ.Power.JoulesPerToken) {
 					bestJ, bestJName = &st, s.Name

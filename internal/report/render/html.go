@@ -1,4 +1,4 @@
-package report
+package render
 
 import (
 	"fmt"
@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/slaprobe/slaprobe/internal/report"
+	"github.com/slaprobe/slaprobe/internal/slo"
 	"github.com/slaprobe/slaprobe/internal/sweep"
 )
 
@@ -65,16 +67,16 @@ var pageTmpl = template.Must(template.New("report").Funcs(template.FuncMap{
 }).Parse(htmlTemplate))
 
 // RenderHTML writes the self-contained HTML report.
-func RenderHTML(w io.Writer, r *Report) error {
-	r = prepared(r)
+func RenderHTML(w io.Writer, r *report.Report) error {
+	r = report.Prepared(r)
 	return pageTmpl.Execute(w, buildPage(r))
 }
 
-func buildPage(r *Report) page {
+func buildPage(r *report.Report) page {
 	m := r.Meta
 	p := page{
 		Title:         reportTitle(r),
-		SchemaVersion: SchemaVersion,
+		SchemaVersion: report.SchemaVersion,
 		ToolVersion:   m.ToolVersion,
 		Notes:         r.Notes,
 		Kicker:        "slaprobe benchmark report",
@@ -107,7 +109,7 @@ func buildPage(r *Report) page {
 	p.Headline = headlineTiles(r)
 	p.Sections = buildSections(r)
 	p.Appendix = appendix(r)
-	for _, b := range []Bands{ITLBands, TTFTBands, DecodeBands, EfficiencyBands} {
+	for _, b := range []slo.Bands{slo.ITLBands, slo.TTFTBands, slo.DecodeBands, slo.EfficiencyBands} {
 		p.Bands = append(p.Bands, bandRow{b.Metric, b.Text})
 	}
 	p.Methodology = []kv{
@@ -142,14 +144,14 @@ func buildPage(r *Report) page {
 	return p
 }
 
-func reportTitle(r *Report) string {
+func reportTitle(r *report.Report) string {
 	if c := r.Comparison; c != nil {
 		return baseTitle(r) + " compared with " + c.BaseLabel
 	}
 	return baseTitle(r)
 }
 
-func baseTitle(r *Report) string {
+func baseTitle(r *report.Report) string {
 	if r.Meta.Title != "" {
 		return r.Meta.Title
 	}
@@ -159,7 +161,7 @@ func baseTitle(r *Report) string {
 	return "slaprobe benchmark"
 }
 
-func metaRows(r *Report) []kv {
+func metaRows(r *report.Report) []kv {
 	m := r.Meta
 	var rows []kv
 	add := func(k, v string) {
@@ -168,7 +170,7 @@ func metaRows(r *Report) []kv {
 		}
 	}
 	add("Model", m.Model)
-	add("Target", RedactURL(m.TargetURL))
+	add("Target", report.RedactURL(m.TargetURL))
 	add("API", m.APIOrChat())
 	if m.Engine != "" {
 		add("Engine", strings.TrimSpace(m.Engine+" "+m.EngineVersion))
@@ -221,23 +223,23 @@ func joinInts(v []int) string {
 // no closed-loop step has no sustained figure, and the tile must say so.
 const burstNote = "from a burst (N sent at once): no closed-loop step ran, so not a sustained figure"
 
-func headlineTiles(r *Report) []tile {
+func headlineTiles(r *report.Report) []tile {
 	h := r.Headline
 	var out []tile
-	extra := func(s *Figure, more string) string {
+	extra := func(s *report.Figure, more string) string {
 		if s.Mode == sweep.ModeBurst {
 			return strings.TrimPrefix(more+"; "+burstNote, "; ")
 		}
 		return more
 	}
-	var bh Headline
-	if b := r.baseReport(); b != nil {
+	var bh report.Headline
+	if b := baseReport(r); b != nil {
 		bh = b.Headline
-		if bh.empty() {
-			bh = ComputeHeadline(b)
+		if bh.Empty() {
+			bh = report.ComputeHeadline(b)
 		}
 	}
-	compared := func(t tile, base, cur *Figure, metric string, boundish bool) tile {
+	compared := func(t tile, base, cur *report.Figure, metric string, boundish bool) tile {
 		if r.Comparison != nil {
 			t.Change, t.ChangeClass = headlineChange(base, cur, r, metric, boundish)
 		}
@@ -245,15 +247,15 @@ func headlineTiles(r *Report) []tile {
 	}
 	if s := h.PeakDecode; s != nil {
 		out = append(out, compared(tile{Label: "Peak decode speed", Value: fmtRate(s.Value), Unit: "tok/s", Sub: where(s), Extra: extra(s, "")},
-			bh.PeakDecode, s, MetricDecode, false))
+			bh.PeakDecode, s, report.MetricDecode, false))
 	}
 	if s := h.MaxSystemThroughput; s != nil {
 		out = append(out, compared(tile{Label: "Max system throughput", Value: fmtRate(s.Value), Unit: "tok/s", Sub: where(s),
-			Extra: extra(s, "≈ "+fmtBig(s.Value*3600)+" tokens per hour")}, bh.MaxSystemThroughput, s, MetricSystemThroughput, false))
+			Extra: extra(s, "≈ "+fmtBig(s.Value*3600)+" tokens per hour")}, bh.MaxSystemThroughput, s, report.MetricSystemThroughput, false))
 	}
 	if s := h.BestTTFT; s != nil {
 		out = append(out, compared(tile{Label: "Best time to first token", Value: fmtSeconds(s.Value), Sub: where(s), Extra: extra(s, "")},
-			bh.BestTTFT, s, MetricTTFT, false))
+			bh.BestTTFT, s, report.MetricTTFT, false))
 	}
 	if len(h.MaxSafeQueue) > 0 {
 		first := h.MaxSafeQueue[0]
@@ -267,7 +269,7 @@ func headlineTiles(r *Report) []tile {
 			rest = append(rest, s.Scenario+" "+fmtBound(statBound(&s)))
 		}
 		t.Extra = strings.Join(rest, " · ")
-		if c := r.Comparison.CapacityOf(CapacityMaxSafeQueue, first.Scenario); c != nil {
+		if c := r.Comparison.CapacityOf(report.CapacityMaxSafeQueue, first.Scenario); c != nil {
 			t.Change = capacityChangeText(c)
 			if c.Significant() {
 				t.ChangeClass = c.Verdict
@@ -283,7 +285,7 @@ func headlineTiles(r *Report) []tile {
 			if c.Scenario == first.Scenario && strings.HasPrefix(c.Rule, "goodput") {
 				t.Sub += ", " + ruleLabel(c.Rule)
 				rest = append(rest, betweenText(c))
-				if cc := r.Comparison.CapacityOnRule(CapacityOn, c.Scenario, c.Rule); cc != nil {
+				if cc := r.Comparison.CapacityOnRule(report.CapacityOn, c.Scenario, c.Rule); cc != nil {
 					t.Change = capacityChangeText(cc)
 					if cc.Significant() {
 						t.ChangeClass = cc.Verdict
@@ -309,7 +311,7 @@ func headlineTiles(r *Report) []tile {
 			rest = append(rest, s.Scenario+" "+fmtBound(statBound(&s)))
 		}
 		t.Extra = strings.Join(rest, " · ")
-		if c := r.Comparison.CapacityOf(CapacityConversations, first.Scenario); c != nil {
+		if c := r.Comparison.CapacityOf(report.CapacityConversations, first.Scenario); c != nil {
 			t.Change = capacityChangeText(c)
 			if c.Significant() {
 				t.ChangeClass = c.Verdict
@@ -330,10 +332,10 @@ func headlineTiles(r *Report) []tile {
 	}
 	if s := h.UsersAt32K; s != nil {
 		t := tile{Label: "Concurrent users at 32K context", Value: fmtBound(statBound(s)), Unit: "requests", Sub: s.Scenario}
-		if sc := r.scenario(s.Scenario); sc != nil {
+		if sc := r.ScenarioNamed(s.Scenario); sc != nil {
 			t.Extra = strings.Join(thresholdTexts(sc.Thresholds), ", ")
 		}
-		if c := r.Comparison.CapacityOf(CapacityUseCase, s.Scenario); c != nil {
+		if c := r.Comparison.CapacityOf(report.CapacityUseCase, s.Scenario); c != nil {
 			t.Change = capacityChangeText(c)
 			if c.Significant() {
 				t.ChangeClass = c.Verdict
@@ -344,7 +346,7 @@ func headlineTiles(r *Report) []tile {
 	return out
 }
 
-func appendix(r *Report) []appendixEntry {
+func appendix(r *report.Report) []appendixEntry {
 	var out []appendixEntry
 	for _, s := range r.Scenarios {
 		s := s
@@ -356,38 +358,38 @@ func appendix(r *Report) []appendixEntry {
 		if s.Description != "" {
 			e.Info += " · " + s.Description
 		}
-		for _, m := range modes(&s) {
-			if len(m.steps) > 0 {
-				e.Tables = append(e.Tables, stepTables(r, &s, m.mode)...)
+		for _, m := range s.Modes() {
+			if len(m.Steps) > 0 {
+				e.Tables = append(e.Tables, stepTables(r, &s, m.Mode)...)
 			}
 		}
 		for _, st := range s.StoppedEarly {
 			e.Notes = append(e.Notes, sentence(earlyStopText(st)))
 		}
-		for _, m := range modes(&s) {
-			for _, st := range sortedSteps(m.steps) {
+		for _, m := range s.Modes() {
+			for _, st := range sortedSteps(m.Steps) {
 				if st.StartedBusy() {
-					e.Notes = append(e.Notes, busyStepNote(m.mode, st))
+					e.Notes = append(e.Notes, busyStepNote(m.Mode, st))
 				}
 				if !st.Measured() {
-					e.Notes = append(e.Notes, notMeasuredNote(m.mode, st))
+					e.Notes = append(e.Notes, notMeasuredNote(m.Mode, st))
 				}
 			}
 		}
 		out = append(out, e)
 	}
 	// A comparison lists the scenarios only the baseline measured too.
-	if b := r.baseReport(); b != nil {
+	if b := baseReport(r); b != nil {
 		for _, s := range b.Scenarios {
 			s := s
-			if r.scenarioMatching(&s) != nil {
+			if scenarioMatching(r, &s) != nil {
 				continue
 			}
 			e := appendixEntry{ID: "base-scenario-" + slugify(s.Name), Name: s.Name + " (only in the base run)",
 				Info: fmt.Sprintf("%s · %s in / %s out · measured in the base run only; its values are the base’s", s.Family, grouped(float64(s.InputTokens), 0), grouped(float64(s.OutputTokens), 0))}
-			for _, m := range modes(&s) {
-				if len(m.steps) > 0 {
-					e.Tables = append(e.Tables, stepTables(&Report{}, &s, m.mode)...)
+			for _, m := range s.Modes() {
+				if len(m.Steps) > 0 {
+					e.Tables = append(e.Tables, stepTables(&report.Report{}, &s, m.Mode)...)
 				}
 			}
 			out = append(out, e)
@@ -397,7 +399,7 @@ func appendix(r *Report) []appendixEntry {
 }
 
 // scenarioMatching returns r's scenario with s's name and lengths, or nil.
-func (r *Report) scenarioMatching(s *Scenario) *Scenario {
+func scenarioMatching(r *report.Report, s *report.Scenario) *report.Scenario {
 	for i := range r.Scenarios {
 		o := &r.Scenarios[i]
 		if o.Name == s.Name && o.InputTokens == s.InputTokens && o.OutputTokens == s.OutputTokens {
@@ -407,7 +409,7 @@ func (r *Report) scenarioMatching(s *Scenario) *Scenario {
 	return nil
 }
 
-func earlyStopText(e EarlyStop) string {
+func earlyStopText(e report.EarlyStop) string {
 	msg := fmt.Sprintf("%s ladder stopped after N=%d", modeLabel(e.Mode), e.AfterN)
 	if len(e.SkippedLadderN) > 0 {
 		msg += " (skipped N=" + joinInts(e.SkippedLadderN) + ")"

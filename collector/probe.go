@@ -75,6 +75,8 @@ type ProbeMetrics struct {
 	// The engine's own timing (see engine_timing.go).
 	engine engineTimingMetrics
 
+	stamps *prometheus.CounterVec // slaprobe_probe_timestamps_total (timestamps.go)
+
 	// thresholds judge good probes; SetThresholds sets them.
 	mu         sync.RWMutex
 	thresholds map[string]prober.Thresholds
@@ -168,6 +170,8 @@ func NewProbeMetricsWith(reg prometheus.Registerer, o ProbeMetricsOptions) *Prob
 		planned: newGauge("prober_planned_tokens_per_hour",
 			"Prompt plus output tokens the prober plans to spend per hour on the target, from the enabled scenarios and their intervals.", "target"),
 	}
+	m.stamps = newStampCounter()
+	reg.MustRegister(m.stamps)
 	m.conv = newConversationMetrics(o)
 	reg.MustRegister(m.conv.collectors()...)
 	m.engine = newEngineTimingMetrics(o)
@@ -245,6 +249,7 @@ func (m *ProbeMetrics) observe(r *prober.Result) {
 		kind = prober.KindError
 	}
 	m.probes.WithLabelValues(r.Target, r.Model, r.Scenario, apiOf(r), string(kind)).Inc()
+	m.observeStamps(r)
 	if kind != prober.KindError && m.thresholdsOf(r.Scenario).MetBy(r) {
 		m.good.WithLabelValues(r.Target, r.Model, r.Scenario, apiOf(r), string(kind)).Inc()
 	}
@@ -400,6 +405,7 @@ func (m *ProbeMetrics) ForgetTarget(target string) {
 	for _, v := range m.vecs() {
 		v.DeletePartialMatch(l)
 	}
+	m.stamps.DeletePartialMatch(l)
 }
 
 // ForgetModel deletes the series of one target and model, e.g. those

@@ -66,6 +66,7 @@ func goldenCases() []prober.Result {
 		ITL: 4 * time.Millisecond, HasITL: true}
 	// Speculative decoding with counts: 90 of 120 drafted tokens accepted.
 	reasoning.SpecDecode = prober.SpecDecode{Draft: 120, Accepted: 90, HasCounts: true, Ratio: 0.75, Has: true}
+	reasoning.Stamps = prober.StampKernel // slaprobe_probe_timestamps_total
 
 	short := success()
 	short.Kind = prober.KindShortOutput

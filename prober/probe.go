@@ -52,7 +52,8 @@ type Prober struct {
 
 	tracer atomic.Value // tracerBox: where probe spans go (trace.go)
 
-	prefix PrefixPrompts // the prompts of Scenario.Shape probes (shared_prefix.go)
+	prefix     PrefixPrompts // the prompts of Scenario.Shape probes (shared_prefix.go)
+	userStamps atomic.Bool   // SetUserStamps: never use kernel receive stamps (kstamp.go)
 }
 
 // New returns a Prober. A nil logger discards; a nil clock is SystemClock.
@@ -585,8 +586,9 @@ func (p *Prober) send(ctx context.Context, t Target, prep *Prepared, turn int, b
 		defer cancelTimeout()
 	}
 	var t0, firstByte startStamp
+	var kc kstampSlot // the connection's kernel receive stamps (kstamp.go)
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		GotConn:              func(httptrace.GotConnInfo) { t0.set(p.clock.Now()) },
+		GotConn:              func(i httptrace.GotConnInfo) { t0.set(p.clock.Now()); kc.got(i.Conn) },
 		GotFirstResponseByte: func() { firstByte.set(p.clock.Now()) },
 	})
 
@@ -662,6 +664,7 @@ func (p *Prober) send(ctx context.Context, t Target, prep *Prepared, turn int, b
 	}
 	d := newStreamDecoder(resp.Body, p.clock, p.maxLineBytes(), res)
 	defer d.release()
+	d.sr.k = kc.attach(p, resp.ProtoMajor, res)
 	d.api = prep.API
 	// A conversation's turn that another follows keeps its answer's text
 	// to replay it.
@@ -672,6 +675,7 @@ func (p *Prober) send(ctx context.Context, t Target, prep *Prepared, turn int, b
 	}
 	end := d.decode()
 	d.sr.stopStall()
+	res.Stamps = d.sr.k.source()
 	var cause error
 	if end.readErr != nil && ctx.Err() != nil {
 		cause = context.Cause(ctx)

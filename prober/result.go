@@ -102,6 +102,10 @@ type Result struct {
 	LastToken    time.Time // arrival of the last chunk carrying generated output
 	Reasoning    bool      // the stream carried reasoning tokens before content
 
+	// Stamps is where FirstByte, FirstToken, FirstContent and LastToken came
+	// from (kstamp.go); "" when the stream was not read.
+	Stamps StampSource
+
 	PromptTokens     int // usage.prompt_tokens
 	OutputTokens     int // usage.completion_tokens (final)
 	RequestedTokens  int // max_tokens asked for

@@ -59,12 +59,17 @@ type stampReader struct {
 	stall   time.Duration // 0: no stall detection
 	onStall func()
 	watch   *stallWatch // armed at the first token
+
+	k kstampRef // the connection's kernel receive stamps (kstamp.go); zero: user stamps
 }
 
 func (s *stampReader) Read(p []byte) (int, error) {
 	n, err := s.r.Read(p)
 	if n > 0 {
 		s.last = s.clock.Now()
+		if s.k.s != nil {
+			s.last = s.k.stamp(s.last) // when the kernel took the bytes of the connection's last read
+		}
 		if s.watch != nil {
 			s.watch.lastNano.Store(int64(s.last.Sub(s.watch.epoch)))
 		}

@@ -234,6 +234,7 @@ func benchTimingError(b *testing.B, streams, perStream int, sim benchSim) {
 		b.Fatalf("decode step at batch %d is %v, want %v", streams, got, benchStep)
 	}
 	p := prober.New(nil, prober.SystemClock{})
+	p.SetUserStamps(benchUserStamps) // kstamp_bench_test.go
 	prep := accPrepare(b, p, sim.target, accScenario(256, 128))
 	taps := make([]*benchTap, streams)
 	targets := make([]prober.Target, streams)
@@ -292,6 +293,9 @@ func benchTimingError(b *testing.B, streams, perStream int, sim benchSim) {
 					b.Fatalf("no trace for %s", res.ResponseID)
 				}
 				pairs = st.add(res, tr, pr.arrivals, pairs)
+				if res.Stamps == prober.StampKernel {
+					st.kernel++
+				}
 			}
 		}
 		st.bursts(pairs)
@@ -312,6 +316,8 @@ func benchTimingError(b *testing.B, streams, perStream int, sim benchSim) {
 	b.ReportMetric(benchMean(st.inBurst), "lag_in_burst_mean_us")
 	b.ReportMetric(benchMean(st.afterBurst), "lag_after_burst_mean_us")
 	b.ReportMetric(benchMean(st.burst), "burst_mean_us")
+	b.ReportMetric(float64(st.kernel)/float64(st.probes), "kernel_share")
+	b.ReportMetric(benchQuantile(st.ttftSigned, 0.5), "ttft_err_signed_p50_us")
 	if cpuOK && st.chunks > 0 {
 		// CPU time (user + system, 10 ms ticks) per output chunk while the
 		// probes ran, per-request work included.
@@ -331,6 +337,8 @@ func benchTimingError(b *testing.B, streams, perStream int, sim benchSim) {
 // benchStats accumulates errors in µs.
 type benchStats struct {
 	probes, mismatched  int
+	kernel              int       // probes whose stamps came from the kernel
+	ttftSigned          []float64 // first token's arrival − its write
 	chunks              int       // output chunks written by the engine
 	ttft, itl, gap      []float64 // absolute errors
 	lag                 []float64 // signed
@@ -398,6 +406,7 @@ func (s *benchStats) add(res *prober.Result, tr vllmsim.Trace, arrivals []time.T
 	s.probes++
 	s.chunks += len(tr.Chunks)
 	s.ttft = append(s.ttft, benchUS(absDur(res.FirstToken.Sub(tr.FirstTokenWritten))))
+	s.ttftSigned = append(s.ttftSigned, benchUS(res.FirstToken.Sub(tr.FirstTokenWritten)))
 	if n := tr.CompletionTokens - tr.Chunks[0].Tokens; n > 0 {
 		truth := tr.LastTokenWritten.Sub(tr.FirstTokenWritten) / time.Duration(n)
 		s.itl = append(s.itl, benchUS(absDur(res.ITL()-truth)))

@@ -17,7 +17,9 @@ import (
 // credentials there. A 3xx fails the probe with reason redirect instead.
 func NewTargetClient(cfg promcfg.HTTPClientConfig, name string) (*http.Client, error) {
 	cfg.FollowRedirects = false
-	c, err := promcfg.NewClientFromConfig(cfg, name)
+	// Each connection's reads carry the kernel's receive time where the
+	// platform gives it (prober.DialKernelStamps; user-space stamps else).
+	c, err := promcfg.NewClientFromConfig(cfg, name, promcfg.WithDialContextFunc(prober.DialKernelStamps))
 	if err != nil {
 		return nil, err
 	}

@@ -32,6 +32,7 @@ type probeView struct {
 	ResponseID, FinishReason   string
 	TraceID, Split             string
 	Logs                       []logView
+	Stamps                     string // kernel or user: where the arrival times came from
 }
 
 type logView struct {
@@ -75,7 +76,7 @@ func (s *Server) serveProbes(w http.ResponseWriter, r *http.Request) {
 		pv := probeView{Scenario: p.Scenario, Model: p.Model, Sent: p.Sent.Local().Format("2006-01-02 15:04:05.000"), Ago: ago(now, p.Sent),
 			Running: !p.Done, OK: p.OK(), Kind: string(p.Kind), Reason: string(p.Reason), Err: p.Err,
 			CacheHit: p.CacheHit, ResponseID: p.ResponseID, FinishReason: p.FinishReason,
-			TraceID: p.TraceID, Split: probeSplit(&p)}
+			TraceID: p.TraceID, Split: probeSplit(&p), Stamps: p.Stamps}
 		if p.Done {
 			pv.Tokens = fmt.Sprintf("%d in, %d of %d out", p.PromptTokens, p.OutputTokens, p.RequestedTokens)
 		}

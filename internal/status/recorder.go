@@ -75,6 +75,10 @@ type Probe struct {
 
 	Logs []LogLine
 
+	// Stamps is where the probe's arrival times came from: kernel or user
+	// (prober.StampSource); "" when its stream was not read.
+	Stamps string
+
 	// Turns counts the probe as slaprobe_probes_total does (a warm
 	// conversation: each follow-up, not its priming turn), GoodTurns as
 	// slaprobe_probes_good_total does: those that met every threshold of
@@ -281,6 +285,7 @@ func fill(p *Probe, res *prober.Result, now time.Time) {
 	// A warm follow-up is meant to hit the cache: its TTFT and E2E are the measurement.
 	p.FinishReason, p.ResponseID, p.CacheHit = res.FinishReason, res.ResponseID, res.CacheHit() && !res.FollowUp()
 	p.TraceID = res.TraceID
+	p.Stamps = string(res.Stamps)
 	setEngine(p, res)
 	for _, turn := range append(res.Earlier[:len(res.Earlier):len(res.Earlier)], *res) {
 		if turn.Turn == 1 && turn.Kind == prober.KindSuccess {

@@ -215,7 +215,7 @@ var probesTmpl = template.Must(template.New("probes").Funcs(funcs).Parse(`<!DOCT
 <td>{{.Scenario}}<br><span class="small mute">{{.Model}}</span></td>
 <td>{{if .Running}}<span class="mute">in flight</span>{{else if .OK}}<span class="v-ok">success</span>{{else}}<span class="err">{{.Kind}}{{if .Reason}} · {{.Reason}}{{end}}</span>{{end}}{{if .CacheHit}}<br><span class="err small">prefix-cache hit</span>{{end}}</td>
 <td class="num">{{.TTFT}}</td><td class="num">{{.ITL}}</td><td class="num">{{.Decode}}</td><td class="num">{{.E2E}}</td>
-<td class="small">{{.Tokens}}{{if .FinishReason}}<br>finish: {{.FinishReason}}{{end}}{{if .ResponseID}}<br><span class="mute">id {{.ResponseID}}</span>{{end}}{{if .TraceID}}<br><span class="mute">trace <code data-trace-id="{{.TraceID}}">{{.TraceID}}</code></span>{{end}}</td></tr>
+<td class="small">{{.Tokens}}{{if .FinishReason}}<br>finish: {{.FinishReason}}{{end}}{{if .ResponseID}}<br><span class="mute">id {{.ResponseID}}</span>{{end}}{{if .TraceID}}<br><span class="mute">trace <code data-trace-id="{{.TraceID}}">{{.TraceID}}</code></span>{{end}}{{if .Stamps}}<br><span class="mute" data-stamps="{{.Stamps}}">stamps: {{.Stamps}}</span>{{end}}</td></tr>
 <tr><td></td><td colspan="7">{{if .Split}}<span class="small" data-split>TTFT: {{.Split}}</span><br>{{end}}{{if .Err}}<code class="err">{{.Err}}</code>{{end}}
 {{if .Logs}}<pre class="logs">{{range .Logs}}<span class="lv-{{.Level}}">{{.Time}} {{.Level}} {{.Text}}</span>
 {{end}}</pre>{{else}}<span class="small mute">no log line</span>{{end}}</td></tr>

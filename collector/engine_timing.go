@@ -63,7 +63,7 @@ func (e *engineTimingMetrics) init(target, model, scenario, api string) {
 
 // TTFTRecorded reports whether r's timings (TTFT, E2E, prefill) go into
 // their histograms: a timed answer with a cold prompt, or a warm follow-up;
-// not a warm scenario's successful priming turn (warm.go keeps it apart),
+// not a warm scenario's successful priming turn (conversation.go keeps it apart),
 // nor a cold probe that hit the prefix cache. observe records the client's
 // timings and ObserveEngineTurn the engine's for exactly these probes, so
 // that the split adds up to the TTFT histogram.
@@ -72,6 +72,37 @@ func TTFTRecorded(r *prober.Result) bool {
 		return false
 	}
 	return r.TTFTValid()
+}
+
+// EnginePlan is what becomes of one probe turn's engine timing.
+type EnginePlan int
+
+const (
+	// EngineSkip: the turn's TTFT is not recorded (TTFTRecorded), so
+	// neither is its engine timing; a trace span of it counts for nothing.
+	EngineSkip EnginePlan = iota
+	// EngineRecordNow: the response carried the engine's timing, or one
+	// dropped as implausible: ObserveEngineTurn records it at once.
+	EngineRecordNow
+	// EngineAwaitSpan: the response carried none: a caller with a trace
+	// join waits for the engine's span and then calls ObserveEngineTurn
+	// with the settled turn; one without (or whose join cannot start)
+	// calls it at once, which records source="none".
+	EngineAwaitSpan
+)
+
+// PlanEngineTiming decides, in one place, whether a probe turn's engine
+// timing waits for a trace join, is recorded now, or is not recorded at
+// all. ObserveEngineTurn and the daemon's trace join both act on it.
+func PlanEngineTiming(r *prober.Result) EnginePlan {
+	switch {
+	case !TTFTRecorded(r):
+		return EngineSkip
+	case r.Engine.Source == prober.TimingResponse || r.Engine.Dropped.Reason != "":
+		return EngineRecordNow
+	default:
+		return EngineAwaitSpan
+	}
 }
 
 // ObserveEngine records the engine timing of r and of its earlier turns,
@@ -84,9 +115,11 @@ func (m *ProbeMetrics) ObserveEngine(r *prober.Result) {
 	m.ObserveEngineTurn(r)
 }
 
-// ObserveEngineTurn records the engine timing of r alone (not its earlier turns).
+// ObserveEngineTurn records the engine timing of r alone (not its earlier
+// turns), as it stands: a turn PlanEngineTiming skips records nothing, any
+// other turn counts once under its source (none when it has no timing).
 func (m *ProbeMetrics) ObserveEngineTurn(r *prober.Result) {
-	if !TTFTRecorded(r) {
+	if PlanEngineTiming(r) == EngineSkip {
 		return
 	}
 	lv := []string{r.Target, r.Model, r.Scenario, apiOf(r)}

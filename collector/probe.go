@@ -70,8 +70,8 @@ type ProbeMetrics struct {
 	success, promptTokens, outputTokens, lastTimestamp, enabled *prometheus.GaugeVec
 	threshold, planned, contextNeeded                           *prometheus.GaugeVec
 
-	// Warm scenarios only (see warm.go).
-	warm warmMetrics
+	// Conversation scenarios only (see conversation.go).
+	conv conversationMetrics
 	// The engine's own timing (see engine_timing.go).
 	engine engineTimingMetrics
 
@@ -172,8 +172,8 @@ func NewProbeMetricsWith(reg prometheus.Registerer, o ProbeMetricsOptions) *Prob
 	}
 	m.stamps = newStampCounter()
 	reg.MustRegister(m.stamps)
-	m.warm = newWarmMetrics(o)
-	reg.MustRegister(m.warm.collectors()...)
+	m.conv = newConversationMetrics(o)
+	reg.MustRegister(m.conv.collectors()...)
 	m.engine = newEngineTimingMetrics(o)
 	reg.MustRegister(m.engine.collectors()...)
 	reg.MustRegister(m.ttft, m.itl, m.decode, m.e2e, m.prefill, m.chunk, m.ttfc, m.specAcceptance)
@@ -194,7 +194,7 @@ func NewProbeMetricsWith(reg prometheus.Registerer, o ProbeMetricsOptions) *Prob
 //     the prompt hit the prefix cache, TTFT, E2E, prefill speed and (for
 //     reasoning output) time to first content. A cache hit counts in
 //     probe_cache_hits_total instead. A warm follow-up records all of them
-//     but prefill speed, and its warm metrics.
+//     but prefill speed, and its conversation metrics.
 //   - short_output (the server ended the answer early):
 //     probes_total{result="short_output"}, and the same timings as a success:
 //     TTFT and prefill speed as measured, E2E at the asked length
@@ -209,7 +209,7 @@ func NewProbeMetricsWith(reg prometheus.Registerer, o ProbeMetricsOptions) *Prob
 // Every probe updates the token counters and the last-probe gauges; every
 // chunk with a known token count is one tokens_per_chunk observation.
 //
-// A warm probe is a conversation: its priming turn is kept apart (warm.go),
+// A warm probe is a conversation: its priming turn is kept apart (conversation.go),
 // and each follow-up is recorded as a probe of its scenario whose TTFT, E2E
 // and prefill count even though it hit the cache, as it is meant to.
 //
@@ -227,13 +227,13 @@ func (m *ProbeMetrics) ObserveClient(r *prober.Result) {
 		m.observe(&r.Earlier[i])
 	}
 	m.observe(r)
-	m.warm.observeConversation(r)
+	m.conv.observeConversation(r)
 }
 
 func (m *ProbeMetrics) observe(r *prober.Result) {
 	lv := []string{r.Target, r.Model, r.Scenario, apiOf(r)}
 	if r.Turn == 1 && r.Kind == prober.KindSuccess {
-		m.warm.observePrime(r)
+		m.conv.observePrime(r)
 		m.tokens.WithLabelValues(r.Target, r.Model, r.Scenario, apiOf(r), "prompt").Add(float64(max(r.PromptTokens, 0)))
 		m.tokens.WithLabelValues(r.Target, r.Model, r.Scenario, apiOf(r), "output").Add(float64(max(r.OutputTokens, 0)))
 		if r.PromptTokens > 0 && !r.PromptLengthOK {
@@ -268,7 +268,7 @@ func (m *ProbeMetrics) observe(r *prober.Result) {
 		}
 		if r.FollowUp() {
 			if kind == prober.KindSuccess {
-				m.warm.observeFollowUp(r)
+				m.conv.observeFollowUp(r)
 			}
 		} else if r.CacheHit() {
 			m.cacheHits.WithLabelValues(lv...).Inc()
@@ -428,8 +428,8 @@ func (m *ProbeMetrics) vecs() []*prometheus.MetricVec {
 		m.usageMismatches.MetricVec, m.firstChunk.MetricVec,
 		m.success.MetricVec, m.promptTokens.MetricVec, m.outputTokens.MetricVec, m.lastTimestamp.MetricVec, m.enabled.MetricVec,
 		m.planned.MetricVec, m.contextNeeded.MetricVec,
-		m.warm.hitRatio.MetricVec, m.warm.saved.MetricVec, m.warm.savedRatio.MetricVec, m.warm.primeTTFT.MetricVec,
-		m.warm.followUps.MetricVec, m.warm.misses.MetricVec,
-		m.warm.turns.MetricVec, m.warm.cachedRatio.MetricVec, m.warm.conversationSeconds.MetricVec,
+		m.conv.hitRatio.MetricVec, m.conv.saved.MetricVec, m.conv.savedRatio.MetricVec, m.conv.primeTTFT.MetricVec,
+		m.conv.misses.MetricVec,
+		m.conv.turns.MetricVec, m.conv.cachedRatio.MetricVec, m.conv.conversationSeconds.MetricVec,
 	)
 }

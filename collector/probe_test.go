@@ -519,17 +519,17 @@ func TestConversationMetrics(t *testing.T) {
 				if string(c) == tc.class {
 					want = 1
 				}
-				if got := testutil.ToFloat64(m.warm.turns.WithLabelValues(append(lv, string(c))...)); got != want {
+				if got := testutil.ToFloat64(m.conv.turns.WithLabelValues(append(lv, string(c))...)); got != want {
 					t.Errorf("turns{cache=%q} = %v, want %v", c, got, want)
 				}
 			}
-			if got := histCount(t, m.warm.cachedRatio.WithLabelValues(lv...)); got != tc.ratios {
+			if got := histCount(t, m.conv.cachedRatio.WithLabelValues(lv...)); got != tc.ratios {
 				t.Errorf("cached_ratio count %d, want %d", got, tc.ratios)
 			}
-			if got := histCount(t, m.warm.conversationSeconds.WithLabelValues(lv...)); got != tc.timed {
+			if got := histCount(t, m.conv.conversationSeconds.WithLabelValues(lv...)); got != tc.timed {
 				t.Errorf("conversation_seconds count %d, want %d", got, tc.timed)
 			}
-			if got := histSum(t, m.warm.conversationSeconds.WithLabelValues(lv...)); math.Abs(got-tc.waitTime) > 1e-9 {
+			if got := histSum(t, m.conv.conversationSeconds.WithLabelValues(lv...)); math.Abs(got-tc.waitTime) > 1e-9 {
 				t.Errorf("conversation_seconds sum %v, want %v (prime 2.9 s + follow-up 1.7 s)", got, tc.waitTime)
 			}
 		})

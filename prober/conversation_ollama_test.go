@@ -103,7 +103,7 @@ func TestOllamaConversation(t *testing.T) {
 	}
 	ollamaAgree(t, "conversation turns' TTFT", probeTTFT, clientTTFT, ollamaTTFTRel)
 	t.Logf("inferred share − the engine's own: median %+.3f, each %v", medianF(inferErr), roundF(inferErr))
-	// The inference reads low, never high (docs/warm.md): the round trip,
+	// The inference reads low, never high (docs/conversations.md): the round trip,
 	// tokenization and the new tokens' cost deep in the context count as
 	// prefilled. On this tiny model they are a tenth of the share, and a
 	// shared CPU slows one request in a few by half, so a hit's median read

@@ -382,7 +382,7 @@ func TestConversationInferredShare(t *testing.T) {
 
 // inferredShareTol bounds the median error of the TTFT-inferred share on the
 // simulated engine (TestConversationInferredShare); measured -0.09 on hits,
-// -0.08 on partials, +0.00 on misses (docs/warm.md).
+// -0.08 on partials, +0.00 on misses (docs/conversations.md).
 const inferredShareTol = 0.15
 
 func medianFloat(v []float64) float64 {

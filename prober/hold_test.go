@@ -151,7 +151,7 @@ func TestSchedulerHolds(t *testing.T) {
 	var holds Holds
 	var started, total atomic.Int32
 	obs := newSchedObserver()
-	probe := func(ctx context.Context, tg Target, model string, s Scenario) Result {
+	probe := func(ctx context.Context, tg Target, model string, s Scenario, think ThinkFunc) Result {
 		started.Add(1)
 		time.Sleep(2 * time.Millisecond)
 		total.Add(1)

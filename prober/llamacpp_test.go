@@ -267,7 +267,7 @@ func TestSchedulerDisablesScenarioOverLlamaCppContext(t *testing.T) {
 	obs := newSchedObserver()
 	var logs lockedBuffer
 	var probed sync.Map
-	probe := func(ctx context.Context, tg Target, model string, s Scenario) Result {
+	probe := func(ctx context.Context, tg Target, model string, s Scenario, think ThinkFunc) Result {
 		probed.Store(s.Name, model)
 		return schedOK(tg, model, s)
 	}

@@ -36,7 +36,7 @@ type Prober struct {
 	// freshFollowUpSalt gives warm follow-ups a new cache_salt: tests use it
 	// to show that a broken conversation reads as a miss.
 	freshFollowUpSalt bool
-	// sleep waits out a think time where no ThinkFunc is in the context:
+	// sleep waits out a think time where the caller passed no ThinkFunc:
 	// a timer (schedSleep); tests replace it.
 	sleep func(ctx context.Context, d time.Duration) bool
 
@@ -383,13 +383,19 @@ func (p *Prober) detectModel(ctx context.Context, t Target) (string, error) {
 //     If no connection was obtained, Start is the time Do was called.
 //   - FirstToken, FirstContent and LastToken are the arrival times of the
 //     chunks, see stampReader.
-func (p *Prober) Run(ctx context.Context, t Target, prep *Prepared) (res Result) {
+func (p *Prober) Run(ctx context.Context, t Target, prep *Prepared) Result {
+	return p.RunPaced(ctx, t, prep, nil)
+}
+
+// RunPaced is Run with think waiting out a conversation's think times
+// between its turns (nil: the prober's own timer).
+func (p *Prober) RunPaced(ctx context.Context, t Target, prep *Prepared, think ThinkFunc) (res Result) {
 	if prep == nil || prep.body == nil {
 		return Result{Target: t.Name, API: t.API, Kind: KindError, Reason: ReasonCalibration,
 			Err: errors.New("probe: Run needs a Prepared from Prepare")}
 	}
 	if prep.Scenario.IsConversation() {
-		return p.runConversation(ctx, t, prep)
+		return p.runConversation(ctx, t, prep, think)
 	}
 	// A fresh nonce at the start of the prompt and a fresh cache_salt: a
 	// cold probe never shares a prefix-cache block with any other request.
@@ -413,7 +419,7 @@ func (p *Prober) Run(ctx context.Context, t Target, prep *Prepared) (res Result)
 // and never to another conversation or a cold probe (the target's client
 // keeps none). With Conversation.IDHeader every turn carries that header
 // with the conversation's own random id.
-func (p *Prober) runConversation(ctx context.Context, t Target, prep *Prepared) Result {
+func (p *Prober) runConversation(ctx context.Context, t Target, prep *Prepared, pace ThinkFunc) Result {
 	s := prep.Scenario
 	t = withCookieJar(t)
 	id := "slaprobe-" + newSalt()[:16]
@@ -433,7 +439,7 @@ func (p *Prober) runConversation(ctx context.Context, t Target, prep *Prepared) 
 		var think time.Duration
 		if k > 1 {
 			think = h.think.ThinkTime(s.Conversation.ThinkTime)
-			if err := p.think(ctx, think); err != nil {
+			if err := p.think(ctx, pace, think); err != nil {
 				res := Result{Target: t.Name, Model: prep.Model, Scenario: s.Name, API: prep.API, RequestedTokens: s.OutputTokens,
 					Turn: k, Start: p.clock.Now(), ConversationID: id, ThinkTime: think, Earlier: earlier}
 				failResult(&res, ClassifyError(err), fmt.Errorf("conversation stopped in the %s think time before turn %d: %w", think, k, err))
@@ -465,28 +471,20 @@ func (p *Prober) runConversation(ctx context.Context, t Target, prep *Prepared) 
 
 // ThinkFunc waits out a conversation's think time d before its next turn
 // and returns once that turn may be sent, or with the reason it may not
-// (the context's cause). The scheduler's gives the target's in-flight slot
-// back meanwhile and takes one again before returning.
+// (the context's cause). Whoever runs the probe decides what a pause means
+// for its own limits and passes it to ProbePaced: the scheduler's gives the
+// target's in-flight slot back meanwhile and takes one again before
+// returning. Nil waits on the prober's own timer.
 type ThinkFunc func(ctx context.Context, d time.Duration) error
 
-type thinkKey struct{}
-
-// WithThinkFunc returns ctx carrying f: the conversations Run sends with
-// that context wait their think times with f. It is request-scoped on
-// purpose: whoever runs the probe (the scheduler, a sweep) decides what a
-// pause means for its own limits.
-func WithThinkFunc(ctx context.Context, f ThinkFunc) context.Context {
-	return context.WithValue(ctx, thinkKey{}, f)
-}
-
-// think waits d with the context's ThinkFunc, else p.sleep. A zero think
-// time sends the next turn at once, without a call: the turns of a warm
-// scenario go back to back, as they always have.
-func (p *Prober) think(ctx context.Context, d time.Duration) error {
+// think waits d with f, else p.sleep. A zero think time sends the next turn
+// at once, without a call: the turns of a conversation without think_time go
+// back to back, as they always have.
+func (p *Prober) think(ctx context.Context, f ThinkFunc, d time.Duration) error {
 	if d <= 0 {
 		return nil
 	}
-	if f, ok := ctx.Value(thinkKey{}).(ThinkFunc); ok && f != nil {
+	if f != nil {
 		return f(ctx, d)
 	}
 	if !p.sleep(ctx, d) {
@@ -708,6 +706,12 @@ func notAStream(res *Result, body io.Reader) {
 // server (so a down target reads the same with or without a cached
 // calibration), and calibration otherwise.
 func (p *Prober) Probe(ctx context.Context, t Target, model string, s Scenario) Result {
+	return p.ProbePaced(ctx, t, model, s, nil)
+}
+
+// ProbePaced is Probe with think waiting out a conversation's think times
+// between its turns (nil: the prober's own timer). It is a ProbeFunc.
+func (p *Prober) ProbePaced(ctx context.Context, t Target, model string, s Scenario, think ThinkFunc) Result {
 	if s.Shape != nil {
 		return p.probeShaped(ctx, t, model, s)
 	}
@@ -735,7 +739,7 @@ func (p *Prober) Probe(ctx context.Context, t Target, model string, s Scenario) 
 		return Result{Target: t.Name, Model: model, Scenario: s.Name, API: s.APIOn(t), RequestedTokens: s.OutputTokens,
 			Start: p.clock.Now(), Kind: KindError, Reason: reason, Err: err, RetryAfter: retryAfter, PromptTokens: read}
 	}
-	return p.Run(ctx, t, prep)
+	return p.RunPaced(ctx, t, prep, think)
 }
 
 // startStamp holds t0 as set by the GotConn hook. The transport calls the

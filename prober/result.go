@@ -252,7 +252,7 @@ func (r *Result) SeenCached() (share float64, method CachedMethod) {
 // per-token cost deep in a long context (attention) count as prefilled
 // tokens, so the share reads low rather than high, by about that overhead's
 // share of the cold TTFT: a miss reads as a miss; a hit may read as partial where
-// the fixed overhead is large against the cold prefill (docs/warm.md has the
+// the fixed overhead is large against the cold prefill (docs/conversations.md has the
 // measured error). ok is false unless r is a successful, timed follow-up
 // with its priming turn known, and false where the priming turn's TTFT is
 // under four decode steps (4·o): its prefill is then not measurably more than

@@ -350,7 +350,7 @@ var builtin = []Scenario{
 	// Agent conversations: many turns, each re-sending the history plus what
 	// the tools returned, after the time the tools took. Follow-ups prefill
 	// only what is new when the cache kept the conversation, so they are
-	// judged as short prompts (docs/warm.md, "Built-in agent scenarios").
+	// judged as short prompts (docs/conversations.md, "Built-in agent scenarios").
 	// Intervals count from a conversation's end: with its think time a
 	// coding_agent conversation comes round about every 36 min, a
 	// tool_calling_agent one about every 11 min.

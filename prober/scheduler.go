@@ -12,9 +12,11 @@ import (
 	"time"
 )
 
-// ProbeFunc runs one probe; (*Prober).Probe is one. An empty model means
-// "auto-detect".
-type ProbeFunc func(ctx context.Context, t Target, model string, s Scenario) Result
+// ProbeFunc runs one probe; (*Prober).ProbePaced is one. An empty model
+// means "auto-detect". think waits out a conversation's think time between
+// its turns: the scheduler passes its pacer (schedPacer), which frees the
+// target's in-flight slot meanwhile; nil waits on the prober's own timer.
+type ProbeFunc func(ctx context.Context, t Target, model string, s Scenario, think ThinkFunc) Result
 
 // ProbeHook sees every scheduled probe (engine metrics, live signals).
 type ProbeHook interface {
@@ -530,11 +532,10 @@ func (s *Scheduler) probeOnce(ctx context.Context, ts *schedTarget, sc Scenario)
 	pctx, cancel := context.WithCancelCause(ctx)
 	pacer := &schedPacer{s: s, ts: ts, held: true, bound: 2*sc.Timeout*time.Duration(sc.Turns()) + time.Minute}
 	pacer.guard = time.AfterFunc(pacer.bound, func() { cancel(context.DeadlineExceeded) })
-	pctx = WithThinkFunc(pctx, pacer.think)
 	for _, h := range s.opts.Hooks {
 		h.BeforeProbe(pctx, ts.t, sc)
 	}
-	res := s.opts.Probe(pctx, ts.t, model, sc)
+	res := s.opts.Probe(pctx, ts.t, model, sc, pacer.think)
 	pacer.guard.Stop()
 	cancel(nil)
 	var step gateStep
@@ -576,8 +577,8 @@ func (s *Scheduler) probeOnce(ctx context.Context, ts *schedTarget, sc Scenario)
 	return probeDone, step
 }
 
-// schedPacer paces the turns of one conversation the scheduler runs (a
-// ThinkFunc): during a think time the conversation gives its in-flight slot
+// schedPacer paces the turns of one conversation the scheduler runs (its
+// think method is the ThinkFunc probeOnce passes to the probe): during a think time the conversation gives its in-flight slot
 // back, so the target's other probes run while a tool would; it takes a
 // slot again before its next turn, so it never sends two turns at once and
 // never exceeds the target's limit. Its methods run on the probe's

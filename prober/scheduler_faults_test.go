@@ -28,7 +28,7 @@ type probeEntry struct {
 }
 
 func (l *probeLog) wrap(probe prober.ProbeFunc, before func(n int)) prober.ProbeFunc {
-	return func(ctx context.Context, t prober.Target, model string, s prober.Scenario) prober.Result {
+	return func(ctx context.Context, t prober.Target, model string, s prober.Scenario, think prober.ThinkFunc) prober.Result {
 		l.mu.Lock()
 		n := len(l.entries)
 		l.entries = append(l.entries, probeEntry{scenario: s.Name, start: time.Now()})
@@ -36,7 +36,7 @@ func (l *probeLog) wrap(probe prober.ProbeFunc, before func(n int)) prober.Probe
 		if before != nil {
 			before(n)
 		}
-		res := probe(ctx, t, model, s)
+		res := probe(ctx, t, model, s, think)
 		l.mu.Lock()
 		l.entries[n].end, l.entries[n].reason, l.entries[n].kind = time.Now(), res.Reason, res.Kind
 		l.mu.Unlock()
@@ -96,7 +96,7 @@ func TestSchedulerHonoursRetryAfter(t *testing.T) {
 				t.Fatalf("calibration probe: %s %v", res.Reason, res.Err)
 			}
 			var log probeLog
-			probe := log.wrap(p.Probe, func(n int) {
+			probe := log.wrap(p.ProbePaced, func(n int) {
 				if n == 0 {
 					r.h.set(tc.fault) // the first scheduled probe is refused
 				} else {
@@ -154,7 +154,7 @@ func TestSchedulerBacksOffFromADownTarget(t *testing.T) {
 	)
 	const downProbes = 5
 	var log probeLog
-	probe := log.wrap(p.Probe, func(n int) {})
+	probe := log.wrap(p.ProbePaced, func(n int) {})
 	// The scheduler's time runs 200× faster than real time.
 	sleep := func(ctx context.Context, d time.Duration) bool {
 		mu.Lock()

@@ -112,7 +112,7 @@ func TestSchedulerOneProbeInFlightPerTarget(t *testing.T) {
 	var inFlight [2]atomic.Int32
 	var maxSeen [2]atomic.Int32
 	var total atomic.Int32
-	probe := func(ctx context.Context, tg Target, model string, s Scenario) Result {
+	probe := func(ctx context.Context, tg Target, model string, s Scenario, think ThinkFunc) Result {
 		i := 0
 		if tg.Name == "b" {
 			i = 1
@@ -154,7 +154,7 @@ func TestSchedulerOneProbeInFlightPerTarget(t *testing.T) {
 func TestSchedulerMaxInFlightSetting(t *testing.T) {
 	var inFlight, maxSeen, total atomic.Int32
 	release := make(chan struct{})
-	probe := func(ctx context.Context, tg Target, model string, s Scenario) Result {
+	probe := func(ctx context.Context, tg Target, model string, s Scenario, think ThinkFunc) Result {
 		n := inFlight.Add(1)
 		for {
 			m := maxSeen.Load()
@@ -195,7 +195,7 @@ func TestSchedulerJitterBounds(t *testing.T) {
 		mu.Unlock()
 		return schedFastSleep(ctx, d/100) // 100 000× faster: fast enough for many rounds
 	}
-	probe := func(ctx context.Context, tg Target, model string, s Scenario) Result {
+	probe := func(ctx context.Context, tg Target, model string, s Scenario, think ThinkFunc) Result {
 		probes.Add(1)
 		return schedOK(tg, model, s)
 	}
@@ -250,7 +250,7 @@ func TestSchedulerFirstProbeBoundedByInterval(t *testing.T) {
 	s := NewScheduler([]ScheduledTarget{{Target: Target{Name: "a", Model: "m"}, Scenarios: []Scenario{
 		schedScenario("short", 100, 2*time.Second), schedScenario("long", 100, time.Hour),
 	}}}, SchedulerOptions{
-		Probe: func(context.Context, Target, string, Scenario) Result { return Result{} }, ListModels: schedStaticModels(),
+		Probe: func(context.Context, Target, string, Scenario, ThinkFunc) Result { return Result{} }, ListModels: schedStaticModels(),
 		Sleep: sleep, Rand: func() float64 { return 0.999 },
 	})
 	schedRunFor(t, s, time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(first) == 2 })
@@ -288,7 +288,7 @@ func TestSchedulerDisablesScenarioOverMaxModelLen(t *testing.T) {
 	obs := newSchedObserver()
 	var mu sync.Mutex
 	probed := map[string]string{}
-	probe := func(ctx context.Context, tg Target, model string, s Scenario) Result {
+	probe := func(ctx context.Context, tg Target, model string, s Scenario, think ThinkFunc) Result {
 		mu.Lock()
 		probed[s.Name] = model
 		mu.Unlock()
@@ -330,7 +330,7 @@ func TestSchedulerModelChange(t *testing.T) {
 	serving.Store("m1")
 	var invalidated atomic.Int32
 	obs := newSchedObserver()
-	probe := func(ctx context.Context, tg Target, model string, s Scenario) Result {
+	probe := func(ctx context.Context, tg Target, model string, s Scenario, think ThinkFunc) Result {
 		if model != serving.Load().(string) {
 			err := &HTTPError{StatusCode: 404, Message: "model not found"}
 			return Result{Target: tg.Name, Model: model, Scenario: s.Name, Kind: KindError, Reason: ReasonHTTP4xx, Err: err}
@@ -386,7 +386,9 @@ func TestSchedulerKnownModelIsNoChange(t *testing.T) {
 	obs := newSchedObserver()
 	s := NewScheduler([]ScheduledTarget{{Target: Target{Name: "a"}, Scenarios: []Scenario{schedScenario("chatbot", 1024, time.Second)}}},
 		SchedulerOptions{
-			Probe:      func(ctx context.Context, tg Target, model string, sc Scenario) Result { return schedOK(tg, model, sc) },
+			Probe: func(ctx context.Context, tg Target, model string, sc Scenario, think ThinkFunc) Result {
+				return schedOK(tg, model, sc)
+			},
 			ListModels: schedStaticModels(ModelInfo{ID: "m1"}), Observer: obs, Sleep: schedFastSleep,
 			KnownModels: map[string]string{"a": "m1"},
 		})
@@ -405,7 +407,7 @@ func TestSchedulerUnknownModelProbesAndForgetsEmptyModel(t *testing.T) {
 		}
 		return []ModelInfo{{ID: "m"}}, nil
 	}
-	probe := func(ctx context.Context, tg Target, model string, s Scenario) Result {
+	probe := func(ctx context.Context, tg Target, model string, s Scenario, think ThinkFunc) Result {
 		if model == "" {
 			return Result{Target: tg.Name, Scenario: s.Name, Kind: KindError, Reason: ReasonConnectionRefused}
 		}
@@ -443,7 +445,7 @@ func (h *schedHook) AfterProbe(*Result)                            { h.after.Add
 func TestSchedulerStopCancelsInFlight(t *testing.T) {
 	started := make(chan struct{}, 1)
 	var cancelled atomic.Bool
-	probe := func(ctx context.Context, tg Target, model string, s Scenario) Result {
+	probe := func(ctx context.Context, tg Target, model string, s Scenario, think ThinkFunc) Result {
 		select {
 		case started <- struct{}{}:
 		default:
@@ -507,7 +509,7 @@ func TestSchedulerNextProbe(t *testing.T) {
 	probed := make(chan struct{}, 1)
 	s := NewScheduler([]ScheduledTarget{{Target: Target{Name: "a", Model: "m"}, Scenarios: []Scenario{schedScenario("chatbot", 1024, time.Hour)}}},
 		SchedulerOptions{
-			Probe: func(_ context.Context, tg Target, model string, sc Scenario) Result {
+			Probe: func(_ context.Context, tg Target, model string, sc Scenario, think ThinkFunc) Result {
 				select {
 				case probed <- struct{}{}:
 				default:

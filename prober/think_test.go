@@ -272,8 +272,8 @@ func TestSchedulerConversationThinkReleasesSlot(t *testing.T) {
 		}
 	}
 	p := New(nil, nil)
-	probe := func(ctx context.Context, tg Target, model string, s Scenario) Result {
-		res := p.Probe(ctx, tg, model, s)
+	probe := func(ctx context.Context, tg Target, model string, s Scenario, think ThinkFunc) Result {
+		res := p.ProbePaced(ctx, tg, model, s, think)
 		if s.Name == cold.Name {
 			coldOnce.Do(func() { close(coldDone) })
 		}
@@ -335,7 +335,7 @@ func TestSchedulerStopDuringThink(t *testing.T) {
 	obs := newSchedObserver()
 	hook := &schedHook{}
 	sch := NewScheduler([]ScheduledTarget{{Target: target, Scenarios: []Scenario{conv}}}, SchedulerOptions{
-		Probe: New(nil, nil).Probe, Observer: obs, Sleep: sleep, Hooks: []ProbeHook{hook},
+		Probe: New(nil, nil).ProbePaced, Observer: obs, Sleep: sleep, Hooks: []ProbeHook{hook},
 		Rand: func() float64 { return 0 },
 	})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -361,7 +361,7 @@ func TestSchedulerStopDuringThink(t *testing.T) {
 }
 
 // TestSchedulerConversationsKeepTheLimit: conversations (a fake probe that
-// calls the scheduler's ThinkFunc between its turns, as runConversation
+// calls the ThinkFunc the scheduler passes it between its turns, as runConversation
 // does) and cold probes on one target, many times over, never have more
 // requests in flight than the target's limit, yet cold probes do run
 // inside think times.
@@ -382,12 +382,11 @@ func TestSchedulerConversationsKeepTheLimit(t *testing.T) {
 				time.Sleep(time.Millisecond)
 				inFlight.Add(-1)
 			}
-			probe := func(ctx context.Context, tg Target, model string, s Scenario) Result {
+			probe := func(ctx context.Context, tg Target, model string, s Scenario, think ThinkFunc) Result {
 				if !s.IsConversation() {
 					send()
 					return schedOK(tg, model, s)
 				}
-				think, _ := ctx.Value(thinkKey{}).(ThinkFunc)
 				if think == nil {
 					t.Error("the scheduler gave a conversation no ThinkFunc")
 					return schedOK(tg, model, s)

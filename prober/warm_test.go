@@ -254,7 +254,7 @@ func TestWarmScenarioValidate(t *testing.T) {
 
 // TestWarmTTFTFigures measures cold (priming turn) against warm (follow-up)
 // TTFT for the built-in warm scenarios on vllmsim's default model (one H100,
-// docs/warm.md), three conversations each, and reports the medians scaled
+// docs/conversations.md), three conversations each, and reports the medians scaled
 // back to the model's real time. SLAPROBE_WARM_SCALE sets the engine's time
 // scale (default 0.1; 1 runs in real time).
 //

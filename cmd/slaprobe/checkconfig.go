@@ -18,6 +18,9 @@ func addCheckConfig(c *cli) {
 			fmt.Fprintf(c.stderr, "config error: %v\n", err)
 			return 1
 		}
+		for _, d := range cfg.Deprecations() {
+			fmt.Fprintf(c.stderr, "config warning: %s\n", d)
+		}
 		fmt.Fprint(c.stdout, cfg.Redacted())
 		summarizeScenarios(c.stdout, cfg.AllScenarios())
 		fmt.Fprintf(c.stderr, "config OK: %d target(s), %d scenario(s) known\n", len(cfg.TargetConfigs), len(cfg.AllScenarios()))

@@ -202,6 +202,8 @@ func TestCheckConfig(t *testing.T) {
 	bad := filepath.Join(dir, "bad.yml")
 	os.WriteFile(good, []byte("targets:\n  - url: http://vllm:8000\n    http_client_config:\n      basic_auth: {username: u, password: hunter2}\n"), 0o644)
 	os.WriteFile(bad, []byte("targets:\n  - url: http://vllm:8000\n    colour: blue\n"), 0o644)
+	warm := filepath.Join(dir, "warm.yml") // warm:, the deprecated name of conversation:
+	os.WriteFile(warm, []byte("targets:\n  - url: http://vllm:8000\nscenarios:\n  - name: general_chat_followup\n    warm: {turns: 3}\n"), 0o644)
 
 	for _, tc := range []struct {
 		name       string
@@ -210,10 +212,14 @@ func TestCheckConfig(t *testing.T) {
 		wantStdout []string
 		wantStderr string
 		notStdout  string
+		notStderr  string
 	}{
 		{name: "good", args: []string{"--config.file=" + good}, wantCode: 0,
 			wantStdout: []string{"name: vllm:8000", "password: <secret>", "stall_timeout: 30s", "scenarios: [chatbot, rag, agentic, tool_calling]",
-				"name: coding_agent", "think_time: 5s-1m"}, notStdout: "hunter2"},
+				"name: coding_agent", "think_time: 5s-1m"}, notStdout: "hunter2", notStderr: "deprecated"},
+		{name: "deprecated key", args: []string{"--config.file=" + warm}, wantCode: 0,
+			wantStdout: []string{"conversation:", "turns: 3"}, notStdout: "warm:",
+			wantStderr: "config warning: scenarios[0] (general_chat_followup): warm is deprecated, the older name of conversation; rename the key to conversation"},
 		{name: "unknown field", args: []string{"--config.file=" + bad}, wantCode: 1,
 			wantStderr: `line 3: unknown field "colour" in targets[]`},
 		{name: "quick flags", args: []string{"--target.url=http://a:1", "--scenarios=chatbot"}, wantCode: 0,
@@ -247,6 +253,9 @@ func TestCheckConfig(t *testing.T) {
 			}
 			if !strings.Contains(errb.String(), tc.wantStderr) {
 				t.Errorf("stderr %q lacks %q", errb.String(), tc.wantStderr)
+			}
+			if tc.notStderr != "" && strings.Contains(errb.String(), tc.notStderr) {
+				t.Errorf("stderr shows %q:\n%s", tc.notStderr, errb.String())
 			}
 		})
 	}

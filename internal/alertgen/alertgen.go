@@ -190,7 +190,7 @@ func Groups(p Params) ([]Group, error) {
 	rec := Group{Name: "slaprobe.rules", Rules: append(latencyRecordingRules(), sliRecordingRules(p)...)}
 	rec.Rules = append(rec.Rules, goodputRecordingRules(p)...)
 	rec.Rules = append(rec.Rules, probeRecordingRules()...)
-	alerts := Group{Name: "slaprobe.alerts", Rules: append(append(append(append(sliAlerts(p), goodputAlerts(p)...), otherAlerts()...), newAlerts()...), warmAlerts(p)...)}
+	alerts := Group{Name: "slaprobe.alerts", Rules: append(append(append(append(sliAlerts(p), goodputAlerts(p)...), otherAlerts()...), newAlerts()...), conversationAlerts(p)...)}
 	alerts.Rules = append(alerts.Rules, engineAlerts()...)
 	alerts.Rules = append(alerts.Rules, headroomAlerts(p)...)
 	return []Group{rec, alerts}, nil

@@ -329,38 +329,38 @@ on demand.`,
 	}
 }
 
-// warmAlerts cover conversation (warm-context) scenarios (docs/warm.md).
-func warmAlerts(p Params) []Rule {
+// conversationAlerts cover conversation scenarios (docs/conversations.md).
+func conversationAlerts(p Params) []Rule {
 	return []Rule{
 		commentedAlert(`---------------------------------------------------------------------------------------------
-Warm-context scenarios (scenarios with warm:, e.g. general_chat_followup).
+Conversation scenarios (scenarios with conversation:, e.g. general_chat_followup).
 
-A warm probe is a conversation: a cold priming turn, then follow-ups that repeat its prompt (same
+A conversation probe is a cold priming turn, then follow-ups that repeat its prompt (same
 cache_salt, same nonce) plus new tokens. Per follow-up slaprobe exports the share of the prompt the
-server reported as cached (slaprobe_warm_cache_hit_ratio, absent when the server reports no
+server reported as cached (slaprobe_conversation_cache_hit_ratio, absent when the server reports no
 cached_tokens) and the TTFT saved against the priming turn as a share of that turn's TTFT
-(slaprobe_warm_ttft_saved_ratio). Both are gauges holding the last follow-up, so the alert also
+(slaprobe_conversation_ttft_saved_ratio). Both are gauges holding the last follow-up, so the alert also
 requires follow-ups in the window (the gauges of a target that stopped answering are stale).
 general_chat_followup runs every 5 min and long_document_followup every 10 min: 20 min holds two to
 four follow-ups, and every one must miss. A server that never hit does not fire: nothing changed.`,
 			"SlaprobePrefixCachingNotWorking", "warning", "10m", `(
   (
-    max_over_time(slaprobe_warm_cache_hit_ratio[20m]) < 0.1
+    max_over_time(slaprobe_conversation_cache_hit_ratio[20m]) < 0.1
     and on (job, instance, target, model, scenario, api)
-    max_over_time(slaprobe_warm_cache_hit_ratio[1d] offset 20m) >= 0.5
+    max_over_time(slaprobe_conversation_cache_hit_ratio[1d] offset 20m) >= 0.5
   )
   or
   (
-    max_over_time(slaprobe_warm_ttft_saved_ratio[20m]) < 0.2
+    max_over_time(slaprobe_conversation_ttft_saved_ratio[20m]) < 0.2
     and on (job, instance, target, model, scenario, api)
-    max_over_time(slaprobe_warm_ttft_saved_ratio[1d] offset 20m) >= 0.5
+    max_over_time(slaprobe_conversation_ttft_saved_ratio[1d] offset 20m) >= 0.5
   )
 )
 and on (job, instance, target, model, scenario, api)
-increase(slaprobe_warm_followups_total[20m]) > 0
+sum by (job, instance, target, model, scenario, api) (increase(slaprobe_conversation_turns_total[20m])) > 0
 `,
 			`Prefix caching is not working on {{ $labels.target }} ({{ $labels.scenario }}).`,
-			`Warm follow-up turns of scenario {{ $labels.scenario }} on target {{ $labels.target }} (model {{ $labels.model }}) were served from the prefix cache in the day before, but in the last 20 minutes the best cached share of a follow-up's prompt was {{ with printf "max_over_time(slaprobe_warm_cache_hit_ratio{job=%q,instance=%q,target=%q,model=%q,scenario=%q}[20m])" $labels.job $labels.instance $labels.target $labels.model $labels.scenario | query }}{{ . | first | value | humanizePercentage }}{{ else }}not reported{{ end }} and the best TTFT saving against the cold priming turn was {{ with printf "max_over_time(slaprobe_warm_ttft_saved_ratio{job=%q,instance=%q,target=%q,model=%q,scenario=%q}[20m])" $labels.job $labels.instance $labels.target $labels.model $labels.scenario | query }}{{ . | first | value | humanizePercentage }}{{ else }}unknown{{ end }}: a follow-up turn costs users about what a cold prompt of the whole conversation costs.`),
+			`Conversation follow-up turns of scenario {{ $labels.scenario }} on target {{ $labels.target }} (model {{ $labels.model }}) were served from the prefix cache in the day before, but in the last 20 minutes the best cached share of a follow-up's prompt was {{ with printf "max_over_time(slaprobe_conversation_cache_hit_ratio{job=%q,instance=%q,target=%q,model=%q,scenario=%q}[20m])" $labels.job $labels.instance $labels.target $labels.model $labels.scenario | query }}{{ . | first | value | humanizePercentage }}{{ else }}not reported{{ end }} and the best TTFT saving against the cold priming turn was {{ with printf "max_over_time(slaprobe_conversation_ttft_saved_ratio{job=%q,instance=%q,target=%q,model=%q,scenario=%q}[20m])" $labels.job $labels.instance $labels.target $labels.model $labels.scenario | query }}{{ . | first | value | humanizePercentage }}{{ else }}unknown{{ end }}: a follow-up turn costs users about what a cold prompt of the whole conversation costs.`),
 		conversationCacheLost(p.ConversationCache),
 	}
 }

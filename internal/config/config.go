@@ -55,7 +55,14 @@ type Config struct {
 	sdSum [32]byte
 	// scrubber hides the config's secrets in text from elsewhere (Scrub).
 	scrubber *strings.Replacer
+	// deprecations name the deprecated keys the file used (Deprecations).
+	deprecations []string
 }
+
+// Deprecations lists the deprecated keys the config used, each with the
+// key that replaces it: the config loads, but a later release will refuse
+// them. check-config prints them and the daemon logs them at load.
+func (c *Config) Deprecations() []string { return append([]string(nil), c.deprecations...) }
 
 // GlobalConfig holds settings that apply to every target.
 type GlobalConfig struct {

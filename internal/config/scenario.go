@@ -28,8 +28,9 @@ type ScenarioConfig struct {
 	// Conversation makes a custom scenario a conversation (input_tokens is
 	// then the priming turn's prompt), or tunes a built-in conversation one.
 	Conversation *ConversationConfig `yaml:"conversation,omitempty"`
-	// Warm is the older name of Conversation, read as it: a config may set
-	// one or the other, not both. Never written.
+	// Warm is the older name of Conversation, read as it for one release
+	// (deprecated: Deprecations names it): a config may set one or the
+	// other, not both. Never written.
 	Warm *ConversationConfig `yaml:"warm,omitempty"`
 	// API probes the scenario on this API whatever the target's: chat,
 	// completions, responses or messages. Empty: the target's.
@@ -140,6 +141,7 @@ func DefaultCadence(inputTokens int) (interval, timeout time.Duration) {
 // appends the custom scenarios.
 func (c *Config) resolveScenarios() error {
 	c.resolved = prober.Builtin()
+	c.deprecations = nil
 	seen := make(map[string]bool, len(c.ScenarioConfigs))
 	for i, sc := range c.ScenarioConfigs {
 		where := fmt.Sprintf("scenarios[%d]", i)
@@ -192,6 +194,8 @@ func (c *Config) resolveScenarios() error {
 				return fmt.Errorf("%s: both warm and conversation are set; expected conversation only (warm is its older name)", where)
 			}
 			sc.Conversation, sc.Warm = sc.Warm, nil
+			c.deprecations = append(c.deprecations, fmt.Sprintf(
+				"%s: warm is deprecated, the older name of conversation; rename the key to conversation (warm is read as it for one release)", where))
 		}
 		if sc.Conversation != nil {
 			key := "conversation" // the key as the file spells it

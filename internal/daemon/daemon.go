@@ -146,6 +146,7 @@ func New(opts Options) (*Daemon, error) {
 	if _, err := d.cfg.Reload(opts.ConfigFile); err != nil {
 		return nil, err
 	}
+	d.noteDeprecations(d.cfg.Get())
 	guard, err := newWebGuard(opts.Web)
 	if err != nil {
 		return nil, err
@@ -312,6 +313,7 @@ func (d *Daemon) Reload() (changed bool, err error) {
 	}
 	d.applyConfig(old, cur)
 	d.noteStartOnly(cur)
+	d.noteDeprecations(cur)
 	if running {
 		if err := d.startSchedulerLocked(); err != nil {
 			d.reloadOK.Set(0)
@@ -321,6 +323,14 @@ func (d *Daemon) Reload() (changed bool, err error) {
 	}
 	d.logger.Info("config reloaded", "file", d.opts.ConfigFile, "targets", len(cur.TargetConfigs))
 	return true, nil
+}
+
+// noteDeprecations logs one warning per deprecated key the config uses
+// (config.Config.Deprecations), naming it and the key that replaces it.
+func (d *Daemon) noteDeprecations(cfg *config.Config) {
+	for _, msg := range cfg.Deprecations() {
+		d.logger.Warn("config uses a deprecated key", "file", d.opts.ConfigFile, "detail", msg)
+	}
 }
 
 // noteStartOnly reports the start-only settings cur changes: one warning
@@ -399,7 +409,7 @@ func (d *Daemon) startSchedulerLocked() error {
 	}
 	probe := d.opts.Probe
 	if probe == nil {
-		probe = d.prober.Probe
+		probe = d.prober.ProbePaced
 	}
 	s := prober.NewScheduler(st, prober.SchedulerOptions{
 		Probe:                probe,

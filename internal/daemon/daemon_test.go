@@ -21,7 +21,7 @@ import (
 )
 
 // fakeProbe succeeds at once with plausible timings.
-func fakeProbe(ctx context.Context, t prober.Target, model string, s prober.Scenario) prober.Result {
+func fakeProbe(ctx context.Context, t prober.Target, model string, s prober.Scenario, _ prober.ThinkFunc) prober.Result {
 	now := time.Now()
 	return prober.Result{
 		API: s.APIOn(t), Target: t.Name, Model: model, Scenario: s.Name, Kind: prober.KindSuccess,

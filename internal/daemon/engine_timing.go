@@ -51,21 +51,25 @@ func (o probeObserver) Observe(r *prober.Result) {
 	o.observeEngine(j, r)
 }
 
-// observeEngine records r's engine timing, or has it wait for the engine's
-// span when its response carried none (not even a dropped one) and its
-// TTFT is recorded; the joiner is told of every other probe, so their
-// spans count for nothing.
+// observeEngine acts on collector.PlanEngineTiming, which decides: a turn
+// whose response carried no engine timing waits for the engine's span
+// (recorded at once, as source none, when the join cannot start); one that
+// carried it is recorded now; the joiner is told of every turn that will
+// not wait, so their spans count for nothing.
 func (o probeObserver) observeEngine(j EngineJoiner, r *prober.Result) {
 	turn := *r
 	turn.Earlier = nil
-	if r.Engine.Source != prober.TimingResponse && r.Engine.Dropped.Reason == "" && collector.TTFTRecorded(r) {
-		if j.Join(turn, o.settled) {
-			return
+	switch collector.PlanEngineTiming(r) {
+	case collector.EngineAwaitSpan:
+		if !j.Join(turn, o.settled) {
+			o.ObserveEngineTurn(r)
 		}
-	} else {
+	case collector.EngineRecordNow:
+		j.Skip(turn)
+		o.ObserveEngineTurn(r)
+	default: // collector.EngineSkip: nothing to record
 		j.Skip(turn)
 	}
-	o.ObserveEngineTurn(r)
 }
 
 // settled records a probe turn whose engine timing the joiner settled.

@@ -1,8 +1,11 @@
 package daemon
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -83,4 +86,29 @@ func TestReadyFollowsTheScheduler(t *testing.T) {
 	}
 	waitReady(http.StatusOK)
 	td.waitMetrics(t, `slaprobe_probes_total{api="chat",model="fake-model",result="success",scenario="chatbot",target="b"}`)
+}
+
+// TestLoadWarnsDeprecatedKey: a config with warm:, the deprecated name of
+// conversation:, starts, and the daemon logs a warning at load naming the
+// old key and its replacement; a config without it logs none.
+func TestLoadWarnsDeprecatedKey(t *testing.T) {
+	for _, tc := range []struct {
+		name, key string
+		warn      bool
+	}{{"warm", "warm", true}, {"conversation", "conversation", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "slaprobe.yml")
+			writeConfig(t, file, "targets:\n  - url: http://vllm:8000\nscenarios:\n  - name: general_chat_followup\n    "+tc.key+": {turns: 3}\n")
+			var logs bytes.Buffer
+			if _, err := New(Options{ConfigFile: file, Probe: fakeProbe, ListModels: fakeModels,
+				Logger: slog.New(slog.NewTextHandler(&logs, nil))}); err != nil {
+				t.Fatal(err)
+			}
+			got := strings.Contains(logs.String(), "level=WARN msg=\"config uses a deprecated key\"") &&
+				strings.Contains(logs.String(), "warm is deprecated, the older name of conversation; rename the key to conversation")
+			if got != tc.warn {
+				t.Errorf("deprecation warning logged: %v, want %v:\n%s", got, tc.warn, logs.String())
+			}
+		})
+	}
 }

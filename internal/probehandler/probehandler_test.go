@@ -279,7 +279,7 @@ func TestProbeWarmScenario(t *testing.T) {
 	h := New(Options{Runner: prober.New(nil, nil), Config: loadConfig(t, `
 targets: [{name: vllm-0, url: '`+s.srv.URL+`'}]
 scenarios:
-  - {name: warm, input_tokens: 2048, output_tokens: 8, interval: 1m, timeout: 20s, warm: {new_tokens: 256}}
+  - {name: warm, input_tokens: 2048, output_tokens: 8, interval: 1m, timeout: 20s, conversation: {new_tokens: 256}}
 `)})
 	code, body, mfs := get(t, h, url.Values{"target": {"vllm-0"}, "scenario": {"warm"}}, "10")
 	if code != http.StatusOK {

@@ -27,7 +27,7 @@ var noData = map[string]string{
 	`slaprobe-live.json: panel "Live max safe queue depth over time" query A`: "only once probe TTFT crosses its threshold under production load (query B, the estimate, has data)",
 	// Warm-context scenarios are opt-in (a 32K conversation every 5 min is 1.6 M prompt tokens an
 	// hour); the demo probes none. Their metrics are checked against vllmsim and llm-d in collector
-	// and prober tests, and their alert in alerts/slaprobe.warm_test.yml.
+	// and prober tests, and their alert in alerts/slaprobe.conversation_test.yml.
 	`slaprobe-live.json: panel "Cache-hit share and TTFT saved" query A`:           "no warm scenario probed (opt-in)",
 	`slaprobe-live.json: panel "Cache-hit share and TTFT saved" query B`:           "no warm scenario probed (opt-in)",
 	`slaprobe-live.json: panel "Follow-up vs priming TTFT" query A`:                "no warm scenario probed (opt-in)",

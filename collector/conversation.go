@@ -6,17 +6,19 @@ import (
 	"github.com/slaprobe/slaprobe/prober"
 )
 
-// warmMetrics are the series of warm-context scenarios: whether the
+// conversationMetrics are the slaprobe_conversation_* series of conversation
+// scenarios (`conversation:` in the config, `warm:` before): whether the
 // server's prefix cache served a follow-up turn, and what it saved. They
-// exist only for scenarios that run warm probes (created at their first
-// follow-up), so cold scenarios add no series.
+// exist only for conversation scenarios (created at their first follow-up),
+// so cold scenarios add no series.
 //
-// The conversation series class each follow-up by the share of what the
-// engine had already seen of its conversation that came from its cache
-// (prober.Result.ConversationCache), and time whole conversations.
-type warmMetrics struct {
+// turns classes each follow-up by the share of what the engine had already
+// seen of its conversation that came from its cache
+// (prober.Result.ConversationCache); summed over its classes it counts the
+// successful follow-ups. conversationSeconds times whole conversations.
+type conversationMetrics struct {
 	hitRatio, saved, savedRatio, primeTTFT *prometheus.GaugeVec
-	followUps, misses                      *prometheus.CounterVec
+	misses                                 *prometheus.CounterVec
 
 	turns                            *prometheus.CounterVec
 	cachedRatio, conversationSeconds *snapHist
@@ -31,8 +33,8 @@ var (
 	conversationBucketsReduced = []float64{1, 5, 10, 30, 60, 300, 1200, 3600}
 )
 
-func newWarmMetrics(o ProbeMetricsOptions) warmMetrics {
-	return warmMetrics{
+func newConversationMetrics(o ProbeMetricsOptions) conversationMetrics {
+	return conversationMetrics{
 		turns: newCounter("conversation_turns_total",
 			"Successful follow-up turns of conversation scenarios by the share of what the engine had already seen of the conversation (the turn before's prompt and answer) that it served from its cache: hit (at least 0.9), partial, miss (under 0.1), unknown (neither reported by the server nor inferable from the turn's TTFT).", "cache"),
 		cachedRatio: newHistogram("conversation_cached_ratio",
@@ -41,38 +43,35 @@ func newWarmMetrics(o ProbeMetricsOptions) warmMetrics {
 		conversationSeconds: newHistogram("conversation_seconds",
 			"Waiting time of each conversation whose every turn succeeded: the sum of its turns' E2E latencies, priming turn included.",
 			o.buckets(conversationBuckets, conversationBucketsReduced)),
-		hitRatio: newGauge("warm_cache_hit_ratio",
-			"Share of the last warm follow-up's prompt the server served from its prefix cache (cached_tokens / prompt_tokens). Absent when the server does not report cached tokens."),
-		saved: newGauge("warm_ttft_saved_seconds",
-			"TTFT the last warm follow-up saved against its conversation's priming turn, a cold prompt of the context: priming TTFT minus follow-up TTFT (negative when the follow-up was slower)."),
-		savedRatio: newGauge("warm_ttft_saved_ratio",
-			"slaprobe_warm_ttft_saved_seconds divided by the priming turn's TTFT: near 1 when prefix caching works, 0 or below when a follow-up costs what a cold prompt costs."),
-		primeTTFT: newGauge("warm_prime_ttft_seconds",
-			"TTFT of the last priming turn of a warm scenario: a cold prompt of the conversation's context, sent with a fresh cache_salt."),
-		followUps: newCounter("warm_followups_total",
-			"Successful warm follow-up turns."),
-		misses: newCounter("warm_cache_misses_total",
-			"Successful warm follow-up turns whose prompt the server reported as not cached at all (cached_tokens 0): a result, not an error."),
+		hitRatio: newGauge("conversation_cache_hit_ratio",
+			"Share of the last conversation follow-up's prompt the server served from its prefix cache (cached_tokens / prompt_tokens). Absent when the server does not report cached tokens."),
+		saved: newGauge("conversation_ttft_saved_seconds",
+			"TTFT the last conversation follow-up saved against its conversation's priming turn, a cold prompt of the context: priming TTFT minus follow-up TTFT (negative when the follow-up was slower)."),
+		savedRatio: newGauge("conversation_ttft_saved_ratio",
+			"slaprobe_conversation_ttft_saved_seconds divided by the priming turn's TTFT: near 1 when prefix caching works, 0 or below when a follow-up costs what a cold prompt costs."),
+		primeTTFT: newGauge("conversation_prime_ttft_seconds",
+			"TTFT of the last priming turn of a conversation scenario: a cold prompt of the conversation's context, sent with a fresh cache_salt."),
+		misses: newCounter("conversation_cache_misses_total",
+			"Successful conversation follow-up turns whose prompt the server reported as not cached at all (cached_tokens 0): a result, not an error."),
 	}
 }
 
-func (w warmMetrics) collectors() []prometheus.Collector {
+func (w conversationMetrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{sorted(w.hitRatio), sorted(w.saved), sorted(w.savedRatio), sorted(w.primeTTFT),
-		sorted(w.followUps), sorted(w.misses), sorted(w.turns), w.cachedRatio, w.conversationSeconds}
+		sorted(w.misses), sorted(w.turns), w.cachedRatio, w.conversationSeconds}
 }
 
 // observePrime records a successful priming turn.
-func (w warmMetrics) observePrime(r *prober.Result) {
+func (w conversationMetrics) observePrime(r *prober.Result) {
 	if d := r.TTFT(); d > 0 {
 		w.primeTTFT.WithLabelValues(r.Target, r.Model, r.Scenario, apiOf(r)).Set(d.Seconds())
 	}
 }
 
 // observeFollowUp records a successful follow-up turn.
-func (w warmMetrics) observeFollowUp(r *prober.Result) {
+func (w conversationMetrics) observeFollowUp(r *prober.Result) {
 	lv := []string{r.Target, r.Model, r.Scenario, apiOf(r)}
-	misses := w.misses.WithLabelValues(lv...) // created with the first follow-up, so rate() sees every miss after it
-	w.followUps.WithLabelValues(lv...).Inc()
+	misses := w.misses.WithLabelValues(lv...)     // created with the first follow-up, so rate() sees every miss after it
 	for _, c := range prober.ConversationCaches { // all four from the first follow-up on, so rate() sees every class
 		w.turns.WithLabelValues(r.Target, r.Model, r.Scenario, apiOf(r), string(c))
 	}
@@ -95,7 +94,7 @@ func (w warmMetrics) observeFollowUp(r *prober.Result) {
 // observeConversation records the waiting time of a whole conversation: r
 // is the last turn a conversation probe returned, r.Earlier the turns before.
 // Only a conversation whose every turn succeeded is timed.
-func (w warmMetrics) observeConversation(r *prober.Result) {
+func (w conversationMetrics) observeConversation(r *prober.Result) {
 	if !r.FollowUp() || r.Kind != prober.KindSuccess {
 		return
 	}

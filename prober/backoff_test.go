@@ -13,7 +13,7 @@ func TestBackoffBaseIsTheShortestInterval(t *testing.T) {
 	u := 0.0
 	s := NewScheduler([]ScheduledTarget{{Target: Target{Name: "a"}, Scenarios: []Scenario{
 		schedScenario("long_document", 32768, 15*time.Minute), schedScenario("chatbot", 1024, 30*time.Second),
-	}}}, SchedulerOptions{Probe: func(context.Context, Target, string, Scenario) Result { return Result{} },
+	}}}, SchedulerOptions{Probe: func(context.Context, Target, string, Scenario, ThinkFunc) Result { return Result{} },
 		Rand: func() float64 { return u }, BackoffMax: 4 * time.Minute})
 	ts := s.targets[0]
 	if ts.minInterval != 30*time.Second {

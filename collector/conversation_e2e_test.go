@@ -13,10 +13,10 @@ import (
 	"github.com/slaprobe/slaprobe/test/testproc"
 )
 
-// Warm probes against the simulated engine, through the probe metrics: with
+// Conversation probes against the simulated engine, through the probe metrics: with
 // prefix caching the follow-ups hit and save most of the cold TTFT; without
 // it every follow-up is a counted miss, not an error, and saves nothing.
-func TestWarmMetricsAgainstSim(t *testing.T) {
+func TestConversationMetricsAgainstSim(t *testing.T) {
 	testproc.Quiet(t) // the share of TTFT saved is a ratio of two short timings
 	for _, tc := range []struct {
 		name  string
@@ -42,15 +42,15 @@ func TestWarmMetricsAgainstSim(t *testing.T) {
 			for range 2 {
 				res := p.Probe(context.Background(), target, "", s)
 				if res.Kind != prober.KindSuccess {
-					t.Fatalf("warm probe: %s %s %v", res.Kind, res.Reason, res.Err)
+					t.Fatalf("conversation probe: %s %s %v", res.Kind, res.Reason, res.Err)
 				}
 				m.Observe(&res)
 			}
 			lv := []string{"sim", cfg.ModelName, s.Name, "chat"}
-			followUps := testutil.ToFloat64(m.warm.followUps.WithLabelValues(lv...))
-			misses := testutil.ToFloat64(m.warm.misses.WithLabelValues(lv...))
-			hit := testutil.ToFloat64(m.warm.hitRatio.WithLabelValues(lv...))
-			saved := testutil.ToFloat64(m.warm.savedRatio.WithLabelValues(lv...))
+			followUps := followUps(m, lv)
+			misses := testutil.ToFloat64(m.conv.misses.WithLabelValues(lv...))
+			hit := testutil.ToFloat64(m.conv.hitRatio.WithLabelValues(lv...))
+			saved := testutil.ToFloat64(m.conv.savedRatio.WithLabelValues(lv...))
 			t.Logf("follow-ups %v, misses %v, cache-hit share %.3f, TTFT saved %.0f %%", followUps, misses, hit, 100*saved)
 			if followUps != 2 || testutil.ToFloat64(m.probes.WithLabelValues(append(lv, "error")...)) != 0 {
 				t.Errorf("follow-ups %v, want 2 and no error", followUps)

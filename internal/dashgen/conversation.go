@@ -8,9 +8,8 @@ import (
 	"github.com/slaprobe/slaprobe/internal/alertgen"
 )
 
-// conversationRow adds the row of conversation scenarios (`conversation:`, or `warm:`, its older name;
-// docs/warm.md): how their follow-ups fared with the prefix cache (hit, partial, miss, unknown) over
-// time, the share of what the engine had already seen that its cache served, the conversations'
+// conversationRow adds the row of conversation scenarios (`conversation:`; docs/conversations.md):
+// how their follow-ups fared with the prefix cache (hit, partial, miss, unknown) over time, the share of what the engine had already seen that its cache served, the conversations'
 // waiting time, follow-up against priming TTFT, and the state of the two alerts on the cache
 // (SlaprobeConversationCacheLost, SlaprobePrefixCachingNotWorking). Its series exist only for
 // conversation scenarios.
@@ -61,7 +60,7 @@ func conversationRow(b *board) {
 		rangeQ(histQuantile("0.95", "slaprobe_conversation_seconds", ruleBy, convWindow), "p95 "+legendTS),
 	).dotted("^p95 .*"))
 
-	prime := probeSel("slaprobe_warm_prime_ttft_seconds")
+	prime := probeSel("slaprobe_conversation_prime_ttft_seconds")
 	convOnly := "\nand on (" + ruleBy + ")\n" + prime
 	b.add(12, 8, timeseries("Follow-up vs priming TTFT",
 		"Per conversation scenario: TTFT of the last priming turn, a cold prompt of the conversation's first "+
@@ -81,8 +80,8 @@ func conversationRow(b *board) {
 			"cold priming turn's. SlaprobePrefixCachingNotWorking fires when both had been high and every "+
 			"follow-up for 20 min shows a share under 10 % or a saving under 20 %.",
 		"percentunit", nil,
-		rangeQ(probeSel("slaprobe_warm_cache_hit_ratio"), "cached "+legendTS),
-		rangeQ(probeSel("slaprobe_warm_ttft_saved_ratio"), "saved "+legendTS),
+		rangeQ(probeSel("slaprobe_conversation_cache_hit_ratio"), "cached "+legendTS),
+		rangeQ(probeSel("slaprobe_conversation_ttft_saved_ratio"), "saved "+legendTS),
 	).dotted("^saved .*")
 	hit.FieldConfig.Defaults.Max = num(1)
 	b.add(12, 8, hit)

@@ -9,9 +9,9 @@ import (
 	"github.com/slaprobe/slaprobe/prober"
 )
 
-// TestWarmScenarioConfig reads a conversation section under its name and
+// TestConversationScenarioConfig reads a conversation section under its name and
 // under its older one, warm:, to the same scenarios.
-func TestWarmScenarioConfig(t *testing.T) {
+func TestConversationScenarioConfig(t *testing.T) {
 	for _, key := range []string{"conversation", "warm"} {
 		t.Run(key, func(t *testing.T) { testConversationConfig(t, key) })
 	}
@@ -38,6 +38,18 @@ scenarios:
 `, "KEY", key)))
 	if err != nil {
 		t.Fatal(err)
+	}
+	// warm: loads, deprecated: one note per section that uses it, naming
+	// the old key and its replacement; conversation: none.
+	wantDep := []string(nil)
+	if key == "warm" {
+		wantDep = []string{
+			"scenarios[0] (agent_followup): warm is deprecated, the older name of conversation; rename the key to conversation (warm is read as it for one release)",
+			"scenarios[1] (general_chat_followup): warm is deprecated, the older name of conversation; rename the key to conversation (warm is read as it for one release)",
+		}
+	}
+	if got := c.Deprecations(); !reflect.DeepEqual(got, wantDep) {
+		t.Errorf("Deprecations() = %q, want %q", got, wantDep)
 	}
 	got := c.Scenarios("vllm:8000")
 	if len(got) != 2 {
@@ -66,6 +78,9 @@ scenarios:
 	}
 	if !reflect.DeepEqual(again.AllScenarios(), c.AllScenarios()) {
 		t.Errorf("printed config does not load back:\n%s", c.Redacted())
+	}
+	if d := again.Deprecations(); len(d) != 0 {
+		t.Errorf("the printed config uses deprecated keys: %q", d)
 	}
 }
 
@@ -129,6 +144,9 @@ scenarios:
 	}
 	if !reflect.DeepEqual(again.AllScenarios(), c.AllScenarios()) {
 		t.Errorf("printed config does not load back:\n%s", c.Redacted())
+	}
+	if d := again.Deprecations(); len(d) != 0 {
+		t.Errorf("the printed config uses deprecated keys: %q", d)
 	}
 	if !strings.Contains(c.Redacted(), "new_tokens: 1024-4096") {
 		t.Errorf("printed config lacks the range:\n%s", c.Redacted())

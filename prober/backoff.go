@@ -1,7 +1,8 @@
 package prober
 
-// This file holds the gate that holds back one target's probes while it is
-// down or has asked for a pause (Retry-After).
+// This file holds a target's backoff: the gate that holds back its probes
+// while it is down (backoff) or has asked for a pause (Retry-After). It is
+// not internal/gate, the rollout gate.
 
 import (
 	"log/slog"

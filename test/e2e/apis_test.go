@@ -27,7 +27,7 @@ func TestFourAPIs(t *testing.T) {
 	root := repoRoot(t)
 	bin := buildSlaprobe(t, root)
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), waitBudget)
+	ctx, cancel := context.WithTimeout(context.Background(), readyBudget+waitBudget)
 	t.Cleanup(cancel)
 
 	simAddr, webAddr := testproc.FreeAddr(t), testproc.FreeAddr(t)

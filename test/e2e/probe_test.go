@@ -45,7 +45,7 @@ func TestProbeFleet(t *testing.T) {
 	root := repoRoot(t)
 	bin := buildSlaprobe(t, root)
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), waitBudget)
+	ctx, cancel := context.WithTimeout(context.Background(), readyBudget+waitBudget)
 	t.Cleanup(cancel)
 
 	sims := make([]string, 2)

@@ -29,8 +29,11 @@ import (
 const (
 	// envRequire turns a missing tool into a failure instead of a skip (set by `make test`).
 	envRequire = "SLAPROBE_REQUIRE_DEPS"
-	// waitBudget bounds everything after the build: demo start, Prometheus start, every check.
-	waitBudget = 90 * time.Second
+	// readyBudget bounds starting the programs a test runs (slaprobe, Prometheus, Alertmanager):
+	// make test runs its stages side by side, and on a loaded 2-core machine a Prometheus took
+	// 75 s to answer ready. waitBudget bounds the checks once they are up.
+	readyBudget = 3 * time.Minute
+	waitBudget  = 90 * time.Second
 	// scrapeInterval is also the rule evaluation interval.
 	scrapeInterval = 2 * time.Second
 )
@@ -78,7 +81,10 @@ func TestPrometheus(t *testing.T) {
 	bin := buildSlaprobe(t, root)
 
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), waitBudget)
+	// The demo and Prometheus get readyBudget to come up (on a loaded 2-core machine Prometheus
+	// took 75 s to be ready), and the checks waitBudget from when their Prometheus is ready: a
+	// slow start must not eat the time the probes need to fill a rate's window.
+	ctx, cancel := context.WithTimeout(context.Background(), readyBudget+waitBudget)
 	t.Cleanup(cancel)
 
 	demo := startDemo(t, ctx, bin)
@@ -97,7 +103,9 @@ func TestPrometheus(t *testing.T) {
 				t.Parallel()
 				p := startPrometheus(t, ctx, promBin, m, demo, ruleFiles)
 				t.Logf("%5.1fs prometheus (%s histograms) ready at %s", since(start), m.name, p.base)
-				checkPrometheus(t, ctx, p, m, demo, ruleFiles, start)
+				cctx, ccancel := context.WithTimeout(ctx, waitBudget)
+				defer ccancel()
+				checkPrometheus(t, cctx, p, m, demo, ruleFiles, start)
 				checkDashboards(t, ctx, p) // dashboards_test.go: every dashboard query, now that there is data
 			})
 		}

@@ -108,7 +108,7 @@ func TestExemplarsAndEngineSpans(t *testing.T) {
 	root := repoRoot(t)
 	bin := buildSlaprobe(t, root)
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), waitBudget)
+	ctx, cancel := context.WithTimeout(context.Background(), readyBudget+waitBudget)
 	t.Cleanup(cancel)
 
 	log := &spanLog{spans: map[string][]span{}}

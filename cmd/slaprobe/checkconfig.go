@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+
+	"github.com/slaprobe/slaprobe/internal/workload"
 )
 
 func addCheckConfig(c *cli) {
@@ -22,7 +24,7 @@ func addCheckConfig(c *cli) {
 			fmt.Fprintf(c.stderr, "config warning: %s\n", d)
 		}
 		fmt.Fprint(c.stdout, cfg.Redacted())
-		summarizeScenarios(c.stdout, cfg.AllScenarios())
+		workload.DescribeScenarios(c.stdout, cfg.AllScenarios())
 		fmt.Fprintf(c.stderr, "config OK: %d target(s), %d scenario(s) known\n", len(cfg.TargetConfigs), len(cfg.AllScenarios()))
 		return 0
 	})

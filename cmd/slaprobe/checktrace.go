@@ -7,7 +7,6 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/slaprobe/slaprobe/internal/workload"
-	"github.com/slaprobe/slaprobe/prober"
 )
 
 // traceFlags are check-config's flags for summarising a trace file.
@@ -35,43 +34,16 @@ func addTraceFlags(cmd *kingpin.CmdClause) *traceFlags {
 	}
 }
 
-// summarize prints the summary of the trace the flags name to stdout, with a
-// progress line on stderr every 64 MiB. It reports whether it succeeded; no
-// --trace is a success.
+// summarize prints the summary of the trace the flags name (workload.PrintSummary).
+// It reports whether it succeeded; no --trace is a success.
 func (f *traceFlags) summarize(stdout, stderr io.Writer) bool {
 	if *f.path == "" {
 		return true
 	}
 	spec := workload.Spec{Path: *f.path, Format: workload.Format(*f.format), Models: *f.models, LogTypes: *f.logTypes}
-	s, err := workload.Summarize(spec, func(p workload.Progress) {
-		if p.Size > workload.ProgressEvery { // a small trace needs no progress line
-			fmt.Fprintf(stderr, "trace: %s\n", p)
-		}
-	})
-	if err != nil {
+	if err := workload.PrintSummary(spec, stdout, stderr); err != nil {
 		fmt.Fprintf(stderr, "trace error: %v\n", err)
 		return false
 	}
-	fmt.Fprint(stdout, s.String())
 	return true
-}
-
-// summarizeScenarios prints, for each trace-shaped scenario of cfg, its
-// trace's summary (read when the config was loaded) and its TTFT thresholds
-// per length class.
-func summarizeScenarios(w io.Writer, scenarios []prober.Scenario) {
-	for _, s := range scenarios {
-		sh, ok := s.Shape.(*workload.Shape)
-		if !ok {
-			continue
-		}
-		fmt.Fprintf(w, "scenario %s: ", s.Name)
-		if sh.IsLive() {
-			fmt.Fprintf(w, "live length mix of each target's engine (%s and %s over the last %s)\n",
-				workload.VLLMPromptTokens, workload.VLLMGenerationTokens, sh.LiveWindow())
-		} else {
-			fmt.Fprint(w, sh.Summary().String())
-		}
-		fmt.Fprintf(w, "  probes: %d prompt + %d answer tokens on average (the token budget counts these); TTFT by length class: %s\n", s.InputTokens, s.OutputTokens, sh.TTFT())
-	}
 }

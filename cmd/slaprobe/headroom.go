@@ -2,10 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/url"
-	"time"
 
 	"github.com/slaprobe/slaprobe/internal/sweep"
 	"github.com/slaprobe/slaprobe/internal/workload"
@@ -32,83 +29,30 @@ func addHeadroom(c *cli) {
 	maxDrop := cmd.Flag("max-drop", "With --baseline: exit 3 when the headroom fell by more than this share.").Default("0.1").Float64()
 
 	c.command(cmd, func(ctx context.Context) int {
-		logger := c.logger()
 		if *tf.path == "" {
 			fmt.Fprintln(c.stderr, "headroom: --trace is required")
 			return exitUsage
 		}
-		speeds, err := workload.ParseSpeedups(*speedups)
-		if err != nil {
-			fmt.Fprintf(c.stderr, "headroom: --speedups: %v\n", err)
-			return exitFailure
-		}
-		u, err := url.Parse(*target)
-		if err != nil || u.Host == "" {
-			fmt.Fprintf(c.stderr, "headroom: --target.url=%q: expected a URL such as http://vllm:8000\n", *target)
-			return exitFailure
-		}
-		var base *workload.HeadroomReport
-		if *baseline != "" {
-			b, err := workload.ReadHeadroomReport(*baseline)
-			if err != nil {
-				fmt.Fprintf(c.stderr, "headroom: --baseline: %v\n", err)
-				return exitFailure
-			}
-			base = &b
-		}
-		classes := workload.DefaultClassTTFT
-		if *ttft > 0 {
-			classes = nil
-		}
-		hr := workload.HeadroomRun{
-			Target:   prober.Target{Name: u.Host, BaseURL: *target, Model: *model, API: prober.API(*api)},
-			Model:    *model,
+		run := workload.HeadroomCommand{
+			TargetURL: *target, Model: *model, API: prober.API(*api),
 			Spec:     workload.Spec{Path: *tf.path, Format: workload.Format(*tf.format), Models: *tf.models, LogTypes: *tf.logTypes},
-			Requests: *requests, Workload: *name, Timeout: *timeout,
-			Thresholds: prober.Thresholds{TTFT: *ttft, E2E: *e2e}, TTFT: classes,
-			Options: workload.ReplayOptions{Speedups: speeds, Refine: max(*refine, -1), Rule: *rule,
-				Step: func(s workload.ReplayStep) {
-					fmt.Fprintf(c.stderr, "×%-5g %7.2f req/s  good %5.1f %% (%d/%d)  TTFT p50 %s p99 %s  sent late p99 %s\n",
-						s.Speedup, s.OfferedRate, 100*s.GoodShare, s.Good, s.Requests, secs(s.TTFT.P50), secs(s.TTFT.P99), s.Late.Round(time.Millisecond))
-				}},
-			Prober: prober.New(logger, prober.SystemClock{}),
+			Requests: *requests, Workload: *name, Speedups: *speedups, Refine: *refine, Rule: *rule,
+			TTFT: *ttft, E2E: *e2e, Timeout: *timeout,
+			Report: *report, Metrics: *metrics, Baseline: *baseline, MaxDrop: *maxDrop,
+			Prober: prober.New(c.logger(), prober.SystemClock{}),
 		}
-		if *refine == 0 {
-			hr.Options.Refine = -1
-		}
-		rep, err := workload.RunHeadroom(ctx, hr)
+		outcome, err := run.Run(ctx, c.stdout, c.stderr)
 		if err != nil {
 			fmt.Fprintf(c.stderr, "headroom: %v\n", err)
-			if errors.Is(err, context.Canceled) {
-				return exitInterrupted
-			}
+		}
+		switch outcome {
+		case workload.HeadroomRegressed:
+			return exitRegression
+		case workload.HeadroomInterrupted:
+			return exitInterrupted
+		case workload.HeadroomFailed:
 			return exitFailure
-		}
-		fmt.Fprintf(c.stdout, "headroom of %s on %s (%d requests, %.3g req/s at ×1, %s): %s\n",
-			rep.Target, rep.Workload, rep.Requests, rep.BaseRate, rep.Rule, rep.Headroom)
-		if *report != "" {
-			if err := rep.WriteReport(*report); err != nil {
-				fmt.Fprintf(c.stderr, "headroom: --report: %v\n", err)
-				return exitFailure
-			}
-		}
-		if *metrics != "" {
-			if err := rep.WriteMetrics(*metrics); err != nil {
-				fmt.Fprintf(c.stderr, "headroom: --metrics.file: %v\n", err)
-				return exitFailure
-			}
-		}
-		if base != nil {
-			change, text := workload.CompareHeadroom(rep, *base)
-			fmt.Fprintln(c.stdout, text)
-			if change < -*maxDrop {
-				return exitRegression
-			}
 		}
 		return exitOK
 	})
-}
-
-func secs(s float64) string {
-	return time.Duration(s * float64(time.Second)).Round(time.Millisecond).String()
 }

@@ -398,19 +398,26 @@ func (s *Sweeper) sweepOne(ctx context.Context, cfg config.SweepConfig, t *Plan,
 		return s.gate(ctx, cfg.Pause, t)
 	}
 
+	// The hold ends before the result is published, so that whoever sees
+	// the new result also sees the target's probes running again.
+	resume := func() {}
 	if s.opts.Hold != nil {
 		s.logger.Info("sweep: holding the target's scheduled probes until its sweep ends; waiting for those in flight", "target", name)
 		release, err := s.opts.Hold(ctx, name)
 		s.mu.Lock()
 		s.holding = name
 		s.mu.Unlock()
-		defer func() {
-			release()
-			s.mu.Lock()
-			s.holding = ""
-			s.mu.Unlock()
-			s.logger.Info("sweep: scheduled probes resumed", "target", name)
-		}()
+		var once sync.Once
+		resume = func() {
+			once.Do(func() {
+				release()
+				s.mu.Lock()
+				s.holding = ""
+				s.mu.Unlock()
+				s.logger.Info("sweep: scheduled probes resumed", "target", name)
+			})
+		}
+		defer resume()
 		if err != nil {
 			s.logger.Warn("sweep: stopped while waiting for scheduled probes in flight", "target", name, "err", err)
 		}
@@ -419,6 +426,7 @@ func (s *Sweeper) sweepOne(ctx context.Context, cfg config.SweepConfig, t *Plan,
 	start := s.now()
 	s.logger.Info("sweep started", "target", name, "model", t.Model.ID, "trigger", trigger, "scenarios", len(t.Scenarios))
 	rep, res, err := t.Run(ctx, s.opts.Runner, t.Meta())
+	resume()
 	if cause := context.Cause(ctx); err != nil && cause != nil {
 		err = cause
 	}

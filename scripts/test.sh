@@ -100,11 +100,25 @@ t_epoch=$(date +%s)
 t_all=$SECONDS
 
 declare -a names=() secs=() results=() failed=()
+declare -a cpus=()
 record() { # name seconds result
 	names+=("$1")
 	secs+=("$2")
 	results+=("$3")
+	cpus+=("$(cpu_seconds "$logs/$1.times")")
 	[ "$3" = ok ] || failed+=("$1")
+}
+
+# run_one CMD TIMES: runs CMD in bash and writes the CPU time (user and system) that it and every
+# process under it used to TIMES, as bash's `times` prints it for the children it waited for.
+run_one() {
+	bash -c 'bash -c "$1"; r=$?; times >"$2"; exit $r' run_one "$1" "$2"
+}
+
+# cpu_seconds TIMES: user + system seconds from run_one's file ("-" when there is none).
+cpu_seconds() {
+	[ -s "$1" ] || { echo -; return; }
+	sed -n 2p "$1" | awk '{ s = 0; for (i = 1; i <= 2; i++) { split($i, a, "m"); sub("s", "", a[2]); s += a[1] * 60 + a[2] }; printf "%.0f", s }'
 }
 
 # stage NAME NEEDS AFTER CMD: NEEDS and AFTER are comma-separated lists of stages. The stage starts
@@ -174,7 +188,7 @@ run_stages() {
 					if [ "${TEST_SERIAL:-0}" = 1 ]; then
 						say "stage $n: start"
 						r=0
-						bash -c "${s_cmd[$i]}" 2>&1 | tee "$logs/$n.log" || r=$?
+						run_one "${s_cmd[$i]}" "$logs/$n.times" 2>&1 | tee "$logs/$n.log" || r=$?
 						state[$n]=done rc[$n]=$r
 						say "stage $n: $((SECONDS - start[$n]))s$([ $r -ne 0 ] && echo ", FAILED (exit $r)")"
 						record "$n" $((SECONDS - start[$n])) "$([ $r -eq 0 ] && echo ok || echo "FAIL ($r)")"
@@ -182,7 +196,7 @@ run_stages() {
 						[ $r -ne 0 ] && any=1
 					else
 						say "stage $n: start (at $((SECONDS - t_all))s; its output follows when it ends)"
-						bash -c "${s_cmd[$i]}" >"$logs/$n.log" 2>&1 &
+						run_one "${s_cmd[$i]}" "$logs/$n.times" >"$logs/$n.log" 2>&1 &
 						pid[$n]=$!
 						state[$n]=running
 					fi
@@ -212,12 +226,14 @@ run_stages() {
 table() {
 	local i
 	echo
-	echo "==> make test: stages (seconds each ran; they overlap)"
-	printf '    %-16s %8s  %s\n' stage seconds result
+	echo "==> make test: stages (seconds each ran, they overlap; CPU seconds its processes used)"
+	printf '    %-16s %8s %8s  %s\n' stage seconds cpu result
+	local cpu_all=0
 	for i in "${!names[@]}"; do
-		printf '    %-16s %8s  %s\n' "${names[$i]}" "${secs[$i]}" "${results[$i]}"
+		printf '    %-16s %8s %8s  %s\n' "${names[$i]}" "${secs[$i]}" "${cpus[$i]}" "${results[$i]}"
+		[ "${cpus[$i]}" = - ] || cpu_all=$((cpu_all + cpus[i]))
 	done
-	printf '    %-16s %8s\n' total $((SECONDS - t_all))
+	printf '    %-16s %8s %8s  (%s cores)\n' total $((SECONDS - t_all)) $cpu_all "$(nproc 2>/dev/null || echo ?)"
 	if [ -s "$SLAPROBE_QUIET_LOG" ]; then
 		echo
 		echo "==> timing checks on quiet cores (seconds since make test started; they run one at a time)"

@@ -339,7 +339,13 @@ tracing:
 		if d := got - truth; d < -1e-6 || d > 1e-6 {
 			t.Errorf("the alert's ratio is %.6f, its true value %.6f", got, truth)
 		}
-		if r := metricSum(body, "slaprobe_engine_spans_received_total", `result="rejected"`); r < 3*want {
+		// The stable point's page can predate the attacker's last posts:
+		// count the rejections on a page read after it stopped.
+		after, err := get("/metrics", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := metricSum(after, "slaprobe_engine_spans_received_total", `result="rejected"`); r < 3*want {
 			t.Errorf("%v forged llm_request spans counted rejected, want at least %d (3 per trace id)", r, 3*want)
 		}
 		if n := metricSum(body, "slaprobe_engine_spans_received_total", `result="joined"`); n != joined {

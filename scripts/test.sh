@@ -236,10 +236,10 @@ table() {
 	printf '    %-16s %8s %8s  (%s cores)\n' total $((SECONDS - t_all)) $cpu_all "$(nproc 2>/dev/null || echo ?)"
 	if [ -s "$SLAPROBE_QUIET_LOG" ]; then
 		echo
-		echo "==> timing checks on quiet cores (seconds since make test started; they run one at a time)"
-		printf '    %-58s %7s %7s %7s\n' test asked got held
+		echo "==> timing checks on quiet cores (seconds since make test started; cores: how many were busy, on average, while it held them)"
+		printf '    %-58s %7s %7s %7s %6s\n' test asked got held cores
 		sort -t$'\t' -k3,3n "$SLAPROBE_QUIET_LOG" |
-			awk -F'\t' -v t0="$t_epoch" '{ printf "    %-58s %7.0f %7.0f %7.1f\n", substr($1, 1, 58), $2 - t0, $3 - t0, $4 - $3 }'
+			awk -F'\t' -v t0="$t_epoch" '{ printf "    %-58s %7.0f %7.0f %7.1f %6s\n", substr($1, 1, 58), $2 - t0, $3 - t0, $4 - $3, ($5 == "" ? "-" : $5) }'
 	fi
 }
 

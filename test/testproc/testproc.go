@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -237,6 +238,7 @@ func Quiet(t testing.TB) {
 		return
 	}
 	var asked, got time.Time
+	var cpu0 cpuTimes
 	if quiet.held == 0 {
 		asked = time.Now()
 		f, err := lockFile(true)
@@ -245,15 +247,17 @@ func Quiet(t testing.TB) {
 		}
 		quiet.f = f
 		got = time.Now()
+		cpu0 = readCPUTimes()
 	}
 	quiet.held++
 	t.Cleanup(func() {
 		quiet.mu.Lock()
 		defer quiet.mu.Unlock()
 		if quiet.held--; quiet.held == 0 {
+			busy := cpu0.coresBusy(readCPUTimes())
 			quiet.f.Close() // closing the file releases the lock
 			quiet.f = nil
-			logQuiet(t.Name(), asked, got, time.Now())
+			logQuiet(t.Name(), asked, got, time.Now(), busy)
 		}
 	})
 }
@@ -286,16 +290,67 @@ func appendLine(path, line string) error {
 }
 
 // EnvQuietLog names a file that Quiet appends one line to for each test that held the quiet cores:
-// package.Test, when it asked, when it got them and when it let go (Unix seconds), tab-separated.
+// package.Test, when it asked, when it got them and when it let go (Unix seconds), and how many of
+// the machine's cores were busy on average while it held them (every process, read from /proc/stat;
+// "-" where that cannot be read), tab-separated.
 // `make test` sets it and prints the chain of timing checks, so a slow one shows.
 const EnvQuietLog = "SLAPROBE_QUIET_LOG"
 
-func logQuiet(name string, asked, got, done time.Time) {
+func logQuiet(name string, asked, got, done time.Time, busy string) {
 	path := os.Getenv(EnvQuietLog)
 	if path == "" || asked.IsZero() {
 		return
 	}
 	unix := func(t time.Time) string { return fmt.Sprintf("%.3f", float64(t.UnixNano())/1e9) }
 	pkg := strings.TrimSuffix(filepath.Base(os.Args[0]), ".test")
-	_ = appendLine(path, pkg+"."+name+"\t"+unix(asked)+"\t"+unix(got)+"\t"+unix(done)) // a diagnostic only
+	_ = appendLine(path, pkg+"."+name+"\t"+unix(asked)+"\t"+unix(got)+"\t"+unix(done)+"\t"+busy) // a diagnostic only
+}
+
+// cpuTimes is the machine's CPU time so far, from the first line of /proc/stat (in clock ticks):
+// busy (user, nice, system, irq, softirq, steal) and all of it (busy plus idle and iowait).
+type cpuTimes struct {
+	busy, all uint64
+	cpus      int // the cpuN lines
+	ok        bool
+}
+
+func readCPUTimes() cpuTimes {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return cpuTimes{}
+	}
+	line, rest, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 8 || f[0] != "cpu" {
+		return cpuTimes{}
+	}
+	var c cpuTimes
+	for i, s := range f[1:] {
+		if i >= 8 { // guest time is already counted in user
+			break
+		}
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return cpuTimes{}
+		}
+		c.all += v
+		if i != 3 && i != 4 { // idle, iowait
+			c.busy += v
+		}
+	}
+	for _, l := range strings.Split(rest, "\n") {
+		if len(l) > 3 && strings.HasPrefix(l, "cpu") && l[3] >= '0' && l[3] <= '9' {
+			c.cpus++
+		}
+	}
+	c.ok = c.cpus > 0
+	return c
+}
+
+// coresBusy is how many cores were busy on average from c to d, as a string for the log.
+func (c cpuTimes) coresBusy(d cpuTimes) string {
+	if !c.ok || !d.ok || d.all <= c.all {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", float64(d.busy-c.busy)/float64(d.all-c.all)*float64(d.cpus))
 }

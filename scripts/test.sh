@@ -52,21 +52,72 @@ export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
 
 say() { printf '==> %s\n' "$*"; }
 
-# quiet_pass LIST: runs the tests go-test and go-test-tools deferred (lines "<package dir>\t<test>").
-# A deferred subtest runs with its whole top-level test. One package at a time: with two, the next
-# package's -race link ran beside a check and llm-d's TTFT came out 5-8 ms late.
+# quiet_pass LIST: runs the tests go-test and go-test-tools deferred (lines "<package dir>\t<test>\t
+# <class>"), each top-level test in a process of its own. The test binaries are linked first, so that
+# no link runs beside a check (with two packages at once, the next one's -race link ran beside a check
+# and llm-d's TTFT came out 5-8 ms late). Then the light checks (testproc.QuietLight: their own work
+# keeps well under a core busy) run side by side, as many at once as there are cores, holding the lock
+# shared (SLAPROBE_QUIET_SHARED); then the others, one at a time, each with the machine to itself. A
+# deferred subtest runs with its whole top-level test; a top-level test with any whole-machine part
+# runs alone.
 quiet_pass() {
-	local list=$1 pkgs names
+	local list=$1 bins jobs pkgs n lanes
 	if [ ! -s "$list" ]; then
 		say "no timing check was deferred to this pass"
 		return 0
 	fi
-	pkgs=$(cut -f1 "$list" | sort -u | while read -r d; do
+	bins=$(mktemp -d)
+	jobs=$bins/jobs.tsv
+	# One job per package and top-level test: "<dir>\t<test>\t<class>", whole if any part is.
+	awk -F'\t' '{ split($2, p, "/"); k = $1 "\t" p[1]; c = ($3 == "light") ? "light" : "whole"
+		if (!(k in cls) || c == "whole") cls[k] = c; if (!(k in seen)) { seen[k] = 1; order[++n] = k } }
+		END { for (i = 1; i <= n; i++) print order[i] "\t" cls[order[i]] }' "$list" >"$jobs"
+	pkgs=$(cut -f1 "$jobs" | sort -u | while read -r d; do
 		case $d in "$root") echo . ;; "$root"/*) echo "./${d#"$root"/}" ;; *) echo "$d" ;; esac
 	done | tr '\n' ' ')
-	names=$(cut -f2 "$list" | cut -d/ -f1 | sort -u | paste -sd'|')
-	say "$(wc -l <"$list") timing checks in $(echo "$pkgs" | wc -w) packages: $pkgs"
-	CGO_ENABLED=1 $GO test -race -count=1 -p 1 -timeout 20m -run "^($names)\$" $pkgs
+	n=$(wc -l <"$jobs")
+	lanes=$(nproc 2>/dev/null || echo 1)
+	say "$n timing checks in $(echo "$pkgs" | wc -w) packages ($(grep -c $'\tlight$' "$jobs") light, $lanes at once; the others alone): $pkgs"
+	if [ -n "$(cut -f1 "$jobs" | sort -u | xargs -n1 basename | sort | uniq -d)" ]; then
+		echo "quiet pass: two packages with timing checks share a name; their test binaries would collide" >&2
+		return 1
+	fi
+	# shellcheck disable=SC2086 # one word per package
+	CGO_ENABLED=1 $GO test -race -c -o "$bins/" $pkgs || return 1
+	local rc=0 running=0 dir name class
+	check() { # dir name class: runs one check, prints its result line, and its output when it failed
+		local log start r=0
+		log=$bins/$(basename "$1").$2.log
+		start=$SECONDS
+		(cd "$1" && SLAPROBE_QUIET_SHARED=$([ "$3" = light ] && echo 1) "$bins/$(basename "$1").test" \
+			-test.run "^$2\$" -test.count=1 -test.timeout=20m) >"$log" 2>&1 || r=$?
+		if [ $r -eq 0 ] && grep -q '^PASS$' "$log"; then
+			printf 'ok  \t%s.%s (%s)\t%ss\n' "$(basename "$1")" "$2" "$3" $((SECONDS - start))
+		else
+			cat "$log"
+			printf 'FAIL\t%s.%s (%s)\t%ss (exit %s)\n' "$(basename "$1")" "$2" "$3" $((SECONDS - start)) "$r"
+			return 1
+		fi
+	}
+	while IFS=$'\t' read -r dir name class; do
+		[ "$class" = light ] || continue
+		if [ $running -ge "$lanes" ]; then
+			wait -n || rc=1
+			running=$((running - 1))
+		fi
+		check "$dir" "$name" light </dev/null &
+		running=$((running + 1))
+	done <"$jobs"
+	while [ $running -gt 0 ]; do
+		wait -n || rc=1
+		running=$((running - 1))
+	done
+	while IFS=$'\t' read -r dir name class; do
+		[ "$class" = light ] && continue
+		check "$dir" "$name" whole </dev/null || rc=1
+	done <"$jobs"
+	rm -rf "$bins"
+	return $rc
 }
 
 # partition DIR: writes DIR/pkgs-tools, the packages whose tests run a built tool (they import

@@ -193,7 +193,7 @@ func swScenario() prober.Scenario {
 const swHoldStep = 1100 * time.Microsecond
 
 func TestClosedLoopHoldsN(t *testing.T) {
-	testproc.Quiet(t) // counts tokens in a timed window
+	testproc.QuietLight(t) // counts tokens in a timed window
 	for _, n := range []int{1, 4, 16} {
 		f := newSwFakeEngine()
 		f.prefill = 0

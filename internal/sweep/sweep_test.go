@@ -150,7 +150,7 @@ func TestSweep(t *testing.T) {
 }
 
 func TestSweepEarlyStop(t *testing.T) {
-	testproc.Quiet(t) // a TTFT threshold of a few prefills of 4 ms
+	testproc.QuietLight(t) // a TTFT threshold of a few prefills of 4 ms
 	f := newSwFakeEngine()
 	f.prefill = 4 * time.Millisecond
 	s := swScenario()

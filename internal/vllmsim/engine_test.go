@@ -95,7 +95,7 @@ func retryTiming(t *testing.T, check func(attempt int) error) {
 
 // TestTimingMatchesModel checks the server-side ground truth against the pure model functions.
 func TestTimingMatchesModel(t *testing.T) {
-	testproc.Quiet(t) // the engine's own timing against its model, within 3 %
+	testproc.QuietLight(t) // the engine's own timing against its model, within 3 %
 	cfg := DefaultConfig()
 	cfg.EOSMeanTokens = 0
 	cfg.PrefillOverhead = 20 * time.Millisecond

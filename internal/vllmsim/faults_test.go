@@ -11,7 +11,7 @@ import (
 )
 
 func TestFaultHeader(t *testing.T) {
-	testproc.Quiet(t) // times stalls of 150 ms against gaps of a few
+	testproc.QuietLight(t) // times stalls of 150 ms against gaps of a few
 	cfg := fastConfig()
 	ts := start(t, cfg)
 	tests := []struct {
@@ -186,7 +186,7 @@ func TestFaultNonStreaming(t *testing.T) {
 // The alternating faults: of every four requests the first has a slow first token, the third a slow
 // stream, the others neither.
 func TestFaultAlternate(t *testing.T) {
-	testproc.Quiet(t) // times delays of 300 and 40 ms against steps of about 2 ms
+	testproc.QuietLight(t) // times delays of 300 and 40 ms against steps of about 2 ms
 	cfg := fastConfig()
 	cfg.Faults.AlternateSlowFirstToken = 300 * time.Millisecond
 	cfg.Faults.AlternateSlowToken = 40 * time.Millisecond

@@ -11,12 +11,14 @@ import (
 )
 
 // TimingAttempts runs check up to three times, with the cores held quiet
-// (see Quiet), and fails t with the last attempt's problems only when every
-// attempt had some. It is for checks of timing against a simulated engine,
-// which a busy shared machine can upset once without anything being wrong.
+// (see QuietLight), and fails t with the last attempt's problems only when
+// every attempt had some. It is for checks of timing against a simulated
+// engine, which a busy shared machine can upset once without anything being
+// wrong; the engine sleeps through its schedule, so such a check keeps well
+// under a core busy and make test runs it beside another light one.
 func TimingAttempts(t *testing.T, check func(errorf func(format string, args ...any))) {
 	t.Helper()
-	Quiet(t) // not beside a real engine computing, or another timing check
+	QuietLight(t) // not beside a real engine computing, or a busy test
 	const attempts = 3
 	for i := 1; i <= attempts; i++ {
 		var problems []string

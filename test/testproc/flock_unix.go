@@ -5,6 +5,7 @@ package testproc
 import (
 	"os"
 	"syscall"
+	"time"
 )
 
 // flock waits for a lock on f: exclusive, or shared.
@@ -19,4 +20,17 @@ func flock(f *os.File, exclusive bool) error {
 			return err
 		}
 	}
+}
+
+// processCPU is the user and system time of this process and of the children it has waited for.
+func processCPU() (time.Duration, bool) {
+	var sum time.Duration
+	for _, who := range []int{syscall.RUSAGE_SELF, syscall.RUSAGE_CHILDREN} {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(who, &ru); err != nil {
+			return 0, false
+		}
+		sum += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	return sum, true
 }

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -224,8 +223,30 @@ func HoldShared() (release func(), err error) {
 // runs, so that a test waiting for quiet cores never holds one of go test's package slots.
 func Quiet(t testing.TB) {
 	t.Helper()
+	quietHold(t, false)
+}
+
+// QuietLight is Quiet for a timing check whose own work keeps well under one core busy (a simulated
+// engine sleeping through its schedule, a few streams): make test's quiet pass runs such checks side
+// by side, a core each (EnvQuietShared), and runs the others alone. Anywhere else it is Quiet.
+func QuietLight(t testing.TB) {
+	t.Helper()
+	quietHold(t, true)
+}
+
+// EnvQuietShared, when "1", makes QuietLight take the lock shared, beside other light checks. make
+// test's quiet pass sets it for its light checks only, once every busy stage has ended; it is never
+// set where a busy test could run.
+const EnvQuietShared = "SLAPROBE_QUIET_SHARED"
+
+func quietHold(t testing.TB, light bool) {
+	t.Helper()
 	if path := os.Getenv(EnvQuietDefer); path != "" {
-		if err := deferQuiet(path, t.Name()); err != nil {
+		class := "whole"
+		if light {
+			class = "light"
+		}
+		if err := deferQuiet(path, t.Name(), class); err != nil {
 			t.Fatalf("quiet cores: deferring %s to %s: %v", t.Name(), path, err)
 		}
 		t.Skip("needs quiet cores: make test runs it in its quiet pass (" + EnvQuietDefer + ")")
@@ -241,7 +262,7 @@ func Quiet(t testing.TB) {
 	var cpu0 cpuTimes
 	if quiet.held == 0 {
 		asked = time.Now()
-		f, err := lockFile(true)
+		f, err := lockFile(!(light && os.Getenv(EnvQuietShared) == "1"))
 		if err != nil {
 			t.Fatalf("quiet-cores lock: %v", err)
 		}
@@ -262,17 +283,18 @@ func Quiet(t testing.TB) {
 	})
 }
 
-// EnvQuietDefer names a file. When set, Quiet appends the package directory and the name of the
-// test, tab-separated, to it and skips the test; `make test` sets it for its first go test pass and
+// EnvQuietDefer names a file. When set, Quiet appends the package directory, the name of the
+// test and its class ("whole" for Quiet, "light" for QuietLight), tab-separated, to it and skips the
+// test; `make test` sets it for its first go test pass and
 // then runs the tests listed (scripts/test.sh).
 const EnvQuietDefer = "SLAPROBE_QUIET_DEFER"
 
-func deferQuiet(path, name string) error {
+func deferQuiet(path, name, class string) error {
 	dir, err := os.Getwd() // go test runs a test binary in its package's directory
 	if err != nil {
 		return err
 	}
-	return appendLine(path, dir+"\t"+name)
+	return appendLine(path, dir+"\t"+name+"\t"+class)
 }
 
 // appendLine appends line and a newline to the file at path in one write, so that lines from several
@@ -290,9 +312,9 @@ func appendLine(path, line string) error {
 }
 
 // EnvQuietLog names a file that Quiet appends one line to for each test that held the quiet cores:
-// package.Test, when it asked, when it got them and when it let go (Unix seconds), and how many of
-// the machine's cores were busy on average while it held them (every process, read from /proc/stat;
-// "-" where that cannot be read), tab-separated.
+// package.Test, when it asked, when it got them and when it let go (Unix seconds), and how many cores
+// the test process (with the programs it started and stopped) kept busy on average while it held
+// them ("-" where that cannot be read), tab-separated.
 // `make test` sets it and prints the chain of timing checks, so a slow one shows.
 const EnvQuietLog = "SLAPROBE_QUIET_LOG"
 
@@ -306,51 +328,24 @@ func logQuiet(name string, asked, got, done time.Time, busy string) {
 	_ = appendLine(path, pkg+"."+name+"\t"+unix(asked)+"\t"+unix(got)+"\t"+unix(done)+"\t"+busy) // a diagnostic only
 }
 
-// cpuTimes is the machine's CPU time so far, from the first line of /proc/stat (in clock ticks):
-// busy (user, nice, system, irq, softirq, steal) and all of it (busy plus idle and iowait).
+// cpuTimes is the CPU time this test process has used so far, with the child processes it has
+// waited for (a real engine it started and stopped), and when it was read.
 type cpuTimes struct {
-	busy, all uint64
-	cpus      int // the cpuN lines
-	ok        bool
+	cpu time.Duration
+	at  time.Time
+	ok  bool
 }
 
 func readCPUTimes() cpuTimes {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return cpuTimes{}
-	}
-	line, rest, _ := strings.Cut(string(b), "\n")
-	f := strings.Fields(line)
-	if len(f) < 8 || f[0] != "cpu" {
-		return cpuTimes{}
-	}
-	var c cpuTimes
-	for i, s := range f[1:] {
-		if i >= 8 { // guest time is already counted in user
-			break
-		}
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			return cpuTimes{}
-		}
-		c.all += v
-		if i != 3 && i != 4 { // idle, iowait
-			c.busy += v
-		}
-	}
-	for _, l := range strings.Split(rest, "\n") {
-		if len(l) > 3 && strings.HasPrefix(l, "cpu") && l[3] >= '0' && l[3] <= '9' {
-			c.cpus++
-		}
-	}
-	c.ok = c.cpus > 0
-	return c
+	d, ok := processCPU()
+	return cpuTimes{cpu: d, at: time.Now(), ok: ok}
 }
 
-// coresBusy is how many cores were busy on average from c to d, as a string for the log.
+// coresBusy is how many cores the process kept busy on average from c to d, as a string for the log.
 func (c cpuTimes) coresBusy(d cpuTimes) string {
-	if !c.ok || !d.ok || d.all <= c.all {
+	el := d.at.Sub(c.at)
+	if !c.ok || !d.ok || el <= 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%.2f", float64(d.busy-c.busy)/float64(d.all-c.all)*float64(d.cpus))
+	return fmt.Sprintf("%.2f", (d.cpu-c.cpu).Seconds()/el.Seconds())
 }

@@ -88,6 +88,10 @@ func TestQuietDefers(t *testing.T) {
 		Quiet(t)
 		ran = true
 	})
+	t.Run("light check", func(t *testing.T) {
+		QuietLight(t)
+		ran = true
+	})
 	if ran {
 		t.Error("the test went on past Quiet instead of being deferred")
 	}
@@ -96,8 +100,78 @@ func TestQuietDefers(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir, _ := os.Getwd()
-	if want := dir + "\tTestQuietDefers/timing_check\n"; string(b) != want {
+	if want := dir + "\tTestQuietDefers/timing_check\twhole\n" + dir + "\tTestQuietDefers/light_check\tlight\n"; string(b) != want {
 		t.Errorf("listed %q; want %q", b, want)
+	}
+}
+
+// In make test's quiet pass (EnvQuietShared), two light checks in two processes hold the lock at
+// once; a whole-machine check still waits for them. Elsewhere a light check is a whole-machine one.
+func TestQuietLightShares(t *testing.T) {
+	if os.Getenv(EnvQuietDefer) != "" {
+		Quiet(t) // deferred to make test's quiet pass: the lock must be free for the children
+	}
+	switch os.Getenv("SLAPROBE_TESTPROC_CHILD") {
+	case "light":
+		QuietLight(t)
+		return
+	case "whole":
+		Quiet(t)
+		return
+	}
+	child := func(class string, shared bool) chan error {
+		cmd := exec.Command(os.Args[0], "-test.run", "^TestQuietLightShares$")
+		cmd.Env = append(os.Environ(), "SLAPROBE_TESTPROC_CHILD="+class, EnvQuietShared+"=")
+		if shared {
+			cmd.Env = append(cmd.Env, EnvQuietShared+"=1")
+		}
+		done := make(chan error, 1)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() { done <- cmd.Wait() }()
+		return done
+	}
+	// waits reports whether the child still waits after 300 ms; when it does not, its end is put
+	// back for the caller.
+	waits := func(done chan error) bool {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("child: %v", err)
+			}
+			done <- nil
+			return false
+		case <-time.After(300 * time.Millisecond):
+			return true
+		}
+	}
+	for _, tc := range []struct {
+		name         string
+		shared       bool
+		child        string
+		wantWaitsFor bool
+	}{
+		{"light beside light, in the quiet pass", true, "light", false},
+		{"whole beside light, in the quiet pass", true, "whole", true},
+		{"light beside light, elsewhere", false, "light", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(EnvQuietShared, map[bool]string{true: "1"}[tc.shared])
+			var done chan error
+			t.Run("holder", func(t *testing.T) {
+				QuietLight(t)
+				done = child(tc.child, tc.shared)
+				if got := waits(done); got != tc.wantWaitsFor {
+					t.Errorf("the %s child waited for a light holder: %v, want %v", tc.child, got, tc.wantWaitsFor)
+				}
+			})
+			select {
+			case <-done:
+			case <-time.After(20 * time.Second):
+				t.Fatal("the child did not get the lock after this process let go")
+			}
+		})
 	}
 }
 

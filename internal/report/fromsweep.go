@@ -48,21 +48,13 @@ func FromSweep(res *sweep.Result, meta Meta, pricePerKWh float64, power bool) *R
 			Name: s.Name, Family: string(s.Family), Description: s.Description,
 			InputTokens: s.InputTokens, OutputTokens: s.OutputTokens,
 			Thresholds: s.Thresholds, Turns: s.Turns, NewTokens: s.NewTokens,
+			StoppedEarly: s.StoppedEarly,
 		}
 		for _, st := range s.ClosedLoop {
 			rs.ClosedLoop = append(rs.ClosedLoop, fromStep(st, pricePerKWh))
 		}
 		for _, st := range s.Burst {
 			rs.Burst = append(rs.Burst, fromStep(st, pricePerKWh))
-		}
-		for _, es := range []struct {
-			mode sweep.Mode
-			stop *sweep.EarlyStop
-		}{{sweep.ModeClosedLoop, s.ClosedLoopStop}, {sweep.ModeBurst, s.BurstStop}} {
-			if es.stop != nil {
-				rs.StoppedEarly = append(rs.StoppedEarly, EarlyStop{Mode: es.mode, AfterN: es.stop.Concurrency,
-					SkippedLadderN: es.stop.Skipped, Reason: es.stop.Reason})
-			}
 		}
 		rep.Scenarios = append(rep.Scenarios, rs)
 

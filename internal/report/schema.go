@@ -201,15 +201,7 @@ type Scenario struct {
 	Burst      []Step `json:"burst,omitempty"`
 	// StoppedEarly lists the ladders cut short because every threshold was
 	// far exceeded.
-	StoppedEarly []EarlyStop `json:"stopped_early,omitempty"`
-}
-
-// EarlyStop records where a ladder stopped.
-type EarlyStop struct {
-	Mode           sweep.Mode `json:"mode"`
-	AfterN         int        `json:"after_concurrency"` // last N measured
-	SkippedLadderN []int      `json:"skipped"`           // N values not run
-	Reason         string     `json:"reason"`            // e.g. "TTFT p50 41.2 s > 4x 3.0 s"
+	StoppedEarly []sweep.EarlyStop `json:"stopped_early,omitempty"`
 }
 
 // Step is one (scenario, mode, N) measurement.

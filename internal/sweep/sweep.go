@@ -101,11 +101,13 @@ const (
 	ProgressWarning        ProgressKind = "warning"         // a setting may spoil the steps ahead; Message says what to set
 )
 
-// EarlyStop records why a ladder ended before its last rung.
+// EarlyStop records why a ladder ended before its last rung; report.json
+// keeps it as is (Scenario.StoppedEarly).
 type EarlyStop struct {
-	Concurrency int    `json:"concurrency"` // the step that triggered the stop
-	Skipped     []int  `json:"skipped"`     // rungs not run
-	Reason      string `json:"reason"`
+	Mode           Mode   `json:"mode"`
+	AfterN         int    `json:"after_concurrency"` // last N measured, the step that triggered the stop
+	SkippedLadderN []int  `json:"skipped"`           // rungs not run
+	Reason         string `json:"reason"`            // e.g. "TTFT p50 41.2 s > 4x 3.0 s"
 }
 
 // ScenarioResult holds one scenario's ladders and the capacity derived
@@ -124,10 +126,10 @@ type ScenarioResult struct {
 	NewTokens int    `json:"new_tokens,omitempty"`
 	Error     string `json:"error,omitempty"` // the scenario could not be prepared
 
-	ClosedLoop     []StepResult `json:"closed_loop,omitempty"`
-	Burst          []StepResult `json:"burst,omitempty"`
-	ClosedLoopStop *EarlyStop   `json:"closed_loop_early_stop,omitempty"`
-	BurstStop      *EarlyStop   `json:"burst_early_stop,omitempty"`
+	ClosedLoop []StepResult `json:"closed_loop,omitempty"`
+	Burst      []StepResult `json:"burst,omitempty"`
+	// StoppedEarly lists the ladders cut short, in the order they ran.
+	StoppedEarly []EarlyStop `json:"stopped_early,omitempty"`
 
 	// MaxSafeQueue is the largest burst N with TTFT within the max-safe limit.
 	MaxSafeQueue *Capacity `json:"max_safe_queue,omitempty"`
@@ -351,12 +353,8 @@ func (sw *sweepRun) scenario(ctx context.Context, s prober.Scenario, closed, bur
 				sr.ClosedLoop = append(sr.ClosedLoop, step)
 			}
 			if reason := earlyStop(step, s.Thresholds, mode, sw.opts); reason != "" && i < len(rungs)-1 {
-				stop := &EarlyStop{Concurrency: n, Skipped: append([]int(nil), rungs[i+1:]...), Reason: reason}
-				if mode == ModeBurst {
-					sr.BurstStop = stop
-				} else {
-					sr.ClosedLoopStop = stop
-				}
+				sr.StoppedEarly = append(sr.StoppedEarly, EarlyStop{Mode: mode, AfterN: n,
+					SkippedLadderN: append([]int(nil), rungs[i+1:]...), Reason: reason})
 				left := len(rungs) - i - 1
 				sw.dropPlanned(s.Name, mode, n)
 				sw.steps -= left

@@ -78,7 +78,7 @@ func Sample() *report.Report {
 			}
 			last := s.Burst[len(s.Burst)-1]
 			limit := m.th.TTFT.Seconds()
-			s.StoppedEarly = append(s.StoppedEarly, report.EarlyStop{Mode: sweep.ModeBurst, AfterN: m.burstStop, SkippedLadderN: skipped,
+			s.StoppedEarly = append(s.StoppedEarly, sweep.EarlyStop{Mode: sweep.ModeBurst, AfterN: m.burstStop, SkippedLadderN: skipped,
 				Reason: fmt.Sprintf("TTFT mean %s is more than 4× the %s limit", fmtSeconds(last.TTFT.Mean), fmtSecondsShort(limit))})
 		}
 		r.Config.Scenarios = append(r.Config.Scenarios, s.Name)

@@ -41,9 +41,9 @@ func synthetic(seed uint64, scale, noise float64, closed, burst []int) *report.R
 			ps.E2E = append(ps.E2E, ttft+63*itl)
 			ps.Prefill = append(ps.Prefill, 1024/ttft)
 		}
-		sum := func(v []float64) report.Dist {
+		sum := func(v []float64) sweep.Dist {
 			q := sweep.Summarize(v)
-			return report.Dist{Mean: q.Mean, P1: q.P1, P10: q.P10, P50: q.P50, P90: q.P90, P95: q.P95, P99: q.P99}
+			return sweep.Dist{Mean: q.Mean, P1: q.P1, P10: q.P10, P50: q.P50, P90: q.P90, P95: q.P95, P99: q.P99}
 		}
 		return report.Step{Concurrency: n, RequestsSent: requests, RequestsOK: requests, SuccessRate: 1,
 			TTFT: sum(ps.TTFT), ITL: sum(ps.ITL), Decode: sum(ps.Decode), E2E: sum(ps.E2E),
@@ -300,7 +300,7 @@ func TestBurstRounds(t *testing.T) {
 		}
 		q := sweep.Summarize(ps.TTFT)
 		return report.Step{Concurrency: 8, RequestsSent: len(ps.TTFT), RequestsOK: len(ps.TTFT), SuccessRate: 1,
-			TTFT: report.Dist{Mean: q.Mean, P50: q.P50, P90: q.P90, P95: q.P95, P99: q.P99}, Samples: report.NewSamples(ps)}
+			TTFT: sweep.Dist{Mean: q.Mean, P50: q.P50, P90: q.P90, P95: q.P95, P99: q.P99}, Samples: report.NewSamples(ps)}
 	}
 	run := func(st report.Step) *report.Report { return stepReport(sweep.ModeBurst, st) }
 	for _, tc := range []struct {
@@ -385,7 +385,7 @@ func TestClosedLoopSlices(t *testing.T) {
 	step := func(conc int, ttft []float64) report.Step {
 		q := sweep.Summarize(ttft)
 		return report.Step{Concurrency: conc, RequestsSent: len(ttft), RequestsOK: len(ttft), SuccessRate: 1,
-			TTFT:    report.Dist{Mean: q.Mean, P50: q.P50, P90: q.P90, P95: q.P95, P99: q.P99},
+			TTFT:    sweep.Dist{Mean: q.Mean, P50: q.P50, P90: q.P90, P95: q.P95, P99: q.P99},
 			Samples: report.NewSamples(sweep.Samples{TTFT: ttft})}
 	}
 	run := func(st report.Step) *report.Report { return stepReport(sweep.ModeClosedLoop, st) }

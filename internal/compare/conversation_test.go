@@ -40,7 +40,7 @@ func conversationRun(keeps int) *report.Report {
 			Good: followUps, GoodShare: 1, TTFT: sweep.Summarize(ttft), SystemThroughput: 100 * float64(n),
 			Samples: sweep.Samples{TTFT: ttft, Good: good, CachedShare: cached, PrimingTTFT: prime},
 			Conversation: &sweep.ConversationStep{Conversations: followUps / 3, FollowUps: followUps, Hit: hit, Miss: followUps - hit,
-				HitShare: &hs, CachedShare: sweep.Summarize(cached), PrimingTTFT: sweep.Summarize(prime)}})
+				HitShare: &hs, CachedShare: sweep.Summarize(cached).Mean, PrimingTTFT: sweep.Summarize(prime).Dist()}})
 	}
 	opts := sweep.DefaultCapacityOptions()
 	c := sweep.ConversationCapacityOf(s.ClosedLoop, s.Thresholds, opts)

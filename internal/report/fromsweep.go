@@ -114,28 +114,21 @@ func fromBound(c sweep.Capacity) Bound {
 }
 
 func fromStep(st sweep.StepResult, pricePerKWh float64) Step {
-	dist := func(s sweep.Summary) Dist {
-		return Dist{Mean: s.Mean, P1: s.P1, P10: s.P10, P50: s.P50, P90: s.P90, P95: s.P95, P99: s.P99}
-	}
 	out := Step{
 		Concurrency: st.Concurrency, DurationSeconds: st.WindowSeconds,
 		RequestsSent: st.Requests, RequestsOK: st.Succeeded, SuccessRate: st.SuccessRatio,
 		Good: st.Good, GoodPerSecond: st.GoodPerSecond,
-		Decode: dist(st.Decode), ITL: dist(st.ITL), TTFT: dist(st.TTFT), E2E: dist(st.E2E),
+		Decode: st.Decode.Dist(), ITL: st.ITL.Dist(), TTFT: st.TTFT.Dist(), E2E: st.E2E.Dist(),
 		PrefillTokensPerSecond: st.Prefill.Mean,
 		SystemTokensPerSecond:  st.SystemThroughput, TokensPerHour: st.TokensPerHour,
 		QueueWaitSeconds: st.QueueWaitSeconds,
 		Drain:            st.Drain,
 		Samples:          NewSamples(st.Samples),
 		NotMeasured:      st.NotMeasured,
+		Conversation:     st.Conversation,
 	}
 	if st.Measured() {
 		out.GoodShare = Float(st.GoodShare)
-	}
-	if cs := st.Conversation; cs != nil {
-		out.Conversation = &ConversationStep{Conversations: cs.Conversations, FollowUps: cs.FollowUps,
-			Hit: cs.Hit, Partial: cs.Partial, Miss: cs.Miss, Unknown: cs.Unknown, HitShare: cs.HitShare,
-			CachedShare: cs.CachedShare.Mean, PrimingTTFT: dist(cs.PrimingTTFT), Seconds: dist(cs.Seconds)}
 	}
 	if st.PrefillExclQueue > 0 {
 		out.PrefillTokensPerSecond = st.PrefillExclQueue

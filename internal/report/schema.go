@@ -222,10 +222,10 @@ type Step struct {
 	GoodShare     *float64 `json:"good_share,omitempty"`
 	GoodPerSecond float64  `json:"good_requests_per_second,omitempty"`
 
-	Decode Dist `json:"decode_tokens_per_second"` // per-user decode speed
-	ITL    Dist `json:"itl_seconds"`              // mean inter-token latency per request
-	TTFT   Dist `json:"ttft_seconds"`
-	E2E    Dist `json:"e2e_seconds"`
+	Decode sweep.Dist `json:"decode_tokens_per_second"` // per-user decode speed
+	ITL    sweep.Dist `json:"itl_seconds"`              // mean inter-token latency per request
+	TTFT   sweep.Dist `json:"ttft_seconds"`
+	E2E    sweep.Dist `json:"e2e_seconds"`
 	// PrefillTokensPerSecond is the mean per-user prefill speed: prompt
 	// tokens / (TTFT - queue wait when known, else TTFT).
 	PrefillTokensPerSecond float64 `json:"prefill_tokens_per_second"`
@@ -261,32 +261,7 @@ type Step struct {
 	// conversations in flight, and the figures above describe its
 	// follow-up turns (with its priming turns that failed); the priming
 	// turns that succeeded and the follow-ups' cache are here.
-	Conversation *ConversationStep `json:"conversation,omitempty"`
-}
-
-// ConversationStep is what a step of a conversation scenario measured
-// beside its follow-ups (sweep.ConversationStep).
-type ConversationStep struct {
-	Conversations int `json:"conversations"` // conversations measured
-	FollowUps     int `json:"follow_ups"`    // their follow-up turns sent
-	// Hit, Partial, Miss and Unknown count the follow-ups by how much of
-	// what the engine had already seen of their conversation it served
-	// from its prefix cache: at least 90 %, between, under 10 %, or not
-	// reported.
-	Hit     int `json:"hit"`
-	Partial int `json:"partial"`
-	Miss    int `json:"miss"`
-	Unknown int `json:"unknown"`
-	// HitShare is Hit / (Hit + Partial + Miss); nil when the server
-	// reported no cached tokens.
-	HitShare *float64 `json:"hit_share,omitempty"`
-	// CachedShare is the mean cached share of the follow-ups that
-	// reported one (0..1).
-	CachedShare float64 `json:"cached_share"`
-	// PrimingTTFT is the TTFT of the priming (cold) turns that succeeded.
-	PrimingTTFT Dist `json:"priming_ttft_seconds"`
-	// Seconds is each conversation's length, first request to last token.
-	Seconds Dist `json:"conversation_seconds"`
+	Conversation *sweep.ConversationStep `json:"conversation,omitempty"`
 }
 
 // MaxSamples is the most per-request values a step keeps per metric. A
@@ -330,26 +305,6 @@ func (s Step) StartedBusy() bool { return s.Drain != nil && s.Drain.Busy }
 // Measured reports whether at least one request ended in the step, so that
 // its figures exist (see NotMeasured).
 func (s Step) Measured() bool { return s.RequestsSent > 0 }
-
-// Dist summarises one metric over the requests of a step.
-type Dist struct {
-	Mean float64 `json:"mean"`
-	// P1 and P10 are kept for speeds, where the slow tail is the low
-	// percentile (P10: the speed 90 % of requests got or better); absent in
-	// older reports. The report's decode columns show them.
-	P1  float64 `json:"p1,omitempty"`
-	P10 float64 `json:"p10,omitempty"`
-	P50 float64 `json:"p50"`
-	P90 float64 `json:"p90"`
-	P95 float64 `json:"p95"`
-	P99 float64 `json:"p99"`
-}
-
-// Stat returns the named statistic of a lower-is-better distribution
-// (sweep.Stat.Pick decides, as it does for the sweep's own summaries).
-func (d Dist) Stat(st sweep.Stat) float64 {
-	return st.Pick(d.Mean, d.P50, d.P90, d.P95, d.P99)
-}
 
 // Power is the GPU draw during a step, summed over the target's GPUs.
 type Power struct {

@@ -427,8 +427,8 @@ func (sw *sweepRun) step(ctx context.Context, s prober.Scenario, prep *prober.Pr
 	step := summarizeStep(info, s.Thresholds, s.IsConversation(), out)
 	step.Drain = &drain
 	switch {
-	case step.Conversation != nil && step.Conversation.Seconds.Count > 0:
-		sw.noteRequest(info.Scenario, step.Conversation.Seconds.Max) // a closed-loop step's unit is a whole conversation
+	case step.Conversation != nil && step.Conversation.longest > 0:
+		sw.noteRequest(info.Scenario, step.Conversation.longest) // a closed-loop step's unit is a whole conversation
 	case step.E2E.Count > 0:
 		sw.noteRequest(info.Scenario, step.E2E.Max)
 	}

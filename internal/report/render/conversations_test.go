@@ -53,7 +53,7 @@ func conversationSweep() *sweep.Result {
 			Requests: f, Succeeded: f, SuccessRatio: 1, TTFT: ttft, E2E: sweep.Summary{Count: f, Mean: 0.05},
 			SystemThroughput: 300 * float64(r.n), Samples: sweep.Samples{TTFT: []float64{ttft.Mean}, CachedShare: cached},
 			Conversation: &sweep.ConversationStep{Conversations: r.convs, FollowUps: f, Hit: r.hit, Partial: r.partial, Miss: r.miss,
-				HitShare: &share, CachedShare: sweep.Summarize(cached), PrimingTTFT: sweep.Summary{Count: r.convs, Mean: r.primeMS / 1e3}}})
+				HitShare: &share, CachedShare: sweep.Summarize(cached).Mean, PrimingTTFT: sweep.Dist{Mean: r.primeMS / 1e3}}})
 	}
 	opts := sweep.DefaultCapacityOptions()
 	c := sweep.ConversationCapacityOf(s.ClosedLoop, s.Thresholds, opts)

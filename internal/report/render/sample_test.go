@@ -184,8 +184,8 @@ func round(v float64, decimals int) float64 {
 	return r
 }
 
-func latency(mean, spread float64) report.Dist {
-	return report.Dist{
+func latency(mean, spread float64) sweep.Dist {
+	return sweep.Dist{
 		Mean: round(mean, 4),
 		P50:  round(mean*(1-0.03*spread), 4),
 		P90:  round(mean*(1+0.25*spread), 4),
@@ -195,8 +195,8 @@ func latency(mean, spread float64) report.Dist {
 }
 
 // speed has a slow tail: a few requests share their decode with a prefill.
-func speed(mean float64) report.Dist {
-	return report.Dist{Mean: round(mean, 1), P1: round(mean*0.81, 1), P10: round(mean*0.93, 1), P50: round(mean*1.004, 1), P90: round(mean*1.05, 1),
+func speed(mean float64) sweep.Dist {
+	return sweep.Dist{Mean: round(mean, 1), P1: round(mean*0.81, 1), P10: round(mean*0.93, 1), P50: round(mean*1.004, 1), P90: round(mean*1.05, 1),
 		P95: round(mean*1.07, 1), P99: round(mean*1.1, 1)}
 }
 

@@ -57,7 +57,7 @@ func synthetic(seed uint64, scale, noise float64, closed, burst []int) *report.R
 		s.Burst = append(s.Burst, step(n, n))
 	}
 	r.Scenarios = []report.Scenario{s}
-	r.Capacity.MaxSafeQueue = []report.QueueCapacity{{Scenario: "chat", Bound: report.Bound{Value: int(30 / scale), Approximate: true},
+	r.Capacity.MaxSafeQueue = []report.QueueCapacity{{Scenario: "chat", Bound: sweep.Bound{Value: int(30 / scale), Approximate: true},
 		ThresholdSeconds: 3, Stat: sweep.StatMean, MaxTested: burst[len(burst)-1]}}
 	return r
 }
@@ -108,17 +108,17 @@ func TestVerdicts(t *testing.T) {
 func TestCapacityAtTheLaddersResolution(t *testing.T) {
 	ladder := []int{1, 2, 4, 8, 16, 32, 64, 128, 256}
 	for _, tc := range []struct {
-		base, cur report.Bound
+		base, cur sweep.Bound
 		want      string
 	}{
-		{report.Bound{Value: 131, Approximate: true}, report.Bound{Value: 129, Approximate: true}, report.VerdictNoChange},
-		{report.Bound{Value: 131, Approximate: true}, report.Bound{Value: 100, Approximate: true}, report.VerdictWorse},
-		{report.Bound{Value: 100, Approximate: true}, report.Bound{Value: 131, Approximate: true}, report.VerdictBetter},
-		{report.Bound{Value: 256, AtLeast: true}, report.Bound{Value: 256, AtLeast: true}, report.VerdictNoChange},
-		{report.Bound{Value: 8}, report.Bound{Value: 0}, report.VerdictWorse},
-		{report.Bound{Value: 129, Approximate: true}, report.Bound{Value: 127, Approximate: true}, report.VerdictNoChange}, // crosses 128 by less than 5%
+		{sweep.Bound{Value: 131, Approximate: true}, sweep.Bound{Value: 129, Approximate: true}, report.VerdictNoChange},
+		{sweep.Bound{Value: 131, Approximate: true}, sweep.Bound{Value: 100, Approximate: true}, report.VerdictWorse},
+		{sweep.Bound{Value: 100, Approximate: true}, sweep.Bound{Value: 131, Approximate: true}, report.VerdictBetter},
+		{sweep.Bound{Value: 256, AtLeast: true}, sweep.Bound{Value: 256, AtLeast: true}, report.VerdictNoChange},
+		{sweep.Bound{Value: 8}, sweep.Bound{Value: 0}, report.VerdictWorse},
+		{sweep.Bound{Value: 129, Approximate: true}, sweep.Bound{Value: 127, Approximate: true}, report.VerdictNoChange}, // crosses 128 by less than 5%
 	} {
-		mk := func(b report.Bound) *report.Report {
+		mk := func(b sweep.Bound) *report.Report {
 			r := &report.Report{Scenarios: []report.Scenario{{Name: "s"}}}
 			for _, n := range ladder {
 				r.Scenarios[0].Burst = append(r.Scenarios[0].Burst, report.Step{Concurrency: n, RequestsOK: 1, RequestsSent: 1, SuccessRate: 1})

@@ -60,23 +60,23 @@ func FromSweep(res *sweep.Result, meta Meta, pricePerKWh float64, power bool) *R
 
 		if c := s.MaxSafeQueue; c != nil && c.Bound != sweep.BoundUnknown {
 			rep.Capacity.MaxSafeQueue = append(rep.Capacity.MaxSafeQueue, QueueCapacity{
-				Scenario: s.Name, Bound: fromBound(*c), ThresholdSeconds: res.Settings.MaxSafeTTFTSeconds,
+				Scenario: s.Name, Bound: c.Reported(), ThresholdSeconds: res.Settings.MaxSafeTTFTSeconds,
 				Stat: stat, MaxTested: c.MaxTested,
 			})
 		}
 		if c := s.Capacity; c != nil && c.Bound != sweep.BoundUnknown && s.Thresholds.Any() {
-			uc := UseCaseCapacity{Scenario: s.Name, Mode: sweep.ModeClosedLoop, Bound: fromBound(*c),
+			uc := UseCaseCapacity{Scenario: s.Name, Mode: sweep.ModeClosedLoop, Bound: c.Reported(),
 				LimitedBy: c.LimitedBy, MaxTested: c.MaxTested}
 			for _, l := range c.Limits {
 				if l.Kind == "success" { // not a threshold of the scenario; LimitedBy still names it when it binds
 					continue
 				}
-				uc.Limits = append(uc.Limits, Limit{Kind: l.Kind, Threshold: l.Threshold, Stat: l.Stat, Bound: fromBound(l.Capacity)})
+				uc.Limits = append(uc.Limits, Limit{Kind: l.Kind, Threshold: l.Threshold, Stat: l.Stat, Bound: l.Reported()})
 			}
 			rep.Capacity.UseCases = append(rep.Capacity.UseCases, uc)
 		}
 		if c := s.ConversationCapacity; c != nil && c.Bound != sweep.BoundUnknown {
-			cc := ConversationCapacity{Scenario: s.Name, Mode: sweep.ModeClosedLoop, Bound: fromBound(*c), LimitedBy: c.LimitedBy,
+			cc := ConversationCapacity{Scenario: s.Name, Mode: sweep.ModeClosedLoop, Bound: c.Reported(), LimitedBy: c.LimitedBy,
 				HitShare: res.Settings.ConversationHitShare, MaxTested: c.MaxTested}
 			if c.Bound == sweep.BoundWithin {
 				cc.Estimate, cc.Between = c.Estimate, c.Between
@@ -85,32 +85,13 @@ func FromSweep(res *sweep.Result, meta Meta, pricePerKWh float64, power bool) *R
 				if l.Kind == "success" || l.Bound == sweep.BoundUnknown {
 					continue
 				}
-				cc.Limits = append(cc.Limits, Limit{Kind: l.Kind, Threshold: l.Threshold, Stat: l.Stat, Bound: fromBound(l.Capacity)})
+				cc.Limits = append(cc.Limits, Limit{Kind: l.Kind, Threshold: l.Threshold, Stat: l.Stat, Bound: l.Reported()})
 			}
 			rep.Capacity.Conversations = append(rep.Capacity.Conversations, cc)
 		}
-		for _, c := range s.CapacityOn {
-			if c.Bound == sweep.BoundUnknown {
-				continue
-			}
-			rc := RuleCapacity{Scenario: s.Name, Mode: sweep.ModeClosedLoop, Rule: c.Rule, Bound: fromBound(c.Capacity), MaxTested: c.MaxTested}
-			if c.Bound == sweep.BoundWithin {
-				rc.Estimate, rc.Between = c.Estimate, c.Between
-			}
-			rep.Capacity.On = append(rep.Capacity.On, rc)
-		}
+		rep.Capacity.On = append(rep.Capacity.On, s.CapacityOn...)
 	}
 	return rep
-}
-
-func fromBound(c sweep.Capacity) Bound {
-	switch c.Bound {
-	case sweep.BoundAtLeast:
-		return Bound{Value: c.N, AtLeast: true}
-	case sweep.BoundBelow:
-		return Bound{}
-	}
-	return Bound{Value: c.N, Approximate: c.Approximate}
 }
 
 func fromStep(st sweep.StepResult, pricePerKWh float64) Step {

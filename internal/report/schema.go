@@ -326,7 +326,7 @@ type Capacity struct {
 	UseCases []UseCaseCapacity `json:"use_cases,omitempty"`
 	// On has one entry per scenario and rule of Config.CapacityOn
 	// (sweep.capacity_on): the largest closed-loop N that meets the rule.
-	On []RuleCapacity `json:"on,omitempty"`
+	On []sweep.RuleCapacity `json:"on,omitempty"`
 	// Conversations has one entry per conversation scenario: how many
 	// concurrent conversations the server carries.
 	Conversations []ConversationCapacity `json:"conversations,omitempty"`
@@ -339,13 +339,13 @@ type Capacity struct {
 type ConversationCapacity struct {
 	Scenario string     `json:"scenario"`
 	Mode     sweep.Mode `json:"mode"`
-	Bound
+	sweep.Bound
 	// LimitedBy names the binding limit: "ttft", "cache" or "success";
 	// empty when AtLeast.
 	LimitedBy string `json:"limited_by,omitempty"`
 	// HitShare is the share of follow-ups that had to hit the cache.
 	HitShare float64 `json:"hit_share"`
-	// Estimate and Between are as in RuleCapacity.
+	// Estimate and Between are as in sweep.RuleCapacity.
 	Estimate  float64 `json:"estimate,omitempty"`
 	Between   []int   `json:"between,omitempty"`
 	MaxTested int     `json:"max_tested"`
@@ -353,39 +353,10 @@ type ConversationCapacity struct {
 	Limits []Limit `json:"limits"`
 }
 
-// RuleCapacity is one scenario's capacity on one rule ("goodput >= 95%",
-// "p99 ttft <= 2s").
-type RuleCapacity struct {
-	Scenario string     `json:"scenario"`
-	Mode     sweep.Mode `json:"mode"`
-	Rule     string     `json:"rule"`
-	Bound
-	// Estimate is the unrounded crossing of the rule's limit, interpolated
-	// linearly between the two measured steps of Between (the last that
-	// met it and the first that did not); both are absent when the limit
-	// was not crossed inside the measured range.
-	Estimate  float64 `json:"estimate,omitempty"`
-	Between   []int   `json:"between,omitempty"`
-	MaxTested int     `json:"max_tested"`
-}
-
-// Bound is how a capacity value relates to the measured ladder.
-type Bound struct {
-	// Value is the largest N within the threshold (interpolated N rounded
-	// down). 0 means even the smallest N measured exceeded it.
-	Value int `json:"value"`
-	// Approximate is true when Value lies between two measured N and was
-	// interpolated ("~" in the report).
-	Approximate bool `json:"approximate,omitempty"`
-	// AtLeast is true when every measured N stayed within the threshold, so
-	// the true capacity is Value or more ("256+" in the report).
-	AtLeast bool `json:"at_least,omitempty"`
-}
-
 // QueueCapacity is one scenario's max safe queue depth.
 type QueueCapacity struct {
 	Scenario string `json:"scenario"`
-	Bound
+	sweep.Bound
 	ThresholdSeconds float64    `json:"threshold_seconds"` // TTFT limit judged
 	Stat             sweep.Stat `json:"stat"`              // TTFT statistic judged ("mean", "p90", ...)
 	MaxTested        int        `json:"max_tested"`        // largest burst N measured
@@ -396,7 +367,7 @@ type UseCaseCapacity struct {
 	Scenario string     `json:"scenario"`
 	Mode     sweep.Mode `json:"mode"` // which ladder the limits were read from
 	// Bound is the binding result: the smallest of Limits.
-	Bound
+	sweep.Bound
 	LimitedBy string  `json:"limited_by,omitempty"` // Kind of the binding limit; "" when AtLeast
 	MaxTested int     `json:"max_tested"`
 	Limits    []Limit `json:"limits"` // one per threshold kind set on the scenario
@@ -407,7 +378,7 @@ type Limit struct {
 	Kind      string     `json:"kind"`      // LimitTTFT, LimitE2E, LimitITL, LimitDecode or LimitCache
 	Threshold float64    `json:"threshold"` // seconds, or tokens/s for LimitDecode
 	Stat      sweep.Stat `json:"stat"`      // statistic judged ("mean", "p50", ...)
-	Bound
+	sweep.Bound
 }
 
 // Headline holds the numbers of the tiles at the top of the report.

@@ -134,7 +134,8 @@ type ScenarioResult struct {
 	// MaxSafeQueue is the largest burst N with TTFT within the max-safe limit.
 	MaxSafeQueue *Capacity `json:"max_safe_queue,omitempty"`
 	// CapacityOn is the capacity of the closed loop on each rule of
-	// Options.Capacity.On (sweep.capacity_on; goodput >= 95 % by default).
+	// Options.Capacity.On (sweep.capacity_on; goodput >= 95 % by default)
+	// that its steps measured.
 	CapacityOn []RuleCapacity `json:"capacity_on,omitempty"`
 	// Capacity is the largest closed-loop N within every scenario threshold.
 	Capacity *Capacity `json:"capacity,omitempty"`
@@ -663,7 +664,7 @@ func finishScenario(sr *ScenarioResult, s prober.Scenario, opts Options) {
 	if closed := drained(sr.ClosedLoop); len(closed) > 0 {
 		c := UseCaseCapacityOf(closed, s.Thresholds, opts.Capacity)
 		sr.Capacity = &c
-		sr.CapacityOn = CapacityOn(closed, opts.Capacity.On)
+		sr.CapacityOn = CapacityOn(s.Name, closed, opts.Capacity.On)
 		if s.IsConversation() {
 			c := ConversationCapacityOf(closed, s.Thresholds, opts.Capacity)
 			sr.ConversationCapacity = &c

@@ -14,22 +14,18 @@ import (
 func TestFromSweepGoodput(t *testing.T) {
 	st := sweep.StepResult{Mode: sweep.ModeClosedLoop, Concurrency: 4, Requests: 10, Succeeded: 10, SuccessRatio: 1, Good: 7, GoodShare: 0.7, GoodPerSecond: 0.35,
 		Samples: sweep.Samples{Good: []float64{1, 1, 0, 1, 1, 0, 1, 1, 0, 1}}}
+	want := []sweep.RuleCapacity{
+		{Scenario: "chat", Mode: sweep.ModeClosedLoop, Rule: "goodput >= 95%", Bound: sweep.Bound{Value: 5, Approximate: true}, Estimate: 5.5, Between: []int{4, 8}, MaxTested: 8},
+		{Scenario: "chat", Mode: sweep.ModeClosedLoop, Rule: "p99 ttft <= 2s", Bound: sweep.Bound{Value: 8, AtLeast: true}, MaxTested: 8},
+	}
 	res := &sweep.Result{
-		Settings: sweep.Settings{CapacityOn: []string{"goodput >= 95%", "p99 ttft <= 2s"}},
-		Scenarios: []sweep.ScenarioResult{{Name: "chat", ClosedLoop: []sweep.StepResult{st},
-			CapacityOn: []sweep.RuleCapacity{
-				{Rule: "goodput >= 95%", Capacity: sweep.Capacity{N: 5, Estimate: 5.5, Approximate: true, Bound: sweep.BoundWithin, Between: []int{4, 8}, MaxTested: 8}},
-				{Rule: "p99 ttft <= 2s", Capacity: sweep.Capacity{N: 8, Estimate: 8, Bound: sweep.BoundAtLeast, MaxTested: 8}},
-			}}},
+		Settings:  sweep.Settings{CapacityOn: []string{"goodput >= 95%", "p99 ttft <= 2s"}},
+		Scenarios: []sweep.ScenarioResult{{Name: "chat", ClosedLoop: []sweep.StepResult{st}, CapacityOn: want}},
 	}
 	rep := report.FromSweep(res, report.Meta{}, 0, false)
 	s := rep.Scenarios[0].ClosedLoop[0]
 	if s.Good != 7 || s.GoodShare == nil || *s.GoodShare != 0.7 || s.GoodPerSecond != 0.35 || s.Samples == nil || len(s.Samples.Good) != 10 {
 		t.Errorf("step goodput: %d good, share %v, %v/s, samples %+v", s.Good, s.GoodShare, s.GoodPerSecond, s.Samples)
-	}
-	want := []report.RuleCapacity{
-		{Scenario: "chat", Mode: sweep.ModeClosedLoop, Rule: "goodput >= 95%", Bound: report.Bound{Value: 5, Approximate: true}, Estimate: 5.5, Between: []int{4, 8}, MaxTested: 8},
-		{Scenario: "chat", Mode: sweep.ModeClosedLoop, Rule: "p99 ttft <= 2s", Bound: report.Bound{Value: 8, AtLeast: true}, MaxTested: 8},
 	}
 	if !reflect.DeepEqual(rep.Capacity.On, want) || !reflect.DeepEqual(rep.Config.CapacityOn, res.Settings.CapacityOn) {
 		t.Errorf("capacity on %+v (config %v); want %+v", rep.Capacity.On, rep.Config.CapacityOn, want)

@@ -234,7 +234,7 @@ func mdHeader(c column) string {
 
 // betweenText says where a capacity on a rule came from: which measured
 // steps bracket an interpolated crossing.
-func betweenText(c report.RuleCapacity) string {
+func betweenText(c sweep.RuleCapacity) string {
 	switch {
 	case len(c.Between) == 2 && c.Approximate:
 		return fmt.Sprintf("interpolated between N=%d and N=%d (crossing at %.2f)", c.Between[0], c.Between[1], c.Estimate)

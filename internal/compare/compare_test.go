@@ -27,8 +27,9 @@ func synthetic(seed uint64, scale, noise float64, closed, burst []int) *report.R
 		Meta:          report.Meta{Model: "m", Engine: "vllm", StartedAt: time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)},
 		Config:        report.Config{ClosedLoopLadder: closed, BurstLadder: burst, Thresholds: report.DefaultThresholds()},
 	}
-	s := report.Scenario{Name: "chat", Family: report.FamilyUseCase, InputTokens: 1024, OutputTokens: 64,
-		Thresholds: prober.Thresholds{TTFT: time.Second}}
+	s := report.Scenario{
+		ScenarioSpec: sweep.ScenarioSpec{Name: "chat", Family: report.FamilyUseCase, InputTokens: 1024, OutputTokens: 64, Thresholds: prober.Thresholds{TTFT: time.Second}},
+	}
 	step := func(n, requests int) report.Step {
 		var ps sweep.Samples
 		for range requests {
@@ -119,7 +120,7 @@ func TestCapacityAtTheLaddersResolution(t *testing.T) {
 		{sweep.Bound{Value: 129, Approximate: true}, sweep.Bound{Value: 127, Approximate: true}, report.VerdictNoChange}, // crosses 128 by less than 5%
 	} {
 		mk := func(b sweep.Bound) *report.Report {
-			r := &report.Report{Scenarios: []report.Scenario{{Name: "s"}}}
+			r := &report.Report{Scenarios: []report.Scenario{{ScenarioSpec: sweep.ScenarioSpec{Name: "s"}}}}
 			for _, n := range ladder {
 				r.Scenarios[0].Burst = append(r.Scenarios[0].Burst, report.Step{Concurrency: n, RequestsOK: 1, RequestsSent: 1, SuccessRate: 1})
 			}
@@ -435,7 +436,7 @@ func intervalText(m *report.MetricChange) string {
 func stepReport(mode sweep.Mode, st report.Step) *report.Report {
 	r := &report.Report{SchemaVersion: report.SchemaVersion, Meta: report.Meta{Model: "m", Engine: "vllm"},
 		Config: report.Config{Thresholds: report.DefaultThresholds()}}
-	sc := report.Scenario{Name: "chat", InputTokens: 1024, OutputTokens: 64}
+	sc := report.Scenario{ScenarioSpec: sweep.ScenarioSpec{Name: "chat", InputTokens: 1024, OutputTokens: 64}}
 	if mode == sweep.ModeBurst {
 		r.Config.BurstLadder, sc.Burst = []int{st.Concurrency}, []report.Step{st}
 	} else {

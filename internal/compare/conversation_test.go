@@ -15,8 +15,9 @@ import (
 // comes from the sweep's own rule.
 func conversationRun(keeps int) *report.Report {
 	t0 := time.Date(2026, 11, 26, 15, 0, 0, 0, time.UTC)
-	s := sweep.ScenarioResult{Name: "coding_agent", Family: prober.FamilyCustom, InputTokens: 384, OutputTokens: 32,
-		Turns: 4, NewTokens: 32, Thresholds: prober.Thresholds{TTFT: time.Second}}
+	s := sweep.ScenarioResult{
+		ScenarioSpec: sweep.ScenarioSpec{Name: "coding_agent", Family: prober.FamilyCustom, InputTokens: 384, OutputTokens: 32, Turns: 4, NewTokens: 32, Thresholds: prober.Thresholds{TTFT: time.Second}},
+	}
 	for n := 1; n <= 6; n++ {
 		const followUps = 60
 		var cached, ttft, good, prime []float64

@@ -44,12 +44,7 @@ func FromSweep(res *sweep.Result, meta Meta, pricePerKWh float64, power bool) *R
 			rep.Notes = append(rep.Notes, fmt.Sprintf("Scenario %s was skipped: %s.", s.Name, s.Error))
 			continue
 		}
-		rs := Scenario{
-			Name: s.Name, Family: string(s.Family), Description: s.Description,
-			InputTokens: s.InputTokens, OutputTokens: s.OutputTokens,
-			Thresholds: s.Thresholds, Turns: s.Turns, NewTokens: s.NewTokens,
-			StoppedEarly: s.StoppedEarly,
-		}
+		rs := Scenario{ScenarioSpec: s.ScenarioSpec, StoppedEarly: s.StoppedEarly}
 		for _, st := range s.ClosedLoop {
 			rs.ClosedLoop = append(rs.ClosedLoop, fromStep(st, pricePerKWh))
 		}

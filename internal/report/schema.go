@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/slaprobe/slaprobe/internal/sweep"
-	"github.com/slaprobe/slaprobe/prober"
 )
 
 // SchemaVersion names the shape of report.json. Bump it on any change that
@@ -179,23 +178,12 @@ func DefaultThresholds() ReferenceLines {
 	}
 }
 
-// Scenario is one workload shape and every step measured for it.
+// Scenario is one workload shape and every step measured for it. Family
+// is FamilyReport, FamilyUseCase or FamilyCustom. In a conversation
+// scenario (Turns set) the steps' figures are the follow-ups'
+// (Step.Conversation).
 type Scenario struct {
-	Name         string `json:"name"`
-	Family       string `json:"family"` // FamilyReport, FamilyUseCase or FamilyCustom
-	Description  string `json:"description,omitempty"`
-	InputTokens  int    `json:"input_tokens"`
-	OutputTokens int    `json:"output_tokens"`
-	// Thresholds are the scenario's SLA in seconds and tokens/s; unset
-	// ones are omitted.
-	Thresholds prober.Thresholds `json:"thresholds"`
-	// Turns and NewTokens describe a conversation scenario: each of its
-	// conversations sends Turns requests, the first (priming) of
-	// InputTokens, each follow-up NewTokens more. Its steps hold N
-	// conversations in flight, and their figures are the follow-ups'
-	// (Step.Conversation). Both are 0 for a cold scenario.
-	Turns     int `json:"turns,omitempty"`
-	NewTokens int `json:"new_tokens,omitempty"`
+	sweep.ScenarioSpec
 	// ClosedLoop and Burst hold one Step per N measured, in ladder order.
 	ClosedLoop []Step `json:"closed_loop,omitempty"`
 	Burst      []Step `json:"burst,omitempty"`

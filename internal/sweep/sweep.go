@@ -110,21 +110,41 @@ type EarlyStop struct {
 	Reason         string `json:"reason"`            // e.g. "TTFT p50 41.2 s > 4x 3.0 s"
 }
 
+// ScenarioSpec is what a scenario was: its name, shape and thresholds.
+// report.json keeps it as is (report.Scenario).
+type ScenarioSpec struct {
+	Name         string        `json:"name"`
+	Family       prober.Family `json:"family"`
+	Description  string        `json:"description,omitempty"`
+	InputTokens  int           `json:"input_tokens"`
+	OutputTokens int           `json:"output_tokens"`
+	// Thresholds are the scenario's SLA in seconds and tokens/s; unset
+	// ones are omitted.
+	Thresholds prober.Thresholds `json:"thresholds"`
+	// Turns and NewTokens describe a conversation scenario
+	// (prober.Conversation): each of its conversations sends Turns
+	// requests, the first (priming) of InputTokens, each follow-up
+	// NewTokens more; its steps hold N conversations in flight. Both are 0
+	// for a cold scenario.
+	Turns     int `json:"turns,omitempty"`
+	NewTokens int `json:"new_tokens,omitempty"`
+}
+
+// SpecOf is s as a sweep records it.
+func SpecOf(s prober.Scenario) ScenarioSpec {
+	sp := ScenarioSpec{Name: s.Name, Family: s.Family, Description: s.Description,
+		InputTokens: s.InputTokens, OutputTokens: s.OutputTokens, Thresholds: s.Thresholds}
+	if s.IsConversation() {
+		sp.Turns, sp.NewTokens = s.Conversation.Turns, s.Conversation.NewTokens
+	}
+	return sp
+}
+
 // ScenarioResult holds one scenario's ladders and the capacity derived
 // from them.
 type ScenarioResult struct {
-	Name         string            `json:"name"`
-	Family       prober.Family     `json:"family"`
-	Description  string            `json:"description,omitempty"`
-	InputTokens  int               `json:"input_tokens"`
-	OutputTokens int               `json:"output_tokens"`
-	Thresholds   prober.Thresholds `json:"thresholds"`
-	// Turns and NewTokens describe a conversation scenario
-	// (prober.Conversation): its steps hold N conversations in flight.
-	// Both are 0 for a cold scenario.
-	Turns     int    `json:"turns,omitempty"`
-	NewTokens int    `json:"new_tokens,omitempty"`
-	Error     string `json:"error,omitempty"` // the scenario could not be prepared
+	ScenarioSpec
+	Error string `json:"error,omitempty"` // the scenario could not be prepared
 
 	ClosedLoop []StepResult `json:"closed_loop,omitempty"`
 	Burst      []StepResult `json:"burst,omitempty"`
@@ -255,13 +275,7 @@ func Run(ctx context.Context, r Runner, t prober.Target, model string, opts Opti
 
 	var err error
 	for _, s := range opts.Scenarios {
-		sr := ScenarioResult{
-			Name: s.Name, Family: s.Family, Description: s.Description,
-			InputTokens: s.InputTokens, OutputTokens: s.OutputTokens, Thresholds: s.Thresholds,
-		}
-		if s.IsConversation() {
-			sr.Turns, sr.NewTokens = s.Conversation.Turns, s.Conversation.NewTokens
-		}
+		sr := ScenarioResult{ScenarioSpec: SpecOf(s)}
 		err = sw.scenario(ctx, s, closed, burst, &sr)
 		finishScenario(&sr, s, opts)
 		res.Scenarios = append(res.Scenarios, sr)

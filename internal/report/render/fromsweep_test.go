@@ -20,7 +20,7 @@ func TestFromSweepGoodput(t *testing.T) {
 	}
 	res := &sweep.Result{
 		Settings:  sweep.Settings{CapacityOn: []string{"goodput >= 95%", "p99 ttft <= 2s"}},
-		Scenarios: []sweep.ScenarioResult{{Name: "chat", ClosedLoop: []sweep.StepResult{st}, CapacityOn: want}},
+		Scenarios: []sweep.ScenarioResult{{ScenarioSpec: sweep.ScenarioSpec{Name: "chat"}, ClosedLoop: []sweep.StepResult{st}, CapacityOn: want}},
 	}
 	rep := report.FromSweep(res, report.Meta{}, 0, false)
 	s := rep.Scenarios[0].ClosedLoop[0]

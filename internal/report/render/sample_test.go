@@ -48,7 +48,7 @@ func Sample() *report.Report {
 	}
 	elapsed := 0.0
 	for _, m := range sampleModels {
-		s := report.Scenario{Name: m.name, Family: m.family, Description: m.desc, InputTokens: m.in, OutputTokens: m.out, Thresholds: m.th}
+		s := report.Scenario{ScenarioSpec: sweep.ScenarioSpec{Name: m.name, Family: prober.Family(m.family), Description: m.desc, InputTokens: m.in, OutputTokens: m.out, Thresholds: m.th}}
 		if m.family == report.FamilyReport {
 			for _, n := range closed {
 				st := m.closedStep(n, price)

@@ -19,7 +19,7 @@ import (
 )
 
 var (
-	update = flag.Bool("update", false, "rewrite testdata/report.golden.* from Sample()")
+	update = flag.Bool("update", false, "rewrite testdata/*.golden.* from Sample() and richSweep()")
 	keep   = flag.String("keep", "", "also write the sample report into this directory, for a visual review")
 )
 

@@ -346,9 +346,9 @@ func TestLiveBaselinesFromSweep(t *testing.T) {
 		return sweep.StepResult{Mode: sweep.ModeClosedLoop, Concurrency: n, Succeeded: ok, Decode: sweep.Summary{Mean: decode}}
 	}
 	r.live.SetBaselinesFromSweep(&sweep.Result{Target: "a", Model: "m", Scenarios: []sweep.ScenarioResult{
-		{Name: "chatbot", InputTokens: 1024, ClosedLoop: []sweep.StepResult{step(1, 10, 180), step(2, 10, 150)},
+		{ScenarioSpec: sweep.ScenarioSpec{Name: "chatbot", InputTokens: 1024}, ClosedLoop: []sweep.StepResult{step(1, 10, 180), step(2, 10, 150)},
 			Burst: []sweep.StepResult{{Mode: sweep.ModeBurst, Concurrency: 1, Succeeded: 1, Decode: sweep.Summary{Mean: 999}}}},
-		{Name: "rag", InputTokens: 4096, ClosedLoop: []sweep.StepResult{step(1, 0, 0)}}, // failed: no baseline
+		{ScenarioSpec: sweep.ScenarioSpec{Name: "rag", InputTokens: 4096}, ClosedLoop: []sweep.StepResult{step(1, 0, 0)}}, // failed: no baseline
 	}})
 	if got, ok := liveGauge(t, r.live, "slaprobe_live_single_stream_decode_tokens_per_second", map[string]string{"scenario": "chatbot"}); !ok || got != 180 {
 		t.Errorf("chatbot baseline = %v (%v), want 180 from closed loop N=1", got, ok)

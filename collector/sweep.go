@@ -220,7 +220,7 @@ func (c *SweepCollector) result(gauge func(*prometheus.Desc, float64, ...string)
 			}
 		}
 	}
-	capacity := func(scenario string, mode sweep.Mode, b report.Bound, maxTested int) {
+	capacity := func(scenario string, mode sweep.Mode, b sweep.Bound, maxTested int) {
 		l := []string{target, model, scenario, string(mode)}
 		gauge(c.capacity, float64(b.Value), l...)
 		gauge(c.capacityApprox, sweepBool(b.Approximate), l...)

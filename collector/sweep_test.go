@@ -46,8 +46,7 @@ func sweepFixture() staticSweeps {
 		Target: "gpu-a", Model: "qwen", Started: t0, Finished: t0.Add(7 * time.Minute),
 		Settings: sweep.Settings{MaxSafeTTFTSeconds: 3, CapacityStat: sweep.StatMean},
 		Scenarios: []sweep.ScenarioResult{{
-			Name: "chatbot", Family: prober.FamilyReport, InputTokens: 1024, OutputTokens: 256, ClosedLoop: cl, Burst: burst,
-			Thresholds:   prober.Thresholds{TTFT: 3 * time.Second, ITL: 70 * time.Millisecond},
+			ScenarioSpec: sweep.ScenarioSpec{Name: "chatbot", Family: prober.FamilyReport, InputTokens: 1024, OutputTokens: 256, Thresholds: prober.Thresholds{TTFT: 3 * time.Second, ITL: 70 * time.Millisecond}}, ClosedLoop: cl, Burst: burst,
 			Capacity:     &sweep.Capacity{N: 2, Estimate: 2, Bound: sweep.BoundAtLeast, MinTested: 1, MaxTested: 2},
 			MaxSafeQueue: &sweep.Capacity{N: 3, Estimate: 3.4, Approximate: true, Bound: sweep.BoundWithin, LimitedBy: "success", MinTested: 1, MaxTested: 4},
 		}},
@@ -85,7 +84,7 @@ func changedFixture(t0 time.Time) *report.Report {
 			Target: "gpu-c", Model: "qwen", Started: t0, Finished: t0.Add(7 * time.Minute),
 			Settings: sweep.Settings{MaxSafeTTFTSeconds: 3, CapacityStat: sweep.StatMean, Burst: []int{1, 4, 16}},
 			Scenarios: []sweep.ScenarioResult{{
-				Name: "chatbot", Family: prober.FamilyReport, InputTokens: 1024, OutputTokens: 256, ClosedLoop: cl,
+				ScenarioSpec: sweep.ScenarioSpec{Name: "chatbot", Family: prober.FamilyReport, InputTokens: 1024, OutputTokens: 256}, ClosedLoop: cl,
 				Burst:        []sweep.StepResult{sweepStep(sweep.ModeBurst, 1, 0.1, 0.006, 150), sweepStep(sweep.ModeBurst, 4, 0.4, 0.007, 520), sweepStep(sweep.ModeBurst, 16, 2, 0.008, 900)},
 				MaxSafeQueue: &sweep.Capacity{N: safe, Approximate: true, Bound: sweep.BoundWithin, MinTested: 1, MaxTested: 16},
 			}},

@@ -27,8 +27,9 @@ func synthetic(seed uint64, scale, noise float64, closed, burst []int) *report.R
 		Meta:          report.Meta{Model: "m", Engine: "vllm", StartedAt: time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)},
 		Config:        report.Config{ClosedLoopLadder: closed, BurstLadder: burst, Thresholds: report.DefaultThresholds()},
 	}
-	s := report.Scenario{Name: "chat", Family: report.FamilyUseCase, InputTokens: 1024, OutputTokens: 64,
-		Thresholds: prober.Thresholds{TTFT: time.Second}}
+	s := report.Scenario{
+		ScenarioSpec: sweep.ScenarioSpec{Name: "chat", Family: report.FamilyUseCase, InputTokens: 1024, OutputTokens: 64, Thresholds: prober.Thresholds{TTFT: time.Second}},
+	}
 	step := func(n, requests int) report.Step {
 		var ps sweep.Samples
 		for range requests {
@@ -41,9 +42,9 @@ func synthetic(seed uint64, scale, noise float64, closed, burst []int) *report.R
 			ps.E2E = append(ps.E2E, ttft+63*itl)
 			ps.Prefill = append(ps.Prefill, 1024/ttft)
 		}
-		sum := func(v []float64) report.Dist {
+		sum := func(v []float64) sweep.Dist {
 			q := sweep.Summarize(v)
-			return report.Dist{Mean: q.Mean, P1: q.P1, P10: q.P10, P50: q.P50, P90: q.P90, P95: q.P95, P99: q.P99}
+			return sweep.Dist{Mean: q.Mean, P1: q.P1, P10: q.P10, P50: q.P50, P90: q.P90, P95: q.P95, P99: q.P99}
 		}
 		return report.Step{Concurrency: n, RequestsSent: requests, RequestsOK: requests, SuccessRate: 1,
 			TTFT: sum(ps.TTFT), ITL: sum(ps.ITL), Decode: sum(ps.Decode), E2E: sum(ps.E2E),
@@ -57,7 +58,7 @@ func synthetic(seed uint64, scale, noise float64, closed, burst []int) *report.R
 		s.Burst = append(s.Burst, step(n, n))
 	}
 	r.Scenarios = []report.Scenario{s}
-	r.Capacity.MaxSafeQueue = []report.QueueCapacity{{Scenario: "chat", Bound: report.Bound{Value: int(30 / scale), Approximate: true},
+	r.Capacity.MaxSafeQueue = []report.QueueCapacity{{Scenario: "chat", Bound: sweep.Bound{Value: int(30 / scale), Approximate: true},
 		ThresholdSeconds: 3, Stat: sweep.StatMean, MaxTested: burst[len(burst)-1]}}
 	return r
 }
@@ -108,18 +109,18 @@ func TestVerdicts(t *testing.T) {
 func TestCapacityAtTheLaddersResolution(t *testing.T) {
 	ladder := []int{1, 2, 4, 8, 16, 32, 64, 128, 256}
 	for _, tc := range []struct {
-		base, cur report.Bound
+		base, cur sweep.Bound
 		want      string
 	}{
-		{report.Bound{Value: 131, Approximate: true}, report.Bound{Value: 129, Approximate: true}, report.VerdictNoChange},
-		{report.Bound{Value: 131, Approximate: true}, report.Bound{Value: 100, Approximate: true}, report.VerdictWorse},
-		{report.Bound{Value: 100, Approximate: true}, report.Bound{Value: 131, Approximate: true}, report.VerdictBetter},
-		{report.Bound{Value: 256, AtLeast: true}, report.Bound{Value: 256, AtLeast: true}, report.VerdictNoChange},
-		{report.Bound{Value: 8}, report.Bound{Value: 0}, report.VerdictWorse},
-		{report.Bound{Value: 129, Approximate: true}, report.Bound{Value: 127, Approximate: true}, report.VerdictNoChange}, // crosses 128 by less than 5%
+		{sweep.Bound{Value: 131, Approximate: true}, sweep.Bound{Value: 129, Approximate: true}, report.VerdictNoChange},
+		{sweep.Bound{Value: 131, Approximate: true}, sweep.Bound{Value: 100, Approximate: true}, report.VerdictWorse},
+		{sweep.Bound{Value: 100, Approximate: true}, sweep.Bound{Value: 131, Approximate: true}, report.VerdictBetter},
+		{sweep.Bound{Value: 256, AtLeast: true}, sweep.Bound{Value: 256, AtLeast: true}, report.VerdictNoChange},
+		{sweep.Bound{Value: 8}, sweep.Bound{Value: 0}, report.VerdictWorse},
+		{sweep.Bound{Value: 129, Approximate: true}, sweep.Bound{Value: 127, Approximate: true}, report.VerdictNoChange}, // crosses 128 by less than 5%
 	} {
-		mk := func(b report.Bound) *report.Report {
-			r := &report.Report{Scenarios: []report.Scenario{{Name: "s"}}}
+		mk := func(b sweep.Bound) *report.Report {
+			r := &report.Report{Scenarios: []report.Scenario{{ScenarioSpec: sweep.ScenarioSpec{Name: "s"}}}}
 			for _, n := range ladder {
 				r.Scenarios[0].Burst = append(r.Scenarios[0].Burst, report.Step{Concurrency: n, RequestsOK: 1, RequestsSent: 1, SuccessRate: 1})
 			}
@@ -300,7 +301,7 @@ func TestBurstRounds(t *testing.T) {
 		}
 		q := sweep.Summarize(ps.TTFT)
 		return report.Step{Concurrency: 8, RequestsSent: len(ps.TTFT), RequestsOK: len(ps.TTFT), SuccessRate: 1,
-			TTFT: report.Dist{Mean: q.Mean, P50: q.P50, P90: q.P90, P95: q.P95, P99: q.P99}, Samples: report.NewSamples(ps)}
+			TTFT: sweep.Dist{Mean: q.Mean, P50: q.P50, P90: q.P90, P95: q.P95, P99: q.P99}, Samples: report.NewSamples(ps)}
 	}
 	run := func(st report.Step) *report.Report { return stepReport(sweep.ModeBurst, st) }
 	for _, tc := range []struct {
@@ -385,7 +386,7 @@ func TestClosedLoopSlices(t *testing.T) {
 	step := func(conc int, ttft []float64) report.Step {
 		q := sweep.Summarize(ttft)
 		return report.Step{Concurrency: conc, RequestsSent: len(ttft), RequestsOK: len(ttft), SuccessRate: 1,
-			TTFT:    report.Dist{Mean: q.Mean, P50: q.P50, P90: q.P90, P95: q.P95, P99: q.P99},
+			TTFT:    sweep.Dist{Mean: q.Mean, P50: q.P50, P90: q.P90, P95: q.P95, P99: q.P99},
 			Samples: report.NewSamples(sweep.Samples{TTFT: ttft})}
 	}
 	run := func(st report.Step) *report.Report { return stepReport(sweep.ModeClosedLoop, st) }
@@ -435,7 +436,7 @@ func intervalText(m *report.MetricChange) string {
 func stepReport(mode sweep.Mode, st report.Step) *report.Report {
 	r := &report.Report{SchemaVersion: report.SchemaVersion, Meta: report.Meta{Model: "m", Engine: "vllm"},
 		Config: report.Config{Thresholds: report.DefaultThresholds()}}
-	sc := report.Scenario{Name: "chat", InputTokens: 1024, OutputTokens: 64}
+	sc := report.Scenario{ScenarioSpec: sweep.ScenarioSpec{Name: "chat", InputTokens: 1024, OutputTokens: 64}}
 	if mode == sweep.ModeBurst {
 		r.Config.BurstLadder, sc.Burst = []int{st.Concurrency}, []report.Step{st}
 	} else {

@@ -15,8 +15,9 @@ import (
 // comes from the sweep's own rule.
 func conversationRun(keeps int) *report.Report {
 	t0 := time.Date(2026, 11, 26, 15, 0, 0, 0, time.UTC)
-	s := sweep.ScenarioResult{Name: "coding_agent", Family: prober.FamilyCustom, InputTokens: 384, OutputTokens: 32,
-		Turns: 4, NewTokens: 32, Thresholds: prober.Thresholds{TTFT: time.Second}}
+	s := sweep.ScenarioResult{
+		ScenarioSpec: sweep.ScenarioSpec{Name: "coding_agent", Family: prober.FamilyCustom, InputTokens: 384, OutputTokens: 32, Turns: 4, NewTokens: 32, Thresholds: prober.Thresholds{TTFT: time.Second}},
+	}
 	for n := 1; n <= 6; n++ {
 		const followUps = 60
 		var cached, ttft, good, prime []float64
@@ -40,7 +41,7 @@ func conversationRun(keeps int) *report.Report {
 			Good: followUps, GoodShare: 1, TTFT: sweep.Summarize(ttft), SystemThroughput: 100 * float64(n),
 			Samples: sweep.Samples{TTFT: ttft, Good: good, CachedShare: cached, PrimingTTFT: prime},
 			Conversation: &sweep.ConversationStep{Conversations: followUps / 3, FollowUps: followUps, Hit: hit, Miss: followUps - hit,
-				HitShare: &hs, CachedShare: sweep.Summarize(cached), PrimingTTFT: sweep.Summarize(prime)}})
+				HitShare: &hs, CachedShare: sweep.Summarize(cached).Mean, PrimingTTFT: sweep.Summarize(prime).Dist()}})
 	}
 	opts := sweep.DefaultCapacityOptions()
 	c := sweep.ConversationCapacityOf(s.ClosedLoop, s.Thresholds, opts)

@@ -93,7 +93,7 @@ func onOff(b bool) string {
 func (k comparer) capacity(base, cur *report.Report) []report.CapacityChange {
 	var out []report.CapacityChange
 	type entry struct {
-		bound  report.Bound
+		bound  sweep.Bound
 		ladder []int
 		note   string
 	}
@@ -234,7 +234,7 @@ func measured(r *report.Report, scenario string, m sweep.Mode) []int {
 
 // rungBelow is the largest measured N at or under the capacity (0 below
 // the smallest); an "at least" capacity sits on its largest N.
-func rungBelow(b report.Bound, ladder []int) int {
+func rungBelow(b sweep.Bound, ladder []int) int {
 	r := 0
 	for _, n := range ladder {
 		if n <= b.Value {
@@ -245,7 +245,7 @@ func rungBelow(b report.Bound, ladder []int) int {
 }
 
 // placeText says where a capacity lies on the measured ladder.
-func placeText(b report.Bound, ladder []int) string {
+func placeText(b sweep.Bound, ladder []int) string {
 	switch {
 	case len(ladder) == 0:
 		return fmt.Sprintf("%d", b.Value)

@@ -171,7 +171,7 @@ func BenchmarkCompareDefaultSweep(b *testing.B) {
 		r.Config.ClosedLoopLadder = ladder
 		r.Scenarios = nil
 		for _, name := range []string{"chatbot", "rag", "agentic", "tool_calling"} {
-			sc := report.Scenario{Name: name, InputTokens: 1024, OutputTokens: 256}
+			sc := report.Scenario{ScenarioSpec: sweep.ScenarioSpec{Name: name, InputTokens: 1024, OutputTokens: 256}}
 			for _, n := range ladder {
 				k := 500
 				ps := sweep.Samples{TTFT: noisy(k, 0.1*float64(n)), ITL: noisy(k, 0.006), Decode: noisy(k, 160), E2E: noisy(k, 2), Prefill: noisy(k, 10000)}

@@ -98,9 +98,9 @@ func TestGoodShareVerdicts(t *testing.T) {
 func TestCapacityOnCompared(t *testing.T) {
 	rep := func(good int) *report.Report {
 		r := synthetic(1, 1, 0.05, []int{1, 2, 4, 8}, []int{1})
-		r.Capacity.On = []report.RuleCapacity{
-			{Scenario: "chat", Mode: sweep.ModeClosedLoop, Rule: "goodput >= 95%", Bound: report.Bound{Value: good}, MaxTested: 8},
-			{Scenario: "chat", Mode: sweep.ModeClosedLoop, Rule: "p99 ttft <= 2s", Bound: report.Bound{Value: 8, AtLeast: true}, MaxTested: 8},
+		r.Capacity.On = []sweep.RuleCapacity{
+			{Scenario: "chat", Mode: sweep.ModeClosedLoop, Rule: "goodput >= 95%", Bound: sweep.Bound{Value: good}, MaxTested: 8},
+			{Scenario: "chat", Mode: sweep.ModeClosedLoop, Rule: "p99 ttft <= 2s", Bound: sweep.Bound{Value: 8, AtLeast: true}, MaxTested: 8},
 		}
 		return r
 	}

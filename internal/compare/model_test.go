@@ -57,7 +57,7 @@ func runModel(seed uint64, size int, slower float64, requests1 int) *report.Repo
 		k := len(ps.TTFT)
 		return report.Step{Concurrency: n, RequestsSent: k, RequestsOK: k, SuccessRate: 1, Samples: report.NewSamples(ps)}
 	}
-	sc := report.Scenario{Name: "chat", InputTokens: in, OutputTokens: out}
+	sc := report.Scenario{ScenarioSpec: sweep.ScenarioSpec{Name: "chat", InputTokens: in, OutputTokens: out}}
 
 	var alone sweep.Samples
 	for range requests1 {

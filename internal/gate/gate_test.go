@@ -128,9 +128,9 @@ func comparison(goodput bool) *report.Comparison {
 		{Scenario: "chat", Mode: sweep.ModeBurst, Concurrency: 16, Presence: report.OnlyInNew},
 	}
 	c.Capacity = []report.CapacityChange{
-		{Kind: report.CapacityMaxSafeQueue, Scenario: "chat", Presence: report.InBoth, Base: &report.Bound{Value: 16}, New: &report.Bound{Value: 8},
+		{Kind: report.CapacityMaxSafeQueue, Scenario: "chat", Presence: report.InBoth, Base: &sweep.Bound{Value: 16}, New: &sweep.Bound{Value: 8},
 			Change: -0.5, Verdict: report.VerdictWorse, Resolution: "base 16, new 8"},
-		{Kind: report.CapacityUseCase, Scenario: "chat", Presence: report.InBoth, Base: &report.Bound{Value: 4}, New: &report.Bound{Value: 4},
+		{Kind: report.CapacityUseCase, Scenario: "chat", Presence: report.InBoth, Base: &sweep.Bound{Value: 4}, New: &sweep.Bound{Value: 4},
 			Verdict: report.VerdictNoChange},
 	}
 	return c

@@ -180,12 +180,12 @@ func (m MetricChange) Significant() bool {
 
 // CapacityChange compares one capacity figure.
 type CapacityChange struct {
-	Kind     string `json:"kind"` // CapacityMaxSafeQueue, CapacityUseCase or CapacityOn
-	Scenario string `json:"scenario"`
-	Rule     string `json:"rule,omitempty"` // the rule of a CapacityOn
-	Presence string `json:"presence"`
-	Base     *Bound `json:"base,omitempty"`
-	New      *Bound `json:"new,omitempty"`
+	Kind     string       `json:"kind"` // CapacityMaxSafeQueue, CapacityUseCase or CapacityOn
+	Scenario string       `json:"scenario"`
+	Rule     string       `json:"rule,omitempty"` // the rule of a CapacityOn
+	Presence string       `json:"presence"`
+	Base     *sweep.Bound `json:"base,omitempty"`
+	New      *sweep.Bound `json:"new,omitempty"`
 	// Change is (New − Base) / Base; 0 when Base is 0.
 	Change  float64 `json:"change_ratio"`
 	Verdict string  `json:"verdict"`

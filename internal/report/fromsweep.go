@@ -44,47 +44,34 @@ func FromSweep(res *sweep.Result, meta Meta, pricePerKWh float64, power bool) *R
 			rep.Notes = append(rep.Notes, fmt.Sprintf("Scenario %s was skipped: %s.", s.Name, s.Error))
 			continue
 		}
-		rs := Scenario{
-			Name: s.Name, Family: string(s.Family), Description: s.Description,
-			InputTokens: s.InputTokens, OutputTokens: s.OutputTokens,
-			Thresholds: s.Thresholds, Turns: s.Turns, NewTokens: s.NewTokens,
-		}
+		rs := Scenario{ScenarioSpec: s.ScenarioSpec, StoppedEarly: s.StoppedEarly}
 		for _, st := range s.ClosedLoop {
 			rs.ClosedLoop = append(rs.ClosedLoop, fromStep(st, pricePerKWh))
 		}
 		for _, st := range s.Burst {
 			rs.Burst = append(rs.Burst, fromStep(st, pricePerKWh))
 		}
-		for _, es := range []struct {
-			mode sweep.Mode
-			stop *sweep.EarlyStop
-		}{{sweep.ModeClosedLoop, s.ClosedLoopStop}, {sweep.ModeBurst, s.BurstStop}} {
-			if es.stop != nil {
-				rs.StoppedEarly = append(rs.StoppedEarly, EarlyStop{Mode: es.mode, AfterN: es.stop.Concurrency,
-					SkippedLadderN: es.stop.Skipped, Reason: es.stop.Reason})
-			}
-		}
 		rep.Scenarios = append(rep.Scenarios, rs)
 
 		if c := s.MaxSafeQueue; c != nil && c.Bound != sweep.BoundUnknown {
 			rep.Capacity.MaxSafeQueue = append(rep.Capacity.MaxSafeQueue, QueueCapacity{
-				Scenario: s.Name, Bound: fromBound(*c), ThresholdSeconds: res.Settings.MaxSafeTTFTSeconds,
+				Scenario: s.Name, Bound: c.Reported(), ThresholdSeconds: res.Settings.MaxSafeTTFTSeconds,
 				Stat: stat, MaxTested: c.MaxTested,
 			})
 		}
 		if c := s.Capacity; c != nil && c.Bound != sweep.BoundUnknown && s.Thresholds.Any() {
-			uc := UseCaseCapacity{Scenario: s.Name, Mode: sweep.ModeClosedLoop, Bound: fromBound(*c),
+			uc := UseCaseCapacity{Scenario: s.Name, Mode: sweep.ModeClosedLoop, Bound: c.Reported(),
 				LimitedBy: c.LimitedBy, MaxTested: c.MaxTested}
 			for _, l := range c.Limits {
 				if l.Kind == "success" { // not a threshold of the scenario; LimitedBy still names it when it binds
 					continue
 				}
-				uc.Limits = append(uc.Limits, Limit{Kind: l.Kind, Threshold: l.Threshold, Stat: l.Stat, Bound: fromBound(l.Capacity)})
+				uc.Limits = append(uc.Limits, Limit{Kind: l.Kind, Threshold: l.Threshold, Stat: l.Stat, Bound: l.Reported()})
 			}
 			rep.Capacity.UseCases = append(rep.Capacity.UseCases, uc)
 		}
 		if c := s.ConversationCapacity; c != nil && c.Bound != sweep.BoundUnknown {
-			cc := ConversationCapacity{Scenario: s.Name, Mode: sweep.ModeClosedLoop, Bound: fromBound(*c), LimitedBy: c.LimitedBy,
+			cc := ConversationCapacity{Scenario: s.Name, Mode: sweep.ModeClosedLoop, Bound: c.Reported(), LimitedBy: c.LimitedBy,
 				HitShare: res.Settings.ConversationHitShare, MaxTested: c.MaxTested}
 			if c.Bound == sweep.BoundWithin {
 				cc.Estimate, cc.Between = c.Estimate, c.Between
@@ -93,57 +80,31 @@ func FromSweep(res *sweep.Result, meta Meta, pricePerKWh float64, power bool) *R
 				if l.Kind == "success" || l.Bound == sweep.BoundUnknown {
 					continue
 				}
-				cc.Limits = append(cc.Limits, Limit{Kind: l.Kind, Threshold: l.Threshold, Stat: l.Stat, Bound: fromBound(l.Capacity)})
+				cc.Limits = append(cc.Limits, Limit{Kind: l.Kind, Threshold: l.Threshold, Stat: l.Stat, Bound: l.Reported()})
 			}
 			rep.Capacity.Conversations = append(rep.Capacity.Conversations, cc)
 		}
-		for _, c := range s.CapacityOn {
-			if c.Bound == sweep.BoundUnknown {
-				continue
-			}
-			rc := RuleCapacity{Scenario: s.Name, Mode: sweep.ModeClosedLoop, Rule: c.Rule, Bound: fromBound(c.Capacity), MaxTested: c.MaxTested}
-			if c.Bound == sweep.BoundWithin {
-				rc.Estimate, rc.Between = c.Estimate, c.Between
-			}
-			rep.Capacity.On = append(rep.Capacity.On, rc)
-		}
+		rep.Capacity.On = append(rep.Capacity.On, s.CapacityOn...)
 	}
 	return rep
 }
 
-func fromBound(c sweep.Capacity) Bound {
-	switch c.Bound {
-	case sweep.BoundAtLeast:
-		return Bound{Value: c.N, AtLeast: true}
-	case sweep.BoundBelow:
-		return Bound{}
-	}
-	return Bound{Value: c.N, Approximate: c.Approximate}
-}
-
 func fromStep(st sweep.StepResult, pricePerKWh float64) Step {
-	dist := func(s sweep.Summary) Dist {
-		return Dist{Mean: s.Mean, P1: s.P1, P10: s.P10, P50: s.P50, P90: s.P90, P95: s.P95, P99: s.P99}
-	}
 	out := Step{
 		Concurrency: st.Concurrency, DurationSeconds: st.WindowSeconds,
 		RequestsSent: st.Requests, RequestsOK: st.Succeeded, SuccessRate: st.SuccessRatio,
 		Good: st.Good, GoodPerSecond: st.GoodPerSecond,
-		Decode: dist(st.Decode), ITL: dist(st.ITL), TTFT: dist(st.TTFT), E2E: dist(st.E2E),
+		Decode: st.Decode.Dist(), ITL: st.ITL.Dist(), TTFT: st.TTFT.Dist(), E2E: st.E2E.Dist(),
 		PrefillTokensPerSecond: st.Prefill.Mean,
 		SystemTokensPerSecond:  st.SystemThroughput, TokensPerHour: st.TokensPerHour,
 		QueueWaitSeconds: st.QueueWaitSeconds,
 		Drain:            st.Drain,
 		Samples:          NewSamples(st.Samples),
 		NotMeasured:      st.NotMeasured,
+		Conversation:     st.Conversation,
 	}
 	if st.Measured() {
 		out.GoodShare = Float(st.GoodShare)
-	}
-	if cs := st.Conversation; cs != nil {
-		out.Conversation = &ConversationStep{Conversations: cs.Conversations, FollowUps: cs.FollowUps,
-			Hit: cs.Hit, Partial: cs.Partial, Miss: cs.Miss, Unknown: cs.Unknown, HitShare: cs.HitShare,
-			CachedShare: cs.CachedShare.Mean, PrimingTTFT: dist(cs.PrimingTTFT), Seconds: dist(cs.Seconds)}
 	}
 	if st.PrefillExclQueue > 0 {
 		out.PrefillTokensPerSecond = st.PrefillExclQueue

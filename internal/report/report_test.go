@@ -31,15 +31,14 @@ func TestFromSweep(t *testing.T) {
 		Settings: sweep.Settings{ClosedLoop: []int{1, 2}, Burst: []int{4}, StepSeconds: 60, WarmupSeconds: 10,
 			EarlyStopFactor: 3, MaxSafeTTFTSeconds: 3, CapacityStat: sweep.StatP90},
 		Scenarios: []sweep.ScenarioResult{
-			{Name: "general_chat", Family: prober.FamilyUseCase, InputTokens: 32768, OutputTokens: 1024,
-				Thresholds:     prober.Thresholds{TTFT: 8 * time.Second, MinDecode: 15},
-				ClosedLoop:     []sweep.StepResult{step(sweep.ModeClosedLoop, 1), step(sweep.ModeClosedLoop, 2)},
-				Burst:          []sweep.StepResult{step(sweep.ModeBurst, 4)},
-				BurstStop:      &sweep.EarlyStop{Concurrency: 4, Skipped: []int{8, 16}, Reason: "every threshold far exceeded"},
-				MaxSafeQueue:   &sweep.Capacity{N: 3, Approximate: true, Bound: sweep.BoundWithin, MaxTested: 4},
-				Capacity:       &sweep.Capacity{N: 2, Bound: sweep.BoundAtLeast, MaxTested: 2, Limits: []sweep.CapacityLimit{{Kind: "ttft", Threshold: 8, Stat: sweep.StatP90, Capacity: sweep.Capacity{N: 2, Bound: sweep.BoundAtLeast}}}},
-				ClosedLoopStop: nil},
-			{Name: "broken", Error: "calibrate broken: prompt too long"},
+			{ScenarioSpec: sweep.ScenarioSpec{Name: "general_chat", Family: prober.FamilyUseCase, InputTokens: 32768, OutputTokens: 1024, Thresholds: prober.Thresholds{TTFT: 8 * time.Second, MinDecode: 15}},
+				ClosedLoop:   []sweep.StepResult{step(sweep.ModeClosedLoop, 1), step(sweep.ModeClosedLoop, 2)},
+				Burst:        []sweep.StepResult{step(sweep.ModeBurst, 4)},
+				StoppedEarly: []sweep.EarlyStop{{Mode: sweep.ModeBurst, AfterN: 4, SkippedLadderN: []int{8, 16}, Reason: "every threshold far exceeded"}},
+				MaxSafeQueue: &sweep.Capacity{N: 3, Approximate: true, Bound: sweep.BoundWithin, MaxTested: 4},
+				Capacity:     &sweep.Capacity{N: 2, Bound: sweep.BoundAtLeast, MaxTested: 2, Limits: []sweep.CapacityLimit{{Kind: "ttft", Threshold: 8, Stat: sweep.StatP90, Capacity: sweep.Capacity{N: 2, Bound: sweep.BoundAtLeast}}}},
+			},
+			{ScenarioSpec: sweep.ScenarioSpec{Name: "broken"}, Error: "calibrate broken: prompt too long"},
 		},
 	}
 	rep := FromSweep(res, Meta{Model: "m"}, 0.1, true)

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/slaprobe/slaprobe/internal/sweep"
-	"github.com/slaprobe/slaprobe/prober"
 )
 
 // SchemaVersion names the shape of report.json. Bump it on any change that
@@ -179,37 +178,18 @@ func DefaultThresholds() ReferenceLines {
 	}
 }
 
-// Scenario is one workload shape and every step measured for it.
+// Scenario is one workload shape and every step measured for it. Family
+// is FamilyReport, FamilyUseCase or FamilyCustom. In a conversation
+// scenario (Turns set) the steps' figures are the follow-ups'
+// (Step.Conversation).
 type Scenario struct {
-	Name         string `json:"name"`
-	Family       string `json:"family"` // FamilyReport, FamilyUseCase or FamilyCustom
-	Description  string `json:"description,omitempty"`
-	InputTokens  int    `json:"input_tokens"`
-	OutputTokens int    `json:"output_tokens"`
-	// Thresholds are the scenario's SLA in seconds and tokens/s; unset
-	// ones are omitted.
-	Thresholds prober.Thresholds `json:"thresholds"`
-	// Turns and NewTokens describe a conversation scenario: each of its
-	// conversations sends Turns requests, the first (priming) of
-	// InputTokens, each follow-up NewTokens more. Its steps hold N
-	// conversations in flight, and their figures are the follow-ups'
-	// (Step.Conversation). Both are 0 for a cold scenario.
-	Turns     int `json:"turns,omitempty"`
-	NewTokens int `json:"new_tokens,omitempty"`
+	sweep.ScenarioSpec
 	// ClosedLoop and Burst hold one Step per N measured, in ladder order.
 	ClosedLoop []Step `json:"closed_loop,omitempty"`
 	Burst      []Step `json:"burst,omitempty"`
 	// StoppedEarly lists the ladders cut short because every threshold was
 	// far exceeded.
-	StoppedEarly []EarlyStop `json:"stopped_early,omitempty"`
-}
-
-// EarlyStop records where a ladder stopped.
-type EarlyStop struct {
-	Mode           sweep.Mode `json:"mode"`
-	AfterN         int        `json:"after_concurrency"` // last N measured
-	SkippedLadderN []int      `json:"skipped"`           // N values not run
-	Reason         string     `json:"reason"`            // e.g. "TTFT p50 41.2 s > 4x 3.0 s"
+	StoppedEarly []sweep.EarlyStop `json:"stopped_early,omitempty"`
 }
 
 // Step is one (scenario, mode, N) measurement.
@@ -230,10 +210,10 @@ type Step struct {
 	GoodShare     *float64 `json:"good_share,omitempty"`
 	GoodPerSecond float64  `json:"good_requests_per_second,omitempty"`
 
-	Decode Dist `json:"decode_tokens_per_second"` // per-user decode speed
-	ITL    Dist `json:"itl_seconds"`              // mean inter-token latency per request
-	TTFT   Dist `json:"ttft_seconds"`
-	E2E    Dist `json:"e2e_seconds"`
+	Decode sweep.Dist `json:"decode_tokens_per_second"` // per-user decode speed
+	ITL    sweep.Dist `json:"itl_seconds"`              // mean inter-token latency per request
+	TTFT   sweep.Dist `json:"ttft_seconds"`
+	E2E    sweep.Dist `json:"e2e_seconds"`
 	// PrefillTokensPerSecond is the mean per-user prefill speed: prompt
 	// tokens / (TTFT - queue wait when known, else TTFT).
 	PrefillTokensPerSecond float64 `json:"prefill_tokens_per_second"`
@@ -269,32 +249,7 @@ type Step struct {
 	// conversations in flight, and the figures above describe its
 	// follow-up turns (with its priming turns that failed); the priming
 	// turns that succeeded and the follow-ups' cache are here.
-	Conversation *ConversationStep `json:"conversation,omitempty"`
-}
-
-// ConversationStep is what a step of a conversation scenario measured
-// beside its follow-ups (sweep.ConversationStep).
-type ConversationStep struct {
-	Conversations int `json:"conversations"` // conversations measured
-	FollowUps     int `json:"follow_ups"`    // their follow-up turns sent
-	// Hit, Partial, Miss and Unknown count the follow-ups by how much of
-	// what the engine had already seen of their conversation it served
-	// from its prefix cache: at least 90 %, between, under 10 %, or not
-	// reported.
-	Hit     int `json:"hit"`
-	Partial int `json:"partial"`
-	Miss    int `json:"miss"`
-	Unknown int `json:"unknown"`
-	// HitShare is Hit / (Hit + Partial + Miss); nil when the server
-	// reported no cached tokens.
-	HitShare *float64 `json:"hit_share,omitempty"`
-	// CachedShare is the mean cached share of the follow-ups that
-	// reported one (0..1).
-	CachedShare float64 `json:"cached_share"`
-	// PrimingTTFT is the TTFT of the priming (cold) turns that succeeded.
-	PrimingTTFT Dist `json:"priming_ttft_seconds"`
-	// Seconds is each conversation's length, first request to last token.
-	Seconds Dist `json:"conversation_seconds"`
+	Conversation *sweep.ConversationStep `json:"conversation,omitempty"`
 }
 
 // MaxSamples is the most per-request values a step keeps per metric. A
@@ -339,26 +294,6 @@ func (s Step) StartedBusy() bool { return s.Drain != nil && s.Drain.Busy }
 // its figures exist (see NotMeasured).
 func (s Step) Measured() bool { return s.RequestsSent > 0 }
 
-// Dist summarises one metric over the requests of a step.
-type Dist struct {
-	Mean float64 `json:"mean"`
-	// P1 and P10 are kept for speeds, where the slow tail is the low
-	// percentile (P10: the speed 90 % of requests got or better); absent in
-	// older reports. The report's decode columns show them.
-	P1  float64 `json:"p1,omitempty"`
-	P10 float64 `json:"p10,omitempty"`
-	P50 float64 `json:"p50"`
-	P90 float64 `json:"p90"`
-	P95 float64 `json:"p95"`
-	P99 float64 `json:"p99"`
-}
-
-// Stat returns the named statistic of a lower-is-better distribution
-// (sweep.Stat.Pick decides, as it does for the sweep's own summaries).
-func (d Dist) Stat(st sweep.Stat) float64 {
-	return st.Pick(d.Mean, d.P50, d.P90, d.P95, d.P99)
-}
-
 // Power is the GPU draw during a step, summed over the target's GPUs.
 type Power struct {
 	AvgWatts       float64 `json:"avg_watts"`
@@ -379,7 +314,7 @@ type Capacity struct {
 	UseCases []UseCaseCapacity `json:"use_cases,omitempty"`
 	// On has one entry per scenario and rule of Config.CapacityOn
 	// (sweep.capacity_on): the largest closed-loop N that meets the rule.
-	On []RuleCapacity `json:"on,omitempty"`
+	On []sweep.RuleCapacity `json:"on,omitempty"`
 	// Conversations has one entry per conversation scenario: how many
 	// concurrent conversations the server carries.
 	Conversations []ConversationCapacity `json:"conversations,omitempty"`
@@ -392,13 +327,13 @@ type Capacity struct {
 type ConversationCapacity struct {
 	Scenario string     `json:"scenario"`
 	Mode     sweep.Mode `json:"mode"`
-	Bound
+	sweep.Bound
 	// LimitedBy names the binding limit: "ttft", "cache" or "success";
 	// empty when AtLeast.
 	LimitedBy string `json:"limited_by,omitempty"`
 	// HitShare is the share of follow-ups that had to hit the cache.
 	HitShare float64 `json:"hit_share"`
-	// Estimate and Between are as in RuleCapacity.
+	// Estimate and Between are as in sweep.RuleCapacity.
 	Estimate  float64 `json:"estimate,omitempty"`
 	Between   []int   `json:"between,omitempty"`
 	MaxTested int     `json:"max_tested"`
@@ -406,39 +341,10 @@ type ConversationCapacity struct {
 	Limits []Limit `json:"limits"`
 }
 
-// RuleCapacity is one scenario's capacity on one rule ("goodput >= 95%",
-// "p99 ttft <= 2s").
-type RuleCapacity struct {
-	Scenario string     `json:"scenario"`
-	Mode     sweep.Mode `json:"mode"`
-	Rule     string     `json:"rule"`
-	Bound
-	// Estimate is the unrounded crossing of the rule's limit, interpolated
-	// linearly between the two measured steps of Between (the last that
-	// met it and the first that did not); both are absent when the limit
-	// was not crossed inside the measured range.
-	Estimate  float64 `json:"estimate,omitempty"`
-	Between   []int   `json:"between,omitempty"`
-	MaxTested int     `json:"max_tested"`
-}
-
-// Bound is how a capacity value relates to the measured ladder.
-type Bound struct {
-	// Value is the largest N within the threshold (interpolated N rounded
-	// down). 0 means even the smallest N measured exceeded it.
-	Value int `json:"value"`
-	// Approximate is true when Value lies between two measured N and was
-	// interpolated ("~" in the report).
-	Approximate bool `json:"approximate,omitempty"`
-	// AtLeast is true when every measured N stayed within the threshold, so
-	// the true capacity is Value or more ("256+" in the report).
-	AtLeast bool `json:"at_least,omitempty"`
-}
-
 // QueueCapacity is one scenario's max safe queue depth.
 type QueueCapacity struct {
 	Scenario string `json:"scenario"`
-	Bound
+	sweep.Bound
 	ThresholdSeconds float64    `json:"threshold_seconds"` // TTFT limit judged
 	Stat             sweep.Stat `json:"stat"`              // TTFT statistic judged ("mean", "p90", ...)
 	MaxTested        int        `json:"max_tested"`        // largest burst N measured
@@ -449,7 +355,7 @@ type UseCaseCapacity struct {
 	Scenario string     `json:"scenario"`
 	Mode     sweep.Mode `json:"mode"` // which ladder the limits were read from
 	// Bound is the binding result: the smallest of Limits.
-	Bound
+	sweep.Bound
 	LimitedBy string  `json:"limited_by,omitempty"` // Kind of the binding limit; "" when AtLeast
 	MaxTested int     `json:"max_tested"`
 	Limits    []Limit `json:"limits"` // one per threshold kind set on the scenario
@@ -460,7 +366,7 @@ type Limit struct {
 	Kind      string     `json:"kind"`      // LimitTTFT, LimitE2E, LimitITL, LimitDecode or LimitCache
 	Threshold float64    `json:"threshold"` // seconds, or tokens/s for LimitDecode
 	Stat      sweep.Stat `json:"stat"`      // statistic judged ("mean", "p50", ...)
-	Bound
+	sweep.Bound
 }
 
 // Headline holds the numbers of the tiles at the top of the report.

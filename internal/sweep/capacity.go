@@ -85,6 +85,32 @@ type Capacity struct {
 	Limits []CapacityLimit `json:"limits,omitempty"`
 }
 
+// Bound is how a capacity relates to the measured ladder, as report.json
+// keeps it (Capacity.Reported).
+type Bound struct {
+	// Value is the largest N within the threshold (interpolated N rounded
+	// down). 0 means even the smallest N measured exceeded it.
+	Value int `json:"value"`
+	// Approximate is true when Value lies between two measured N and was
+	// interpolated ("~" in the report).
+	Approximate bool `json:"approximate,omitempty"`
+	// AtLeast is true when every measured N stayed within the threshold, so
+	// the true capacity is Value or more ("256+" in the report).
+	AtLeast bool `json:"at_least,omitempty"`
+}
+
+// Reported is c as report.json keeps it: a capacity below the ladder is 0,
+// one at least the largest N tested is that N; c must not be BoundUnknown.
+func (c Capacity) Reported() Bound {
+	switch c.Bound {
+	case BoundAtLeast:
+		return Bound{Value: c.N, AtLeast: true}
+	case BoundBelow:
+		return Bound{}
+	}
+	return Bound{Value: c.N, Approximate: c.Approximate}
+}
+
 // CapacityLimit is the capacity against one limit.
 type CapacityLimit struct {
 	Kind      string  `json:"kind"`      // "ttft", "e2e", "itl", "decode", "success"

@@ -136,17 +136,44 @@ func (r CapacityRule) value(s *StepResult) float64 {
 	return s.Decode.WorseLow(r.Stat)
 }
 
-// RuleCapacity is the capacity on one rule: the largest N whose step meets
-// it, interpolated between the measured steps that bracket the crossing
-// (Capacity.Between).
+// RuleCapacity is one scenario's capacity on one rule ("goodput >= 95%",
+// "p99 ttft <= 2s"): the largest N whose step meets it, interpolated
+// between the measured steps that bracket the crossing. report.json keeps
+// it as is (report.Capacity.On).
 type RuleCapacity struct {
-	Rule string `json:"rule"`
-	Capacity
+	Scenario string `json:"scenario"`
+	Mode     Mode   `json:"mode"`
+	Rule     string `json:"rule"`
+	Bound
+	// Estimate is the unrounded crossing of the rule's limit, interpolated
+	// linearly between the two measured steps of Between (the last that
+	// met it and the first that did not); both are absent when the limit
+	// was not crossed inside the measured range.
+	Estimate  float64 `json:"estimate,omitempty"`
+	Between   []int   `json:"between,omitempty"`
+	MaxTested int     `json:"max_tested"`
 }
 
-// CapacityOn is the capacity of steps (one mode, drained) on each rule.
-func CapacityOn(steps []StepResult, rules []CapacityRule) []RuleCapacity {
-	out := make([]RuleCapacity, 0, len(rules))
+// CapacityOn is the capacity of a scenario's closed-loop steps (drained)
+// on each rule; a rule none of the steps measured is left out.
+func CapacityOn(scenario string, steps []StepResult, rules []CapacityRule) []RuleCapacity {
+	var out []RuleCapacity
+	for i, c := range capacityOn(steps, rules) {
+		if c.Bound == BoundUnknown {
+			continue
+		}
+		rc := RuleCapacity{Scenario: scenario, Mode: ModeClosedLoop, Rule: rules[i].Text, Bound: c.Reported(), MaxTested: c.MaxTested}
+		if c.Bound == BoundWithin {
+			rc.Estimate, rc.Between = c.Estimate, c.Between
+		}
+		out = append(out, rc)
+	}
+	return out
+}
+
+// capacityOn is the capacity of steps (one mode) on each rule, in order.
+func capacityOn(steps []StepResult, rules []CapacityRule) []Capacity {
+	out := make([]Capacity, 0, len(rules))
 	for _, r := range rules {
 		pts := make([]CapacityPoint, 0, len(steps))
 		for i := range steps {
@@ -156,7 +183,7 @@ func CapacityOn(steps []StepResult, rules []CapacityRule) []RuleCapacity {
 		if c.Bound == BoundWithin || c.Bound == BoundBelow {
 			c.LimitedBy = r.Metric
 		}
-		out = append(out, RuleCapacity{Rule: r.Text, Capacity: c})
+		out = append(out, c)
 	}
 	return out
 }

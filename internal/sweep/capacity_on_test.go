@@ -58,7 +58,7 @@ func TestCapacityOnInterpolates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := CapacityOn(steps, rules)
+	got := capacityOn(steps, rules)
 	// goodput: 0.97 at 4, 0.91 at 8: crosses 0.95 at 4 + (0.02/0.06)×4 = 5.333.
 	// p99 TTFT: 1.0 s at 4, 3.0 s at 8: crosses 2 s at 4 + (1/2)×4 = 6.
 	want := []struct {
@@ -77,12 +77,32 @@ func TestCapacityOnInterpolates(t *testing.T) {
 	for i, w := range want {
 		c := got[i]
 		if c.N != w.n || math.Abs(c.Estimate-w.est) > 1e-9 || c.Bound != w.bound || !reflect.DeepEqual(c.Between, w.between) ||
-			c.Approximate != w.approx || c.LimitedBy != w.limitent || c.Rule != rules[i].Text {
+			c.Approximate != w.approx || c.LimitedBy != w.limitent {
 			t.Errorf("%s: %+v; want N %d (estimate %.4f, %s, between %v, approximate %v, limited by %q)",
 				rules[i].Text, c, w.n, w.est, w.bound, w.between, w.approx, w.limitent)
 		}
 	}
 	if s := got[0].String(); s != "~5" {
 		t.Errorf("rendered %q, want ~5", s)
+	}
+	// As report.json keeps it: an estimate and its bracket only when the
+	// limit was crossed inside the ladder; a rule nothing measured is left out.
+	kept := CapacityOn("chat", steps, rules)
+	wantKept := []RuleCapacity{
+		{Scenario: "chat", Mode: ModeClosedLoop, Rule: "goodput >= 95%", Bound: Bound{Value: 5, Approximate: true}, Estimate: 4 + 4.0/3, Between: []int{4, 8}, MaxTested: 16},
+		{Scenario: "chat", Mode: ModeClosedLoop, Rule: "p99 ttft <= 2s", Bound: Bound{Value: 6, Approximate: true}, Estimate: 6, Between: []int{4, 8}, MaxTested: 16},
+		{Scenario: "chat", Mode: ModeClosedLoop, Rule: "goodput >= 40%", Bound: Bound{Value: 16, AtLeast: true}, MaxTested: 16},
+		{Scenario: "chat", Mode: ModeClosedLoop, Rule: "goodput >= 100%", Bound: Bound{Value: 1}, Estimate: 1, Between: []int{1, 2}, MaxTested: 16},
+	}
+	for i := range kept {
+		if i < len(wantKept) && math.Abs(kept[i].Estimate-wantKept[i].Estimate) < 1e-9 {
+			kept[i].Estimate = wantKept[i].Estimate
+		}
+	}
+	if !reflect.DeepEqual(kept, wantKept) {
+		t.Errorf("capacity on, as kept: %+v; want %+v", kept, wantKept)
+	}
+	if none := CapacityOn("chat", []StepResult{{Concurrency: 1}}, rules); len(none) != 0 {
+		t.Errorf("capacity on steps that measured nothing: %+v; want none", none)
 	}
 }

@@ -18,4 +18,10 @@
 // threshold), capacity_on.go (the largest N on a rule of sweep.capacity_on:
 // goodput, or a statistic of a metric), progress.go (the events a caller sees), sweep.go (Options, Run
 // and Result).
+//
+// What a report keeps of a sweep in the same shape, it keeps as these
+// types, not a copy: a scenario's ScenarioSpec, its EarlyStop list, a
+// step's Dist and ConversationStep, RuleCapacity and Bound (report.json's
+// keys are their JSON tags). The rest (StepResult, Capacity) holds more
+// than a report keeps, and report.FromSweep maps it.
 package sweep

@@ -53,6 +53,32 @@ type Summary struct {
 	Max   float64 `json:"max"`
 }
 
+// Dist is the part of a Summary that report.json keeps of one metric over
+// the requests of a step (Summary.Dist).
+type Dist struct {
+	Mean float64 `json:"mean"`
+	// P1 and P10 are kept for speeds, where the slow tail is the low
+	// percentile (P10: the speed 90 % of requests got or better); absent in
+	// older reports. The report's decode columns show them.
+	P1  float64 `json:"p1,omitempty"`
+	P10 float64 `json:"p10,omitempty"`
+	P50 float64 `json:"p50"`
+	P90 float64 `json:"p90"`
+	P95 float64 `json:"p95"`
+	P99 float64 `json:"p99"`
+}
+
+// Dist is what report.json keeps of s.
+func (s Summary) Dist() Dist {
+	return Dist{Mean: s.Mean, P1: s.P1, P10: s.P10, P50: s.P50, P90: s.P90, P95: s.P95, P99: s.P99}
+}
+
+// Stat returns the named statistic of a lower-is-better distribution
+// (Stat.Pick decides, as it does for Summary.Worse).
+func (d Dist) Stat(st Stat) float64 {
+	return st.Pick(d.Mean, d.P50, d.P90, d.P95, d.P99)
+}
+
 // Summarize sorts a copy of values and describes it.
 func Summarize(values []float64) Summary {
 	if len(values) == 0 {

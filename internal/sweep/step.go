@@ -122,14 +122,13 @@ type StepResult struct {
 // ConversationStep is what a step of a conversation scenario measured
 // beside its follow-ups: the conversations, their priming turns, and how
 // well the follow-ups found their conversation in the prefix cache.
+// report.json keeps it as is (report.Step.Conversation).
 type ConversationStep struct {
 	// Conversations counts the conversations measured (started in the
 	// steady window, or sent by the burst); FollowUps their follow-up
 	// turns sent.
 	Conversations int `json:"conversations"`
 	FollowUps     int `json:"follow_ups"`
-	// PrimingTTFT is the TTFT of the priming (cold) turns that succeeded.
-	PrimingTTFT Summary `json:"priming_ttft_seconds"`
 	// Hit, Partial, Miss and Unknown count the follow-ups by
 	// prober.Result.ConversationCache: hit when at least prober.HitShare
 	// of what the engine had seen of the conversation came from its cache,
@@ -142,11 +141,16 @@ type ConversationStep struct {
 	// HitShare is Hit / (Hit + Partial + Miss): the share of the
 	// follow-ups whose cache is known that hit; nil when none is known.
 	HitShare *float64 `json:"hit_share,omitempty"`
-	// CachedShare describes the follow-ups' cached shares (Samples.CachedShare).
-	CachedShare Summary `json:"cached_share"`
+	// CachedShare is the mean cached share of the follow-ups that
+	// reported one (Samples.CachedShare), 0..1.
+	CachedShare float64 `json:"cached_share"`
+	// PrimingTTFT is the TTFT of the priming (cold) turns that succeeded.
+	PrimingTTFT Dist `json:"priming_ttft_seconds"`
 	// Seconds describes the conversations' whole length, first request
 	// to last token of the last turn sent.
-	Seconds Summary `json:"conversation_seconds"`
+	Seconds Dist `json:"conversation_seconds"`
+	// longest is the longest of Seconds, for the advice of NotMeasured.
+	longest float64
 }
 
 // StartedBusy reports whether the step started on an engine that had not
@@ -220,7 +224,8 @@ func conversationTurns(rs []prober.Result, ends []int) (turns []prober.Result, t
 		share := float64(cs.Hit) / float64(known)
 		cs.HitShare = &share
 	}
-	cs.Seconds = Summarize(seconds)
+	sec := Summarize(seconds)
+	cs.Seconds, cs.longest = sec.Dist(), sec.Max
 	return turns, turnEnds, cs
 }
 
@@ -299,7 +304,7 @@ func summarizeStep(info StepInfo, th prober.Thresholds, conversation bool, out l
 			}
 		}
 		st.Samples.CachedShare = cachedShares(out.Sampled)
-		cs.PrimingTTFT, cs.CachedShare = Summarize(st.Samples.PrimingTTFT), Summarize(st.Samples.CachedShare)
+		cs.PrimingTTFT, cs.CachedShare = Summarize(st.Samples.PrimingTTFT).Dist(), Summarize(st.Samples.CachedShare).Mean
 	}
 	if len(out.RoundEnds) > 1 {
 		st.Samples.RoundMedians = roundMedians(out.Sampled, out.RoundEnds, th)

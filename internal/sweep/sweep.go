@@ -101,38 +101,61 @@ const (
 	ProgressWarning        ProgressKind = "warning"         // a setting may spoil the steps ahead; Message says what to set
 )
 
-// EarlyStop records why a ladder ended before its last rung.
+// EarlyStop records why a ladder ended before its last rung; report.json
+// keeps it as is (Scenario.StoppedEarly).
 type EarlyStop struct {
-	Concurrency int    `json:"concurrency"` // the step that triggered the stop
-	Skipped     []int  `json:"skipped"`     // rungs not run
-	Reason      string `json:"reason"`
+	Mode           Mode   `json:"mode"`
+	AfterN         int    `json:"after_concurrency"` // last N measured, the step that triggered the stop
+	SkippedLadderN []int  `json:"skipped"`           // rungs not run
+	Reason         string `json:"reason"`            // e.g. "TTFT p50 41.2 s > 4x 3.0 s"
+}
+
+// ScenarioSpec is what a scenario was: its name, shape and thresholds.
+// report.json keeps it as is (report.Scenario).
+type ScenarioSpec struct {
+	Name         string        `json:"name"`
+	Family       prober.Family `json:"family"`
+	Description  string        `json:"description,omitempty"`
+	InputTokens  int           `json:"input_tokens"`
+	OutputTokens int           `json:"output_tokens"`
+	// Thresholds are the scenario's SLA in seconds and tokens/s; unset
+	// ones are omitted.
+	Thresholds prober.Thresholds `json:"thresholds"`
+	// Turns and NewTokens describe a conversation scenario
+	// (prober.Conversation): each of its conversations sends Turns
+	// requests, the first (priming) of InputTokens, each follow-up
+	// NewTokens more; its steps hold N conversations in flight. Both are 0
+	// for a cold scenario.
+	Turns     int `json:"turns,omitempty"`
+	NewTokens int `json:"new_tokens,omitempty"`
+}
+
+// SpecOf is s as a sweep records it.
+func SpecOf(s prober.Scenario) ScenarioSpec {
+	sp := ScenarioSpec{Name: s.Name, Family: s.Family, Description: s.Description,
+		InputTokens: s.InputTokens, OutputTokens: s.OutputTokens, Thresholds: s.Thresholds}
+	if s.IsConversation() {
+		sp.Turns, sp.NewTokens = s.Conversation.Turns, s.Conversation.NewTokens
+	}
+	return sp
 }
 
 // ScenarioResult holds one scenario's ladders and the capacity derived
 // from them.
 type ScenarioResult struct {
-	Name         string            `json:"name"`
-	Family       prober.Family     `json:"family"`
-	Description  string            `json:"description,omitempty"`
-	InputTokens  int               `json:"input_tokens"`
-	OutputTokens int               `json:"output_tokens"`
-	Thresholds   prober.Thresholds `json:"thresholds"`
-	// Turns and NewTokens describe a conversation scenario
-	// (prober.Conversation): its steps hold N conversations in flight.
-	// Both are 0 for a cold scenario.
-	Turns     int    `json:"turns,omitempty"`
-	NewTokens int    `json:"new_tokens,omitempty"`
-	Error     string `json:"error,omitempty"` // the scenario could not be prepared
+	ScenarioSpec
+	Error string `json:"error,omitempty"` // the scenario could not be prepared
 
-	ClosedLoop     []StepResult `json:"closed_loop,omitempty"`
-	Burst          []StepResult `json:"burst,omitempty"`
-	ClosedLoopStop *EarlyStop   `json:"closed_loop_early_stop,omitempty"`
-	BurstStop      *EarlyStop   `json:"burst_early_stop,omitempty"`
+	ClosedLoop []StepResult `json:"closed_loop,omitempty"`
+	Burst      []StepResult `json:"burst,omitempty"`
+	// StoppedEarly lists the ladders cut short, in the order they ran.
+	StoppedEarly []EarlyStop `json:"stopped_early,omitempty"`
 
 	// MaxSafeQueue is the largest burst N with TTFT within the max-safe limit.
 	MaxSafeQueue *Capacity `json:"max_safe_queue,omitempty"`
 	// CapacityOn is the capacity of the closed loop on each rule of
-	// Options.Capacity.On (sweep.capacity_on; goodput >= 95 % by default).
+	// Options.Capacity.On (sweep.capacity_on; goodput >= 95 % by default)
+	// that its steps measured.
 	CapacityOn []RuleCapacity `json:"capacity_on,omitempty"`
 	// Capacity is the largest closed-loop N within every scenario threshold.
 	Capacity *Capacity `json:"capacity,omitempty"`
@@ -252,13 +275,7 @@ func Run(ctx context.Context, r Runner, t prober.Target, model string, opts Opti
 
 	var err error
 	for _, s := range opts.Scenarios {
-		sr := ScenarioResult{
-			Name: s.Name, Family: s.Family, Description: s.Description,
-			InputTokens: s.InputTokens, OutputTokens: s.OutputTokens, Thresholds: s.Thresholds,
-		}
-		if s.IsConversation() {
-			sr.Turns, sr.NewTokens = s.Conversation.Turns, s.Conversation.NewTokens
-		}
+		sr := ScenarioResult{ScenarioSpec: SpecOf(s)}
 		err = sw.scenario(ctx, s, closed, burst, &sr)
 		finishScenario(&sr, s, opts)
 		res.Scenarios = append(res.Scenarios, sr)
@@ -351,12 +368,8 @@ func (sw *sweepRun) scenario(ctx context.Context, s prober.Scenario, closed, bur
 				sr.ClosedLoop = append(sr.ClosedLoop, step)
 			}
 			if reason := earlyStop(step, s.Thresholds, mode, sw.opts); reason != "" && i < len(rungs)-1 {
-				stop := &EarlyStop{Concurrency: n, Skipped: append([]int(nil), rungs[i+1:]...), Reason: reason}
-				if mode == ModeBurst {
-					sr.BurstStop = stop
-				} else {
-					sr.ClosedLoopStop = stop
-				}
+				sr.StoppedEarly = append(sr.StoppedEarly, EarlyStop{Mode: mode, AfterN: n,
+					SkippedLadderN: append([]int(nil), rungs[i+1:]...), Reason: reason})
 				left := len(rungs) - i - 1
 				sw.dropPlanned(s.Name, mode, n)
 				sw.steps -= left
@@ -429,8 +442,8 @@ func (sw *sweepRun) step(ctx context.Context, s prober.Scenario, prep *prober.Pr
 	step := summarizeStep(info, s.Thresholds, s.IsConversation(), out)
 	step.Drain = &drain
 	switch {
-	case step.Conversation != nil && step.Conversation.Seconds.Count > 0:
-		sw.noteRequest(info.Scenario, step.Conversation.Seconds.Max) // a closed-loop step's unit is a whole conversation
+	case step.Conversation != nil && step.Conversation.longest > 0:
+		sw.noteRequest(info.Scenario, step.Conversation.longest) // a closed-loop step's unit is a whole conversation
 	case step.E2E.Count > 0:
 		sw.noteRequest(info.Scenario, step.E2E.Max)
 	}
@@ -665,7 +678,7 @@ func finishScenario(sr *ScenarioResult, s prober.Scenario, opts Options) {
 	if closed := drained(sr.ClosedLoop); len(closed) > 0 {
 		c := UseCaseCapacityOf(closed, s.Thresholds, opts.Capacity)
 		sr.Capacity = &c
-		sr.CapacityOn = CapacityOn(closed, opts.Capacity.On)
+		sr.CapacityOn = CapacityOn(s.Name, closed, opts.Capacity.On)
 		if s.IsConversation() {
 			c := ConversationCapacityOf(closed, s.Thresholds, opts.Capacity)
 			sr.ConversationCapacity = &c

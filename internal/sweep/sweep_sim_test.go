@@ -273,14 +273,14 @@ func simClosedLoop(t *testing.T, errorf func(string, ...any)) {
 		return
 	}
 	g, p := sr.CapacityOn[0], sr.CapacityOn[1]
-	if g.Rule != DefaultCapacityOn || g.N != 4 || g.Bound != BoundWithin || len(g.Between) != 2 || g.Between[0] != 4 || g.Between[1] != 8 {
-		errorf("capacity on %q: %s (between %v); want 4, between 4 and 8", g.Rule, g.Capacity, g.Between)
+	if g.Rule != DefaultCapacityOn || g.Value != 4 || g.AtLeast || len(g.Between) != 2 || g.Between[0] != 4 || g.Between[1] != 8 {
+		errorf("capacity on %q: %+v (between %v); want 4, between 4 and 8", g.Rule, g.Bound, g.Between)
 	}
-	if p.Bound != BoundWithin || math.Abs(p.Estimate-6) > 1.2 || p.LimitedBy != "itl" {
-		errorf("capacity on %q: %s (estimate %.2f); the engine model predicts ~6", p.Rule, p.Capacity, p.Estimate)
+	if p.AtLeast || len(p.Between) != 2 || math.Abs(p.Estimate-6) > 1.2 {
+		errorf("capacity on %q: %+v (estimate %.2f); the engine model predicts ~6", p.Rule, p.Bound, p.Estimate)
 	}
-	t.Logf("capacity on %q: %s (estimate %.2f, between %v); on %q: %s (estimate %.2f, between %v)",
-		g.Rule, g.Capacity, g.Estimate, g.Between, p.Rule, p.Capacity, p.Estimate, p.Between)
+	t.Logf("capacity on %q: %+v (estimate %.2f, between %v); on %q: %+v (estimate %.2f, between %v)",
+		g.Rule, g.Bound, g.Estimate, g.Between, p.Rule, p.Bound, p.Estimate, p.Between)
 }
 
 // The tolerance of a burst step's mean TTFT against the engine's record of

@@ -171,21 +171,21 @@ func TestSweepEarlyStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	sr := res.Scenarios[0]
-	stop := sr.BurstStop
-	if stop == nil {
-		t.Fatalf("burst ladder ran to the end: %d steps", len(sr.Burst))
+	if len(sr.StoppedEarly) != 1 || sr.StoppedEarly[0].Mode != ModeBurst {
+		t.Fatalf("burst ladder ran to the end: %d steps, stopped %+v", len(sr.Burst), sr.StoppedEarly)
 	}
+	stop := sr.StoppedEarly[0]
 	// Timing on a loaded machine only makes TTFT worse (a timer never fires
 	// early), so the ladder stops at 16 (34 ms) or earlier, never later. How
 	// much earlier is the machine's (8 here; 4 where it adds 20 ms to a
 	// 10 ms TTFT), so instead of a floor: it stopped at the first step the
 	// rule (TestEarlyStopRule) calls far off, as measured, and not before.
-	if stop.Concurrency > 16 || len(sr.Burst) != len(opts.Burst)-len(stop.Skipped) || sr.Burst[len(sr.Burst)-1].Concurrency != stop.Concurrency {
-		t.Errorf("stopped after N=%d with %d steps, skipped %v", stop.Concurrency, len(sr.Burst), stop.Skipped)
+	if stop.AfterN > 16 || len(sr.Burst) != len(opts.Burst)-len(stop.SkippedLadderN) || sr.Burst[len(sr.Burst)-1].Concurrency != stop.AfterN {
+		t.Errorf("stopped after N=%d with %d steps, skipped %v", stop.AfterN, len(sr.Burst), stop.SkippedLadderN)
 	}
 	for i, st := range sr.Burst {
 		if far, last := earlyStop(st, s.Thresholds, ModeBurst, opts) != "", i == len(sr.Burst)-1; far != last {
-			t.Errorf("N=%d (mean TTFT %.1f ms): the rule says far off %v, but the ladder stopped after N=%d", st.Concurrency, st.TTFT.Mean*1e3, far, stop.Concurrency)
+			t.Errorf("N=%d (mean TTFT %.1f ms): the rule says far off %v, but the ladder stopped after N=%d", st.Concurrency, st.TTFT.Mean*1e3, far, stop.AfterN)
 		}
 	}
 	if len(skipped) != 1 || skipped[0].Steps != len(sr.Burst) {
@@ -205,7 +205,7 @@ func TestSweepEarlyStop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st := res.Scenarios[0].BurstStop; st == nil || st.Concurrency != 4 {
+	if st := res.Scenarios[0].StoppedEarly; len(st) != 1 || st[0].Mode != ModeBurst || st[0].AfterN != 4 {
 		t.Errorf("early stop on failures = %+v; want after N=4", st)
 	}
 	if c := res.Scenarios[0].MaxSafeQueue; c.N != 2 || c.LimitedBy != "success" {

@@ -150,7 +150,7 @@ func figConversations(r *report.Report) []figure {
 	return out
 }
 
-func hitText(cs *report.ConversationStep) string {
+func hitText(cs *sweep.ConversationStep) string {
 	if cs.HitShare == nil {
 		return "the server reported no cached tokens, so the cache share is unknown"
 	}

@@ -31,8 +31,9 @@ func conversationSweep() *sweep.Result {
 		{4, 24, 72, 0, 0, 8.3, 13.9, 60.0}, {5, 14, 8, 28, 6, 55.3, 102, 82.9}, {6, 12, 2, 2, 32, 106.1, 182.5, 114.7},
 		{8, 8, 1, 0, 23, 189.3, 222.5, 199.0},
 	}
-	s := sweep.ScenarioResult{Name: "coding_agent", Family: prober.FamilyCustom, InputTokens: 384, OutputTokens: 32,
-		Turns: 4, NewTokens: 32, Thresholds: prober.Thresholds{TTFT: time.Second}}
+	s := sweep.ScenarioResult{
+		ScenarioSpec: sweep.ScenarioSpec{Name: "coding_agent", Family: prober.FamilyCustom, InputTokens: 384, OutputTokens: 32, Turns: 4, NewTokens: 32, Thresholds: prober.Thresholds{TTFT: time.Second}},
+	}
 	for _, r := range rows {
 		f := r.hit + r.partial + r.miss
 		share := float64(r.hit) / float64(f)
@@ -53,7 +54,7 @@ func conversationSweep() *sweep.Result {
 			Requests: f, Succeeded: f, SuccessRatio: 1, TTFT: ttft, E2E: sweep.Summary{Count: f, Mean: 0.05},
 			SystemThroughput: 300 * float64(r.n), Samples: sweep.Samples{TTFT: []float64{ttft.Mean}, CachedShare: cached},
 			Conversation: &sweep.ConversationStep{Conversations: r.convs, FollowUps: f, Hit: r.hit, Partial: r.partial, Miss: r.miss,
-				HitShare: &share, CachedShare: sweep.Summarize(cached), PrimingTTFT: sweep.Summary{Count: r.convs, Mean: r.primeMS / 1e3}}})
+				HitShare: &share, CachedShare: sweep.Summarize(cached).Mean, PrimingTTFT: sweep.Dist{Mean: r.primeMS / 1e3}}})
 	}
 	opts := sweep.DefaultCapacityOptions()
 	c := sweep.ConversationCapacityOf(s.ClosedLoop, s.Thresholds, opts)

@@ -113,7 +113,7 @@ func fmtTokens(n float64) string {
 }
 
 // fmtBound formats a capacity: "~35", "128+", "<1", "39".
-func fmtBound(b report.Bound) string {
+func fmtBound(b sweep.Bound) string {
 	switch {
 	case b.AtLeast:
 		return strconv.Itoa(b.Value) + "+"
@@ -218,8 +218,8 @@ func modeLabel(m sweep.Mode) string {
 	return string(m)
 }
 
-func statBound(s *report.Figure) report.Bound {
-	return report.Bound{Value: int(s.Value), Approximate: s.Approximate, AtLeast: s.AtLeast}
+func statBound(s *report.Figure) sweep.Bound {
+	return sweep.Bound{Value: int(s.Value), Approximate: s.Approximate, AtLeast: s.AtLeast}
 }
 
 // fmtPctFine formats a level close to 100 % with up to three decimals

@@ -409,7 +409,7 @@ func scenarioMatching(r *report.Report, s *report.Scenario) *report.Scenario {
 	return nil
 }
 
-func earlyStopText(e report.EarlyStop) string {
+func earlyStopText(e sweep.EarlyStop) string {
 	msg := fmt.Sprintf("%s ladder stopped after N=%d", modeLabel(e.Mode), e.AfterN)
 	if len(e.SkippedLadderN) > 0 {
 		msg += " (skipped N=" + joinInts(e.SkippedLadderN) + ")"

@@ -19,7 +19,7 @@ import (
 )
 
 var (
-	update = flag.Bool("update", false, "rewrite testdata/report.golden.* from Sample()")
+	update = flag.Bool("update", false, "rewrite testdata/*.golden.* from Sample() and richSweep()")
 	keep   = flag.String("keep", "", "also write the sample report into this directory, for a visual review")
 )
 
@@ -368,10 +368,10 @@ func TestEscaping(t *testing.T) {
 
 func TestFormatting(t *testing.T) {
 	for _, c := range []struct{ got, want string }{
-		{fmtBound(report.Bound{Value: 35, Approximate: true}), "~35"},
-		{fmtBound(report.Bound{Value: 256, AtLeast: true}), "256+"},
-		{fmtBound(report.Bound{}), "<1"},
-		{fmtBound(report.Bound{Value: 4}), "4"},
+		{fmtBound(sweep.Bound{Value: 35, Approximate: true}), "~35"},
+		{fmtBound(sweep.Bound{Value: 256, AtLeast: true}), "256+"},
+		{fmtBound(sweep.Bound{}), "<1"},
+		{fmtBound(sweep.Bound{Value: 4}), "4"},
 		{fmtRate(172.46), "172.5"},
 		{fmtRate(9774.2), "9,774"},
 		{fmtSeconds(0.189), "189 ms"},

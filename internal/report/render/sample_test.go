@@ -48,7 +48,7 @@ func Sample() *report.Report {
 	}
 	elapsed := 0.0
 	for _, m := range sampleModels {
-		s := report.Scenario{Name: m.name, Family: m.family, Description: m.desc, InputTokens: m.in, OutputTokens: m.out, Thresholds: m.th}
+		s := report.Scenario{ScenarioSpec: sweep.ScenarioSpec{Name: m.name, Family: prober.Family(m.family), Description: m.desc, InputTokens: m.in, OutputTokens: m.out, Thresholds: m.th}}
 		if m.family == report.FamilyReport {
 			for _, n := range closed {
 				st := m.closedStep(n, price)
@@ -78,7 +78,7 @@ func Sample() *report.Report {
 			}
 			last := s.Burst[len(s.Burst)-1]
 			limit := m.th.TTFT.Seconds()
-			s.StoppedEarly = append(s.StoppedEarly, report.EarlyStop{Mode: sweep.ModeBurst, AfterN: m.burstStop, SkippedLadderN: skipped,
+			s.StoppedEarly = append(s.StoppedEarly, sweep.EarlyStop{Mode: sweep.ModeBurst, AfterN: m.burstStop, SkippedLadderN: skipped,
 				Reason: fmt.Sprintf("TTFT mean %s is more than 4× the %s limit", fmtSeconds(last.TTFT.Mean), fmtSecondsShort(limit))})
 		}
 		r.Config.Scenarios = append(r.Config.Scenarios, s.Name)
@@ -184,8 +184,8 @@ func round(v float64, decimals int) float64 {
 	return r
 }
 
-func latency(mean, spread float64) report.Dist {
-	return report.Dist{
+func latency(mean, spread float64) sweep.Dist {
+	return sweep.Dist{
 		Mean: round(mean, 4),
 		P50:  round(mean*(1-0.03*spread), 4),
 		P90:  round(mean*(1+0.25*spread), 4),
@@ -195,8 +195,8 @@ func latency(mean, spread float64) report.Dist {
 }
 
 // speed has a slow tail: a few requests share their decode with a prefill.
-func speed(mean float64) report.Dist {
-	return report.Dist{Mean: round(mean, 1), P1: round(mean*0.81, 1), P10: round(mean*0.93, 1), P50: round(mean*1.004, 1), P90: round(mean*1.05, 1),
+func speed(mean float64) sweep.Dist {
+	return sweep.Dist{Mean: round(mean, 1), P1: round(mean*0.81, 1), P10: round(mean*0.93, 1), P50: round(mean*1.004, 1), P90: round(mean*1.05, 1),
 		P95: round(mean*1.07, 1), P99: round(mean*1.1, 1)}
 }
 
@@ -238,18 +238,18 @@ func (m sampleModel) closedStep(n int, price float64) report.Step {
 
 // sampleRule is the capacity of a closed loop on one rule, by the sweep's
 // own interpolation.
-func sampleRule(s report.Scenario, rule string, limit float64, dir sweep.Direction, val func(report.Step) float64) report.RuleCapacity {
+func sampleRule(s report.Scenario, rule string, limit float64, dir sweep.Direction, val func(report.Step) float64) sweep.RuleCapacity {
 	var pts []sweep.CapacityPoint
 	for _, st := range s.ClosedLoop {
 		pts = append(pts, sweep.CapacityPoint{N: st.Concurrency, Value: val(st)})
 	}
 	c := sweep.MaxWithin(pts, limit, dir)
-	rc := report.RuleCapacity{Scenario: s.Name, Mode: sweep.ModeClosedLoop, Rule: rule, MaxTested: c.MaxTested}
+	rc := sweep.RuleCapacity{Scenario: s.Name, Mode: sweep.ModeClosedLoop, Rule: rule, MaxTested: c.MaxTested}
 	switch c.Bound {
 	case sweep.BoundAtLeast:
-		rc.Bound = report.Bound{Value: c.N, AtLeast: true}
+		rc.Bound = sweep.Bound{Value: c.N, AtLeast: true}
 	case sweep.BoundWithin:
-		rc.Bound = report.Bound{Value: c.N, Approximate: c.Approximate}
+		rc.Bound = sweep.Bound{Value: c.N, Approximate: c.Approximate}
 		rc.Estimate, rc.Between = round(c.Estimate, 4), c.Between
 	}
 	return rc
@@ -297,7 +297,7 @@ func (m sampleModel) burstStep(n int, price float64) report.Step {
 // sampleBound finds the largest N within a threshold, interpolating
 // linearly between the last passing and the first failing step. (The real
 // logic lives in internal/sweep/capacity.go; this keeps the sample consistent.)
-func sampleBound(steps []report.Step, val func(report.Step) float64, thr float64, higherBetter bool) report.Bound {
+func sampleBound(steps []report.Step, val func(report.Step) float64, thr float64, higherBetter bool) sweep.Bound {
 	for i, st := range steps {
 		v := val(st)
 		bad := v > thr
@@ -308,15 +308,15 @@ func sampleBound(steps []report.Step, val func(report.Step) float64, thr float64
 			continue
 		}
 		if i == 0 {
-			return report.Bound{}
+			return sweep.Bound{}
 		}
 		prev := steps[i-1]
 		pv := val(prev)
 		x := float64(prev.Concurrency) + (thr-pv)/(v-pv)*float64(st.Concurrency-prev.Concurrency)
 		n := int(math.Floor(x))
-		return report.Bound{Value: n, Approximate: n != prev.Concurrency}
+		return sweep.Bound{Value: n, Approximate: n != prev.Concurrency}
 	}
-	return report.Bound{Value: steps[len(steps)-1].Concurrency, AtLeast: true}
+	return sweep.Bound{Value: steps[len(steps)-1].Concurrency, AtLeast: true}
 }
 
 func sampleUseCase(s report.Scenario) report.UseCaseCapacity {
@@ -329,7 +329,7 @@ func sampleUseCase(s report.Scenario) report.UseCaseCapacity {
 	add(report.LimitTTFT, s.Thresholds.TTFT.Seconds(), func(st report.Step) float64 { return st.TTFT.Mean }, false)
 	add(report.LimitE2E, s.Thresholds.E2E.Seconds(), func(st report.Step) float64 { return st.E2E.Mean }, false)
 	add(report.LimitDecode, s.Thresholds.MinDecode, func(st report.Step) float64 { return st.Decode.Mean }, true)
-	u.Bound = report.Bound{Value: u.MaxTested, AtLeast: true}
+	u.Bound = sweep.Bound{Value: u.MaxTested, AtLeast: true}
 	for _, l := range u.Limits {
 		if l.AtLeast {
 			continue

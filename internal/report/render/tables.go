@@ -69,7 +69,7 @@ func stepColumns(steps []report.Step, mode sweep.Mode) []column {
 				return strconv.FormatFloat(s.GoodPerSecond, 'f', 2, 64)
 			}})
 	}
-	dist := func(group, md string, names []sweep.Stat, d func(report.Step) report.Dist, cell func(float64) string) {
+	dist := func(group, md string, names []sweep.Stat, d func(report.Step) sweep.Dist, cell func(float64) string) {
 		for _, n := range names {
 			n := n
 			cols = append(cols, column{0, group, md, string(n), func(s report.Step) string { return cell(d(s).Stat(n)) }})
@@ -78,7 +78,7 @@ func stepColumns(steps []report.Step, mode sweep.Mode) []column {
 	// Decode speed is higher-is-better: the tail that hurts users is the
 	// slow one, so its columns are the low percentiles (absent in reports
 	// written before they were kept).
-	decode := func(name string, get func(report.Dist) float64) {
+	decode := func(name string, get func(sweep.Dist) float64) {
 		cols = append(cols, column{0, "decode tok/s per user", "decode", name, func(s report.Step) string {
 			if v := get(s.Decode); v > 0 {
 				return fmtRate(v)
@@ -86,17 +86,17 @@ func stepColumns(steps []report.Step, mode sweep.Mode) []column {
 			return "–"
 		}})
 	}
-	decode("mean", func(d report.Dist) float64 { return d.Mean })
-	decode("p50", func(d report.Dist) float64 { return d.P50 })
+	decode("mean", func(d sweep.Dist) float64 { return d.Mean })
+	decode("p50", func(d sweep.Dist) float64 { return d.P50 })
 	if hasP10 {
-		decode("p10 (slowest 10%)", func(d report.Dist) float64 { return d.P10 })
+		decode("p10 (slowest 10%)", func(d sweep.Dist) float64 { return d.P10 })
 	}
 	if hasP1 {
-		decode("p1 (slowest 1%)", func(d report.Dist) float64 { return d.P1 })
+		decode("p1 (slowest 1%)", func(d sweep.Dist) float64 { return d.P1 })
 	}
-	dist("ITL ms", "ITL ms", []sweep.Stat{sweep.StatMean, sweep.StatP50, sweep.StatP90, sweep.StatP99}, func(s report.Step) report.Dist { return s.ITL }, msCell)
-	dist("TTFT s", "TTFT s", []sweep.Stat{sweep.StatMean, sweep.StatP50, sweep.StatP90, sweep.StatP95, sweep.StatP99}, func(s report.Step) report.Dist { return s.TTFT }, secCell)
-	dist("E2E s", "E2E s", []sweep.Stat{sweep.StatP50, sweep.StatP90, sweep.StatP99}, func(s report.Step) report.Dist { return s.E2E }, secCell)
+	dist("ITL ms", "ITL ms", []sweep.Stat{sweep.StatMean, sweep.StatP50, sweep.StatP90, sweep.StatP99}, func(s report.Step) sweep.Dist { return s.ITL }, msCell)
+	dist("TTFT s", "TTFT s", []sweep.Stat{sweep.StatMean, sweep.StatP50, sweep.StatP90, sweep.StatP95, sweep.StatP99}, func(s report.Step) sweep.Dist { return s.TTFT }, secCell)
+	dist("E2E s", "E2E s", []sweep.Stat{sweep.StatP50, sweep.StatP90, sweep.StatP99}, func(s report.Step) sweep.Dist { return s.E2E }, secCell)
 	cols = append(cols,
 		column{1, "per user", "", "prefill tok/s", func(s report.Step) string { return fmtRate(s.PrefillTokensPerSecond) }},
 		column{1, "system", "", "system tok/s", func(s report.Step) string { return fmtRate(s.SystemTokensPerSecond) }},
@@ -234,7 +234,7 @@ func mdHeader(c column) string {
 
 // betweenText says where a capacity on a rule came from: which measured
 // steps bracket an interpolated crossing.
-func betweenText(c report.RuleCapacity) string {
+func betweenText(c sweep.RuleCapacity) string {
 	switch {
 	case len(c.Between) == 2 && c.Approximate:
 		return fmt.Sprintf("interpolated between N=%d and N=%d (crossing at %.2f)", c.Between[0], c.Between[1], c.Estimate)

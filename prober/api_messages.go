@@ -26,6 +26,29 @@ import (
 	"github.com/valyala/fastjson"
 )
 
+// APIMessages is POST /v1/messages.
+const APIMessages API = "messages"
+
+func init() { registerAPI(APIMessages, messagesAPI{}) }
+
+type messagesAPI struct{}
+
+// The Messages API has tool calls but no cache_salt (the nonce keeps a
+// prompt cold); every request carries anthropic-version; its prompts are
+// calibrated with its own usage counts.
+func (messagesAPI) info() apiInfo {
+	return apiInfo{order: 40, path: "/v1/messages", about: "Anthropic Messages", tools: true,
+		header: "Anthropic-Version", headerValue: anthropicVersion}
+}
+
+func (messagesAPI) marshal(r requestSpec) ([]byte, error) { return marshalMessagesRequest(r) }
+
+func (messagesAPI) event(d *streamDecoder, v *fastjson.Value, at time.Time) (streamEnd, bool) {
+	return d.messagesEvent(v, at)
+}
+
+func (messagesAPI) errorText(v *fastjson.Value) string { return typedErrorMessage(v) }
+
 // messagesRequest is a streaming Messages API request. The API has no
 // cache_salt, min_tokens or ignore_eos: the nonce that opens every prompt
 // keeps it cold, and an answer that ends early is a short answer.

@@ -29,6 +29,28 @@ import (
 	"github.com/valyala/fastjson"
 )
 
+// APIResponses is POST /v1/responses.
+const APIResponses API = "responses"
+
+func init() { registerAPI(APIResponses, responsesAPI{}) }
+
+type responsesAPI struct{}
+
+// The Responses API has tool calls and vLLM's cache_salt; its prompts are
+// calibrated with its own usage counts (vLLM's /tokenize has no form for
+// its input items).
+func (responsesAPI) info() apiInfo {
+	return apiInfo{order: 30, path: "/v1/responses", about: "OpenAI Responses", tools: true, cacheSalt: true}
+}
+
+func (responsesAPI) marshal(r requestSpec) ([]byte, error) { return marshalResponsesRequest(r) }
+
+func (responsesAPI) event(d *streamDecoder, v *fastjson.Value, at time.Time) (streamEnd, bool) {
+	return d.responsesEvent(v, at)
+}
+
+func (responsesAPI) errorText(v *fastjson.Value) string { return typedErrorMessage(v) }
+
 // responsesRequest is a streaming Responses API request with vLLM's
 // extensions (ignored by servers that lack them). store is false: a probe's
 // answer must not be kept by the server.

@@ -33,8 +33,15 @@ type apiKind interface {
 	// left out.
 	marshal(r requestSpec) ([]byte, error)
 	// event handles one JSON value of the stream (a data: line), arrived at
-	// at: output through d.deltaText or d.output, usage into d, and a stop
-	// with the end (done, or a failure) when the stream ends.
+	// at, and reports whether decoding stops. Text, reasoning or a tool
+	// call's arguments go through d.deltaText (or d.output); usage sets
+	// d.usageSeen and d.completion (the output tokens) and d.res's
+	// PromptTokens, CachedTokens and CachedReported; d.res.FinishReason is
+	// the OpenAI finish_reason ("stop", "length"). The end of the stream is
+	// streamEnd{done: true} (with d.finalUsage when it carried the final
+	// usage), an error event streamEnd{reason: ReasonStreamError}, anything
+	// else malformedChunk. settle (stream.go) judges the result the same way
+	// for every API.
 	event(d *streamDecoder, v *fastjson.Value, at time.Time) (streamEnd, bool)
 	// errorText is the message of the JSON data of an `event: error`.
 	errorText(v *fastjson.Value) string

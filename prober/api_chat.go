@@ -321,3 +321,58 @@ func (d *streamDecoder) chunk(v *fastjson.Value, at time.Time, textFirst bool) (
 	}
 	return streamEnd{}, false
 }
+
+// The history as chat messages: user, assistant, user, assistant, user…;
+// with tools the assistant message also carries tool_calls and the new text
+// is a {"role": "tool", "tool_call_id": …} message (conversation.go).
+
+// chatTools is the tool definition in the chat form.
+func chatTools(tools bool) []openai.Tool {
+	if !tools {
+		return nil
+	}
+	return []openai.Tool{{Type: openai.ToolTypeFunction, Function: &openai.FunctionDefinition{
+		Name: probeToolName, Description: probeToolDesc, Parameters: probeToolParams}}}
+}
+
+// chatToolChoice is "none" with tools: the definitions are in the prompt
+// (vLLM keeps them there unless started with
+// --exclude-tools-when-tool-choice-none), but the server parses no tool
+// call out of the answer, so whatever the model generates streams as content
+// and is replayed exactly as generated. The Messages request leaves
+// tool_choice out (auto): not every server that serves it takes "none".
+func chatToolChoice(tools bool) any {
+	if !tools {
+		return nil
+	}
+	return "none"
+}
+
+// chatMessage is one chat message. Unlike go-openai's, it writes its
+// content when empty: an assistant message replaying an empty answer (the
+// step calibration's, or a reasoning model's that streamed no content) is
+// {"role": "assistant", "content": ""}, which servers take; without the
+// key Ollama refuses it ("invalid message content type: <nil>").
+type chatMessage struct {
+	Role       string            `json:"role"`
+	Content    string            `json:"content"`
+	ToolCalls  []openai.ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string            `json:"tool_call_id,omitempty"`
+}
+
+// chatMessages is the history as chat messages.
+func chatMessages(first string, steps []convStep, tools bool) []chatMessage {
+	msgs := make([]chatMessage, 0, 1+2*len(steps))
+	msgs = append(msgs, chatMessage{Role: openai.ChatMessageRoleUser, Content: first})
+	for _, st := range steps {
+		a := chatMessage{Role: openai.ChatMessageRoleAssistant, Content: st.Answer}
+		if !tools {
+			msgs = append(msgs, a, chatMessage{Role: openai.ChatMessageRoleUser, Content: st.New})
+			continue
+		}
+		a.ToolCalls = []openai.ToolCall{{ID: toolCallID(st.Turn), Type: openai.ToolTypeFunction,
+			Function: openai.FunctionCall{Name: probeToolName, Arguments: toolCallArgs(st.Turn)}}}
+		msgs = append(msgs, a, chatMessage{Role: openai.ChatMessageRoleTool, Content: st.New, ToolCallID: toolCallID(st.Turn)})
+	}
+	return msgs
+}

@@ -7,6 +7,7 @@ package prober
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -67,3 +68,29 @@ func (completionsAPI) event(d *streamDecoder, v *fastjson.Value, at time.Time) (
 }
 
 func (completionsAPI) errorText(v *fastjson.Value) string { return openAIErrorText(v) }
+
+// The history as one completions prompt: the plain concatenation of the
+// texts, each new text between blank lines (no tools: conversation.tools is
+// refused there).
+
+// completionSep frames a completions follow-up's new text, so that neither
+// the answer before it nor the answer after it runs into its words.
+const completionSep = "\n\n"
+
+// completionPromptText is the history as one completions prompt: the
+// priming prompt, then per step the answer, the new text between two
+// completionSep.
+func completionPromptText(first string, steps []convStep) string {
+	if len(steps) == 0 {
+		return first
+	}
+	var b strings.Builder
+	b.WriteString(first)
+	for _, st := range steps {
+		b.WriteString(st.Answer)
+		b.WriteString(completionSep)
+		b.WriteString(st.New)
+		b.WriteString(completionSep)
+	}
+	return b.String()
+}

@@ -170,3 +170,54 @@ func (d *streamDecoder) messagesEvent(v *fastjson.Value, at time.Time) (streamEn
 	}
 	return streamEnd{}, false
 }
+
+// The history as Messages user and assistant messages; with tools the
+// assistant's content is a text block (when the answer has text) and a
+// tool_use block, and the next user message is one tool_result block
+// (conversation.go).
+
+// Messages API content blocks and tool.
+type (
+	messagesBlock struct {
+		Type      string          `json:"type"`                  // text, tool_use, tool_result
+		Text      string          `json:"text,omitempty"`        // text
+		ID        string          `json:"id,omitempty"`          // tool_use
+		Name      string          `json:"name,omitempty"`        // tool_use
+		Input     json.RawMessage `json:"input,omitempty"`       // tool_use
+		ToolUseID string          `json:"tool_use_id,omitempty"` // tool_result
+		Content   *string         `json:"content,omitempty"`     // tool_result
+	}
+	messagesTool struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		InputSchema json.RawMessage `json:"input_schema"`
+	}
+)
+
+func messagesTools(tools bool) []messagesTool {
+	if !tools {
+		return nil
+	}
+	return []messagesTool{{Name: probeToolName, Description: probeToolDesc, InputSchema: probeToolParams}}
+}
+
+// messagesHistory is the history as Messages messages.
+func messagesHistory(first string, steps []convStep, tools bool) []messagesMessage {
+	msgs := make([]messagesMessage, 0, 1+2*len(steps))
+	msgs = append(msgs, messagesMessage{Role: "user", Content: first})
+	for _, st := range steps {
+		if !tools {
+			msgs = append(msgs, messagesMessage{Role: "assistant", Content: st.Answer}, messagesMessage{Role: "user", Content: st.New})
+			continue
+		}
+		var blocks []messagesBlock
+		if st.Answer != "" {
+			blocks = append(blocks, messagesBlock{Type: "text", Text: st.Answer})
+		}
+		blocks = append(blocks, messagesBlock{Type: "tool_use", ID: toolCallID(st.Turn), Name: probeToolName, Input: json.RawMessage(toolCallArgs(st.Turn))})
+		out := st.New
+		msgs = append(msgs, messagesMessage{Role: "assistant", Content: blocks},
+			messagesMessage{Role: "user", Content: []messagesBlock{{Type: "tool_result", ToolUseID: toolCallID(st.Turn), Content: &out}}})
+	}
+	return msgs
+}

@@ -49,7 +49,8 @@ type apiKind interface {
 
 // apiTokenizer is an apiKind whose prompts vLLM's POST /tokenize can count.
 // The prompts of an API that is not one are calibrated with its own usage
-// counts (max_tokens: 1 requests, calibrate.go).
+// counts: max_tokens: 1 requests, whose answer must carry usage.prompt_tokens
+// or usage.input_tokens (usageCount, calibrate.go).
 type apiTokenizer interface {
 	// tokenize encodes r's prompt as a /tokenize request, in a form that
 	// counts what the real request adds (the chat template).

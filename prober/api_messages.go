@@ -26,6 +26,29 @@ import (
 	"github.com/valyala/fastjson"
 )
 
+// APIMessages is POST /v1/messages.
+const APIMessages API = "messages"
+
+func init() { registerAPI(APIMessages, messagesAPI{}) }
+
+type messagesAPI struct{}
+
+// The Messages API has tool calls but no cache_salt (the nonce keeps a
+// prompt cold); every request carries anthropic-version; its prompts are
+// calibrated with its own usage counts.
+func (messagesAPI) info() apiInfo {
+	return apiInfo{order: 40, path: "/v1/messages", about: "Anthropic Messages", tools: true,
+		header: "Anthropic-Version", headerValue: anthropicVersion}
+}
+
+func (messagesAPI) marshal(r requestSpec) ([]byte, error) { return marshalMessagesRequest(r) }
+
+func (messagesAPI) event(d *streamDecoder, v *fastjson.Value, at time.Time) (streamEnd, bool) {
+	return d.messagesEvent(v, at)
+}
+
+func (messagesAPI) errorText(v *fastjson.Value) string { return typedErrorMessage(v) }
+
 // messagesRequest is a streaming Messages API request. The API has no
 // cache_salt, min_tokens or ignore_eos: the nonce that opens every prompt
 // keeps it cold, and an answer that ends early is a short answer.
@@ -146,4 +169,55 @@ func (d *streamDecoder) messagesEvent(v *fastjson.Value, at time.Time) (streamEn
 		return streamEnd{reason: ReasonStreamError, err: errors.New(typedErrorMessage(v))}, true
 	}
 	return streamEnd{}, false
+}
+
+// The history as Messages user and assistant messages; with tools the
+// assistant's content is a text block (when the answer has text) and a
+// tool_use block, and the next user message is one tool_result block
+// (conversation.go).
+
+// Messages API content blocks and tool.
+type (
+	messagesBlock struct {
+		Type      string          `json:"type"`                  // text, tool_use, tool_result
+		Text      string          `json:"text,omitempty"`        // text
+		ID        string          `json:"id,omitempty"`          // tool_use
+		Name      string          `json:"name,omitempty"`        // tool_use
+		Input     json.RawMessage `json:"input,omitempty"`       // tool_use
+		ToolUseID string          `json:"tool_use_id,omitempty"` // tool_result
+		Content   *string         `json:"content,omitempty"`     // tool_result
+	}
+	messagesTool struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		InputSchema json.RawMessage `json:"input_schema"`
+	}
+)
+
+func messagesTools(tools bool) []messagesTool {
+	if !tools {
+		return nil
+	}
+	return []messagesTool{{Name: probeToolName, Description: probeToolDesc, InputSchema: probeToolParams}}
+}
+
+// messagesHistory is the history as Messages messages.
+func messagesHistory(first string, steps []convStep, tools bool) []messagesMessage {
+	msgs := make([]messagesMessage, 0, 1+2*len(steps))
+	msgs = append(msgs, messagesMessage{Role: "user", Content: first})
+	for _, st := range steps {
+		if !tools {
+			msgs = append(msgs, messagesMessage{Role: "assistant", Content: st.Answer}, messagesMessage{Role: "user", Content: st.New})
+			continue
+		}
+		var blocks []messagesBlock
+		if st.Answer != "" {
+			blocks = append(blocks, messagesBlock{Type: "text", Text: st.Answer})
+		}
+		blocks = append(blocks, messagesBlock{Type: "tool_use", ID: toolCallID(st.Turn), Name: probeToolName, Input: json.RawMessage(toolCallArgs(st.Turn))})
+		out := st.New
+		msgs = append(msgs, messagesMessage{Role: "assistant", Content: blocks},
+			messagesMessage{Role: "user", Content: []messagesBlock{{Type: "tool_result", ToolUseID: toolCallID(st.Turn), Content: &out}}})
+	}
+	return msgs
 }

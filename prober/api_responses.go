@@ -29,6 +29,28 @@ import (
 	"github.com/valyala/fastjson"
 )
 
+// APIResponses is POST /v1/responses.
+const APIResponses API = "responses"
+
+func init() { registerAPI(APIResponses, responsesAPI{}) }
+
+type responsesAPI struct{}
+
+// The Responses API has tool calls and vLLM's cache_salt; its prompts are
+// calibrated with its own usage counts (vLLM's /tokenize has no form for
+// its input items).
+func (responsesAPI) info() apiInfo {
+	return apiInfo{order: 30, path: "/v1/responses", about: "OpenAI Responses", tools: true, cacheSalt: true}
+}
+
+func (responsesAPI) marshal(r requestSpec) ([]byte, error) { return marshalResponsesRequest(r) }
+
+func (responsesAPI) event(d *streamDecoder, v *fastjson.Value, at time.Time) (streamEnd, bool) {
+	return d.responsesEvent(v, at)
+}
+
+func (responsesAPI) errorText(v *fastjson.Value) string { return typedErrorMessage(v) }
+
 // responsesRequest is a streaming Responses API request with vLLM's
 // extensions (ignored by servers that lack them). store is false: a probe's
 // answer must not be kept by the server.
@@ -196,4 +218,68 @@ func typedErrorMessage(v *fastjson.Value) string {
 		return kind
 	}
 	return fmt.Sprintf("error event: %s", clipForErr(v.MarshalTo(nil)))
+}
+
+// The history as Responses input items {"role": "user"|"assistant",
+// "content": …}; with tools a function_call item follows the answer and the
+// new text is its function_call_output (conversation.go).
+
+// Responses API input items and tool.
+type (
+	responsesMessageItem struct {
+		Role    string `json:"role"`
+		Content string `json:"content"`
+	}
+	responsesCallItem struct {
+		Type      string `json:"type"` // function_call
+		CallID    string `json:"call_id"`
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	}
+	responsesOutputItem struct {
+		Type   string `json:"type"` // function_call_output
+		CallID string `json:"call_id"`
+		Output string `json:"output"`
+	}
+	responsesTool struct {
+		Type        string          `json:"type"` // function
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		Parameters  json.RawMessage `json:"parameters"`
+	}
+)
+
+func responsesTools(tools bool) []responsesTool {
+	if !tools {
+		return nil
+	}
+	return []responsesTool{{Type: "function", Name: probeToolName, Description: probeToolDesc, Parameters: probeToolParams}}
+}
+
+// responsesInput is the history as Responses input: the prompt string alone
+// on the priming turn (the cold probe's form), else a list of items.
+func responsesInput(first string, steps []convStep, tools bool) any {
+	if len(steps) == 0 {
+		return first
+	}
+	items := make([]any, 0, 1+3*len(steps))
+	items = append(items, responsesMessageItem{Role: "user", Content: first})
+	for _, st := range steps {
+		items = append(items, responsesMessageItem{Role: "assistant", Content: st.Answer})
+		if !tools {
+			items = append(items, responsesMessageItem{Role: "user", Content: st.New})
+			continue
+		}
+		items = append(items,
+			responsesCallItem{Type: "function_call", CallID: toolCallID(st.Turn), Name: probeToolName, Arguments: toolCallArgs(st.Turn)},
+			responsesOutputItem{Type: "function_call_output", CallID: toolCallID(st.Turn), Output: st.New})
+	}
+	return items
+}
+
+func responsesToolChoice(tools bool) string {
+	if !tools {
+		return ""
+	}
+	return "none"
 }

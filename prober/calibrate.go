@@ -13,7 +13,6 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"strings"
 	"time"
 )
 
@@ -195,9 +194,9 @@ func (p *Prober) calibrate(ctx context.Context, t Target, key calKey) (*calEntry
 	p.mu.Lock()
 	noTokenize, _ := p.noTokenize.get(key.base)
 	p.mu.Unlock()
-	// /tokenize knows the chat and completions forms only: the Responses and
-	// Messages APIs are calibrated with their own usage counts.
-	if key.api == APIResponses || key.api == APIMessages {
+	// /tokenize knows the forms of some APIs only (apiTokenizer): the
+	// others are calibrated with their own usage counts.
+	if !apiTokenizes(key.api) {
 		noTokenize = true
 	}
 
@@ -388,7 +387,7 @@ func (p *Prober) tokenizeCount(ctx context.Context, t Target, key calKey, spec r
 	if err != nil {
 		return 0, 0, err
 	}
-	status, resp, err := postJSON(ctx, t, endpointURL(key.base, "/tokenize"), body)
+	status, resp, err := postJSON(ctx, t, endpointURL(key.base, "/tokenize"), "", body)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -437,7 +436,7 @@ func (p *Prober) usageCount(ctx context.Context, t Target, key calKey, spec requ
 	if err != nil {
 		return 0, err
 	}
-	status, resp, err := postJSON(ctx, t, endpointURL(key.base, apiPath(key.api)), body)
+	status, resp, err := postJSON(ctx, t, endpointURL(key.base, apiPath(key.api)), key.api, body)
 	if err != nil {
 		return 0, err
 	}
@@ -465,17 +464,18 @@ func (p *Prober) usageCount(ctx context.Context, t Target, key calKey, spec requ
 	return 0, fmt.Errorf("calibration request: no usage.prompt_tokens or usage.input_tokens in %q", clipForErr(resp))
 }
 
-// postJSON posts body to url with the target's headers and returns the status
-// and (bounded) body. Transport failures come back as *ReasonError.
-func postJSON(ctx context.Context, t Target, url string, body []byte) (int, []byte, error) {
+// postJSON posts body to url with the target's headers (and the header of
+// api, when the request is one of an API's) and returns the status and
+// (bounded) body. Transport failures come back as *ReasonError.
+func postJSON(ctx context.Context, t Target, url string, api API, body []byte) (int, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return 0, nil, fmt.Errorf("build request: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
-	if strings.HasSuffix(url, apiPath(APIMessages)) {
-		req.Header.Set("Anthropic-Version", anthropicVersion)
+	if e, ok := apiOf(api); ok && e.header != "" {
+		req.Header.Set(e.header, e.headerValue)
 	}
 	setTargetHeaders(req, t)
 	resp, err := targetClient(t).Do(req)

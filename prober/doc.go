@@ -6,7 +6,8 @@
 // reasons, and the scheduler that probes every target on its intervals,
 // with its gates and holds.
 //
-// One file per API decodes a stream: stream.go (chat and completions),
-// api_responses.go and api_messages.go. Loading a target with many probes at
-// once (a sweep) is package internal/sweep, which imports this one.
+// One file per API, api_<name>.go, holds its request and the decoding of its
+// stream's events, and registers it (api.go); stream.go reads and times the
+// SSE lines for all of them. Loading a target with many probes at once (a
+// sweep) is package internal/sweep, which imports this one.
 package prober

@@ -143,8 +143,8 @@ func (p *Prober) Prepare(ctx context.Context, t Target, model string, s Scenario
 		// Its default is resolved where the config is read (internal/config): an empty API here is
 		// a caller that built a Target by hand, and probing it on a guessed API would label the
 		// metrics with what nobody asked for.
-		return nil, fmt.Errorf("calibrate %s: target %q: api=%q; expected chat, completions, responses or messages",
-			s.Name, t.Name, api)
+		return nil, fmt.Errorf("calibrate %s: target %q: api=%q; expected %s",
+			s.Name, t.Name, api, APIList())
 	}
 	if model == "" {
 		model = t.Model
@@ -156,9 +156,9 @@ func (p *Prober) Prepare(ctx context.Context, t Target, model string, s Scenario
 		}
 	}
 	key := calKey{base: baseURLOf(t.BaseURL), model: model, input: s.InputTokens, api: s.APIOn(t), tools: s.Conversation.Tools}
-	if key.tools && key.api == APICompletions {
-		return nil, fmt.Errorf("calibrate %s: target %q: conversation.tools=true on api=completions; expected chat, responses or messages (a completions prompt has no tool calls)",
-			s.Name, t.Name)
+	if key.tools && !apiHasTools(key.api) {
+		return nil, fmt.Errorf("calibrate %s: target %q: conversation.tools=true on api=%s; expected %s (a %s prompt has no tool calls)",
+			s.Name, t.Name, key.api, toolAPIList(), key.api)
 	}
 	entry, err := p.calibration(ctx, t, key)
 	if err != nil {
@@ -340,7 +340,7 @@ func (h *history) next(k int, salt string) (body []byte, f followUp, want int, e
 	body, err = marshalRequest(requestSpec{
 		API: h.prep.API, Model: h.prep.Model, Prompt: h.first, Steps: h.steps, Tools: s.Conversation.Tools,
 		MaxTokens: s.OutputTokens, MinTokens: s.OutputTokens, Stream: true, CacheSalt: salt,
-		IncludeMetrics: h.includeMetrics && (h.prep.API == APIChat || h.prep.API == APICompletions),
+		IncludeMetrics: h.includeMetrics,
 	})
 	if err != nil {
 		return nil, f, 0, fmt.Errorf("encode follow-up turn %d: %w", k, err)
@@ -592,7 +592,12 @@ func (p *Prober) send(ctx context.Context, t Target, prep *Prepared, turn int, b
 		GotFirstResponseByte: func() { firstByte.set(p.clock.Now()) },
 	})
 
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpointURL(t.BaseURL, apiPath(prep.API)), body.reader(nonce, salt))
+	api, ok := apiOf(prep.API)
+	if !ok {
+		failResult(res, ReasonCalibration, fmt.Errorf("api=%q; expected %s", prep.API, APIList()))
+		return
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpointURL(t.BaseURL, api.path), body.reader(nonce, salt))
 	if err != nil {
 		failResult(res, ReasonConnection, fmt.Errorf("build request: %w", err))
 		return
@@ -601,8 +606,8 @@ func (p *Prober) send(ctx context.Context, t Target, prep *Prepared, turn int, b
 	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(body.reader(nonce, salt)), nil }
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
-	if prep.API == APIMessages {
-		req.Header.Set("Anthropic-Version", anthropicVersion)
+	if api.header != "" {
+		req.Header.Set(api.header, api.headerValue)
 	}
 	// Ask for an unencoded stream: with gzip, bytes would reach us in
 	// compressor-sized bursts and the arrival stamps would be wrong.

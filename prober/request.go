@@ -1,82 +1,15 @@
 package prober
 
-// This file holds the request bodies of the chat and completions APIs, and the
-// tokenizer requests that calibration sends.
+// This file holds what a request body is built from (requestSpec), its
+// encoding in the API's form (each API's own in api_<name>.go), and the body
+// template a probe streams.
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
-
-	openai "github.com/sashabaranov/go-openai"
 )
-
-// The request body is go-openai's request type embedded in a struct of our
-// own that adds the vLLM extensions go-openai lacks. encoding/json promotes
-// the embedded fields, and a field at depth 0 wins over one with the same JSON
-// name at depth 1, which is how stream_options is shadowed.
-
-// vllmStreamOptions replaces go-openai's StreamOptions, which has no
-// continuous_usage_stats.
-type vllmStreamOptions struct {
-	IncludeUsage         bool `json:"include_usage"`
-	ContinuousUsageStats bool `json:"continuous_usage_stats,omitempty"`
-}
-
-// vllmChatRequest is a chat completion request with vLLM's extensions.
-type vllmChatRequest struct {
-	openai.ChatCompletionRequest
-	// Messages shadows the embedded request's: chatMessage always writes
-	// its content, "" included (conversation.go).
-	Messages      []chatMessage      `json:"messages"`
-	StreamOptions *vllmStreamOptions `json:"stream_options,omitempty"`
-	MinTokens     int                `json:"min_tokens,omitempty"`
-	IgnoreEOS     bool               `json:"ignore_eos,omitempty"`
-	CacheSalt     string             `json:"cache_salt,omitempty"`
-	// IncludeMetrics asks vLLM for its per-request `metrics` object.
-	IncludeMetrics bool `json:"include_metrics,omitempty"`
-}
-
-// vllmCompletionRequest is a (legacy) completion request with vLLM's extensions.
-type vllmCompletionRequest struct {
-	openai.CompletionRequest
-	StreamOptions *vllmStreamOptions `json:"stream_options,omitempty"`
-	MinTokens     int                `json:"min_tokens,omitempty"`
-	IgnoreEOS     bool               `json:"ignore_eos,omitempty"`
-	CacheSalt     string             `json:"cache_salt,omitempty"`
-	// IncludeMetrics asks vLLM for its per-request `metrics` object.
-	IncludeMetrics bool `json:"include_metrics,omitempty"`
-}
-
-// tokenizeChatRequest is vLLM's POST /tokenize chat form; the server applies
-// the chat template, so the count matches the real request's prompt_tokens.
-type tokenizeChatRequest struct {
-	Model               string        `json:"model"`
-	Messages            []chatMessage `json:"messages"`
-	AddGenerationPrompt bool          `json:"add_generation_prompt"`
-	Tools               []openai.Tool `json:"tools,omitempty"`
-}
-
-// tokenizeCompletionRequest is vLLM's POST /tokenize prompt form.
-type tokenizeCompletionRequest struct {
-	Model  string `json:"model"`
-	Prompt string `json:"prompt"`
-}
-
-// apiPath is the endpoint of an API.
-func apiPath(api API) string {
-	switch api {
-	case APICompletions:
-		return "/v1/completions"
-	case APIResponses:
-		return "/v1/responses"
-	case APIMessages:
-		return "/v1/messages"
-	}
-	return "/v1/chat/completions"
-}
 
 // requestSpec is what a request body is built from.
 type requestSpec struct {
@@ -91,72 +24,35 @@ type requestSpec struct {
 	// and the tool definitions of conversation.tools.
 	Steps []convStep
 	Tools bool
-	// IncludeMetrics sets include_metrics (chat and completions only).
+	// IncludeMetrics asks for vLLM's per-request metrics (include_metrics),
+	// on the APIs whose request has the field.
 	IncludeMetrics bool
 }
 
-// marshalRequest encodes a probe or calibration request.
+// marshalRequest encodes a probe or calibration request in r.API's form.
 func marshalRequest(r requestSpec) ([]byte, error) {
-	var opts *vllmStreamOptions
-	if r.Stream {
-		opts = &vllmStreamOptions{IncludeUsage: true, ContinuousUsageStats: true}
+	e, ok := apiOf(r.API)
+	if !ok {
+		return nil, fmt.Errorf("api=%q; expected %s", r.API, APIList())
 	}
-	forced := r.MinTokens > 0
-	switch r.API {
-	case APIResponses:
-		return marshalResponsesRequest(r)
-	case APIMessages:
-		return marshalMessagesRequest(r)
+	if r.Tools && !e.tools {
+		return nil, fmt.Errorf("conversation.tools: the %s API has no tool calls; expected %s", r.API, toolAPIList())
 	}
-	if r.API == APICompletions {
-		if r.Tools {
-			return nil, fmt.Errorf("conversation.tools: the completions API has no tool calls; expected chat, responses or messages")
-		}
-		return json.Marshal(vllmCompletionRequest{
-			CompletionRequest: openai.CompletionRequest{
-				Model:     r.Model,
-				Prompt:    completionPromptText(r.Prompt, r.Steps),
-				MaxTokens: r.MaxTokens,
-				Stream:    r.Stream,
-			},
-			StreamOptions: opts,
-			MinTokens:     r.MinTokens,
-			IgnoreEOS:     forced,
-			CacheSalt:     r.CacheSalt,
-
-			IncludeMetrics: r.IncludeMetrics,
-		})
-	}
-	return json.Marshal(vllmChatRequest{
-		ChatCompletionRequest: openai.ChatCompletionRequest{
-			Model:      r.Model,
-			MaxTokens:  r.MaxTokens,
-			Stream:     r.Stream,
-			Tools:      chatTools(r.Tools),
-			ToolChoice: chatToolChoice(r.Tools),
-		},
-		Messages:      chatMessages(r.Prompt, r.Steps, r.Tools),
-		StreamOptions: opts,
-		MinTokens:     r.MinTokens,
-		IgnoreEOS:     forced,
-		CacheSalt:     r.CacheSalt,
-
-		IncludeMetrics: r.IncludeMetrics,
-	})
+	return e.kind.marshal(r)
 }
 
 // marshalTokenize encodes a /tokenize request for the prompt of r in the
-// API's prompt form (completions: the prompt string; else chat messages).
+// API's prompt form; errNoTokenize for an API /tokenize has no form for.
 func marshalTokenize(r requestSpec) ([]byte, error) {
-	if r.API == APICompletions {
-		return json.Marshal(tokenizeCompletionRequest{Model: r.Model, Prompt: completionPromptText(r.Prompt, r.Steps)})
+	e, ok := apiOf(r.API)
+	if !ok {
+		return nil, fmt.Errorf("api=%q; expected %s", r.API, APIList())
 	}
-	return json.Marshal(tokenizeChatRequest{
-		Model:               r.Model,
-		Messages:            chatMessages(r.Prompt, r.Steps, r.Tools),
-		AddGenerationPrompt: true,
-		Tools:               chatTools(r.Tools),
-	})
+	tk, ok := e.kind.(apiTokenizer)
+	if !ok {
+		return nil, fmt.Errorf("%w: the %s API has no /tokenize form", errNoTokenize, r.API)
+	}
+	return tk.tokenize(r)
 }
 
 // Placeholders marshalled in place of the per-request nonce and salt, then
@@ -178,8 +74,8 @@ type bodyTemplate struct {
 
 // newBodyTemplate encodes a streaming probe request for words words of body
 // (with the conversation.tools definitions when tools is set), asking for
-// vLLM's per-request metrics when includeMetrics is set and the API is chat
-// or completions.
+// vLLM's per-request metrics when includeMetrics is set and the API has
+// include_metrics.
 func newBodyTemplate(api API, model string, words, outputTokens int, tools, includeMetrics bool) (*bodyTemplate, error) {
 	b, err := marshalRequest(requestSpec{
 		API:            api,
@@ -190,7 +86,7 @@ func newBodyTemplate(api API, model string, words, outputTokens int, tools, incl
 		Stream:         true,
 		CacheSalt:      saltMark,
 		Tools:          tools,
-		IncludeMetrics: includeMetrics && (api == APIChat || api == APICompletions),
+		IncludeMetrics: includeMetrics,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("encode request: %w", err)
@@ -219,7 +115,10 @@ func newBodyTemplate(api API, model string, words, outputTokens int, tools, incl
 func literalBody(b []byte) *bodyTemplate { return &bodyTemplate{pre: b, noSalt: true} }
 
 // apiHasCacheSalt reports whether the API's request has vLLM's cache_salt.
-func apiHasCacheSalt(api API) bool { return api != APIMessages }
+func apiHasCacheSalt(api API) bool {
+	e, _ := apiOf(api)
+	return e.cacheSalt
+}
 
 // size is the body length for a nonce and salt.
 func (t *bodyTemplate) size(nonce, salt string) int64 {

@@ -251,7 +251,7 @@ func (s Scenario) Validate() error {
 	case s.Interval <= 0:
 		return fmt.Errorf("scenario %q: interval=%s; expected a positive duration", s.Name, s.Interval)
 	case s.API != "" && !s.API.Valid():
-		return fmt.Errorf("scenario %q: api=%q; expected chat, completions, responses or messages", s.Name, s.API)
+		return fmt.Errorf("scenario %q: api=%q; expected %s", s.Name, s.API, APIList())
 	case s.Timeout <= 0:
 		return fmt.Errorf("scenario %q: timeout=%s; expected a positive duration", s.Name, s.Timeout)
 	case s.Thresholds.TTFT < 0 || s.Thresholds.E2E < 0 || s.Thresholds.ITL < 0 || s.Thresholds.MinDecode < 0:
@@ -264,8 +264,8 @@ func (s Scenario) Validate() error {
 	case s.Conversation.NewTokensMax != 0 && s.Conversation.NewTokensMax <= s.Conversation.NewTokens:
 		return fmt.Errorf("scenario %q: conversation.new_tokens=%d-%d; expected a range LOW-HIGH with 0 < LOW < HIGH, such as 1024-4096",
 			s.Name, s.Conversation.NewTokens, s.Conversation.NewTokensMax)
-	case s.Conversation.Tools && s.API == APICompletions:
-		return fmt.Errorf("scenario %q: conversation.tools=true with api=completions; expected chat, responses or messages (a completions prompt has no tool calls)", s.Name)
+	case s.Conversation.Tools && s.API != "" && !apiHasTools(s.API):
+		return fmt.Errorf("scenario %q: conversation.tools=true with api=%s; expected %s (a %s prompt has no tool calls)", s.Name, s.API, toolAPIList(), s.API)
 	case !s.IsConversation() && (s.Conversation.Tools || s.Conversation.Seed != 0 || s.Conversation.NewTokensMax != 0):
 		return fmt.Errorf("scenario %q: conversation.tools, seed or a new_tokens range with conversation.turns=0; expected conversation.turns of 2 or more", s.Name)
 	case s.Conversation.IDHeader != "" && !validHeaderName(s.Conversation.IDHeader):

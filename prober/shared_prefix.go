@@ -121,7 +121,7 @@ func (pp *PrefixPrompts) count(ctx context.Context, t Target, key calKey, prompt
 	p.mu.Lock()
 	no, _ := p.noTokenize.get(key.base)
 	p.mu.Unlock()
-	if key.api == APIResponses || key.api == APIMessages {
+	if !apiTokenizes(key.api) {
 		no = true
 	}
 	if !no {
@@ -191,7 +191,7 @@ func (pp *PrefixPrompts) Prepare(ctx context.Context, t Target, model string, s 
 	}
 	api := s.APIOn(t)
 	if !api.Valid() {
-		return nil, fmt.Errorf("prepare %s: target %q: api=%q; expected chat, completions, responses or messages", s.Name, t.Name, api)
+		return nil, fmt.Errorf("prepare %s: target %q: api=%q; expected %s", s.Name, t.Name, api, APIList())
 	}
 	if model == "" {
 		model = t.Model
@@ -238,7 +238,7 @@ func (pp *PrefixPrompts) finish(ctx context.Context, t Target, s Scenario, sp Sh
 		Prompt:    blocks + promptText(nonceMark, bodyWords(entry.words)),
 		MaxTokens: s.OutputTokens, MinTokens: s.OutputTokens, Stream: true,
 		CacheSalt:      sp.CacheSalt,
-		IncludeMetrics: t.PerRequestMetrics && (key.api == APIChat || key.api == APICompletions),
+		IncludeMetrics: t.PerRequestMetrics,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("prepare %s: encode request: %w", s.Name, err)

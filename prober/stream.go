@@ -1,7 +1,8 @@
 package prober
 
-// This file holds the decoding of the chat and completions event streams, with
-// each chunk timed where its bytes arrive.
+// This file holds the decoding of an SSE stream, with each line timed where
+// its bytes arrive: the framing, the end and the verdict (settle) are the
+// same for every API; each API's events are decoded in its api_<name>.go.
 
 import (
 	"bufio"
@@ -12,7 +13,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/valyala/fastjson"
 )
@@ -148,7 +148,7 @@ type streamEnd struct {
 	readErr error  // a transport error other than a clean EOF
 }
 
-// streamDecoder reads an OpenAI-style SSE stream and fills a Result. One
+// streamDecoder reads an SSE stream of d.api's events and fills a Result. One
 // decoder serves one stream; decoders are pooled so that the buffer and the
 // JSON parser's arena are reused and a chunk costs no allocation.
 type streamDecoder struct {
@@ -158,7 +158,8 @@ type streamDecoder struct {
 	maxLine int
 	long    []byte // assembly buffer for lines longer than readBufSize
 	res     *Result
-	api     API // the stream's format: chat and completions chunks, or the typed events of responses and messages
+	api     API     // the stream's format; decode looks up its kind
+	kind    apiKind // api's decoder of events, set by decode
 
 	errEvent     bool // the current SSE event is named "error"
 	usageSeen    bool
@@ -214,7 +215,7 @@ func (d *streamDecoder) release() {
 	d.sr.stopStall()
 	d.sr = stampReader{}
 	d.br.Reset(nil)
-	d.res = nil
+	d.res, d.kind = nil, nil
 	if cap(d.long) > 256<<10 {
 		d.long = nil // do not pin a huge line in the pool
 	}
@@ -227,6 +228,11 @@ func (d *streamDecoder) release() {
 // decode reads until [DONE], the end of the body, an error or a protocol
 // failure. It stops at [DONE]: what follows is not read.
 func (d *streamDecoder) decode() streamEnd {
+	e, ok := apiOf(d.api)
+	if !ok {
+		return streamEnd{reason: ReasonMalformedChunk, err: fmt.Errorf("api=%q; expected %s", d.api, APIList())}
+	}
+	d.kind = e.kind
 	for {
 		line, err := d.readLine()
 		if err == errOversized {
@@ -308,13 +314,9 @@ func (d *streamDecoder) data(v []byte, at time.Time) (streamEnd, bool) {
 	}
 	if d.errEvent { // event: error
 		msg := string(clipForErr(v))
-		if pv, err := d.parser.ParseBytes(v); err == nil && (d.api == APIResponses || d.api == APIMessages) {
-			msg = typedErrorMessage(pv)
-		} else if err == nil {
-			if m, ok := jsonErrorMessage(pv.Get("error")); ok {
+		if pv, err := d.parser.ParseBytes(v); err == nil {
+			if m := d.kind.errorText(pv); m != "" {
 				msg = m
-			} else if m := pv.GetStringBytes("message"); len(m) > 0 {
-				msg = string(m)
 			}
 		}
 		return streamEnd{reason: ReasonStreamError, err: errors.New(msg)}, true
@@ -326,13 +328,7 @@ func (d *streamDecoder) data(v []byte, at time.Time) (streamEnd, bool) {
 	if err != nil {
 		return streamEnd{reason: ReasonMalformedChunk, err: fmt.Errorf("chunk is not JSON: %q", clipForErr(v))}, true
 	}
-	switch d.api {
-	case APIResponses:
-		return d.responsesEvent(pv, at)
-	case APIMessages:
-		return d.messagesEvent(pv, at)
-	}
-	return d.chunk(pv, at)
+	return d.kind.event(d, pv, at)
 }
 
 // bareJSON handles a JSON object sent without SSE framing: an error body
@@ -345,214 +341,6 @@ func (d *streamDecoder) bareJSON(l []byte) streamEnd {
 		}
 	}
 	return streamEnd{reason: ReasonMalformedChunk, err: fmt.Errorf("response is not an SSE stream: %q", clipForErr(l))}
-}
-
-// chunk handles one parsed chunk.
-//
-// Lookups are tuned for fastjson, whose Get finds a present key in one scan
-// but, for an absent key, unescapes every key of the object and scans twice.
-// The top-level object is walked once with Visit (the "error" key is absent
-// from all but one chunk), the choice object, whose keys are present, uses
-// Get, and the small delta and usage objects, where most keys asked for are
-// absent, are walked with Visit.
-func (d *streamDecoder) chunk(v *fastjson.Value, at time.Time) (streamEnd, bool) {
-	obj, err := v.Object()
-	if err != nil {
-		return malformedChunk("chunk is a JSON %s, not an object", v.Type())
-	}
-	var errV, idV, choicesV, usageV, metricsV, timingsV *fastjson.Value
-	obj.Visit(func(k []byte, x *fastjson.Value) {
-		switch string(k) {
-		case "error":
-			errV = x
-		case "id":
-			idV = x
-		case "choices":
-			choicesV = x
-		case "usage":
-			usageV = x
-		case "metrics":
-			metricsV = x
-		case "timings":
-			timingsV = x
-		}
-	})
-	if m, ok := jsonErrorMessage(errV); ok {
-		return streamEnd{reason: ReasonStreamError, err: errors.New(m)}, true
-	}
-	r := d.res
-	if r.ResponseID == "" && idV != nil {
-		if b, _ := idV.StringBytes(); len(b) > 0 {
-			r.ResponseID = string(b)
-		}
-	}
-
-	var content, reasoning []byte
-	var tool, hasChoices bool
-	if !isNull(choicesV) {
-		arr, err := choicesV.Array()
-		if err != nil {
-			return malformedChunk("choices is a %s, not an array", choicesV.Type())
-		}
-		if len(arr) > 0 {
-			hasChoices = true
-			co, err := arr[0].Object()
-			if err != nil {
-				return malformedChunk("choices[0] is a %s, not an object", arr[0].Type())
-			}
-			var deltaV, textV *fastjson.Value
-			if d.api == APICompletions {
-				if textV = co.Get("text"); textV == nil {
-					deltaV = co.Get("delta")
-				}
-			} else if deltaV = co.Get("delta"); deltaV == nil {
-				textV = co.Get("text")
-			}
-			var ok bool
-			if !isNull(deltaV) {
-				do, err := deltaV.Object()
-				if err != nil {
-					return malformedChunk("delta is a %s, not an object", deltaV.Type())
-				}
-				var contentV, reasoningV, reasoningContentV, toolV *fastjson.Value
-				do.Visit(func(k []byte, x *fastjson.Value) {
-					switch string(k) {
-					case "content":
-						contentV = x
-					case "reasoning":
-						reasoningV = x
-					case "reasoning_content":
-						reasoningContentV = x
-					case "tool_calls", "function_call":
-						if jsonNonEmpty(x) {
-							toolV = x
-						}
-					}
-				})
-				if content, ok = jsonOptString(contentV); !ok {
-					return malformedChunk("delta.content is a %s, not a string", contentV.Type())
-				}
-				if reasoning, ok = jsonOptString(reasoningContentV); !ok {
-					return malformedChunk("delta.reasoning_content is a %s, not a string", reasoningContentV.Type())
-				}
-				if len(reasoning) == 0 {
-					if reasoning, ok = jsonOptString(reasoningV); !ok {
-						return malformedChunk("delta.reasoning is a %s, not a string", reasoningV.Type())
-					}
-				}
-				tool = toolV != nil
-			}
-			if len(content) == 0 {
-				if content, ok = jsonOptString(textV); !ok {
-					return malformedChunk("choices[0].text is a %s, not a string", textV.Type())
-				}
-			}
-			if finishV := co.Get("finish_reason"); finishV != nil && finishV.Type() == fastjson.TypeString {
-				if b, _ := finishV.StringBytes(); r.FinishReason != string(b) {
-					r.FinishReason = string(b)
-				}
-			}
-		}
-	}
-
-	hasUsage := false
-	if !isNull(usageV) {
-		uo, err := usageV.Object()
-		if err != nil {
-			return malformedChunk("usage is a %s, not an object", usageV.Type())
-		}
-		var ctV, ptV, detV *fastjson.Value
-		uo.Visit(func(k []byte, x *fastjson.Value) {
-			switch string(k) {
-			case "completion_tokens":
-				ctV = x
-			case "prompt_tokens":
-				ptV = x
-			case "prompt_tokens_details":
-				detV = x
-			}
-		})
-		ct, ok := jsonCount(ctV)
-		if !ok {
-			return malformedChunk("usage.completion_tokens is missing or not a count")
-		}
-		if ct < d.completion {
-			return malformedChunk("usage.completion_tokens went back from %d to %d", d.completion, ct)
-		}
-		if pt, ok := jsonCount(ptV); ok {
-			r.PromptTokens = pt
-		}
-		if detV != nil && detV.Type() == fastjson.TypeObject {
-			if n, ok := jsonCount(detV.Get("cached_tokens")); ok {
-				r.CachedTokens, r.CachedReported = n, true
-			}
-		}
-		hasUsage = true
-		d.usageSeen = true
-		d.completion = ct
-		if !hasChoices {
-			d.finalUsage = true
-		}
-	}
-
-	// The engine's own timing of the request: vLLM's per-request metrics
-	// (on the final usage chunk) or llama.cpp's timings. A later report
-	// replaces an earlier one; a malformed one is ignored, as it is not
-	// what the probe measures.
-	if metricsV != nil {
-		if e, ok := vllmMetrics(metricsV); ok {
-			r.Engine = e
-		}
-	}
-	if timingsV != nil {
-		if e, ok := llamaTimings(timingsV); ok {
-			r.Engine = e
-		}
-		// llama.cpp's server counts the prompt tokens it took from its cache
-		// there (cache_n); usage's cached_tokens, where also sent, wins.
-		if timingsV.Type() == fastjson.TypeObject && !r.CachedReported {
-			if n, ok := jsonCount(timingsV.Get("cache_n")); ok {
-				r.CachedTokens, r.CachedReported = n, true
-			}
-		}
-	}
-	if sd, ok := specDecodeOf(metricsV, timingsV); ok {
-		r.SpecDecode = sd
-	}
-
-	if !utf8.Valid(content) || !utf8.Valid(reasoning) {
-		return malformedChunk("generated text is not valid UTF-8: %q", clipForErr(append(content, reasoning...)))
-	}
-	if len(content) > 0 && d.keepText {
-		if end, stop := d.keep(content); stop {
-			return end, stop
-		}
-	}
-	if len(content) > 0 || len(reasoning) > 0 || tool {
-		first := r.FirstToken.IsZero()
-		switch {
-		case len(content) > 0:
-			d.output(ChunkContent, at)
-		case len(reasoning) > 0:
-			d.output(ChunkReasoning, at)
-		default:
-			d.output(ChunkToolCall, at)
-		}
-		if first && hasUsage {
-			r.FirstChunkTokens = d.completion
-		}
-		if hasUsage {
-			d.outWithUsage++
-			r.ChunkTokens = append(r.ChunkTokens, int32(d.completion-d.atLastOutput))
-			d.atLastOutput = d.completion
-		}
-	}
-	// A server that ignores max_tokens could stream forever: stop as soon
-	// as it is certain (every output chunk carries at least one token).
-	if want := r.RequestedTokens; want > 0 && (d.completion > want || d.outChunks > want) {
-		return streamEnd{reason: ReasonTooManyTokens, err: tooManyTokens(max(d.completion, d.outChunks), want)}, true
-	}
-	return streamEnd{}, false
 }
 
 // output records a chunk that carried generated output of kind k, arrived

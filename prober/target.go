@@ -12,30 +12,6 @@ import (
 	"time"
 )
 
-// API selects the endpoint a target (or a scenario) is probed on; it is the
-// `api` label of the probe metrics.
-type API string
-
-const (
-	APIChat        API = "chat"        // POST /v1/chat/completions
-	APICompletions API = "completions" // POST /v1/completions
-	APIResponses   API = "responses"   // POST /v1/responses (OpenAI Responses API; api_responses.go)
-	APIMessages    API = "messages"    // POST /v1/messages (Anthropic Messages API; api_messages.go)
-)
-
-// APIs lists every API, so counters can be initialised and values checked.
-var APIs = []API{APIChat, APICompletions, APIResponses, APIMessages}
-
-// Valid reports whether a is one of APIs.
-func (a API) Valid() bool {
-	for _, x := range APIs {
-		if a == x {
-			return true
-		}
-	}
-	return false
-}
-
 // Target is one inference server to probe.
 type Target struct {
 	Name       string       // the `target` label

@@ -68,8 +68,8 @@ func addConfigFlags(cmd *kingpin.CmdClause) *configFlags {
 			"Value of the target label for the single --target.url target. Default: its host:port.").
 			PlaceHolder("NAME").String(),
 		targetAPI: cmd.Flag("target.api",
-			"API the --target.url targets are probed on: chat (/v1/chat/completions), completions (/v1/completions), responses (/v1/responses, OpenAI Responses) or messages (/v1/messages, Anthropic Messages). Default: chat.").
-			PlaceHolder("API").Enum(string(prober.APIChat), string(prober.APICompletions), string(prober.APIResponses), string(prober.APIMessages)),
+			"API the --target.url targets are probed on: "+prober.APIHelp()+". Default: chat.").
+			PlaceHolder("API").Enum(prober.APINames()...),
 		scenarios: overrideFlag(cmd.Flag("scenarios",
 			"Comma-separated scenarios to probe (repeatable). Built in: "+strings.Join(prober.BuiltinNames(), ", ")+
 				". With --config.file, replaces global.scenarios.").

@@ -541,7 +541,7 @@ func (t *TargetConfig) finish() error {
 		t.API = prober.APIChat
 	}
 	if !t.API.Valid() {
-		return fmt.Errorf("api=%q; expected chat, completions, responses or messages", t.API)
+		return fmt.Errorf("api=%q; expected %s", t.API, prober.APIList())
 	}
 	if err := t.HTTPClientConfig.Validate(); err != nil {
 		return fmt.Errorf("http_client_config: %w", err)

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/slaprobe/slaprobe/prober"
 )
 
 // Errors name the line they are about. YAML syntax and type errors carry
@@ -231,7 +233,7 @@ var typeErrRE = regexp.MustCompile("^line (\\d+): cannot unmarshal !!(\\w+)(?: `
 // typeNames say what a Go type expects, in the words of a config file.
 var typeNames = map[string]string{
 	"int": "a whole number", "int64": "a whole number", "float64": "a number", "bool": "true or false",
-	"string": "a string", "[]string": "a list of strings", "prober.API": `"chat", "completions", "responses" or "messages"`,
+	"string": "a string", "[]string": "a list of strings", "prober.API": prober.QuotedAPIList(),
 }
 
 // typeError rewrites one of yaml.v3's "cannot unmarshal" messages to name

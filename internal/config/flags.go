@@ -58,7 +58,7 @@ func (c *Config) applyFlags(f Flags) error {
 		return errors.New("--target.api needs --target.url: it sets the API of the targets given on the command line")
 	}
 	if f.TargetAPI != "" && !prober.API(f.TargetAPI).Valid() {
-		return fmt.Errorf("--target.api=%q; expected chat, completions, responses or messages", f.TargetAPI)
+		return fmt.Errorf("--target.api=%q; expected %s", f.TargetAPI, prober.APIList())
 	}
 	if f.TargetName != "" && len(f.TargetURLs) != 1 {
 		return fmt.Errorf("--target.name needs exactly one --target.url, got %d", len(f.TargetURLs))

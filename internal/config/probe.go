@@ -93,7 +93,7 @@ func (c *Config) checkProbe(dir string) error {
 		return fmt.Errorf("probe.timeout_offset=%s; expected a duration >= 0", p.TimeoutOffset)
 	}
 	if !p.API.Valid() {
-		return fmt.Errorf("probe.api=%q; expected chat, completions, responses or messages", p.API)
+		return fmt.Errorf("probe.api=%q; expected %s", p.API, prober.APIList())
 	}
 	if err := p.HTTPClientConfig.Validate(); err != nil {
 		return fmt.Errorf("probe.http_client_config: %w", err)

@@ -33,9 +33,6 @@ const maxOtherNames = 4096
 // ErrPageTooLarge means the /metrics page was longer than maxBodyBytes.
 var ErrPageTooLarge = fmt.Errorf("metrics page longer than %d bytes; an engine's page is tens of KiB: check metrics_url", maxBodyBytes)
 
-// wanted holds every family name slaprobe reads (family registers them).
-var wanted = map[string]bool{}
-
 // family registers the names of one signal as wanted and returns them.
 func family(ns ...string) names {
 	for _, n := range ns {

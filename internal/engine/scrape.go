@@ -126,20 +126,11 @@ func Parse(r io.Reader) (Snapshot, error) {
 	return fromFamilies(fams, has, func() *NoEngineError { return f.noEngine(familyNames(fams)) })
 }
 
-// names lists the families that carry one signal, current name first. The
-// first family present wins, so an engine that exports both an old and a new
-// name (as some simulators do) is not counted twice.
+// The families of the engines not yet read through a table (flavor.go),
+// current name first; the first family present wins.
 //
 // Where each name comes from (docs/engines.md has the full table; the
 // fixtures in testdata follow these sources, testdata/README.md):
-//   - vLLM: the families of vllm-project/vllm
-//     tests/entrypoints/instrumentator/test_metrics.py (EXPECTED_METRICS_V1,
-//     commit 20ef9d82bba5); the tail families (waiting by reason, prompt
-//     tokens by source, sleep state, spec decode, NIXL) from
-//     vllm/v1/metrics/loggers.py and vllm/v1/spec_decode/metrics.py
-//     (PrometheusStatLogger). Older names (gpu_cache_usage_perc,
-//     gpu_prefix_cache_*, time_per_output_token_seconds, counters without
-//     _total) are vLLM V0's, still served by some simulators.
 //   - SGLang: sgl-project/sglang python/sglang/srt/metrics/collector.py
 //     (commit 00ae9c1590d2) and test/srt/test_metrics.py (essential_metrics,
 //     commit 00a2f8074611). cached_tokens_total has no sample before the
@@ -150,25 +141,7 @@ func Parse(r io.Reader) (Snapshot, error) {
 //     came with PR #26389, prompt_tokens_cached_total with commit decaf508b
 //     (2026-08); kv_cache_usage_ratio was removed upstream (PR #13660) and
 //     is read from older builds only.
-type names []string
-
 var (
-	vllmRunning     = family("vllm:num_requests_running")
-	vllmWaiting     = family("vllm:num_requests_waiting")
-	vllmKVCache     = family("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
-	vllmGenTokens   = family("vllm:generation_tokens_total", "vllm:generation_tokens")
-	vllmPromptToks  = family("vllm:prompt_tokens_total", "vllm:prompt_tokens")
-	vllmQueueTime   = family("vllm:request_queue_time_seconds")
-	vllmTTFT        = family("vllm:time_to_first_token_seconds")
-	vllmITL         = family("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds")
-	vllmE2E         = family("vllm:e2e_request_latency_seconds")
-	vllmPrefixQuery = family("vllm:prefix_cache_queries_total", "vllm:prefix_cache_queries",
-		"vllm:gpu_prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries")
-	vllmPrefixHits = family("vllm:prefix_cache_hits_total", "vllm:prefix_cache_hits",
-		"vllm:gpu_prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits")
-	vllmSpecDraft  = family("vllm:spec_decode_num_draft_tokens_total", "vllm:spec_decode_num_draft_tokens")
-	vllmSpecAccept = family("vllm:spec_decode_num_accepted_tokens_total", "vllm:spec_decode_num_accepted_tokens")
-
 	sglRunning    = family("sglang:num_running_reqs")
 	sglWaiting    = family("sglang:num_queue_reqs")
 	sglKVCache    = family("sglang:token_usage")
@@ -179,17 +152,6 @@ var (
 	sglITL        = family("sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds")
 	sglE2E        = family("sglang:e2e_request_latency_seconds")
 	sglCacheHit   = family("sglang:cache_hit_rate")
-
-	vllmWaitingByReason  = family("vllm:num_requests_waiting_by_reason")
-	vllmPreemptions      = family("vllm:num_preemptions_total", "vllm:num_preemptions")
-	vllmPromptBySource   = family("vllm:prompt_tokens_by_source_total", "vllm:prompt_tokens_by_source")
-	vllmPromptCached     = family("vllm:prompt_tokens_cached_total", "vllm:prompt_tokens_cached")
-	vllmPrefillTime      = family("vllm:request_prefill_time_seconds")
-	vllmDecodeTime       = family("vllm:request_decode_time_seconds")
-	vllmSleepState       = family("vllm:engine_sleep_state")
-	vllmAdmissionRejects = family("vllm:admission_rejections_total", "vllm:admission_rejections")
-	vllmNixlXferTime     = family("vllm:nixl_xfer_time_seconds")
-	vllmNixlFailed       = family("vllm:nixl_num_failed_transfers_total", "vllm:nixl_num_failed_transfers")
 
 	sglRetracted    = family("sglang:num_retracted_requests_total", "sglang:num_retracted_requests")
 	sglCachedTokens = family("sglang:cached_tokens_total", "sglang:cached_tokens")
@@ -206,14 +168,9 @@ var (
 	lcppSpecAccept   = family("llamacpp:spec_decode_num_accepted_tokens_total")
 )
 
-// vLLM's prompt_tokens_by_source sources, and SGLang's per-stage latency
-// stages, that map to slaprobe's sources and phases.
+// SGLang's cache tiers, and its per-stage latency stages that map to
+// slaprobe's phases.
 var (
-	vllmPromptSources = map[string]string{
-		"local_compute":        SourceComputed,
-		"local_cache_hit":      SourceCacheHit,
-		"external_kv_transfer": SourceKVTransfer,
-	}
 	sglCacheTiers  = map[string]bool{"device": true, "host": true, "storage": true}
 	sglStagePhases = []struct{ stage, phase string }{
 		{"prefill_forward", PhasePrefill},
@@ -245,40 +202,23 @@ func FromFamilies(fams map[string]*dto.MetricFamily) (Snapshot, error) {
 // a family of an engine's prefix, and none builds the error of a page
 // without one.
 func fromFamilies(fams map[string]*dto.MetricFamily, has func(prefix string) bool, none func() *NoEngineError) (Snapshot, error) {
+	if f := detect(has); f != nil {
+		return f.read(fams), nil
+	}
 	var s Snapshot
 	switch {
-	case has("vllm:"):
-		s.Flavor = "vllm"
-		s.Running, s.Series, s.HasQueue = sumOf(fams, vllmRunning)
-		s.Waiting, _, _ = sumOf(fams, vllmWaiting)
-		s.KVCacheUsage, s.HasKVCache = meanOf(fams, vllmKVCache)
-		s.GenerationTokens, _, s.HasTokens = sumOf(fams, vllmGenTokens)
-		s.PromptTokens, _, _ = sumOf(fams, vllmPromptToks)
-		s.QueueTimeSum, s.QueueTimeCount, s.HasQueueTime = histOf(fams, vllmQueueTime)
-		s.TTFTSum, s.TTFTCount, s.HasTTFT = histOf(fams, vllmTTFT)
-		s.ITLSum, s.ITLCount, s.HasITL = histOf(fams, vllmITL)
-		_, s.RequestsFinished, s.HasRequestsFinished = histOf(fams, vllmE2E)
-		var hasQ, hasH bool
-		s.PrefixCacheQueries, _, hasQ = sumOf(fams, vllmPrefixQuery)
-		s.PrefixCacheHits, _, hasH = sumOf(fams, vllmPrefixHits)
-		s.HasPrefixCache = hasQ && hasH
-		var hasD, hasA bool
-		s.SpecDraftTokens, _, hasD = sumOf(fams, vllmSpecDraft)
-		s.SpecAcceptedTokens, _, hasA = sumOf(fams, vllmSpecAccept)
-		s.HasSpecDecode = hasD && hasA
-		readVLLMTail(fams, &s)
 	case has("sglang:"):
 		s.Flavor = "sglang"
-		s.Running, s.Series, s.HasQueue = sumOf(fams, sglRunning)
-		s.Waiting, _, _ = sumOf(fams, sglWaiting)
-		s.KVCacheUsage, s.HasKVCache = meanOf(fams, sglKVCache)
-		s.GenerationTokens, _, s.HasTokens = sumOf(fams, sglGenTokens)
-		s.PromptTokens, _, _ = sumOf(fams, sglPromptToks)
-		s.QueueTimeSum, s.QueueTimeCount, s.HasQueueTime = histOf(fams, sglQueueTime)
-		s.TTFTSum, s.TTFTCount, s.HasTTFT = histOf(fams, sglTTFT)
-		s.ITLSum, s.ITLCount, s.HasITL = histOf(fams, sglITL)
-		_, s.RequestsFinished, s.HasRequestsFinished = histOf(fams, sglE2E)
-		s.CacheHitRate, s.HasCacheHitRate = meanOf(fams, sglCacheHit)
+		s.Running, s.Series, s.HasQueue = sumOf(fams, sglRunning, nil)
+		s.Waiting, _, _ = sumOf(fams, sglWaiting, nil)
+		s.KVCacheUsage, s.HasKVCache = meanOf(fams, sglKVCache, nil)
+		s.GenerationTokens, _, s.HasTokens = sumOf(fams, sglGenTokens, nil)
+		s.PromptTokens, _, _ = sumOf(fams, sglPromptToks, nil)
+		s.QueueTimeSum, s.QueueTimeCount, s.HasQueueTime = histOf(fams, sglQueueTime, nil)
+		s.TTFTSum, s.TTFTCount, s.HasTTFT = histOf(fams, sglTTFT, nil)
+		s.ITLSum, s.ITLCount, s.HasITL = histOf(fams, sglITL, nil)
+		_, s.RequestsFinished, s.HasRequestsFinished = histOf(fams, sglE2E, nil)
+		s.CacheHitRate, s.HasCacheHitRate = meanOf(fams, sglCacheHit, nil)
 		readSGLangTail(fams, &s)
 	case has("llamacpp:"):
 		s.Flavor = "llamacpp"
@@ -292,88 +232,11 @@ func fromFamilies(fams map[string]*dto.MetricFamily, has func(prefix string) boo
 	return s, nil
 }
 
-// readVLLMTail reads vLLM's families that explain a slow tail.
-func readVLLMTail(fams map[string]*dto.MetricFamily, s *Snapshot) {
-	if mf := first(fams, vllmWaitingByReason); mf != nil {
-		for _, m := range mf.GetMetric() {
-			v := scalar(m)
-			if math.IsNaN(v) {
-				continue
-			}
-			switch r, _ := labelValue(m, "reason"); r {
-			case "capacity":
-				s.WaitingCapacity += v
-				s.HasWaitingByReason = true
-			case "deferred":
-				s.WaitingDeferred += v
-				s.HasWaitingByReason = true
-			}
-		}
-	}
-	s.Preemptions, _, s.HasPreemptions = sumOf(fams, vllmPreemptions)
-
-	// Prompt tokens by source. prompt_tokens_by_source is preferred: the
-	// prefix_cache_queries/hits counters re-counted a waiting request at
-	// every scheduler retry before vLLM PR #48860.
-	if mf := first(fams, vllmPromptBySource); mf != nil {
-		for _, m := range mf.GetMetric() {
-			v := scalar(m)
-			if math.IsNaN(v) {
-				continue
-			}
-			src, _ := labelValue(m, "source")
-			switch vllmPromptSources[src] {
-			case SourceComputed:
-				s.PromptComputed += v
-			case SourceCacheHit:
-				s.PromptCacheHit += v
-			case SourceKVTransfer:
-				s.PromptKVTransfer += v
-			}
-		}
-		s.HasPromptBySource, s.HasPromptKVTransfer = true, true
-	} else if cached, _, ok := sumOf(fams, vllmPromptCached); ok {
-		if total, _, okT := sumOf(fams, vllmPromptToks); okT {
-			// prompt_tokens_cached counts local and external hits alike.
-			s.PromptCacheHit, s.PromptComputed = cached, math.Max(0, total-cached)
-			s.HasPromptBySource = true
-		}
-	}
-
-	if mf := first(fams, vllmSleepState); mf != nil {
-		for _, m := range mf.GetMetric() {
-			if st, _ := labelValue(m, "sleep_state"); st == "awake" {
-				s.HasSleepState = true
-				// Any engine asleep makes the server asleep for a probe
-				// that lands on it.
-				if scalar(m) == 0 {
-					s.Sleeping = true
-				}
-			}
-		}
-	}
-	s.AdmissionRejections, _, s.HasAdmissionRejections = sumOf(fams, vllmAdmissionRejects)
-	s.KVTransferFailures, _, s.HasKVTransferFailures = sumOf(fams, vllmNixlFailed)
-
-	h := &Histograms{}
-	h.Phase = map[string]Histogram{}
-	phaseNames := map[string]names{PhaseQueue: vllmQueueTime, PhasePrefill: vllmPrefillTime, PhaseDecode: vllmDecodeTime}
-	for _, phase := range Phases {
-		if x, ok := histogramOf(fams, phaseNames[phase], nil, s); ok {
-			h.Phase[phase] = x
-		}
-	}
-	h.TTFT = histogramPtr(histogramOf(fams, vllmTTFT, nil, s))
-	h.ITL = histogramPtr(histogramOf(fams, vllmITL, nil, s))
-	h.KVTransfer = histogramPtr(histogramOf(fams, vllmNixlXferTime, nil, s))
-	s.Hists = h
-}
-
 // readSGLangTail reads SGLang's families that explain a slow tail.
 func readSGLangTail(fams map[string]*dto.MetricFamily, s *Snapshot) {
 	// The retraction counter appears only after the first retraction: on a
 	// page with other sglang: families, its absence means none yet.
-	s.Preemptions, _, _ = sumOf(fams, sglRetracted)
+	s.Preemptions, _, _ = sumOf(fams, sglRetracted, nil)
 	s.HasPreemptions = true
 
 	if mf := first(fams, sglCachedTokens); mf != nil {
@@ -394,15 +257,15 @@ func readSGLangTail(fams map[string]*dto.MetricFamily, s *Snapshot) {
 		if len(s.CacheTokensByTier) == 0 {
 			s.CacheTokensByTier = nil
 		}
-		if total, _, ok := sumOf(fams, sglPromptToks); ok {
+		if total, _, ok := sumOf(fams, sglPromptToks, nil); ok {
 			s.PromptCacheHit, s.PromptComputed = cached, math.Max(0, total-cached)
 			s.HasPromptBySource = true
 		}
 	}
-	s.SpecAcceptRate, s.HasSpecAcceptRate = meanOf(fams, sglSpecAccept)
+	s.SpecAcceptRate, s.HasSpecAcceptRate = meanOf(fams, sglSpecAccept, nil)
 	// Without speculative decoding SGLang still exports both gauges, at 0;
 	// with it, a step emits at least one token (accept length >= 1).
-	if l, ok := meanOf(fams, sglSpecAcceptLn); ok && l < 1 {
+	if l, ok := meanOf(fams, sglSpecAcceptLn, nil); ok && l < 1 {
 		s.SpecAcceptRate, s.HasSpecAcceptRate = 0, false
 	}
 
@@ -443,13 +306,13 @@ func tpRank0(m *dto.Metric) bool {
 // readLlamaCpp reads llama.cpp server's families (--metrics; no labels).
 func readLlamaCpp(fams map[string]*dto.MetricFamily, s *Snapshot) {
 	var hasW bool
-	s.Running, s.Series, s.HasQueue = sumOf(fams, lcppRunning)
-	s.Waiting, _, hasW = sumOf(fams, lcppWaiting)
+	s.Running, s.Series, s.HasQueue = sumOf(fams, lcppRunning, nil)
+	s.Waiting, _, hasW = sumOf(fams, lcppWaiting, nil)
 	s.HasQueue = s.HasQueue && hasW
-	s.KVCacheUsage, s.HasKVCache = meanOf(fams, lcppKVCache)
-	gen, _, hasG := sumOf(fams, lcppGenTokens)
-	computed, _, hasP := sumOf(fams, lcppPromptToks)
-	cached, _, hasC := sumOf(fams, lcppPromptCached)
+	s.KVCacheUsage, s.HasKVCache = meanOf(fams, lcppKVCache, nil)
+	gen, _, hasG := sumOf(fams, lcppGenTokens, nil)
+	computed, _, hasP := sumOf(fams, lcppPromptToks, nil)
+	cached, _, hasC := sumOf(fams, lcppPromptCached, nil)
 	// llama.cpp's prompt_tokens_total leaves cached tokens out; vLLM's and
 	// SGLang's count them. PromptTokens keeps vLLM's meaning.
 	s.GenerationTokens, s.PromptTokens, s.HasTokens = gen, computed+cached, hasG && hasP
@@ -457,8 +320,8 @@ func readLlamaCpp(fams map[string]*dto.MetricFamily, s *Snapshot) {
 		s.PromptComputed, s.PromptCacheHit, s.HasPromptBySource = computed, cached, true
 	}
 	var hasD, hasA bool
-	s.SpecDraftTokens, _, hasD = sumOf(fams, lcppSpecDraft)
-	s.SpecAcceptedTokens, _, hasA = sumOf(fams, lcppSpecAccept)
+	s.SpecDraftTokens, _, hasD = sumOf(fams, lcppSpecDraft, nil)
+	s.SpecAcceptedTokens, _, hasA = sumOf(fams, lcppSpecAccept, nil)
 	s.HasSpecDecode = hasD && hasA
 }
 
@@ -482,90 +345,4 @@ func histogramPtr(h Histogram, ok bool) *Histogram {
 		return nil
 	}
 	return &h
-}
-
-func hasPrefix(fams map[string]*dto.MetricFamily, prefix string) bool {
-	for name := range fams {
-		if strings.HasPrefix(name, prefix) {
-			return true
-		}
-	}
-	return false
-}
-
-// first returns the first family of ns that is present.
-func first(fams map[string]*dto.MetricFamily, ns names) *dto.MetricFamily {
-	for _, n := range ns {
-		if mf, ok := fams[n]; ok && len(mf.GetMetric()) > 0 {
-			return mf
-		}
-	}
-	return nil
-}
-
-// sumOf sums a gauge or counter over all its label sets (data-parallel
-// engines, several model names).
-func sumOf(fams map[string]*dto.MetricFamily, ns names) (sum float64, n int, ok bool) {
-	mf := first(fams, ns)
-	if mf == nil {
-		return 0, 0, false
-	}
-	for _, m := range mf.GetMetric() {
-		v := scalar(m)
-		if math.IsNaN(v) {
-			continue // a NaN gauge says "unknown"; do not let it poison the sum
-		}
-		sum += v
-		n++
-	}
-	return sum, n, n > 0
-}
-
-// meanOf averages a ratio gauge over its label sets: the KV cache usage of
-// two engines at 0.5 each is 0.5, not 1.
-func meanOf(fams map[string]*dto.MetricFamily, ns names) (float64, bool) {
-	sum, n, ok := sumOf(fams, ns)
-	if !ok || n == 0 {
-		return 0, false
-	}
-	return sum / float64(n), true
-}
-
-// histOf returns the summed sample sum and count of a histogram. An
-// exposition without a TYPE line leaves _sum and _count as untyped
-// families of their own; those are read too.
-func histOf(fams map[string]*dto.MetricFamily, ns names) (sum, count float64, ok bool) {
-	for _, n := range ns {
-		if mf, found := fams[n]; found && len(mf.GetMetric()) > 0 {
-			for _, m := range mf.GetMetric() {
-				switch {
-				case m.GetHistogram() != nil:
-					sum += m.GetHistogram().GetSampleSum()
-					count += float64(m.GetHistogram().GetSampleCount())
-				case m.GetSummary() != nil:
-					sum += m.GetSummary().GetSampleSum()
-					count += float64(m.GetSummary().GetSampleCount())
-				}
-			}
-			return sum, count, true
-		}
-		if mc, found := fams[n+"_count"]; found && len(mc.GetMetric()) > 0 {
-			count, _, _ = sumOf(fams, names{n + "_count"})
-			sum, _, _ = sumOf(fams, names{n + "_sum"})
-			return sum, count, true
-		}
-	}
-	return 0, 0, false
-}
-
-func scalar(m *dto.Metric) float64 {
-	switch {
-	case m.GetGauge() != nil:
-		return m.GetGauge().GetValue()
-	case m.GetCounter() != nil:
-		return m.GetCounter().GetValue()
-	case m.GetUntyped() != nil:
-		return m.GetUntyped().GetValue()
-	}
-	return 0
 }

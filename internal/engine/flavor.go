@@ -201,3 +201,13 @@ func detect(has func(prefix string) bool) *flavor {
 	}
 	return nil
 }
+
+// readsProps reports whether the flavor named name serves /props.
+func readsProps(name string) bool {
+	for _, f := range flavors {
+		if f.name == name {
+			return f.props
+		}
+	}
+	return false
+}

@@ -125,27 +125,6 @@ func Parse(r io.Reader) (Snapshot, error) {
 	return fromFamilies(fams, has, func() *NoEngineError { return f.noEngine(familyNames(fams)) })
 }
 
-// The families of the engines not yet read through a table (flavor.go),
-// current name first; the first family present wins.
-//
-// Where each name comes from (docs/engines.md has the full table; the
-// fixtures in testdata follow these sources, testdata/README.md):
-//   - llama.cpp server: ggml-org/llama.cpp tools/server (the metrics result's
-//     Prometheus rendering; tools/server/README.md's table). spec_decode_*
-//     came with PR #26389, prompt_tokens_cached_total with commit decaf508b
-//     (2026-08); kv_cache_usage_ratio was removed upstream (PR #13660) and
-//     is read from older builds only.
-var (
-	lcppRunning      = family("llamacpp:requests_processing")
-	lcppWaiting      = family("llamacpp:requests_deferred")
-	lcppKVCache      = family("llamacpp:kv_cache_usage_ratio")
-	lcppGenTokens    = family("llamacpp:tokens_predicted_total")
-	lcppPromptToks   = family("llamacpp:prompt_tokens_total") // excludes cached tokens
-	lcppPromptCached = family("llamacpp:prompt_tokens_cached_total")
-	lcppSpecDraft    = family("llamacpp:spec_decode_num_draft_tokens_total")
-	lcppSpecAccept   = family("llamacpp:spec_decode_num_accepted_tokens_total")
-)
-
 // Where a prompt token's KV came from, the source label of
 // slaprobe_engine_prompt_tokens_by_source_total.
 const (
@@ -160,45 +139,12 @@ func FromFamilies(fams map[string]*dto.MetricFamily) (Snapshot, error) {
 	return fromFamilies(fams, has, func() *NoEngineError { return noEngineError(fams) })
 }
 
-// fromFamilies builds a Snapshot from fams; has says whether the page had
-// a family of an engine's prefix, and none builds the error of a page
-// without one.
+// fromFamilies builds a Snapshot from fams with the table of the flavor
+// detected (flavor.go); has says whether the page had a family of an
+// engine's prefix, and none builds the error of a page without one.
 func fromFamilies(fams map[string]*dto.MetricFamily, has func(prefix string) bool, none func() *NoEngineError) (Snapshot, error) {
 	if f := detect(has); f != nil {
 		return f.read(fams), nil
 	}
-	var s Snapshot
-	switch {
-	case has("llamacpp:"):
-		s.Flavor = "llamacpp"
-		readLlamaCpp(fams, &s)
-	default:
-		return Snapshot{}, none()
-	}
-	if s.Hists.empty() {
-		s.Hists = nil
-	}
-	return s, nil
-}
-
-// readLlamaCpp reads llama.cpp server's families (--metrics; no labels).
-func readLlamaCpp(fams map[string]*dto.MetricFamily, s *Snapshot) {
-	var hasW bool
-	s.Running, s.Series, s.HasQueue = sumOf(fams, lcppRunning, nil)
-	s.Waiting, _, hasW = sumOf(fams, lcppWaiting, nil)
-	s.HasQueue = s.HasQueue && hasW
-	s.KVCacheUsage, s.HasKVCache = meanOf(fams, lcppKVCache, nil)
-	gen, _, hasG := sumOf(fams, lcppGenTokens, nil)
-	computed, _, hasP := sumOf(fams, lcppPromptToks, nil)
-	cached, _, hasC := sumOf(fams, lcppPromptCached, nil)
-	// llama.cpp's prompt_tokens_total leaves cached tokens out; vLLM's and
-	// SGLang's count them. PromptTokens keeps vLLM's meaning.
-	s.GenerationTokens, s.PromptTokens, s.HasTokens = gen, computed+cached, hasG && hasP
-	if hasP && hasC {
-		s.PromptComputed, s.PromptCacheHit, s.HasPromptBySource = computed, cached, true
-	}
-	var hasD, hasA bool
-	s.SpecDraftTokens, _, hasD = sumOf(fams, lcppSpecDraft, nil)
-	s.SpecAcceptedTokens, _, hasA = sumOf(fams, lcppSpecAccept, nil)
-	s.HasSpecDecode = hasD && hasA
+	return Snapshot{}, none()
 }

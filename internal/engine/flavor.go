@@ -147,7 +147,8 @@ var (
 )
 
 // register checks f and adds it to the flavors. A table that is wrong
-// (no name or prefix, a name or family read twice, a signal out of range)
+// (no name or prefix, a prefix that overlaps another's, a signal read by
+// two rows or out of range, a family outside the prefix)
 // is a programming error: register panics while the package initialises,
 // so no binary with it runs.
 func register(f flavor) *flavor {
@@ -176,6 +177,11 @@ func register(f flavor) *flavor {
 		seen[r.signal] = true
 		if r.div < 0 {
 			fail("row %s: div %v", r.names[0], r.div)
+		}
+		for _, n := range r.names {
+			if !strings.HasPrefix(n, f.prefix) {
+				fail("family %q does not start with the prefix %q", n, f.prefix)
+			}
 		}
 	}
 	for _, r := range f.rows {

@@ -36,6 +36,10 @@ type flavor struct {
 	// props: once its metrics are found, the watcher reads the server's
 	// /props beside its /metrics (llama.cpp server).
 	props bool
+	// lengths says where its sigPromptLength and sigOutputLength rows come
+	// from, or why it has none: the live length mix's error says it when
+	// they are missing.
+	lengths string
 }
 
 // A row is one signal of an engine: the families it is read from and how.
@@ -108,6 +112,12 @@ const (
 	sigDecodeTime       // Hists.Phase[decode]
 	sigKVTransferTime   // Hists.KVTransfer
 
+	// histograms of tokens per finished request, read by the live length
+	// mix (internal/workload, LengthFamilies), not into a Snapshot; the page
+	// filter does not keep them
+	sigPromptLength // prompt tokens per request
+	sigOutputLength // generated tokens per request
+
 	numSignals
 )
 
@@ -118,6 +128,7 @@ const (
 	kindSum
 	kindMean
 	kindHist
+	kindLength
 )
 
 func (g signal) kind() kind {
@@ -128,6 +139,8 @@ func (g signal) kind() kind {
 		return kindSum
 	case g <= sigSpecAcceptRate:
 		return kindMean
+	case g >= sigPromptLength:
+		return kindLength
 	}
 	return kindHist
 }
@@ -185,6 +198,9 @@ func register(f flavor) *flavor {
 		}
 	}
 	for _, r := range f.rows {
+		if r.signal.kind() == kindLength {
+			continue
+		}
 		for _, n := range r.names {
 			wanted[n] = true
 		}

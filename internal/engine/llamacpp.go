@@ -21,6 +21,10 @@ var llamacppFlavor = register(flavor{
 	},
 	hook:  readLlamaCpp,
 	props: true, // total_slots from /props
+	// No length rows: llama.cpp server counts tokens and requests in
+	// progress, never tokens per request, so workload: live cannot read a
+	// mix there.
+	lengths: "llama.cpp server exports token counters only (prompt_tokens_total, tokens_predicted_total), no histogram of tokens per request",
 })
 
 var lcppPromptCached = names{"llamacpp:prompt_tokens_cached_total"}

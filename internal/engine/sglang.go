@@ -36,7 +36,17 @@ var sglangFlavor = register(flavor{
 		{signal: sigSpecAcceptRate, names: names{"sglang:spec_accept_rate"}},
 		{signal: sigHook, names: sglCachedTokens},
 		{signal: sigHook, names: sglSpecAcceptLength},
+
+		// The live length mix (workload: live). SGLang declares both only
+		// with collect_tokens_histogram (the flag --collect-tokens-histogram):
+		// TokenizerMetricsCollector in python/sglang/srt/metrics/collector.py,
+		// commit 00ae9c1590d2d0bb6c0bfff39e312c34ae3dd538. Bucket bounds are
+		// the flags --prompt-tokens-buckets / --generation-tokens-buckets, by
+		// default 30 bounds from 100 to 1,100,000 tokens for both.
+		{signal: sigPromptLength, names: names{"sglang:prompt_tokens_histogram"}},
+		{signal: sigOutputLength, names: names{"sglang:generation_tokens_histogram"}},
 	},
+	lengths: "SGLang exports it when started with --collect-tokens-histogram",
 	// Tensor-parallel ranks observe the same requests: where a tp_rank label
 	// exists, rank 0 alone is read, so a request is not counted once per rank.
 	histKeep: tpRank0,

@@ -42,8 +42,13 @@ var vllmFlavor = register(flavor{
 		{signal: sigHook, names: vllmPromptBySource},
 		{signal: sigHook, names: vllmPromptCached},
 		{signal: sigHook, names: vllmSleepState},
+
+		// The live length mix (workload: live).
+		{signal: sigPromptLength, names: names{"vllm:request_prompt_tokens"}},
+		{signal: sigOutputLength, names: names{"vllm:request_generation_tokens"}},
 	},
-	hook: readVLLM,
+	hook:    readVLLM,
+	lengths: "vLLM exports it",
 })
 
 var (

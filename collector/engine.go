@@ -30,59 +30,46 @@ type EngineCollector struct {
 func NewEngineCollector(pool *engine.Pool) *EngineCollector {
 	t := []string{"target"}
 	return &EngineCollector{
-		pool: pool,
-		up: prometheus.NewDesc("slaprobe_engine_up",
-			"Whether the last scrape of the engine's own /metrics succeeded and held vLLM, SGLang or llama.cpp server metrics (1) or not (0).", t, nil),
-		errors: prometheus.NewDesc("slaprobe_engine_scrape_errors_total",
-			"Failed scrapes of the engine's own /metrics.", t, nil),
-		running: prometheus.NewDesc("slaprobe_engine_requests_running",
-			"Requests the engine is running (vllm:num_requests_running, sglang:num_running_reqs, llamacpp:requests_processing), summed over engines.", t, nil),
-		waiting: prometheus.NewDesc("slaprobe_engine_requests_waiting",
-			"Requests waiting in the engine's queue (vllm:num_requests_waiting, sglang:num_queue_reqs, llamacpp:requests_deferred), summed over engines.", t, nil),
-		kvCache: prometheus.NewDesc("slaprobe_engine_kv_cache_usage_ratio",
-			"KV-cache usage, 0 to 1 (vllm:kv_cache_usage_perc or the older gpu_cache_usage_perc, sglang:token_usage), averaged over engines.", t, nil),
-		genTokens: prometheus.NewDesc("slaprobe_engine_generation_tokens_total",
-			"Output tokens the engine generated (vllm:generation_tokens_total, sglang:generation_tokens_total), as last read.", t, nil),
-		promptTokens: prometheus.NewDesc("slaprobe_engine_prompt_tokens_total",
-			"Prompt tokens the engine processed (vllm:prompt_tokens_total, sglang:prompt_tokens_total), as last read.", t, nil),
-		lastScrape: prometheus.NewDesc("slaprobe_engine_last_scrape_timestamp_seconds",
-			"Unix time of the last successful scrape of the engine's /metrics.", t, nil),
-		waitingByReason: prometheus.NewDesc("slaprobe_engine_requests_waiting_by_reason",
-			"Requests waiting in the engine's queue by why they wait: capacity (for a batch slot or KV cache) or deferred (LoRA budget, KV transfer, blocked), from vllm:num_requests_waiting_by_reason; only where the engine splits them.", tr("reason"), nil),
-		preemptions: prometheus.NewDesc("slaprobe_engine_preemptions_total",
-			"Requests preempted (vllm:num_preemptions_total) or retracted (sglang:num_retracted_requests_total; absent before the first retraction, read as 0) for want of KV cache, as last read.", t, nil),
-		promptBySource: prometheus.NewDesc("slaprobe_engine_prompt_tokens_by_source_total",
-			"Prompt tokens by where their KV came from: computed, cache_hit (prefix cache) or kv_transfer (from another instance), as last read; see docs/live-signals.md for each engine's source.", tr("source"), nil),
-		cacheByTier: prometheus.NewDesc("slaprobe_engine_cache_tokens_by_tier_total",
-			"Cached prompt tokens by the cache tier they came from (sglang:cached_tokens_total by cache_source: device, host, storage), as last read.", tr("tier"), nil),
-		phase: prometheus.NewDesc("slaprobe_engine_request_phase_seconds",
-			"The engine's own histogram of time its requests spent in each phase (queue, prefill, decode), all traffic, in the engine's buckets, as last read.", tr("phase"), nil),
-		ttft: prometheus.NewDesc("slaprobe_engine_ttft_seconds",
-			"The engine's own time-to-first-token histogram (vllm:, sglang:time_to_first_token_seconds), all traffic, in the engine's buckets, as last read.", t, nil),
+		pool:            pool,
+		up:              engineDesc("slaprobe_engine_up", t),
+		errors:          engineDesc("slaprobe_engine_scrape_errors_total", t),
+		running:         engineDesc("slaprobe_engine_requests_running", t),
+		waiting:         engineDesc("slaprobe_engine_requests_waiting", t),
+		kvCache:         engineDesc("slaprobe_engine_kv_cache_usage_ratio", t),
+		genTokens:       engineDesc("slaprobe_engine_generation_tokens_total", t),
+		promptTokens:    engineDesc("slaprobe_engine_prompt_tokens_total", t),
+		lastScrape:      engineDesc("slaprobe_engine_last_scrape_timestamp_seconds", t),
+		waitingByReason: engineDesc("slaprobe_engine_requests_waiting_by_reason", tr("reason")),
+		preemptions:     engineDesc("slaprobe_engine_preemptions_total", t),
+		promptBySource:  engineDesc("slaprobe_engine_prompt_tokens_by_source_total", tr("source")),
+		cacheByTier:     engineDesc("slaprobe_engine_cache_tokens_by_tier_total", tr("tier")),
+		phase:           engineDesc("slaprobe_engine_request_phase_seconds", tr("phase")),
+		ttft:            engineDesc("slaprobe_engine_ttft_seconds", t),
 		// Not slaprobe_engine_itl_seconds: that name is the engine's mean ITL
 		// of each probe (engine_timing.go), with other labels.
-		itl: prometheus.NewDesc("slaprobe_engine_inter_token_latency_seconds",
-			"The engine's own inter-token latency histogram (vllm:, sglang:inter_token_latency_seconds), all traffic, in the engine's buckets, as last read.", t, nil),
-		sleeping: prometheus.NewDesc("slaprobe_engine_sleeping",
-			"1 while the engine reports it is asleep (vllm:engine_sleep_state{sleep_state=\"awake\"} is 0 on any engine), else 0.", t, nil),
-		admissionRejections: prometheus.NewDesc("slaprobe_engine_admission_rejections_total",
-			"Requests the engine refused at admission, all reasons (vllm:admission_rejections_total, where exported), as last read.", t, nil),
-		kvTransfer: prometheus.NewDesc("slaprobe_engine_kv_transfer_seconds",
-			"The engine's own histogram of KV-cache transfer time in disaggregated prefill (vllm:nixl_xfer_time_seconds), as last read.", t, nil),
-		kvTransferFails: prometheus.NewDesc("slaprobe_engine_kv_transfer_failures_total",
-			"Failed KV-cache transfers in disaggregated prefill (vllm:nixl_num_failed_transfers_total), as last read.", t, nil),
-		specDraft: prometheus.NewDesc("slaprobe_engine_spec_decode_draft_tokens_total",
-			"Speculative draft tokens proposed (vllm:, llamacpp:spec_decode_num_draft_tokens_total), as last read.", t, nil),
-		specAccepted: prometheus.NewDesc("slaprobe_engine_spec_decode_accepted_tokens_total",
-			"Speculative draft tokens accepted (vllm:, llamacpp:spec_decode_num_accepted_tokens_total), as last read.", t, nil),
-		specAcceptance: prometheus.NewDesc("slaprobe_engine_spec_decode_acceptance_ratio",
-			"The engine's speculative acceptance, accepted over draft tokens (sglang:spec_accept_rate), averaged over engines.", t, nil),
-		slots: prometheus.NewDesc("slaprobe_engine_slots",
-			"Requests the server can run at once (llama.cpp server's /props total_slots, read once when its metrics are first found).", t, nil),
+		itl:                 engineDesc("slaprobe_engine_inter_token_latency_seconds", t),
+		sleeping:            engineDesc("slaprobe_engine_sleeping", t),
+		admissionRejections: engineDesc("slaprobe_engine_admission_rejections_total", t),
+		kvTransfer:          engineDesc("slaprobe_engine_kv_transfer_seconds", t),
+		kvTransferFails:     engineDesc("slaprobe_engine_kv_transfer_failures_total", t),
+		specDraft:           engineDesc("slaprobe_engine_spec_decode_draft_tokens_total", t),
+		specAccepted:        engineDesc("slaprobe_engine_spec_decode_accepted_tokens_total", t),
+		specAcceptance:      engineDesc("slaprobe_engine_spec_decode_acceptance_ratio", t),
+		slots:               engineDesc("slaprobe_engine_slots", t),
 	}
 }
 
 func tr(label string) []string { return []string{"target", label} }
+
+// engineDesc is the Desc of an engine series, with its HELP text from
+// engine.SeriesHelp (beside the engines' tables).
+func engineDesc(name string, labels []string) *prometheus.Desc {
+	help, ok := engine.SeriesHelp[name]
+	if !ok {
+		panic("collector: no engine.SeriesHelp for " + name)
+	}
+	return prometheus.NewDesc(name, help, labels, nil)
+}
 
 // Describe implements prometheus.Collector.
 func (c *EngineCollector) Describe(ch chan<- *prometheus.Desc) {

@@ -33,17 +33,6 @@ const maxOtherNames = 4096
 // ErrPageTooLarge means the /metrics page was longer than maxBodyBytes.
 var ErrPageTooLarge = fmt.Errorf("metrics page longer than %d bytes; an engine's page is tens of KiB: check metrics_url", maxBodyBytes)
 
-// wanted holds every family name slaprobe reads (family registers them).
-var wanted = map[string]bool{}
-
-// family registers the names of one signal as wanted and returns them.
-func family(ns ...string) names {
-	for _, n := range ns {
-		wanted[n] = true
-	}
-	return names(ns)
-}
-
 // sampleSuffixes are the suffixes a histogram's or summary's samples add
 // to its family name (histOf also reads untyped _sum and _count).
 var sampleSuffixes = []string{"_bucket", "_sum", "_count"}
@@ -143,9 +132,9 @@ func (f *pageFilter) keep(name string) bool {
 	if name == "" {
 		return false // a blank line, a plain comment, a quoted name: nothing read there
 	}
-	for _, p := range []string{"vllm:", "sglang:", "llamacpp:"} {
-		if strings.HasPrefix(name, p) {
-			f.prefixes[p] = true
+	for _, fl := range flavors {
+		if strings.HasPrefix(name, fl.prefix) {
+			f.prefixes[fl.prefix] = true
 		}
 	}
 	if wantedName(name) {

@@ -207,7 +207,7 @@ func (w *Watcher) do(ctx context.Context, client *http.Client, call *scrapeCall)
 	if !errors.Is(err, context.Canceled) {
 		w.record(snap, err)
 	}
-	if err == nil && snap.Flavor == "llamacpp" {
+	if err == nil && readsProps(snap.Flavor) {
 		w.readPropsOnce(ctx, client)
 	}
 	// Listeners run before waiters wake and before the next scrape may

@@ -40,7 +40,7 @@ func DescribeScenarios(w io.Writer, scenarios []prober.Scenario) {
 		}
 		fmt.Fprintf(w, "scenario %s: ", s.Name)
 		if sh.IsLive() {
-			fmt.Fprintf(w, "live length mix of each target's engine (%s and %s over the last %s)\n",
+			fmt.Fprintf(w, "live length mix of each target's engine (%s and %s, or SGLang's with --collect-tokens-histogram, over the last %s)\n",
 				VLLMPromptTokens, VLLMGenerationTokens, sh.LiveWindow())
 		} else {
 			fmt.Fprint(w, sh.Summary().String())

@@ -20,11 +20,13 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/slaprobe/slaprobe/internal/engine"
 	"github.com/slaprobe/slaprobe/prober"
 )
 
-// The engine histograms the live mix is read from: vLLM's prompt and
-// generated tokens per finished request.
+// vLLM's histograms of prompt and generated tokens per finished request.
+// The live mix reads the families the table of the page's engine names
+// (engine.LengthFamilies): these on a vLLM page, SGLang's on an SGLang one.
 const (
 	VLLMPromptTokens     = "vllm:request_prompt_tokens"
 	VLLMGenerationTokens = "vllm:request_generation_tokens"
@@ -53,17 +55,29 @@ func (h Hist) Total() float64 {
 }
 
 // ParseLengthHistograms reads the engine's prompt and generation length
-// histograms from Prometheus text exposition.
+// histograms from Prometheus text exposition: the families its engine's
+// table names (engine.LengthFamilies). An engine without them (llama.cpp
+// server) is an error saying so; each live probe is then a failed probe of
+// reason calibration naming it.
 func ParseLengthHistograms(r io.Reader) (prompt, output CumHist, err error) {
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(r)
 	if err != nil {
 		return prompt, output, fmt.Errorf("parse metrics: %w", err)
 	}
-	get := func(name string) (CumHist, error) {
-		f := fams[name]
+	promptNames, outputNames, why, err := engine.LengthFamilies(fams)
+	if err != nil {
+		return prompt, output, err
+	}
+	get := func(names []string) (CumHist, error) {
+		var f *dto.MetricFamily
+		for _, n := range names {
+			if f = fams[n]; f != nil {
+				break
+			}
+		}
 		if f == nil || f.GetType() != dto.MetricType_HISTOGRAM {
-			return CumHist{}, fmt.Errorf("no histogram %s in the engine's metrics (vLLM exports it)", name)
+			return CumHist{}, fmt.Errorf("no histogram %s in the engine's metrics (%s)", names[0], why)
 		}
 		sum := map[float64]float64{}
 		for _, m := range f.GetMetric() {
@@ -87,10 +101,10 @@ func ParseLengthHistograms(r io.Reader) (prompt, output CumHist, err error) {
 		}
 		return c, nil
 	}
-	if prompt, err = get(VLLMPromptTokens); err != nil {
+	if prompt, err = get(promptNames); err != nil {
 		return
 	}
-	output, err = get(VLLMGenerationTokens)
+	output, err = get(outputNames)
 	return
 }
 

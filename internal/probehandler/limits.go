@@ -154,6 +154,7 @@ type calCall struct {
 func (h *Handler) calibration(ctx context.Context, t prober.Target, s prober.Scenario, l *lease, timeout time.Duration) *calCall {
 	k := calKey{base: t.BaseURL, name: t.Name, model: t.Model, scenario: s.Name, api: s.APIOn(t), metrics: t.PerRequestMetrics}
 	h.mu.Lock()
+	h.calAsked++
 	if c := h.calls[k]; c != nil {
 		h.mu.Unlock()
 		return c

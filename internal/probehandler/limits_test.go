@@ -100,6 +100,8 @@ probe: {allowed_targets: [127.0.0.1], scenarios: [tiny], max_concurrent: 3}
 		dones = append(dones, d)
 	}
 	waitUntil(t, "three requests admitted", func() bool { r, _, _ := h.InFlight(); return r == 3 })
+	// The two holding slots have asked for the calibration: the second joined the first's.
+	waitUntil(t, "two requests at the calibration", func() bool { h.mu.Lock(); defer h.mu.Unlock(); return h.calAsked == 2 })
 	// The fourth is over the cap.
 	rec, d := serve(h, url.Values{"target": {"127.0.0.1:10"}, "scenario": {"tiny"}}, "10")
 	<-d

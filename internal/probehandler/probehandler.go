@@ -66,6 +66,7 @@ type Handler struct {
 	slots    map[string]chan struct{} // /probe's own slots per base URL; only those in use
 	slotRefs map[string]int
 	calls    map[calKey]*calCall // calibrations in flight: one per target and scenario
+	calAsked int                 // requests that asked for a calibration, started or joined (for tests)
 }
 
 // Reasons a request is refused besides config.ProbeRefusalReasons.

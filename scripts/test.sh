@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `make test`: every test, in stages, with the time each took.
 #
-# Each stage starts when the stages it needs have passed and the stages it runs after have ended,
-# beside whatever else is running; its output is printed whole when it ends. The builds come first,
+# Each stage starts when the stages it needs have passed, the stages it runs after have ended and the
+# machine has room for it (s_weight, below); its output is printed whole when it ends. The builds come first,
 # one after another: on 2 cores three Go and C++ builds at once took more than twice the CPU time they
 # take in turn (caches and memory thrashed), so a fresh machine is done sooner building them in a row.
 # apt downloads beside them. A stage whose need failed is not run; a stage that only runs after a
@@ -19,24 +19,24 @@
 #                  which packages' tests run a built tool
 #   ollama         Ollama and tinymodel, pinned, cached by version              apt (g++, headers); go-build
 #   grafana-npm    npm ci of @grafana/data, cached by its lock's hash           apt (node, npm)
-# Then every test at once, when the builds have ended:
+# Then the tests, when the builds have ended, as the load allows, in this order (longest first):
+#   go-test-tools  go test -race of those that run llm-d or Ollama              go-build; ollama
+#   go-test        go test -race of the packages whose tests need no built tool go-build; ollama
+#   test-e2e-go    go test -race ./test/e2e (Prometheus, Alertmanager)          go-build; ollama
+#   test-deploy    the test/deploy module                                       ; ollama
+#   e2e            scripts/e2e.sh: the demo scraped by promtool                 apt, go-build; ollama
 #   fuzz-short     both fuzz targets, a fixed count of runs each                ; ollama
 #   checkrules     promtool and amtool, one process per rule test file          apt; ollama
-#   e2e            scripts/e2e.sh: the demo scraped by promtool                 apt, go-build; ollama
-#   test-deploy    the test/deploy module                                       ; ollama
 #   test-grafana   the test/grafana module                                      grafana-npm; ollama
-#   test-e2e-go    go test -race ./test/e2e (Prometheus, Alertmanager)          go-build; ollama
-#   go-test        go test -race of the packages whose tests need no built tool go-build; ollama
-#   go-test-tools  go test -race of those that run llm-d or Ollama              go-build; ollama
 #   go-test-quiet  the timing checks the go-test stages deferred                ; every other stage
 # The stages that only need throughput (promtool, the test modules, scripts/e2e.sh, the fuzzing) run
 # niced beside go test.
 #
 # Timing checks: a test whose tolerances are a few milliseconds, or that keeps a core busy itself (a
-# real engine), calls testproc.Quiet. In go-test and go-test-tools, Quiet skips the test and lists it
-# (SLAPROBE_QUIET_DEFER), so that a test waiting for quiet cores never holds one of go test's package
-# slots. go-test-quiet runs the listed tests once every other stage has ended; there Quiet takes the
-# "quiet cores" lock exclusive, so they run one at a time. The busy stages also hold the lock shared
+# real engine), calls testproc.Quiet (or QuietLight). In go-test and go-test-tools, Quiet skips the
+# test and lists it (SLAPROBE_QUIET_DEFER), so that a test waiting for quiet cores never holds one of
+# go test's package slots. go-test-quiet runs the listed tests once every other stage has ended
+# (quiet_pass, below). The busy stages also hold the lock shared
 # (flock -s, test/e2e's TestMain), which keeps timing checks away from them in a plain `go test ./...`
 # too.
 #
@@ -206,11 +206,19 @@ mark_build() { # stage rc reason
 	done
 }
 
-# run_stages: starts each stage once it may (all at once, or one by one with TEST_SERIAL=1); a stage
-# whose need failed is not run. Returns non-zero when any failed.
+# The load each stage puts on the machine, in half cores (2 unless named): go test -p 2 and the builds
+# keep two cores busy, scripts/e2e.sh and test/grafana mostly wait. Stages start, in the order they
+# are declared, while what runs adds up to at most one core more than the machine has (a stage that
+# needs more starts when nothing else runs): on 2 cores, all at once drove the load average to 25-30
+# and a Prometheus of test/e2e took 85 s to become ready.
+declare -A s_weight=([apt]=1 [llmd]=2 [go-build]=4 [ollama]=4 [grafana-npm]=1 [go-test]=4 [e2e]=1 [test-grafana]=1)
+capacity=$((2 * $(nproc 2>/dev/null || echo 2) + 2))
+
+# run_stages: starts each stage once it may (as the machine's load allows, or one by one with
+# TEST_SERIAL=1); a stage whose need failed is not run. Returns non-zero when any failed.
 run_stages() {
 	local -A state=() rc=() pid=() start=()
-	local i n d ready blocked r pending any=0
+	local i n d ready blocked r pending any=0 load=0 w
 	while :; do
 		pending=0
 		for i in "${!s_name[@]}"; do
@@ -228,6 +236,8 @@ run_stages() {
 				for d in ${s_after[$i]//,/ }; do
 					[ "${state[$d]:-pending}" = done ] || ready=0
 				done
+				w=${s_weight[$n]:-2}
+				[ $load -gt 0 ] && [ $((load + w)) -gt "$capacity" ] && ready=0
 				if [ -n "$blocked" ]; then
 					state[$n]=done rc[$n]=1
 					say "stage $n: not run, $blocked failed"
@@ -250,6 +260,7 @@ run_stages() {
 						run_one "${s_cmd[$i]}" "$logs/$n.times" >"$logs/$n.log" 2>&1 &
 						pid[$n]=$!
 						state[$n]=running
+						load=$((load + w))
 					fi
 				fi
 				;;
@@ -259,6 +270,7 @@ run_stages() {
 					r=0
 					wait "${pid[$n]}" || r=$?
 					state[$n]=done rc[$n]=$r
+					load=$((load - ${s_weight[$n]:-2}))
 					cat "$logs/$n.log"
 					say "stage $n: $((SECONDS - start[$n]))s$([ $r -ne 0 ] && echo ", FAILED (exit $r)")"
 					record "$n" $((SECONDS - start[$n])) "$([ $r -eq 0 ] && echo ok || echo "FAIL ($r)")"
@@ -311,14 +323,14 @@ stage llmd "" "" "scripts/test-deps.sh llmd"
 stage go-build "" llmd "set -e; CGO_ENABLED=1 $GO list -race -test -export -deps -f '' ./...; scripts/test.sh --partition '$logs'; CGO_ENABLED=1 $GO build -trimpath -o /dev/null ./cmd/slaprobe; cd test/deploy; CGO_ENABLED=1 $GO list -test -export -deps -f '' ./...; cd ../grafana; $GO list -test -export -deps -f '' ./...; echo 'every package and test package compiled'"
 stage ollama apt go-build "scripts/test-deps.sh ollama"
 stage grafana-npm apt "" "scripts/test-deps.sh grafana"
+stage go-test-tools go-build ollama "SLAPROBE_QUIET_DEFER='$deferred' CGO_ENABLED=1 $GO test -race -count=1 -p 1 -timeout 20m \$(cat '$logs/pkgs-tools')"
+stage go-test go-build ollama "SLAPROBE_QUIET_DEFER='$deferred' CGO_ENABLED=1 $GO test -race -count=1 -p 2 -timeout 20m \$(cat '$logs/pkgs-other')"
+stage test-e2e-go go-build ollama "SLAPROBE_QUIET_DEFER='$deferred' CGO_ENABLED=1 $GO test -race -count=1 -timeout 20m ./test/e2e"
+stage test-deploy "" ollama "$busy make --no-print-directory test-deploy"
+stage e2e apt,go-build ollama "$busy scripts/e2e.sh"
 stage fuzz-short "" ollama "$busy make --no-print-directory fuzz-short"
 stage checkrules apt ollama "$busy make --no-print-directory checkrules"
-stage e2e apt,go-build ollama "$busy scripts/e2e.sh"
-stage test-deploy "" ollama "$busy make --no-print-directory test-deploy"
 stage test-grafana grafana-npm ollama "cd test/grafana && $busy $GO test -count=1 ./..."
-stage test-e2e-go go-build ollama "SLAPROBE_QUIET_DEFER='$deferred' CGO_ENABLED=1 $GO test -race -count=1 -timeout 20m ./test/e2e"
-stage go-test go-build ollama "SLAPROBE_QUIET_DEFER='$deferred' CGO_ENABLED=1 $GO test -race -count=1 -p 2 -timeout 20m \$(cat '$logs/pkgs-other')"
-stage go-test-tools go-build ollama "SLAPROBE_QUIET_DEFER='$deferred' CGO_ENABLED=1 $GO test -race -count=1 -p 1 -timeout 20m \$(cat '$logs/pkgs-tools')"
 stage go-test-quiet "" go-test,go-test-tools,test-e2e-go,checkrules,e2e,test-deploy,test-grafana,fuzz-short "scripts/test.sh --quiet-pass '$deferred'"
 
 # missing_summary: what could not be installed (.tools/apt-missing, written by the apt stage) and the

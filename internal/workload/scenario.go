@@ -89,23 +89,9 @@ func Load(name string, cfg Config) (*Shape, error) {
 		if cfg.Live.Window < 0 {
 			return nil, fmt.Errorf("workload: live.window=%s; expected a positive duration", cfg.Live.Window)
 		}
-		ttft := ClassTTFT{}
-		for k, v := range DefaultClassTTFT {
-			ttft[k] = v
-		}
-		for k, v := range cfg.TTFTByClass {
-			ttft[k] = time.Duration(v)
-		}
-		if err := ttft.Validate(); err != nil {
+		ttft, seed, minIn, err := cfg.defaults(name)
+		if err != nil {
 			return nil, err
-		}
-		seed := cfg.Seed
-		if seed == 0 {
-			seed = prober.DefaultSeed(name)
-		}
-		minIn := cfg.MinInput
-		if minIn == 0 {
-			minIn = DefaultMinInput
 		}
 		live := &Live{Window: time.Duration(cfg.Live.Window), Seed: seed}
 		return &Shape{cfg: cfg, ttft: ttft, live: &LiveShape{Live: live, MinInput: minIn, MaxInput: cfg.MaxContext / 2}}, nil
@@ -126,6 +112,22 @@ func Load(name string, cfg Config) (*Shape, error) {
 	if cfg.MaxContext < 0 || cfg.MinInput < 0 || cfg.Keep < 0 {
 		return nil, fmt.Errorf("workload: max_context=%d min_input_tokens=%d keep=%d; expected counts >= 0", cfg.MaxContext, cfg.MinInput, cfg.Keep)
 	}
+	ttft, seed, minIn, err := cfg.defaults(name)
+	if err != nil {
+		return nil, err
+	}
+	s, sum, err := LoadSamplerSummary(cfg.Spec, SamplerOptions{Seed: seed, Order: cfg.Order, MaxContext: cfg.MaxContext,
+		Over: cfg.OverContext, MinInput: minIn, Keep: cfg.Keep, BlockTokens: cfg.Spec.Block()})
+	if err != nil {
+		return nil, err
+	}
+	return &Shape{cfg: cfg, sampler: s, summary: sum, salt: NewSalt(), ttft: ttft}, nil
+}
+
+// defaults resolves what a trace and a live workload share: the TTFT
+// threshold of each length class (the defaults, then the config's), the
+// seed (from the scenario's name when unset) and the shortest prompt.
+func (cfg Config) defaults(name string) (ClassTTFT, uint64, int, error) {
 	ttft := ClassTTFT{}
 	for k, v := range DefaultClassTTFT {
 		ttft[k] = v
@@ -134,7 +136,7 @@ func Load(name string, cfg Config) (*Shape, error) {
 		ttft[k] = time.Duration(v)
 	}
 	if err := ttft.Validate(); err != nil {
-		return nil, err
+		return nil, 0, 0, err
 	}
 	seed := cfg.Seed
 	if seed == 0 {
@@ -144,12 +146,7 @@ func Load(name string, cfg Config) (*Shape, error) {
 	if minIn == 0 {
 		minIn = DefaultMinInput
 	}
-	s, sum, err := LoadSamplerSummary(cfg.Spec, SamplerOptions{Seed: seed, Order: cfg.Order, MaxContext: cfg.MaxContext,
-		Over: cfg.OverContext, MinInput: minIn, Keep: cfg.Keep, BlockTokens: cfg.Spec.Block()})
-	if err != nil {
-		return nil, err
-	}
-	return &Shape{cfg: cfg, sampler: s, summary: sum, salt: NewSalt(), ttft: ttft}, nil
+	return ttft, seed, minIn, nil
 }
 
 // Next draws one probe (the same draws whatever the target): prober.Shaper.

@@ -36,5 +36,8 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	release()
+	if slaprobeBuild.dir != "" {
+		os.RemoveAll(slaprobeBuild.dir)
+	}
 	os.Exit(code)
 }

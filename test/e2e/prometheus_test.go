@@ -19,6 +19,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -632,22 +633,45 @@ func repoRoot(t *testing.T) string {
 	return root
 }
 
-// buildSlaprobe builds ./cmd/slaprobe into the test's temporary directory.
+// buildSlaprobe builds ./cmd/slaprobe once for the package, into a temporary directory TestMain
+// removes, and returns its path: the tests only run it, and a link of a cgo binary per test was
+// minutes of CPU on 2 cores.
 func buildSlaprobe(t *testing.T, root string) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "slaprobe")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	start := time.Now()
-	// -buildvcs=false: the build must not depend on git being usable (see the Makefile). -trimpath as
-	// the image's build (Dockerfile): the tests that build slaprobe share one compilation.
-	cmd := exec.CommandContext(ctx, "go", "build", "-buildvcs=false", "-trimpath", "-o", bin, "./cmd/slaprobe")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/slaprobe: %v\n%s", err, out)
+	slaprobeBuild.once.Do(func() {
+		dir, err := os.MkdirTemp("", "slaprobe-e2e-")
+		if err != nil {
+			slaprobeBuild.err = err
+			return
+		}
+		slaprobeBuild.dir = dir
+		bin := filepath.Join(dir, "slaprobe")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		start := time.Now()
+		// -buildvcs=false: the build must not depend on git being usable (see the Makefile). -trimpath
+		// as the image's build (Dockerfile).
+		cmd := exec.CommandContext(ctx, "go", "build", "-buildvcs=false", "-trimpath", "-o", bin, "./cmd/slaprobe")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			slaprobeBuild.err = fmt.Errorf("go build ./cmd/slaprobe: %v\n%s", err, out)
+			return
+		}
+		slaprobeBuild.took = since(start)
+		slaprobeBuild.path = bin
+	})
+	if slaprobeBuild.err != nil {
+		t.Fatal(slaprobeBuild.err)
 	}
-	t.Logf("built slaprobe in %.1fs", since(start))
-	return bin
+	t.Logf("slaprobe built once for the package in %.1fs", slaprobeBuild.took)
+	return slaprobeBuild.path
+}
+
+var slaprobeBuild struct {
+	once      sync.Once
+	dir, path string
+	took      float64
+	err       error
 }
 
 // writeFile writes content to dir/name and returns its path.

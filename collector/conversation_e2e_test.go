@@ -17,7 +17,7 @@ import (
 // prefix caching the follow-ups hit and save most of the cold TTFT; without
 // it every follow-up is a counted miss, not an error, and saves nothing.
 func TestConversationMetricsAgainstSim(t *testing.T) {
-	testproc.Quiet(t) // the share of TTFT saved is a ratio of two short timings
+	testproc.QuietLight(t) // the share of TTFT saved is a ratio of two short timings
 	for _, tc := range []struct {
 		name  string
 		cache bool

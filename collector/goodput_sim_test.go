@@ -37,7 +37,7 @@ func goodputAlternatingSim() vllmsim.Config {
 // histograms, is within its threshold; a quarter of the probes miss the TTFT threshold and another
 // quarter the ITL one, so half the probes are good, and slaprobe_probes_good_total says so.
 func TestGoodputAlternatingFaults(t *testing.T) {
-	testproc.Quiet(t) // the slow halves are 10x and 2x the fast ones: no tight timing, but no overload either
+	testproc.QuietLight(t) // the slow halves are 10x and 2x the fast ones: no tight timing, but no overload either
 	cfg := goodputAlternatingSim()
 	sim, err := vllmsim.New(cfg, nil)
 	if err != nil {

@@ -33,7 +33,7 @@ func TestLiveSignalsUnderLoadRamp(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the load ramp takes about 30 s")
 	}
-	testproc.Quiet(t) // tells idle probes and load apart by timing
+	testproc.QuietLight(t) // tells idle probes and load apart by timing
 	cfg, sim, srv, target, pool := decodeBoundSim(t, 50*time.Millisecond)
 	live := NewLive(pool, LiveOptions{EfficiencyWindow: 2 * time.Second, EfficiencySmoothing: 300 * time.Millisecond})
 	p := prober.New(nil, prober.SystemClock{})
@@ -250,7 +250,7 @@ func TestLiveEfficiencyWithoutIdle(t *testing.T) {
 	// cycle, and the fit, slaprobe's as much as the engine's own line, reads
 	// that as slope (258 and 225 tok/s for a schedule of 200 once), and
 	// live's 2 s windows were off the engine's by −11.6 … +22.9 %.
-	testproc.Quiet(t)
+	testproc.QuietLight(t)
 	const attempts = 3
 	for i := 1; i <= attempts; i++ {
 		var problems []string

@@ -164,7 +164,7 @@ func TestLLMDAccuracyTiming(t *testing.T) {
 		t.Skip("real-time probes against llm-d-inference-sim")
 	}
 	llmd.SkipIfMissing(t)
-	testproc.Quiet(t) // tolerances of a few milliseconds
+	testproc.QuietLight(t) // tolerances of a few milliseconds
 	const (
 		ttft = 200 * time.Millisecond
 		itl  = 40 * time.Millisecond
@@ -313,7 +313,7 @@ func TestLLMDShortAnswers(t *testing.T) {
 		t.Skip("real-time probes against llm-d-inference-sim")
 	}
 	llmd.SkipIfMissing(t)
-	testproc.Quiet(t) // tolerances of a few milliseconds
+	testproc.QuietLight(t) // tolerances of a few milliseconds
 	const (
 		ttft = 50 * time.Millisecond
 		itl  = 40 * time.Millisecond

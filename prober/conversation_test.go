@@ -299,7 +299,7 @@ func TestConversationInferredShare(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real-time conversations")
 	}
-	testproc.Quiet(t)
+	testproc.QuietLight(t)
 	// SLAPROBE_INFER_INPUT and SLAPROBE_INFER_NEW give other sizes, for
 	// figures only: the bound below holds at 16K adding 2K.
 	input, newTokens := 16384, 2048

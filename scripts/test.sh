@@ -61,23 +61,30 @@ say() { printf '==> %s\n' "$*"; }
 # deferred subtest runs with its whole top-level test; a top-level test with any whole-machine part
 # runs alone.
 quiet_pass() {
-	local list=$1 bins jobs pkgs n lanes
+	local list=$1 bins jobs pkgs lanes
 	if [ ! -s "$list" ]; then
 		say "no timing check was deferred to this pass"
 		return 0
 	fi
 	bins=$(mktemp -d)
 	jobs=$bins/jobs.tsv
-	# One job per package and top-level test: "<dir>\t<test>\t<class>", whole if any part is.
+	# The jobs, "<dir>\t<tests>\t<class>": a light top-level test (no part of it whole) alone; the
+	# whole ones of a package together, in one process, as go test runs them (test/e2e's in parallel).
 	awk -F'\t' '{ split($2, p, "/"); k = $1 "\t" p[1]; c = ($3 == "light") ? "light" : "whole"
 		if (!(k in cls) || c == "whole") cls[k] = c; if (!(k in seen)) { seen[k] = 1; order[++n] = k } }
-		END { for (i = 1; i <= n; i++) print order[i] "\t" cls[order[i]] }' "$list" >"$jobs"
+		END {
+			for (i = 1; i <= n; i++) {
+				split(order[i], f, "\t")
+				if (cls[order[i]] == "light") { print order[i] "\tlight"; continue }
+				if (!(f[1] in whole)) { dirs[++m] = f[1]; whole[f[1]] = f[2] } else whole[f[1]] = whole[f[1]] "|" f[2]
+			}
+			for (i = 1; i <= m; i++) print dirs[i] "\t" whole[dirs[i]] "\twhole"
+		}' "$list" >"$jobs"
 	pkgs=$(cut -f1 "$jobs" | sort -u | while read -r d; do
 		case $d in "$root") echo . ;; "$root"/*) echo "./${d#"$root"/}" ;; *) echo "$d" ;; esac
 	done | tr '\n' ' ')
-	n=$(wc -l <"$jobs")
 	lanes=$(nproc 2>/dev/null || echo 1)
-	say "$n timing checks in $(echo "$pkgs" | wc -w) packages ($(grep -c $'\tlight$' "$jobs") light, $lanes at once; the others alone): $pkgs"
+	say "$(cut -f2 "$jobs" | tr '|' '\n' | wc -l) timing checks in $(echo "$pkgs" | wc -w) packages ($(grep -c $'\tlight$' "$jobs") light, $lanes at once; the others alone, a package at a time): $pkgs"
 	if [ -n "$(cut -f1 "$jobs" | sort -u | xargs -n1 basename | sort | uniq -d)" ]; then
 		echo "quiet pass: two packages with timing checks share a name; their test binaries would collide" >&2
 		return 1
@@ -87,10 +94,10 @@ quiet_pass() {
 	local rc=0 running=0 dir name class
 	check() { # dir name class: runs one check, prints its result line, and its output when it failed
 		local log start r=0
-		log=$bins/$(basename "$1").$2.log
+		log=$bins/$(basename "$1").${2%%|*}.log
 		start=$SECONDS
 		(cd "$1" && SLAPROBE_QUIET_SHARED=$([ "$3" = light ] && echo 1) "$bins/$(basename "$1").test" \
-			-test.run "^$2\$" -test.count=1 -test.timeout=20m) >"$log" 2>&1 || r=$?
+			-test.run "^($2)\$" -test.count=1 -test.timeout=20m) >"$log" 2>&1 || r=$?
 		if [ $r -eq 0 ] && grep -q '^PASS$' "$log"; then
 			printf 'ok  \t%s.%s (%s)\t%ss\n' "$(basename "$1")" "$2" "$3" $((SECONDS - start))
 		else

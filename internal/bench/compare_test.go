@@ -194,7 +194,7 @@ func TestCompareAgainstSim(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs three small sweeps against the simulated engine")
 	}
-	testproc.Quiet(t) // a rerun must match the base: not beside a browser, a real engine or promtool
+	testproc.QuietLight(t) // a rerun must match the base: not beside a browser, a real engine or promtool
 	dir := t.TempDir()
 	if d := os.Getenv("SLAPROBE_COMPARE_DIR"); d != "" {
 		dir = d // keep the reports to look at

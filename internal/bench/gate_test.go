@@ -78,7 +78,7 @@ func TestGateAgainstSim(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs four small sweeps against the simulated engine")
 	}
-	testproc.Quiet(t) // a rerun must match the base
+	testproc.QuietLight(t) // a rerun must match the base
 	dir := t.TempDir()
 	base := filepath.Join(dir, "base")
 	if code, _, _ := gateBench(t, 1, base, "", "", "", simRounds); code != ExitOK {

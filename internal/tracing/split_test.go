@@ -222,7 +222,7 @@ func TestProxyHoldShowsOutsideTheEngine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs about 100 probes on a simulated engine")
 	}
-	testproc.Quiet(t) // ±6 ms on a 100 ms hold
+	testproc.QuietLight(t) // ±6 ms on a 100 ms hold
 	const n = 15
 	for _, c := range []struct {
 		name   string

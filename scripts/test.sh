@@ -213,12 +213,13 @@ mark_build() { # stage rc reason
 	done
 }
 
-# The load each stage puts on the machine, in half cores (2 unless named): go test -p 2 and the builds
-# keep two cores busy, scripts/e2e.sh and test/grafana mostly wait. Stages start, in the order they
+# The load each stage puts on the machine, in half cores (2 unless named): the builds keep two cores
+# busy; a go test stage keeps about one (its tests mostly wait on servers: 163 CPU seconds in 380 s
+# for go-test), scripts/e2e.sh and test/grafana less. Stages start, in the order they
 # are declared, while what runs adds up to at most one core more than the machine has (a stage that
 # needs more starts when nothing else runs): on 2 cores, all at once drove the load average to 25-30
 # and a Prometheus of test/e2e took 85 s to become ready.
-declare -A s_weight=([apt]=1 [llmd]=2 [go-build]=4 [ollama]=4 [grafana-npm]=1 [go-test]=4 [e2e]=1 [test-grafana]=1)
+declare -A s_weight=([apt]=1 [llmd]=2 [go-build]=4 [ollama]=4 [grafana-npm]=1 [e2e]=1 [test-grafana]=1)
 capacity=$((2 * $(nproc 2>/dev/null || echo 2) + 2))
 
 # run_stages: starts each stage once it may (as the machine's load allows, or one by one with
@@ -330,7 +331,7 @@ stage llmd "" "" "scripts/test-deps.sh llmd"
 stage go-build "" llmd "set -e; CGO_ENABLED=1 $GO list -race -test -export -deps -f '' ./...; scripts/test.sh --partition '$logs'; CGO_ENABLED=1 $GO build -trimpath -o /dev/null ./cmd/slaprobe; cd test/deploy; CGO_ENABLED=1 $GO list -test -export -deps -f '' ./...; cd ../grafana; $GO list -test -export -deps -f '' ./...; echo 'every package and test package compiled'"
 stage ollama apt go-build "scripts/test-deps.sh ollama"
 stage grafana-npm apt "" "scripts/test-deps.sh grafana"
-stage go-test-tools go-build ollama "SLAPROBE_QUIET_DEFER='$deferred' CGO_ENABLED=1 $GO test -race -count=1 -p 1 -timeout 20m \$(cat '$logs/pkgs-tools')"
+stage go-test-tools go-build ollama "SLAPROBE_QUIET_DEFER='$deferred' CGO_ENABLED=1 $GO test -race -count=1 -p 2 -timeout 20m \$(cat '$logs/pkgs-tools')"
 stage go-test go-build ollama "SLAPROBE_QUIET_DEFER='$deferred' CGO_ENABLED=1 $GO test -race -count=1 -p 2 -timeout 20m \$(cat '$logs/pkgs-other')"
 stage test-e2e-go go-build ollama "SLAPROBE_QUIET_DEFER='$deferred' CGO_ENABLED=1 $GO test -race -count=1 -timeout 20m ./test/e2e"
 stage test-deploy "" ollama "$busy make --no-print-directory test-deploy"

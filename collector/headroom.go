@@ -45,7 +45,7 @@ func NewLiveHeadroom(snapshot func() sweeper.Snapshot, pool *engine.Pool, window
 		capacityRate: prometheus.NewDesc("slaprobe_capacity_requests_per_second",
 			"Requests per second the server completed in the last sweep at the largest closed-loop step within every capacity the scenario was judged on (its thresholds, sweep.capacity_on); 0 when even the smallest step missed.", l, nil),
 		multiple: prometheus.NewDesc("slaprobe_capacity_live_traffic_multiple",
-			"slaprobe_capacity_requests_per_second over the live request rate (the engine's finished requests over the last 5 min by default, sweep traffic left out): how many times today's traffic the server takes. Absent while the engine exports no finished-request count, finished fewer than 10 requests in the window, or is being swept.", l, nil),
+			"slaprobe_capacity_requests_per_second over the live request rate (the engine's finished requests over the last 5 min, or engine.history if shorter, sweep traffic left out): how many times today's traffic the server takes. Absent while the engine exports no finished-request count, finished fewer than 10 requests in the window, or is being swept.", l, nil),
 		lowerBound: prometheus.NewDesc("slaprobe_capacity_live_traffic_multiple_lower_bound",
 			"1 when every closed-loop step of the last sweep stayed within the capacity, so slaprobe_capacity_live_traffic_multiple is only a lower bound; else 0.", l, nil),
 	}

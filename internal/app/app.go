@@ -267,8 +267,10 @@ func (a *App) addSweeper(ctx context.Context) error {
 		return err
 	}
 	if a.Engines != nil {
-		// The sweep's capacity over the engine's live request rate.
-		if err := d.AddCollector(collector.NewLiveHeadroom(sw.Snapshot, a.Engines, 0)); err != nil {
+		// The sweep's capacity over the engine's live request rate, over 5 min
+		// or the engine's history if shorter.
+		if err := d.AddCollector(collector.NewLiveHeadroom(sw.Snapshot, a.Engines,
+			min(collector.DefaultLiveTrafficWindow, a.Engines.Options().History))); err != nil {
 			return err
 		}
 	}

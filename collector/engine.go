@@ -18,7 +18,7 @@ import (
 type EngineCollector struct {
 	pool *engine.Pool
 
-	up, errors, running, waiting, kvCache, genTokens, promptTokens, lastScrape *prometheus.Desc
+	up, errors, running, waiting, kvCache, genTokens, promptTokens, finished, lastScrape *prometheus.Desc
 
 	// What explains a slow tail (docs/live-signals.md lists each source).
 	waitingByReason, preemptions, promptBySource, cacheByTier                    *prometheus.Desc
@@ -38,6 +38,7 @@ func NewEngineCollector(pool *engine.Pool) *EngineCollector {
 		kvCache:         engineDesc("slaprobe_engine_kv_cache_usage_ratio", t),
 		genTokens:       engineDesc("slaprobe_engine_generation_tokens_total", t),
 		promptTokens:    engineDesc("slaprobe_engine_prompt_tokens_total", t),
+		finished:        engineDesc("slaprobe_engine_requests_finished_total", t),
 		lastScrape:      engineDesc("slaprobe_engine_last_scrape_timestamp_seconds", t),
 		waitingByReason: engineDesc("slaprobe_engine_requests_waiting_by_reason", tr("reason")),
 		preemptions:     engineDesc("slaprobe_engine_preemptions_total", t),
@@ -73,7 +74,7 @@ func engineDesc(name string, labels []string) *prometheus.Desc {
 
 // Describe implements prometheus.Collector.
 func (c *EngineCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.up, c.errors, c.running, c.waiting, c.kvCache, c.genTokens, c.promptTokens, c.lastScrape,
+	for _, d := range []*prometheus.Desc{c.up, c.errors, c.running, c.waiting, c.kvCache, c.genTokens, c.promptTokens, c.finished, c.lastScrape,
 		c.waitingByReason, c.preemptions, c.promptBySource, c.cacheByTier, c.phase, c.ttft, c.itl, c.sleeping,
 		c.admissionRejections, c.kvTransfer, c.kvTransferFails, c.specDraft, c.specAccepted, c.specAcceptance, c.slots} {
 		ch <- d
@@ -107,6 +108,9 @@ func (c *EngineCollector) Collect(ch chan<- prometheus.Metric) {
 		if s.HasTokens {
 			ch <- prometheus.MustNewConstMetric(c.genTokens, prometheus.CounterValue, s.GenerationTokens, t)
 			ch <- prometheus.MustNewConstMetric(c.promptTokens, prometheus.CounterValue, s.PromptTokens, t)
+		}
+		if s.HasRequestsFinished {
+			ch <- prometheus.MustNewConstMetric(c.finished, prometheus.CounterValue, s.RequestsFinished, t)
 		}
 		ch <- prometheus.MustNewConstMetric(c.lastScrape, prometheus.GaugeValue, float64(s.Time.UnixNano())/1e9, t)
 		c.collectTail(ch, t, s)

@@ -112,7 +112,8 @@ func TestEngineCollectorRegistersBesideTheOthers(t *testing.T) {
 	NewProbeMetrics(reg)
 	pool := engine.NewPool(engine.Options{}, nil)
 	defer pool.Close()
-	for _, c := range []prometheus.Collector{NewEngineCollector(pool), NewLive(pool, LiveOptions{}), NewBandCollector(), NewEnergyCollector(nil, pool, EnergyOptions{})} {
+	for _, c := range []prometheus.Collector{NewEngineCollector(pool), NewLive(pool, LiveOptions{}), NewBandCollector(), NewEnergyCollector(nil, pool, EnergyOptions{}),
+		NewSweepCollector(staticSweeps{}.Snapshot), NewLiveHeadroom(staticSweeps{}.Snapshot, pool, 0)} {
 		if err := reg.Register(c); err != nil {
 			t.Errorf("register %T: %v", c, err)
 		}

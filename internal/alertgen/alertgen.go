@@ -58,8 +58,9 @@ type Params struct {
 	// ConversationCache is when SlaprobeConversationCacheLost fires: agents' conversations lose their
 	// prefix cache.
 	ConversationCache ConversationCacheLost
-	// MinTrafficMultiple is when SlaprobeTrafficHeadroomLow fires: the target takes less than this
-	// multiple of a workload trace's traffic (slaprobe_capacity_traffic_multiple).
+	// MinTrafficMultiple is when SlaprobeTrafficHeadroomLow and SlaprobeLiveTrafficHeadroomLow fire:
+	// the target takes less than this multiple of a workload trace's traffic
+	// (slaprobe_capacity_traffic_multiple) or of its live traffic (…_live_traffic_multiple).
 	MinTrafficMultiple float64
 }
 

@@ -266,6 +266,14 @@ func (a *App) addSweeper(ctx context.Context) error {
 	if err := d.AddCollector(collector.NewSweepCollector(sw.Snapshot)); err != nil {
 		return err
 	}
+	if a.Engines != nil {
+		// The sweep's capacity over the engine's live request rate, over 5 min
+		// or the engine's history if shorter.
+		if err := d.AddCollector(collector.NewLiveHeadroom(sw.Snapshot, a.Engines,
+			min(collector.DefaultLiveTrafficWindow, a.Engines.Options().History))); err != nil {
+			return err
+		}
+	}
 	d.Handle("/-/sweep", sw.Handler())
 	d.OnReload(func(c *config.Config) {
 		if err := sw.SetConfig(c.Sweep); err != nil {

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -127,7 +128,12 @@ sweep:
 		t.Fatalf("state file: %v", err)
 	}
 
-	// A new daemon exports the saved results at once, before any sweep.
+	// A new daemon exports the saved results at once, before any sweep;
+	// with the engine's metrics read, the capacity as a request rate too
+	// (the live multiple waits for 5 min of traffic).
+	if err := os.WriteFile(cfgPath, []byte(strings.Replace(cfg, "engine: {enabled: false}", "engine: {enabled: true}", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	d2, cancel2, done2 := start()
 	defer func() { cancel2(); <-done2 }()
 	n, err := testutil.GatherAndCount(d2.Registry(), "slaprobe_scaling_efficiency_ratio", "slaprobe_capacity_max_safe_concurrency")
@@ -136,6 +142,9 @@ sweep:
 	}
 	if n < 4 { // efficiency at N=1 and 2, capacity for closed loop and burst
 		t.Fatalf("after restart: %d efficiency/capacity series, want at least 4", n)
+	}
+	if v := gaugeValue(t, d2, "slaprobe_capacity_requests_per_second"); !(v > 0) {
+		t.Fatalf("after restart: slaprobe_capacity_requests_per_second = %v, want a rate", v)
 	}
 }
 

@@ -15,6 +15,7 @@ var SeriesHelp = map[string]string{
 	"slaprobe_engine_kv_cache_usage_ratio":              "KV-cache usage, 0 to 1 (vllm:kv_cache_usage_perc or the older gpu_cache_usage_perc, sglang:token_usage), averaged over engines.",
 	"slaprobe_engine_generation_tokens_total":           "Output tokens the engine generated (vllm:generation_tokens_total, sglang:generation_tokens_total), as last read.",
 	"slaprobe_engine_prompt_tokens_total":               "Prompt tokens the engine processed (vllm:prompt_tokens_total, sglang:prompt_tokens_total), as last read.",
+	"slaprobe_engine_requests_finished_total":           "Requests the engine finished (the count of vllm:, sglang:e2e_request_latency_seconds), as last read; absent for llama.cpp server, which counts none.",
 	"slaprobe_engine_last_scrape_timestamp_seconds":     "Unix time of the last successful scrape of the engine's /metrics.",
 	"slaprobe_engine_requests_waiting_by_reason":        "Requests waiting in the engine's queue by why they wait: capacity (for a batch slot or KV cache) or deferred (LoRA budget, KV transfer, blocked), from vllm:num_requests_waiting_by_reason; only where the engine splits them.",
 	"slaprobe_engine_preemptions_total":                 "Requests preempted (vllm:num_preemptions_total) or retracted (sglang:num_retracted_requests_total; absent before the first retraction, read as 0) for want of KV cache, as last read.",

@@ -19,14 +19,15 @@
 #                  which packages' tests run a built tool
 #   ollama         Ollama and tinymodel, pinned, cached by version              apt (g++, headers); go-build
 #   grafana-npm    npm ci of @grafana/data, cached by its lock's hash           apt (node, npm)
-# Then the tests, when the builds have ended, as the load allows, in this order (longest first):
+# Then the tests, when the builds have ended, as the load allows, in this order (the longest and the
+# busiest first):
 #   go-test-tools  go test -race of those that run llm-d or Ollama              go-build; ollama
 #   go-test        go test -race of the packages whose tests need no built tool go-build; ollama
+#   checkrules     promtool and amtool, one process per rule test file          apt; ollama
 #   test-e2e-go    go test -race ./test/e2e (Prometheus, Alertmanager)          go-build; ollama
+#   fuzz-short     both fuzz targets, a fixed count of runs each                ; ollama
 #   test-deploy    the test/deploy module                                       ; ollama
 #   e2e            scripts/e2e.sh: the demo scraped by promtool                 apt, go-build; ollama
-#   fuzz-short     both fuzz targets, a fixed count of runs each                ; ollama
-#   checkrules     promtool and amtool, one process per rule test file          apt; ollama
 #   test-grafana   the test/grafana module                                      grafana-npm; ollama
 #   go-test-quiet  the timing checks the go-test stages deferred                ; every other stage
 # The stages that only need throughput (promtool, the test modules, scripts/e2e.sh, the fuzzing) run
@@ -53,13 +54,13 @@ export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
 say() { printf '==> %s\n' "$*"; }
 
 # quiet_pass LIST: runs the tests go-test and go-test-tools deferred (lines "<package dir>\t<test>\t
-# <class>"), each top-level test in a process of its own. The test binaries are linked first, so that
-# no link runs beside a check (with two packages at once, the next one's -race link ran beside a check
-# and llm-d's TTFT came out 5-8 ms late). Then the light checks (testproc.QuietLight: their own work
-# keeps well under a core busy) run side by side, as many at once as there are cores, holding the lock
-# shared (SLAPROBE_QUIET_SHARED); then the others, one at a time, each with the machine to itself. A
-# deferred subtest runs with its whole top-level test; a top-level test with any whole-machine part
-# runs alone.
+# <class>"). The test binaries are linked first, so that no link runs beside a check (with two
+# packages at once, the next one's -race link ran beside a check and llm-d's TTFT came out 5-8 ms
+# late). Then the light checks (testproc.QuietLight: their own work keeps well under a core busy), each
+# top-level test in a process of its own, side by side, as many at once as there are cores, holding
+# the lock shared (SLAPROBE_QUIET_SHARED); then the others, a package at a time, with the machine to
+# themselves. A deferred subtest runs with its whole top-level test; a top-level test with any
+# whole-machine part is not light.
 quiet_pass() {
 	local list=$1 bins jobs pkgs lanes
 	if [ ! -s "$list" ]; then
@@ -215,12 +216,13 @@ mark_build() { # stage rc reason
 
 # The load each stage puts on the machine, in half cores (2 unless named): the builds keep two cores
 # busy; a go test stage keeps about one (its tests mostly wait on servers: 163 CPU seconds in 380 s
-# for go-test), scripts/e2e.sh and test/grafana less. Stages start, in the order they
-# are declared, while what runs adds up to at most one core more than the machine has (a stage that
-# needs more starts when nothing else runs): on 2 cores, all at once drove the load average to 25-30
-# and a Prometheus of test/e2e took 85 s to become ready.
+# for go-test), scripts/e2e.sh and test/grafana less. Stages start, in the order they are declared,
+# while what runs adds up to at most twice the machine's cores (a stage that needs more starts when
+# nothing else runs): on 2 cores, all eight test stages at once drove the load average to 25-30 and a
+# Prometheus of test/e2e took 85 s to become ready; within one core over, the stages that mostly wait
+# queued behind the long go test ones and the run took longer.
 declare -A s_weight=([apt]=1 [llmd]=2 [go-build]=4 [ollama]=4 [grafana-npm]=1 [e2e]=1 [test-grafana]=1)
-capacity=$((2 * $(nproc 2>/dev/null || echo 2) + 2))
+capacity=$((4 * $(nproc 2>/dev/null || echo 2)))
 
 # run_stages: starts each stage once it may (as the machine's load allows, or one by one with
 # TEST_SERIAL=1); a stage whose need failed is not run. Returns non-zero when any failed.
@@ -307,7 +309,7 @@ table() {
 	printf '    %-16s %8s %8s  (%s cores)\n' total $((SECONDS - t_all)) $cpu_all "$(nproc 2>/dev/null || echo ?)"
 	if [ -s "$SLAPROBE_QUIET_LOG" ]; then
 		echo
-		echo "==> timing checks on quiet cores (seconds since make test started; cores: how many were busy, on average, while it held them)"
+		echo "==> timing checks on quiet cores (seconds since make test started; cores: how many its process and the programs it ran kept busy)"
 		printf '    %-58s %7s %7s %7s %6s\n' test asked got held cores
 		sort -t$'\t' -k3,3n "$SLAPROBE_QUIET_LOG" |
 			awk -F'\t' -v t0="$t_epoch" '{ printf "    %-58s %7.0f %7.0f %7.1f %6s\n", substr($1, 1, 58), $2 - t0, $3 - t0, $4 - $3, ($5 == "" ? "-" : $5) }'
@@ -333,11 +335,11 @@ stage ollama apt go-build "scripts/test-deps.sh ollama"
 stage grafana-npm apt "" "scripts/test-deps.sh grafana"
 stage go-test-tools go-build ollama "SLAPROBE_QUIET_DEFER='$deferred' CGO_ENABLED=1 $GO test -race -count=1 -p 2 -timeout 20m \$(cat '$logs/pkgs-tools')"
 stage go-test go-build ollama "SLAPROBE_QUIET_DEFER='$deferred' CGO_ENABLED=1 $GO test -race -count=1 -p 2 -timeout 20m \$(cat '$logs/pkgs-other')"
+stage checkrules apt ollama "$busy make --no-print-directory checkrules"
 stage test-e2e-go go-build ollama "SLAPROBE_QUIET_DEFER='$deferred' CGO_ENABLED=1 $GO test -race -count=1 -timeout 20m ./test/e2e"
+stage fuzz-short "" ollama "$busy make --no-print-directory fuzz-short"
 stage test-deploy "" ollama "$busy make --no-print-directory test-deploy"
 stage e2e apt,go-build ollama "$busy scripts/e2e.sh"
-stage fuzz-short "" ollama "$busy make --no-print-directory fuzz-short"
-stage checkrules apt ollama "$busy make --no-print-directory checkrules"
 stage test-grafana grafana-npm ollama "cd test/grafana && $busy $GO test -count=1 ./..."
 stage go-test-quiet "" go-test,go-test-tools,test-e2e-go,checkrules,e2e,test-deploy,test-grafana,fuzz-short "scripts/test.sh --quiet-pass '$deferred'"
 

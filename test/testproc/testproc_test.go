@@ -132,20 +132,6 @@ func TestQuietLightShares(t *testing.T) {
 		go func() { done <- cmd.Wait() }()
 		return done
 	}
-	// waits reports whether the child still waits after 300 ms; when it does not, its end is put
-	// back for the caller.
-	waits := func(done chan error) bool {
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("child: %v", err)
-			}
-			done <- nil
-			return false
-		case <-time.After(300 * time.Millisecond):
-			return true
-		}
-	}
 	for _, tc := range []struct {
 		name         string
 		shared       bool
@@ -159,13 +145,34 @@ func TestQuietLightShares(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv(EnvQuietShared, map[bool]string{true: "1"}[tc.shared])
 			var done chan error
+			finished := false
 			t.Run("holder", func(t *testing.T) {
 				QuietLight(t)
 				done = child(tc.child, tc.shared)
-				if got := waits(done); got != tc.wantWaitsFor {
-					t.Errorf("the %s child waited for a light holder: %v, want %v", tc.child, got, tc.wantWaitsFor)
+				if tc.wantWaitsFor {
+					// It must still wait a second later (a child is slower to start, never faster).
+					select {
+					case err := <-done:
+						finished = true
+						t.Errorf("the %s child got the lock beside a light holder (exit %v); want it to wait", tc.child, err)
+					case <-time.After(time.Second):
+					}
+					return
+				}
+				// It must end while this process still holds the lock.
+				select {
+				case err := <-done:
+					finished = true
+					if err != nil {
+						t.Errorf("child: %v", err)
+					}
+				case <-time.After(20 * time.Second):
+					t.Errorf("the %s child still waits for a light holder after 20 s; want it beside it", tc.child)
 				}
 			})
+			if finished {
+				return
+			}
 			select {
 			case <-done:
 			case <-time.After(20 * time.Second):

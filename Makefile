@@ -10,6 +10,9 @@ FUZZTIME  ?= 30s
 # (go.dev/issue/75804, fixed in Go 1.27). A count only runs slower there.
 # FUZZTIME_SHORT=5m (or any -fuzztime value) overrides every target's count.
 FUZZTIME_SHORT ?=
+# go test's count flag for the test modules run from here; make test passes none (go test's cache
+# may serve an unchanged package) unless TEST_FRESH=1.
+TEST_COUNT ?= -count=1
 FUZZ_TARGETS := ./prober/:FuzzStreamDecoder:60000x ./prober/:FuzzTypedStreamDecoder:40000x ./internal/config/:FuzzLoadBytes:20000x
 BENCH_PKGS ?= ./prober/ ./...
 DEMO_ARGS ?=
@@ -67,6 +70,7 @@ build:
 # scripts/test.sh runs the stages (tool builds, compilation, go test -race ./..., promtool, the test
 # modules, the end-to-end checks), each as soon as what it needs is ready, then the timing checks on
 # quiet cores; it prints how long each stage took. TEST_SERIAL=1 runs them one after the other.
+# go test's cache serves what passed for the same code, tree and tools; TEST_FRESH=1 runs all again.
 .PHONY: test
 test:
 	@scripts/test.sh
@@ -76,7 +80,7 @@ test:
 .PHONY: test-deploy
 test-deploy:
 	@echo '==> test/deploy: Dockerfile, compose, Helm chart and manifests, systemd unit'
-	cd test/deploy && CGO_ENABLED=1 $(GO) test -count=1 -timeout 15m ./...
+	cd test/deploy && CGO_ENABLED=1 $(GO) test $(TEST_COUNT) -timeout 15m ./...
 
 # deploy/kubernetes/*.yaml are rendered from the Helm chart; test-deploy fails when they drift.
 .PHONY: manifests

@@ -41,7 +41,10 @@
 # (flock -s, test/e2e's TestMain), which keeps timing checks away from them in a plain `go test ./...`
 # too.
 #
-# Every go test runs with -count=1: a rerun tests again instead of printing cached results.
+# go test's cache serves a package (or a quiet pass's checks) whose test binary, flags, environment
+# and opened files are those of a run that passed; the tests that run a program read a digest of the
+# tree and the tools (tree_key, testproc.SeesTree), so any change to what such a program reads runs
+# them again. checkrules leaves a stamp keyed by its inputs. TEST_FRESH=1 runs everything again.
 # TEST_SERIAL=1 runs the stages one after the other, in the order above.
 set -uo pipefail
 
@@ -54,77 +57,73 @@ export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
 say() { printf '==> %s\n' "$*"; }
 
 # quiet_pass LIST: runs the tests go-test and go-test-tools deferred (lines "<package dir>\t<test>\t
-# <class>"). The test binaries are linked first, so that no link runs beside a check (with two
-# packages at once, the next one's -race link ran beside a check and llm-d's TTFT came out 5-8 ms
-# late). Then the light checks (testproc.QuietLight: their own work keeps well under a core busy), each
-# top-level test in a process of its own, side by side, as many at once as there are cores, holding
-# the lock shared (SLAPROBE_QUIET_SHARED); then the others, a package at a time, with the machine to
-# themselves. A deferred subtest runs with its whole top-level test; a top-level test with any
-# whole-machine part is not light.
+# <class>"), with go test -json through test/testsummary ($summary), so that go test's cache serves a
+# check whose package, tree and tools are unchanged (scripts/test.sh's head). First the light checks
+# (testproc.QuietLight: their own work keeps well under a core busy), a package's together in one go
+# test, as many packages at once as there are cores, holding the lock shared (SLAPROBE_QUIET_SHARED);
+# then the others, a package at a time, with the machine to themselves. A deferred subtest runs with
+# its whole top-level test; a top-level test with any whole-machine part is not light. A package's go
+# test links its test binary before the first check in it starts: beside a light check runs at most
+# another package's link; a whole check never has a neighbour.
 quiet_pass() {
-	local list=$1 bins jobs pkgs lanes
+	local list=$1 jobs lanes
 	if [ ! -s "$list" ]; then
 		say "no timing check was deferred to this pass"
 		return 0
 	fi
-	bins=$(mktemp -d)
-	jobs=$bins/jobs.tsv
-	# The jobs, "<dir>\t<tests>\t<class>": a light top-level test (no part of it whole) alone; the
-	# whole ones of a package together, in one process, as go test runs them (test/e2e's in parallel).
-	awk -F'\t' '{ split($2, p, "/"); k = $1 "\t" p[1]; c = ($3 == "light") ? "light" : "whole"
+	jobs=$(mktemp)
+	# The jobs, "<package>\t<tests>\t<class>": a package's light top-level tests (no part of them whole)
+	# together, the packages with the most first; then its whole ones together.
+	awk -F'\t' -v root="$root" '{ split($2, p, "/"); k = $1 "\t" p[1]; c = ($3 == "light") ? "light" : "whole"
 		if (!(k in cls) || c == "whole") cls[k] = c; if (!(k in seen)) { seen[k] = 1; order[++n] = k } }
 		END {
 			for (i = 1; i <= n; i++) {
-				split(order[i], f, "\t")
-				if (cls[order[i]] == "light") { print order[i] "\tlight"; continue }
-				if (!(f[1] in whole)) { dirs[++m] = f[1]; whole[f[1]] = f[2] } else whole[f[1]] = whole[f[1]] "|" f[2]
+				split(order[i], f, "\t"); d = f[1]
+				if (d == root) d = "."; else if (index(d, root "/") == 1) d = "./" substr(d, length(root) + 2)
+				c = cls[order[i]]; j = d "\t" c
+				if (!(j in tests)) { jobs[++m] = j; tests[j] = f[2]; cnt[j] = 1 } else { tests[j] = tests[j] "|" f[2]; cnt[j]++ }
 			}
-			for (i = 1; i <= m; i++) print dirs[i] "\t" whole[dirs[i]] "\twhole"
-		}' "$list" >"$jobs"
-	pkgs=$(cut -f1 "$jobs" | sort -u | while read -r d; do
-		case $d in "$root") echo . ;; "$root"/*) echo "./${d#"$root"/}" ;; *) echo "$d" ;; esac
-	done | tr '\n' ' ')
+			for (i = 1; i <= m; i++) { split(jobs[i], f, "\t"); print (f[2] == "light" ? 0 : 1) "\t" cnt[jobs[i]] "\t" f[1] "\t" tests[jobs[i]] "\t" f[2] }
+		}' "$list" | sort -t$'\t' -k1,1n -k2,2nr -s | cut -f3- >"$jobs"
 	lanes=$(nproc 2>/dev/null || echo 1)
-	say "$(cut -f2 "$jobs" | tr '|' '\n' | wc -l) timing checks in $(echo "$pkgs" | wc -w) packages ($(grep -c $'\tlight$' "$jobs") light, $lanes at once; the others alone, a package at a time): $pkgs"
-	if [ -n "$(cut -f1 "$jobs" | sort -u | xargs -n1 basename | sort | uniq -d)" ]; then
-		echo "quiet pass: two packages with timing checks share a name; their test binaries would collide" >&2
-		return 1
-	fi
-	# shellcheck disable=SC2086 # one word per package
-	CGO_ENABLED=1 $GO test -race -c -o "$bins/" $pkgs || return 1
-	local rc=0 running=0 dir name class
-	check() { # dir name class: runs one check, prints its result line, and its output when it failed
-		local log start r=0
-		log=$bins/$(basename "$1").${2%%|*}.log
+	say "$(cut -f2 "$jobs" | tr '|' '\n' | wc -l) timing checks in $(cut -f1 "$jobs" | sort -u | wc -l) packages ($(grep $'\tlight$' "$jobs" | cut -f2 | tr '|' '\n' | wc -l) light, $lanes packages at once; the others alone, a package at a time)"
+	local rc=0 running=0 pkg tests class
+	check() { # package tests class: runs one package's checks, prints a line, and go test's output when they failed
+		local log start r=0 how
+		log=$(mktemp)
 		start=$SECONDS
-		(cd "$1" && SLAPROBE_QUIET_SHARED=$([ "$3" = light ] && echo 1) "$bins/$(basename "$1").test" \
-			-test.run "^($2)\$" -test.count=1 -test.timeout=20m) >"$log" 2>&1 || r=$?
-		if [ $r -eq 0 ] && grep -q '^PASS$' "$log"; then
-			printf 'ok  \t%s.%s (%s)\t%ss\n' "$(basename "$1")" "$2" "$3" $((SECONDS - start))
+		# shellcheck disable=SC2086 # $count is one flag or none
+		(set -o pipefail; SLAPROBE_QUIET_SHARED=$([ "$3" = light ] && echo 1) CGO_ENABLED=1 $GO test -race -json $count \
+			-run "^($2)\$" -timeout 20m "$1" | "$summary" -held "$quiet_held") >"$log" 2>&1 || r=$?
+		how=$((SECONDS - start))s
+		grep -q '(cached)' "$log" && how="cached"
+		if [ $r -eq 0 ]; then
+			printf 'ok  \t%s %s (%s)\t%s\n' "$1" "$2" "$3" "$how"
 		else
 			cat "$log"
-			printf 'FAIL\t%s.%s (%s)\t%ss (exit %s)\n' "$(basename "$1")" "$2" "$3" $((SECONDS - start)) "$r"
-			return 1
+			printf 'FAIL\t%s %s (%s)\t%s (exit %s)\n' "$1" "$2" "$3" "$how" "$r"
 		fi
+		rm -f "$log"
+		return $r
 	}
-	while IFS=$'\t' read -r dir name class; do
+	while IFS=$'\t' read -r pkg tests class; do
 		[ "$class" = light ] || continue
 		if [ $running -ge "$lanes" ]; then
 			wait -n || rc=1
 			running=$((running - 1))
 		fi
-		check "$dir" "$name" light </dev/null &
+		check "$pkg" "$tests" light </dev/null &
 		running=$((running + 1))
 	done <"$jobs"
 	while [ $running -gt 0 ]; do
 		wait -n || rc=1
 		running=$((running - 1))
 	done
-	while IFS=$'\t' read -r dir name class; do
+	while IFS=$'\t' read -r pkg tests class; do
 		[ "$class" = light ] && continue
-		check "$dir" "$name" whole </dev/null || rc=1
+		check "$pkg" "$tests" whole </dev/null || rc=1
 	done <"$jobs"
-	rm -rf "$bins"
+	rm -f "$jobs"
 	return $rc
 }
 
@@ -139,8 +138,63 @@ partition() {
 	done >"$1/pkgs-other" 3>"$1/pkgs-tools"
 }
 
+# tree_key: a digest of the working tree (every file git tracks or would track, as it is on disk) and
+# of the programs the tests run (.tools/bin, the installed Debian packages), or nothing outside a git
+# checkout. The tests that run a program read it (testproc.SeesTree), so go test reuses their results
+# only for the same tree and programs; the others go test keys by their package's code and the files
+# they open. The stamps of the stages that are not go test use it too.
+tree_key() {
+	local idx
+	command -v git >/dev/null 2>&1 && git rev-parse --git-dir >/dev/null 2>&1 || return 0
+	idx=$(mktemp)
+	cp "$(git rev-parse --git-path index)" "$idx" 2>/dev/null
+	{
+		GIT_INDEX_FILE=$idx git add -A . >/dev/null 2>&1 && GIT_INDEX_FILE=$idx git write-tree
+		ls -lLn --time-style=+%s "$root/.tools/bin" 2>/dev/null
+		dpkg-query -W -f '${Package}=${Version}\n' 2>/dev/null
+	} | sha256sum | cut -c1-32
+	rm -f "$idx"
+}
+
+# Go test's cache: without TEST_FRESH=1, go test reuses the result of a package (or of a quiet
+# pass's checks) whose test binary, flags, environment and opened files are those of a run that
+# passed; with it, every go test runs with -count=1 and no stage stamp is read.
+count=
+[ "${TEST_FRESH:-0}" = 1 ] && count=-count=1
+
+# stamped NAME CMD: runs CMD, unless a stamp says it passed for the same inputs (the files and
+# packages stamp_inputs names for NAME) and TEST_FRESH is not 1; leaves that stamp when it passes.
+stamped() {
+	local key stamp
+	key=$(stamp_inputs "$1" | sha256sum | cut -c1-32)
+	stamp=$root/.cache/make-test/$1.$key
+	if [ -z "$count" ] && [ -f "$stamp" ]; then
+		echo "==> $1: passed for the same inputs at $(cat "$stamp") (stamp .cache/make-test/$1.$key; TEST_FRESH=1 runs it again)"
+		return 0
+	fi
+	bash -c "$2" || return
+	mkdir -p "${stamp%/*}" && date -u +%FT%TZ >"$stamp"
+}
+
+# stamp_inputs NAME: what a stamped stage's result depends on.
+stamp_inputs() {
+	case $1 in
+	checkrules) # the rules, their tests, Alertmanager's configs, the recipe and the two tools
+		find alerts deploy -type f -print0 | sort -z | xargs -0 sha256sum
+		sha256sum Makefile
+		dpkg-query -W prometheus prometheus-alertmanager 2>/dev/null || command -v promtool amtool
+		;;
+	*) echo "stamp_inputs: no inputs named for $1" >&2; date +%s%N ;;
+	esac
+}
+
 case ${1:-} in
+--stamped)
+	stamped "$2" "$3"
+	exit
+	;;
 --quiet-pass)
+	summary=$3 quiet_held=$4
 	quiet_pass "$2"
 	exit
 	;;
@@ -152,9 +206,20 @@ esac
 
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
-# testproc.Quiet logs each timing check's wait and hold here; table prints them.
-export SLAPROBE_QUIET_LOG=$logs/quiet.tsv
+# testproc.Quiet prints each timing check's wait and hold, and the checks it defers, on the test's
+# output (as go test replays them from its cache too); test/testsummary ($summary) writes them here.
+export SLAPROBE_QUIET_LOG=-
+quiet_held=$logs/quiet.tsv
 deferred=$logs/deferred.tsv
+summary=$logs/testsummary
+SLAPROBE_TEST_TREE=$(tree_key)
+export SLAPROBE_TEST_TREE
+stamps=$root/.cache/make-test
+if [ -n "$count" ]; then
+	say "TEST_FRESH=1: every test runs again (-count=1), no stage stamp is read"
+elif [ -n "$SLAPROBE_TEST_TREE" ]; then
+	say "tree and tools $SLAPROBE_TEST_TREE: go test reuses what passed for the same code, tree and tools (TEST_FRESH=1 runs all again)"
+fi
 t_epoch=$(date +%s)
 t_all=$SECONDS
 
@@ -307,12 +372,13 @@ table() {
 		[ "${cpus[$i]}" = - ] || cpu_all=$((cpu_all + cpus[i]))
 	done
 	printf '    %-16s %8s %8s  (%s cores)\n' total $((SECONDS - t_all)) $cpu_all "$(nproc 2>/dev/null || echo ?)"
-	if [ -s "$SLAPROBE_QUIET_LOG" ]; then
+	if [ -s "$quiet_held" ]; then
 		echo
 		echo "==> timing checks on quiet cores (seconds since make test started; cores: how many its process and the programs it ran kept busy)"
 		printf '    %-58s %7s %7s %7s %6s\n' test asked got held cores
-		sort -t$'\t' -k3,3n "$SLAPROBE_QUIET_LOG" |
-			awk -F'\t' -v t0="$t_epoch" '{ printf "    %-58s %7.0f %7.0f %7.1f %6s\n", substr($1, 1, 58), $2 - t0, $3 - t0, $4 - $3, ($5 == "" ? "-" : $5) }'
+		sort -t$'\t' -k3,3n "$quiet_held" |
+			awk -F'\t' -v t0="$t_epoch" '$6 == "cached" { printf "    %-58s %7s %7s %7.1f %6s  (go test cached: an earlier run)\n", substr($1, 1, 58), "-", "-", $4 - $3, ($5 == "" ? "-" : $5); next }
+				{ printf "    %-58s %7.0f %7.0f %7.1f %6s\n", substr($1, 1, 58), $2 - t0, $3 - t0, $4 - $3, ($5 == "" ? "-" : $5) }'
 	fi
 }
 
@@ -330,18 +396,21 @@ fi
 # go-build compiles without linking (go list -export): go test links each test binary anyway.
 stage apt "" "" "scripts/test-deps.sh apt"
 stage llmd "" "" "scripts/test-deps.sh llmd"
-stage go-build "" llmd "set -e; CGO_ENABLED=1 $GO list -race -test -export -deps -f '' ./...; scripts/test.sh --partition '$logs'; CGO_ENABLED=1 $GO build -trimpath -o /dev/null ./cmd/slaprobe; cd test/deploy; CGO_ENABLED=1 $GO list -test -export -deps -f '' ./...; cd ../grafana; $GO list -test -export -deps -f '' ./...; echo 'every package and test package compiled'"
+stage go-build "" llmd "set -e; CGO_ENABLED=1 $GO list -race -test -export -deps -f '' ./...; scripts/test.sh --partition '$logs'; CGO_ENABLED=1 $GO build -trimpath -o /dev/null ./cmd/slaprobe; $GO build -o '$summary' ./test/testsummary; cd test/deploy; CGO_ENABLED=1 $GO list -test -export -deps -f '' ./...; cd ../grafana; $GO list -test -export -deps -f '' ./...; echo 'every package and test package compiled'"
 stage ollama apt go-build "scripts/test-deps.sh ollama"
 stage grafana-npm apt "" "scripts/test-deps.sh grafana"
-stage go-test-tools go-build ollama "SLAPROBE_QUIET_DEFER='$deferred' CGO_ENABLED=1 $GO test -race -count=1 -p 2 -timeout 20m \$(cat '$logs/pkgs-tools')"
-stage go-test go-build ollama "SLAPROBE_QUIET_DEFER='$deferred' CGO_ENABLED=1 $GO test -race -count=1 -p 2 -timeout 20m \$(cat '$logs/pkgs-other')"
-stage checkrules apt ollama "$busy make --no-print-directory checkrules"
-stage test-e2e-go go-build ollama "SLAPROBE_QUIET_DEFER='$deferred' CGO_ENABLED=1 $GO test -race -count=1 -timeout 20m ./test/e2e"
+# gotest ARGS: go test -race -json ARGS through test/testsummary, the timing checks deferred.
+gotest="set -o pipefail; SLAPROBE_QUIET_DEFER=- CGO_ENABLED=1 $GO test -race -json $count"
+tosummary="| '$summary' -defer '$deferred' -held '$quiet_held'"
+stage go-test-tools go-build ollama "$gotest -p 2 -timeout 20m \$(cat '$logs/pkgs-tools') $tosummary"
+stage go-test go-build ollama "$gotest -p 2 -timeout 20m \$(cat '$logs/pkgs-other') $tosummary"
+stage checkrules apt ollama "$busy scripts/test.sh --stamped checkrules 'make --no-print-directory checkrules'"
+stage test-e2e-go go-build ollama "$gotest -timeout 20m ./test/e2e $tosummary"
 stage fuzz-short "" ollama "$busy make --no-print-directory fuzz-short"
-stage test-deploy "" ollama "$busy make --no-print-directory test-deploy"
+stage test-deploy "" ollama "$busy make --no-print-directory test-deploy TEST_COUNT='$count'"
 stage e2e apt,go-build ollama "$busy scripts/e2e.sh"
-stage test-grafana grafana-npm ollama "cd test/grafana && $busy $GO test -count=1 ./..."
-stage go-test-quiet "" go-test,go-test-tools,test-e2e-go,checkrules,e2e,test-deploy,test-grafana,fuzz-short "scripts/test.sh --quiet-pass '$deferred'"
+stage test-grafana grafana-npm ollama "cd test/grafana && $busy $GO test $count ./..."
+stage go-test-quiet "" go-test,go-test-tools,test-e2e-go,checkrules,e2e,test-deploy,test-grafana,fuzz-short "scripts/test.sh --quiet-pass '$deferred' '$summary' '$quiet_held'"
 
 # missing_summary: what could not be installed (.tools/apt-missing, written by the apt stage) and the
 # tests that failed because a program was missing (testproc and test/browser end such a failure with

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/slaprobe/slaprobe/test/testproc"
 )
 
 // binary builds slaprobe once for the whole test binary, into a temporary
@@ -24,6 +26,7 @@ import (
 // of them linking its own copy cost a link of a cgo binary per test.
 func binary(t *testing.T) string {
 	t.Helper()
+	testproc.SeesTree() // the binary reads the examples, rules and dashboards of the tree
 	built.once.Do(func() {
 		dir, err := os.MkdirTemp("", "slaprobe-cmd-test-")
 		if err != nil {

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"runtime/debug"
 	"testing"
+
+	"github.com/slaprobe/slaprobe/test/testproc"
 )
 
 func info(mainVersion string, settings ...string) *debug.BuildInfo {
@@ -58,12 +60,14 @@ func TestGoBuildVersion(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "slaprobe")
 	// -trimpath changes no version field; it lets this build share the compilation of the other
 	// tests that build slaprobe (the image's flags, Dockerfile).
+	testproc.SeesTree()
 	cmd := exec.Command("go", "build", "-buildvcs=false", "-trimpath", "-o", bin, "./cmd/slaprobe")
 	cmd.Dir = filepath.Join("..", "..")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
+	testproc.SeesTree()
 	out, err := exec.Command(bin, "--version").CombinedOutput()
 	if err != nil {
 		t.Fatalf("--version: %v\n%s", err, out)

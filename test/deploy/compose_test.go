@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/slaprobe/slaprobe/internal/config"
+	"github.com/slaprobe/slaprobe/test/testproc"
 )
 
 const composeDir = "deploy/compose"
@@ -261,6 +262,7 @@ func checkComposePrometheus(t *testing.T, p *types.Project) {
 	if err := os.WriteFile(tmp, []byte(b), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	testproc.SeesTree()
 	if out, err := exec.Command(promtool, "check", "config", tmp).CombinedOutput(); err != nil {
 		t.Errorf("promtool check config %s: %v\n%s", cfgFile, err, out)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/moby/buildkit/frontend/dockerfile/instructions"
 	"github.com/moby/buildkit/frontend/dockerfile/parser"
+	"github.com/slaprobe/slaprobe/test/testproc"
 )
 
 // dockerfile is the repository's Dockerfile, parsed by BuildKit.
@@ -196,6 +197,7 @@ func TestDockerfileBuildCommand(t *testing.T) {
 	line = strings.ReplaceAll(line, "/out/", dir+"/")
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
+	testproc.SeesTree()
 	cmd := exec.CommandContext(ctx, "sh", "-c", line)
 	cmd.Dir = root // WORKDIR /src, after COPY . .
 	cmd.Env = append(os.Environ(), env...)
@@ -205,6 +207,7 @@ func TestDockerfileBuildCommand(t *testing.T) {
 	}
 	t.Logf("ran the Dockerfile's build command in %.0fs", time.Since(start).Seconds())
 	bin := filepath.Join(dir, "slaprobe")
+	testproc.SeesTree()
 	out, err := exec.Command(bin, "--version").CombinedOutput()
 	if err != nil {
 		t.Fatalf("--version: %v\n%s", err, out)
@@ -214,6 +217,7 @@ func TestDockerfileBuildCommand(t *testing.T) {
 		t.Errorf("--version of the image's binary:\n%s", out)
 	}
 	if ldd, err := exec.LookPath("ldd"); err == nil {
+		testproc.SeesTree()
 		out, err := exec.Command(ldd, bin).CombinedOutput()
 		if err != nil || !strings.Contains(string(out), "libc.so.6") {
 			t.Errorf("ldd %s: want a dynamically linked binary (cgo): %v\n%s", bin, err, out)

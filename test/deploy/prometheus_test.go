@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/slaprobe/slaprobe/test/testproc"
 )
 
 // TestPrometheusConfigs runs promtool check config on the example Prometheus configs in deploy/
@@ -17,6 +19,7 @@ func TestPrometheusConfigs(t *testing.T) {
 		t.Fatalf("deploy/prometheus*.yml: %v, want prometheus.yml and prometheus-fleet.yml", files)
 	}
 	for _, f := range files {
+		testproc.SeesTree()
 		out, err := exec.Command(promtool, "check", "config", f).CombinedOutput()
 		if err != nil || !strings.Contains(string(out), "is valid prometheus config file syntax") {
 			t.Errorf("promtool check config %s: %v\n%s", f, err, out)

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/slaprobe/slaprobe/test/testproc"
 )
 
 const unitFile = "deploy/systemd/slaprobe.service"
@@ -21,6 +23,7 @@ func buildSlaprobe(t *testing.T) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	// -trimpath as the image's build (Dockerfile): the tests that build slaprobe share one compilation.
+	testproc.SeesTree()
 	cmd := exec.CommandContext(ctx, "go", "build", "-buildvcs=false", "-trimpath", "-o", bin, "./cmd/slaprobe")
 	cmd.Dir = repoRoot(t)
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -61,11 +64,13 @@ func TestSystemdUnit(t *testing.T) {
 	if err := os.WriteFile(path, []byte(strings.ReplaceAll(unit, installed, bin)), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	testproc.SeesTree()
 	out, err := exec.Command(sa, "verify", "--man=no", path).CombinedOutput()
 	if err != nil || len(strings.TrimSpace(string(out))) > 0 {
 		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
 	}
 
+	testproc.SeesTree()
 	out, err = exec.Command(sa, "security", "--offline=true", "--no-pager", path).CombinedOutput()
 	if err != nil {
 		t.Fatalf("systemd-analyze security: %v\n%s", err, out)
@@ -88,6 +93,7 @@ func TestSystemdUnit(t *testing.T) {
 	}
 
 	// ExecStart's flags are run's.
+	testproc.SeesTree()
 	help, err := exec.Command(bin, "run", "--help").CombinedOutput()
 	if err != nil || !strings.Contains(string(help), "--web.listen-address") || !strings.Contains(string(help), "--config.file") {
 		t.Errorf("slaprobe run --help lacks the unit's flags: %v\n%s", err, help)

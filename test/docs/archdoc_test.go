@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/slaprobe/slaprobe/test/testproc"
 )
 
 const module = "github.com/slaprobe/slaprobe/"
@@ -77,6 +79,7 @@ func realGraph(t *testing.T, root string) map[string][]string {
 			t.Skip("no go command on PATH or in GOROOT: install Go (https://go.dev/dl/) to check the package graph")
 		}
 	}
+	testproc.SeesTree()
 	cmd := exec.Command(goBin, "list", "-f", `{{.ImportPath}}: {{join .Imports " "}}`, "./...")
 	cmd.Dir = root
 	outb, err := cmd.Output()

@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/slaprobe/slaprobe/test/testproc"
 )
 
 // grafanaTransforms is test/grafana/transforms/check.mjs: it runs a panel's transformations with
@@ -123,6 +125,7 @@ func checkPanelTransforms(t *testing.T, ctx context.Context, p *prometheus, root
 	if err := os.WriteFile(file, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	testproc.SeesTree()
 	out, err := exec.CommandContext(ctx, node, script, file).CombinedOutput()
 	if err != nil {
 		t.Errorf("Grafana's transformations on the dashboards' panels (node %s %s): %v\n%s", script, file, err, out)

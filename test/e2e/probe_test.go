@@ -112,10 +112,12 @@ scenarios:
 	t.Logf("%5.1fs slaprobe up at %v, engines at %v", since(start), addrs, sims)
 	// The image's health check: `slaprobe healthcheck`, with the credentials the web config asks for.
 	hcCfg := writeFile(t, dir, "healthcheck-http.yml", fmt.Sprintf("basic_auth: {username: %s, password: %s}\n", fleetUser, fleetPassword))
+	testproc.SeesTree()
 	if out, err := exec.Command(bin, "healthcheck", "--healthcheck.url="+addr, "--healthcheck.http-config.file="+hcCfg).CombinedOutput(); err != nil {
 		t.Errorf("slaprobe healthcheck: %v\n%s", err, out)
 	}
 	// /-/healthy answers without credentials (Kubernetes probes), so the check passes without them too.
+	testproc.SeesTree()
 	if out, err := exec.Command(bin, "healthcheck", "--healthcheck.url="+addr).CombinedOutput(); err != nil {
 		t.Errorf("slaprobe healthcheck without credentials: %v\n%s", err, out)
 	}

@@ -606,6 +606,7 @@ var versionRE = regexp.MustCompile(`version (\d+)\.(\d+)\.\d+`)
 
 func prometheusVersion(t *testing.T, bin string) (major, minor int) {
 	t.Helper()
+	testproc.SeesTree()
 	out, err := exec.Command(bin, "--version").CombinedOutput()
 	if err != nil {
 		t.Fatalf("prometheus --version: %v\n%s", err, out)
@@ -651,6 +652,7 @@ func buildSlaprobe(t *testing.T, root string) string {
 		start := time.Now()
 		// -buildvcs=false: the build must not depend on git being usable (see the Makefile). -trimpath
 		// as the image's build (Dockerfile).
+		testproc.SeesTree()
 		cmd := exec.CommandContext(ctx, "go", "build", "-buildvcs=false", "-trimpath", "-o", bin, "./cmd/slaprobe")
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -697,6 +699,7 @@ func startRun(t *testing.T, ctx context.Context, bin, cfg, webAddr string) *test
 // must then exit 0 within 15 s of SIGINT.
 func startProcess(t *testing.T, name, bin string, args ...string) *testproc.Process {
 	t.Helper()
+	testproc.SeesTree()
 	p, err := testproc.StartNamed(name, exec.Command(bin, args...))
 	if err != nil {
 		t.Fatal(err)

@@ -486,6 +486,7 @@ func shoot(t *testing.T, ctx context.Context, chromium string, p *prometheus, di
 		u := p.base + "/graph?" + url.Values{"g0.expr": {q}, "g0.tab": {"0"}, "g0.range_input": {rng}}.Encode()
 		file := filepath.Join(dir, name+".png")
 		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		testproc.SeesTree()
 		cmd := exec.CommandContext(cctx, chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
 			"--window-size=1400,900", "--virtual-time-budget=8000", "--user-data-dir="+t.TempDir(), "--screenshot="+file, u)
 		out, err := cmd.CombinedOutput()

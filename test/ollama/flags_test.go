@@ -20,6 +20,7 @@ func testDeps(t *testing.T, stdin string, env []string, args ...string) (string,
 	if !ok {
 		t.Fatal("no repository root")
 	}
+	testproc.SeesTree()
 	cmd := exec.Command("bash", append([]string{filepath.Join(root, "scripts", "test-deps.sh")}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdin = strings.NewReader(stdin)

@@ -38,6 +38,7 @@ func Start(cmd *exec.Cmd) (*Process, error) { return StartNamed(filepath.Base(cm
 // StartNamed starts cmd with its stdout and stderr kept in 64 KiB tails;
 // name is what messages call it ("slaprobe run 2").
 func StartNamed(name string, cmd *exec.Cmd) (*Process, error) {
+	SeesTree()
 	p := &Process{name: name, cmd: cmd, done: make(chan struct{}), logs: &TailBuffer{Max: 64 << 10},
 		stdout: &TailBuffer{Max: 64 << 10}, stderr: &TailBuffer{Max: 64 << 10}}
 	cmd.Stdout, cmd.Stderr = io.MultiWriter(p.logs, p.stdout), io.MultiWriter(p.logs, p.stderr)
@@ -167,6 +168,7 @@ func (p *Process) StopClean(grace time.Duration) error {
 // stdout and stderr; the error names the program and carries the tail of
 // its stderr.
 func Run(cmd *exec.Cmd, timeout time.Duration) (stdout, stderr string, err error) {
+	SeesTree()
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Start(); err != nil {

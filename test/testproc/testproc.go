@@ -6,6 +6,7 @@ package testproc
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +26,7 @@ const mainModule = "github.com/slaprobe/slaprobe"
 // <repo>/.tools/bin/<name>, then PATH. When $env is set but is not an executable file, it returns
 // that path and false.
 func Binary(name, env string) (string, bool) {
+	SeesTree()
 	if p := os.Getenv(env); p != "" {
 		return p, IsExecutable(p)
 	}
@@ -285,16 +287,37 @@ func quietHold(t testing.TB, light bool) {
 
 // EnvQuietDefer names a file. When set, Quiet appends the package directory, the name of the
 // test and its class ("whole" for Quiet, "light" for QuietLight), tab-separated, to it and skips the
-// test; `make test` sets it for its first go test pass and
-// then runs the tests listed (scripts/test.sh).
+// test. When it is "-", Quiet prints that line on the test's output instead, after QuietMarkDefer:
+// `make test` sets it so for its first go test pass, reads the lines from go test -json's output
+// (test/testsummary), which go test replays when it reuses a cached result, and then runs the tests
+// listed (scripts/test.sh).
 const EnvQuietDefer = "SLAPROBE_QUIET_DEFER"
+
+// QuietMarkDefer and QuietMarkHeld begin the lines Quiet prints when EnvQuietDefer or EnvQuietLog is
+// "-": the line is then the file's line, after the mark and a tab.
+const (
+	QuietMarkDefer = "slaprobe-quiet-defer"
+	QuietMarkHeld  = "slaprobe-quiet-held"
+)
 
 func deferQuiet(path, name, class string) error {
 	dir, err := os.Getwd() // go test runs a test binary in its package's directory
 	if err != nil {
 		return err
 	}
-	return appendLine(path, dir+"\t"+name+"\t"+class)
+	return record(path, QuietMarkDefer, dir+"\t"+name+"\t"+class)
+}
+
+// markOutput is where record prints: the test's output, which go test -json carries.
+var markOutput io.Writer = os.Stdout
+
+// record appends line to the file at path, or prints it after mark when path is "-".
+func record(path, mark, line string) error {
+	if path == "-" {
+		_, err := fmt.Fprintf(markOutput, "%s\t%s\n", mark, line)
+		return err
+	}
+	return appendLine(path, line)
 }
 
 // appendLine appends line and a newline to the file at path in one write, so that lines from several
@@ -311,7 +334,7 @@ func appendLine(path, line string) error {
 	return f.Close()
 }
 
-// EnvQuietLog names a file that Quiet appends one line to for each test that held the quiet cores:
+// EnvQuietLog names a file (or "-", as EnvQuietDefer) that Quiet appends one line to for each test that held the quiet cores:
 // package.Test, when it asked, when it got them and when it let go (Unix seconds), and how many cores
 // the test process (with the programs it started and stopped) kept busy on average while it held
 // them ("-" where that cannot be read), tab-separated.
@@ -325,7 +348,7 @@ func logQuiet(name string, asked, got, done time.Time, busy string) {
 	}
 	unix := func(t time.Time) string { return fmt.Sprintf("%.3f", float64(t.UnixNano())/1e9) }
 	pkg := strings.TrimSuffix(filepath.Base(os.Args[0]), ".test")
-	_ = appendLine(path, pkg+"."+name+"\t"+unix(asked)+"\t"+unix(got)+"\t"+unix(done)+"\t"+busy) // a diagnostic only
+	_ = record(path, QuietMarkHeld, pkg+"."+name+"\t"+unix(asked)+"\t"+unix(got)+"\t"+unix(done)+"\t"+busy) // a diagnostic only
 }
 
 // cpuTimes is the CPU time this test process has used so far, with the child processes it has

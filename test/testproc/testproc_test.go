@@ -105,6 +105,23 @@ func TestQuietDefers(t *testing.T) {
 	}
 }
 
+// With EnvQuietDefer "-" (make test's go test -json runs), Quiet prints the line after its mark on the
+// test's output instead, where test/testsummary finds it, also in a result go test replays.
+func TestQuietDefersOnOutput(t *testing.T) {
+	var out strings.Builder
+	markOutput = &out
+	t.Cleanup(func() { markOutput = os.Stdout })
+	t.Setenv(EnvQuietDefer, "-")
+	t.Run("light check", func(t *testing.T) {
+		QuietLight(t)
+		t.Error("the test went on past QuietLight instead of being deferred")
+	})
+	dir, _ := os.Getwd()
+	if want := QuietMarkDefer + "\t" + dir + "\tTestQuietDefersOnOutput/light_check\tlight\n"; out.String() != want {
+		t.Errorf("printed %q; want %q", out.String(), want)
+	}
+}
+
 // In make test's quiet pass (EnvQuietShared), two light checks in two processes hold the lock at
 // once; a whole-machine check still waits for them. Elsewhere a light check is a whole-machine one.
 func TestQuietLightShares(t *testing.T) {

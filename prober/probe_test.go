@@ -96,7 +96,7 @@ func between(t *testing.T, what string, d, lo, hi time.Duration) {
 	}
 }
 
-const slack = 60 * time.Millisecond
+const slack = 250 * time.Millisecond
 
 func TestRunRoleChunkIgnoredForTTFT(t *testing.T) {
 	s := probeScenario(4, 10*time.Second)
@@ -108,7 +108,7 @@ func TestRunRoleChunkIgnoredForTTFT(t *testing.T) {
 	}
 	// The role chunk left at once; TTFT must be the first token's delay.
 	between(t, "TTFT", r.TTFT(), 80*msec, 80*msec+slack)
-	between(t, "ITL", r.ITL(), 20*msec-2*msec, 20*msec+slack/3)
+	between(t, "ITL", r.ITL(), 20*msec-2*msec, 20*msec+slack/5)
 	if r.OutputTokens != 4 || r.PromptTokens != 100 || !r.PromptLengthOK || r.FinishReason != "length" ||
 		r.ResponseID != "chatcmpl-42" || !r.ContinuousUsage || r.RequestedTokens != 4 || r.Target != "unit" ||
 		r.Model != "test-model" || r.Scenario != "unit" {
@@ -126,9 +126,12 @@ func TestRunMultiTokenChunks(t *testing.T) {
 	if r.OutputTokens != 12 || r.FirstChunkTokens != 3 || !slices.Equal(r.ChunkTokens, []int32{3, 3, 3, 3}) {
 		t.Fatalf("tokens: out=%d first=%d chunks=%v", r.OutputTokens, r.FirstChunkTokens, r.ChunkTokens)
 	}
-	// 90 ms of decode over 12-3 intervals: 10 ms, not 30 ms (chunk gap) nor 7.5 ms (n-1).
+	// 90 ms of decode (the server slept it; a loaded machine adds to it) over 12-3 token intervals:
+	// ITL is a ninth of it, not a third (the chunk gap) nor an eleventh (n-1).
 	between(t, "DecodeTime", r.DecodeTime(), 90*msec-3*msec, 90*msec+slack)
-	between(t, "ITL", r.ITL(), 10*msec-msec/2, 10*msec+slack/9)
+	if got, want := r.ITL(), r.DecodeTime()/9; got < want-time.Microsecond || got > want+time.Microsecond {
+		t.Errorf("ITL = %v, want DecodeTime/9 = %v", got, want)
+	}
 }
 
 func TestRunCompletionsEndpoint(t *testing.T) {

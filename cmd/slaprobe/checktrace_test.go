@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"errors"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -78,6 +81,66 @@ func TestCheckConfigTrace(t *testing.T) {
 			}
 			if !strings.Contains(errb.String(), tc.wantStderr) {
 				t.Errorf("stderr %q lacks %q", errb.String(), tc.wantStderr)
+			}
+		})
+	}
+}
+
+// TestCheckConfigTraceExcerpts runs check-config --trace on each committed excerpt of a public trace
+// (internal/workload/testdata/README.md) and checks the printed numbers against figures computed from
+// the raw rows by a separate script: requests, span, rate, means, maxima and the shared-prefix share
+// as printed; the percentiles within 1 % of the exact nearest-rank ones.
+func TestCheckConfigTraceExcerpts(t *testing.T) {
+	bin := binary(t)
+	type lengths struct{ mean, p50, p90, p99, max int }
+	line := regexp.MustCompile(`(?m)^  (input|output) tokens: +mean (\d+), p50 (\d+), p90 (\d+), p99 (\d+), max (\d+)$`)
+	for _, tc := range []struct {
+		file, format string
+		head         string // requests, span, rate and the shared-prefix line as printed
+		in, out      lengths
+	}{
+		{"mooncake_conversation_head250.jsonl", "mooncake",
+			"(mooncake): 250 requests\n  time span 1m26.999s, 2.86 requests/s\n",
+			lengths{14136, 8639, 27152, 89867, 120633}, lengths{364, 387, 593, 904, 929}},
+		{"azure_code_2023_head400.csv", "azure",
+			"(azure): 400 requests\n  time span 3m45.106s, 1.77 requests/s\n",
+			lengths{2138, 1468, 5831, 7436, 7436}, lengths{25, 13, 44, 218, 697}},
+		{"azure_conv_2023_head400.csv", "azure",
+			"(azure): 400 requests\n  time span 1m46.33s, 3.75 requests/s\n",
+			lengths{928, 990, 1314, 4085, 4107}, lengths{260, 217, 427, 575, 649}},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			path := filepath.Join("..", "..", "internal", "workload", "testdata", tc.file)
+			out, err := exec.Command(bin, "check-config", "--target.url=http://127.0.0.1:1", "--trace="+path, "--trace.format="+tc.format).CombinedOutput()
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			text := string(out)
+			if !strings.Contains(text, "trace "+path+" "+tc.head) {
+				t.Errorf("output lacks %q:\n%.600s", tc.head, text)
+			}
+			share := "  shared-prefix share: unknown (the trace has no block ids)\n"
+			if tc.format == "mooncake" {
+				// 227328 of 3534037 prompt tokens.
+				share = "  shared-prefix share: 6.4 % of prompt tokens are in 512-token blocks an earlier request had\n"
+			}
+			if !strings.Contains(text, share) {
+				t.Errorf("output lacks %q:\n%.600s", share, text)
+			}
+			got := line.FindAllStringSubmatch(text, -1)
+			if len(got) != 2 {
+				t.Fatalf("%d length lines in:\n%.600s", len(got), text)
+			}
+			for i, want := range []lengths{tc.in, tc.out} {
+				n := make([]int, 5)
+				for j := range n {
+					n[j], _ = strconv.Atoi(got[i][j+2])
+				}
+				near := func(g, w int) bool { return math.Abs(float64(g-w)) <= 0.01*float64(w) }
+				if n[0] != want.mean || n[4] != want.max || !near(n[1], want.p50) || !near(n[2], want.p90) || !near(n[3], want.p99) {
+					t.Errorf("%s: mean %d, p50 %d, p90 %d, p99 %d, max %d; want mean %d, max %d, percentiles within 1 %% of %d, %d, %d",
+						got[i][1], n[0], n[1], n[2], n[3], n[4], want.mean, want.max, want.p50, want.p90, want.p99)
+				}
 			}
 		})
 	}

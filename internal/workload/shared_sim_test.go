@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -54,7 +56,13 @@ func excerpt(t *testing.T, n int) []Request {
 		OutputMin: 2, OutputMax: 6, Prefixes: 3, PrefixBlocks: 6, SharedProb: 0.7}); err != nil {
 		t.Fatal(err)
 	}
-	r, err := NewReader(&b, "excerpt.jsonl", Spec{Format: FormatMooncake})
+	return readRequests(t, &b, "excerpt.jsonl")
+}
+
+// readRequests reads a Mooncake trace into requests that own their hash ids.
+func readRequests(t *testing.T, rd io.Reader, name string) []Request {
+	t.Helper()
+	r, err := NewReader(rd, name, Spec{Format: FormatMooncake})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,24 +93,69 @@ func traceShare(reqs []Request) float64 {
 	return float64(shared) / float64(total)
 }
 
+// mooncakeExcerpt is the committed excerpt of Mooncake's conversation trace (testdata/README.md):
+// real hash ids; 227328 of its 3534037 prompt tokens are in blocks an earlier request had
+// (computed from the raw rows by a separate script).
+func mooncakeExcerpt(t *testing.T) []Request {
+	t.Helper()
+	f, err := os.Open(filepath.Join("testdata", "mooncake_conversation_head250.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	return readRequests(t, f, "mooncake_conversation_head250.jsonl")
+}
+
 // TestTraceProbesSharePrefixes: probes replaying a trace excerpt in order (prefix caching on in
 // the simulated engine) are served from the cache at the trace's own shared-prefix share, within
 // 2 points, with every prompt token-exact; with a fresh salt per probe the share is near zero,
-// while the same probe sent twice under one salt is served from the cache the second time.
+// while the same probe sent twice under one salt is served from the cache the second time. Two
+// excerpts: a generated one sharing much (its share known by construction), and the first 250
+// requests of Mooncake's real conversation trace.
 func TestTraceProbesSharePrefixes(t *testing.T) {
-	reqs := excerpt(t, 80)
+	for _, tc := range []struct {
+		name       string
+		reqs       func(*testing.T) []Request
+		want       float64 // the excerpt's shared share; 0: only at least minShare
+		minShare   float64
+		maxContext int
+		sim        func(*vllmsim.Config)
+	}{
+		{name: "generated", reqs: func(t *testing.T) []Request { return excerpt(t, 80) }, minShare: 0.2, maxContext: 16384},
+		{name: "mooncake", reqs: mooncakeExcerpt, want: 227328.0 / 3534037, minShare: 0.05, maxContext: 131072,
+			sim: func(c *vllmsim.Config) {
+				// Prompts up to 120633 tokens, 6585 distinct 512-token blocks: every block stays
+				// cached. Decode steps of 10 µs: the answers are the trace's (364 tokens on average).
+				c.MaxModelLen = 131072
+				c.KVCacheTokens = 1 << 23
+				c.MaxNumBatchedTokens = 131072
+				c.DecodeBase = 10 * time.Microsecond
+				c.DecodePerSeq = 0
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reqs := tc.reqs(t)
+			testProbesShare(t, reqs, tc.want, tc.minShare, tc.maxContext, tc.sim)
+		})
+	}
+}
+
+func testProbesShare(t *testing.T, reqs []Request, known, minShare float64, maxContext int, sim func(*vllmsim.Config)) {
 	want := traceShare(reqs)
-	if want < 0.2 {
-		t.Fatalf("the excerpt's shared share is %.3f; the test needs a substantial one", want)
+	if known != 0 && want != known {
+		t.Fatalf("the excerpt's shared share is %.6f; computed from its rows: %.6f", want, known)
+	}
+	if want < minShare {
+		t.Fatalf("the excerpt's shared share is %.3f; the test needs at least %.3f", want, minShare)
 	}
 	ctx := context.Background()
 	logger := slog.New(slog.DiscardHandler)
 	s := prober.Scenario{Name: "trace", Family: prober.FamilyCustom, Timeout: 30 * time.Second}
 
 	t.Run("shared", func(t *testing.T) {
-		target, _ := simTarget(t, nil)
+		target, _ := simTarget(t, sim)
 		p := prober.New(logger, prober.SystemClock{})
-		w := &Probe{Sampler: NewSampler(reqs, SamplerOptions{Order: OrderSequential, MaxContext: 16384, MinInput: 64}),
+		w := &Probe{Sampler: NewSampler(reqs, SamplerOptions{Order: OrderSequential, MaxContext: maxContext, MinInput: 64}),
 			Prompts: prober.NewPrefixPrompts(p), Salt: NewSalt()}
 		var cached, prompt, exact int
 		for range reqs {
@@ -130,10 +183,10 @@ func TestTraceProbesSharePrefixes(t *testing.T) {
 	})
 
 	t.Run("salt per probe", func(t *testing.T) {
-		target, _ := simTarget(t, nil)
+		target, _ := simTarget(t, sim)
 		p := prober.New(logger, prober.SystemClock{})
 		pp := prober.NewPrefixPrompts(p)
-		smp := NewSampler(reqs, SamplerOptions{Order: OrderSequential, MaxContext: 16384, MinInput: 64})
+		smp := NewSampler(reqs, SamplerOptions{Order: OrderSequential, MaxContext: maxContext, MinInput: 64})
 		var cached, again, prompt, blocks int
 		for range reqs {
 			d, err := smp.Next()

@@ -96,7 +96,7 @@ func headroomTiles(r *report.Report) []tile {
 
 // headroomTable is one row per speed-up.
 func headroomTable(h *sweep.Headroom) table {
-	t := table{Class: "cap", Head: []string{"speed-up", "offered rate", "good share", "good / sent", "TTFT p50", "TTFT p99", "sent late p99"},
+	t := table{Head: []string{"speed-up", "offered rate", "good share", "good / sent", "TTFT p50", "TTFT p99", "sent late p99"},
 		Numeric: []bool{true, true, true, true, true, true, true}}
 	limit := ruleLimit(h.Rule)
 	for _, s := range h.Steps {
@@ -198,7 +198,15 @@ func headroomSection(r *report.Report) section {
 		intro = fmt.Sprintf("%s: %d requests", h.Workload, h.Requests)
 	}
 	intro += fmt.Sprintf(", %s req/s as recorded, replayed at each speed-up with a fresh prefix salt. A step holds when its good share meets %q.", fmtRate(h.BaseRate), h.Rule)
-	return section{ID: "headroom", Title: "How much more traffic can it take?", Intro: intro, Figures: []figure{figHeadroom(r)}}
+	sec := section{ID: "headroom", Title: "How much more traffic can it take?", Intro: intro, Figures: []figure{figHeadroom(r)}}
+	if b := baseReport(r); b != nil && b.Headroom != nil {
+		f := newFigure(slo.ChartHeadroom+"-base", "The base run’s steps", "Each speed-up of the base run, as in the table above; its good shares are the dashed line of the chart.")
+		f.Wide = true
+		t := headroomTable(b.Headroom)
+		f.Table, f.Findings = &t, []string{HeadroomSentence(b.Headroom)}
+		sec.Figures = append(sec.Figures, f)
+	}
+	return sec
 }
 
 // headroomMethod is the method section of a headroom report.

@@ -108,12 +108,13 @@ func TestChromiumHeadroom(t *testing.T) {
 		t.Errorf("console output while loading report.html:\n%s", strings.Join(errs, "\n"))
 	}
 	for _, want := range []string{`data-chart="traffic-headroom"`, "good share (base)", "headroom 2.53×", "goodput &gt;= 95%", "Traffic headroom",
-		"How much more traffic can it take?"} {
+		"How much more traffic can it take?",
+		`data-chart="traffic-headroom-base"`, "3.05× the trace's traffic meets"} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("the rendered DOM lacks %q", want)
 		}
 	}
-	if strings.Contains(dom, `data-chart="decode-vs-concurrency"`) || strings.Contains(dom, "Experience bands") {
+	if strings.Contains(dom, `data-chart="decode-vs-concurrency"`) || strings.Contains(dom, "Experience bands") || strings.Contains(dom, "All measurements") {
 		t.Error("a headroom report draws the sweep's charts")
 	}
 	// In the chart: the rule a horizontal line, the headroom a vertical one, each labelled.

@@ -579,7 +579,7 @@ footer{margin-top:48px;padding-top:12px;border-top:1px solid var(--line);color:v
 <h1>{{.Title}}</h1>
 {{if .Subtitle}}<p class="subtitle">{{.Subtitle}}</p>{{end}}
 <dl class="meta">{{range .Meta}}<div><dt>{{.K}}</dt><dd>{{.V}}</dd></div>{{end}}</dl>
-<nav class="toc" aria-label="Contents">{{if .Compare}}<a href="#chart-comparison">What changed</a>{{end}}<a href="#chart-headline">Headline</a>{{range .Sections}}<a href="#{{.ID}}">{{.Title}}</a>{{end}}<a href="#data">All measurements</a><a href="#method">Method</a></nav>
+<nav class="toc" aria-label="Contents">{{if .Compare}}<a href="#chart-comparison">What changed</a>{{end}}<a href="#chart-headline">Headline</a>{{range .Sections}}<a href="#{{.ID}}">{{.Title}}</a>{{end}}{{if .Appendix}}<a href="#data">All measurements</a>{{end}}<a href="#method">Method</a></nav>
 </header>
 {{if .Notes}}<div class="notes" role="note">{{range .Notes}}<p>{{.}}</p>{{end}}</div>{{end}}
 {{with .Compare}}
@@ -619,7 +619,7 @@ footer{margin-top:48px;padding-top:12px;border-top:1px solid var(--line);color:v
 </section>
 {{end}}
 
-<section id="data">
+{{if .Appendix}}<section id="data">
 <h2>All measurements</h2>
 <p class="intro">Every step as measured. Times in seconds unless the column says ms; decode and prefill per user; percentiles over the requests of the step.</p>
 {{range .Appendix}}
@@ -630,7 +630,7 @@ footer{margin-top:48px;padding-top:12px;border-top:1px solid var(--line);color:v
 {{range .Tables}}{{template "table" .}}{{end}}
 </section>
 {{end}}
-</section>
+</section>{{end}}
 
 <section id="method">
 <h2>Method</h2>

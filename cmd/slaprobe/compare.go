@@ -16,6 +16,8 @@ func addCompare(c *cli) {
 		"at the report's 95% shared by its figures (the same inputs give the same report; too few rounds or slices for that level give no verdict, and say how many would). "+
 		"A change is significant when the interval excludes zero and the change is at least 5%. Reports written before raw samples were "+
 		"kept (slaprobe.report/v1) compare on their summaries, without confidence. It prints the significant regressions first.\n\n"+
+		"Two reports of slaprobe headroom --out compare on their headroom: a change is significant when the runs' brackets (the last speed-up "+
+		"that held, the first that did not) do not overlap, as headroom --baseline judges it.\n\n"+
 		"With --fail-on it is a gate for CI: it exits "+strconv.Itoa(bench.ExitRegression)+" on a significant regression of the kinds named, "+
 		strconv.Itoa(bench.ExitNoVerdict)+" when figures those kinds cover got no verdict (unless --fail-on-unknown=pass), 0 otherwise.\n\n"+
 		"  slaprobe compare before/ after/ --out=compare/\n"+

@@ -55,7 +55,7 @@ func TestCompareCommand(t *testing.T) {
 		{name: "gate: capacity down", args: []string{v1, lower, "--out=" + out, "--fail-on=metric:itl", "--fail-on=capacity", "--verdict-file=" + verdict}, wantCode: exitRegression,
 			wantStdout: []string{"gate failed: 1 significant regression(s) named by --fail-on=metric:itl,capacity", "chatbot max_safe_queue [capacity]: capacity down past a measured N"}},
 		{name: "gate: bad kind", args: []string{v1, v1, "--fail-on=any,latency"}, wantCode: exitUsage,
-			wantStderr: `--fail-on="latency": unknown kind; expected any, capacity, metric:<ttft|itl|decode|e2e|prefill>, or goodput:<percentage points, 0 to 100>`},
+			wantStderr: `--fail-on="latency": unknown kind; expected any, capacity, metric:<ttft|itl|decode|e2e|prefill>, goodput:<percentage points, 0 to 100>, or headroom:<percent, 0 to 100>`},
 		{name: "gate: bad policy", args: []string{v1, v1, "--fail-on=any", "--fail-on-unknown=maybe"}, wantCode: exitUsage,
 			wantStderr: `--fail-on-unknown="maybe": expected fail`},
 		{name: "gate: verdict file not writable", args: []string{v1, v1, "--out=" + out, "--fail-on=any", "--verdict-file=" + filepath.Join(dir, "no", "dir", "v.json")}, wantCode: exitFailure,

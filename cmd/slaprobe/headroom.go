@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/slaprobe/slaprobe/internal/bench"
 	"github.com/slaprobe/slaprobe/internal/sweep"
 	"github.com/slaprobe/slaprobe/internal/workload"
 	"github.com/slaprobe/slaprobe/prober"
@@ -23,36 +24,42 @@ func addHeadroom(c *cli) {
 	ttft := cmd.Flag("ttft", "A request is good when its TTFT is within this. Default: the threshold of its length class (1k-16k 3s, 32k 8s, 96k 12s).").Duration()
 	e2e := cmd.Flag("e2e", "…and its end-to-end latency within this (0: no limit).").Duration()
 	timeout := cmd.Flag("timeout", "Per request.").Default("2m").Duration()
-	report := cmd.Flag("report", "Write the result (every step) as JSON here.").PlaceHolder("FILE").String()
+	out := cmd.Flag("out", "Write the report here, as bench does: report.json (every step), report.md and report.html (the good share of each speed-up drawn).").PlaceHolder("DIR").String()
 	metrics := cmd.Flag("metrics.file", "Write slaprobe_capacity_traffic_multiple{target, workload} here in the Prometheus text format (for node_exporter's textfile collector).").PlaceHolder("FILE").String()
-	baseline := cmd.Flag("baseline", "A --report of an earlier run: say how the headroom moved.").PlaceHolder("FILE").String()
-	maxDrop := cmd.Flag("max-drop", "With --baseline: exit 3 when the headroom fell by more than this share.").Default("0.1").Float64()
+	baseline := cmd.Flag("baseline", "The --out of an earlier run (its report.json or the directory): say how the headroom moved, judged as slaprobe compare judges it; with --out the report is drawn against it.").PlaceHolder("PATH").String()
+	maxDrop := cmd.Flag("max-drop", "With --baseline: exit 3 when the headroom fell significantly (past a tested speed-up) and by more than this share (as compare --fail-on=headroom:10).").Default("0.1").Float64()
 
 	c.command(cmd, func(ctx context.Context) int {
 		if *tf.path == "" {
 			fmt.Fprintln(c.stderr, "headroom: --trace is required")
 			return exitUsage
 		}
+		o := bench.HeadroomOptions{Out: *out, BaseLabel: *baseline, MaxDrop: *maxDrop, Stdout: c.stdout, Stderr: c.stderr}
+		if *baseline != "" {
+			b, err := bench.LoadHeadroomBaseline(*baseline)
+			if err != nil {
+				fmt.Fprintf(c.stderr, "headroom: --baseline: %v\n", err)
+				return exitFailure
+			}
+			o.Base = b
+		}
 		run := workload.HeadroomCommand{
 			TargetURL: *target, Model: *model, API: prober.API(*api),
 			Spec:     workload.Spec{Path: *tf.path, Format: workload.Format(*tf.format), Models: *tf.models, LogTypes: *tf.logTypes},
 			Requests: *requests, Workload: *name, Speedups: *speedups, Refine: *refine, Rule: *rule,
-			TTFT: *ttft, E2E: *e2e, Timeout: *timeout,
-			Report: *report, Metrics: *metrics, Baseline: *baseline, MaxDrop: *maxDrop,
+			TTFT: *ttft, E2E: *e2e, Timeout: *timeout, Metrics: *metrics,
 			Prober: prober.New(c.logger(), prober.SystemClock{}),
 		}
-		outcome, err := run.Run(ctx, c.stdout, c.stderr)
+		rep, outcome, err := run.Run(ctx, c.stdout, c.stderr)
 		if err != nil {
 			fmt.Fprintf(c.stderr, "headroom: %v\n", err)
 		}
 		switch outcome {
-		case workload.HeadroomRegressed:
-			return exitRegression
 		case workload.HeadroomInterrupted:
 			return exitInterrupted
 		case workload.HeadroomFailed:
 			return exitFailure
 		}
-		return exitOK
+		return bench.PublishHeadroom(rep, o)
 	})
 }

@@ -63,9 +63,9 @@ func TestHeadroomCommand(t *testing.T) {
 	}
 
 	// Timing against simulated engines: quiet cores, up to three attempts.
-	report, metrics := filepath.Join(dir, "base.json"), filepath.Join(dir, "headroom.prom")
+	report, metrics := filepath.Join(dir, "base"), filepath.Join(dir, "headroom.prom")
 	testproc.TimingAttempts(t, func(errorf func(string, ...any)) {
-		code, out, errOut := run("--speedups=1,2,4", "--target.url="+engine(1), "--workload=steady", "--report="+report, "--metrics.file="+metrics)
+		code, out, errOut := run("--speedups=1,2,4", "--target.url="+engine(1), "--workload=steady", "--out="+report, "--metrics.file="+metrics)
 		if code != 0 || !strings.Contains(out, "on steady (40 requests, 8 req/s at ×1, goodput >= 95%)") {
 			errorf("exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
 			return
@@ -76,17 +76,21 @@ func TestHeadroomCommand(t *testing.T) {
 			errorf("metrics file (%v):\n%s", err, prom)
 			return
 		}
+		if md, err := os.ReadFile(filepath.Join(report, "report.md")); err != nil || !strings.Contains(string(md), "| speed-up |") {
+			errorf("report.md (%v):\n%s", err, md)
+			return
+		}
 		// 2.5 times slower: its headroom is 1.3×, against the other's 3.2× (TestReplayHeadroom's figures).
 		code, out, errOut = run("--speedups=1,2,4", "--target.url="+engine(2.5), "--workload=steady", "--baseline="+report)
 		t.Logf("engine 2.5 times slower: %s", out)
-		if code != exitRegression || !strings.Contains(out, "% less") {
+		if code != exitRegression || !strings.Contains(out, "% less (significant") {
 			errorf("against the faster baseline: exit %d, want %d, and a drop said\nstdout: %s\nstderr: %s", code, exitRegression, out, errOut)
 		}
 	})
 	if code, _, errOut := run("--speedups=2,1", "--target.url=http://127.0.0.1:1"); code != exitFailure || !strings.Contains(errOut, "ascending") {
 		t.Errorf("bad --speedups: exit %d, stderr %s", code, errOut)
 	}
-	if code, _, errOut := run("--target.url=http://127.0.0.1:1", "--baseline="+metrics); code != exitFailure || !strings.Contains(errOut, "not a headroom report") {
+	if code, _, errOut := run("--target.url=http://127.0.0.1:1", "--baseline="+metrics); code != exitFailure || !strings.Contains(errOut, "not a slaprobe report") {
 		t.Errorf("a baseline that is no report: exit %d, stderr %s", code, errOut)
 	}
 }

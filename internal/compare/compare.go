@@ -110,6 +110,10 @@ func Compare(base, cur *report.Report, o Options) *report.Report {
 	c.Steps = append(c.Steps, k.ladderSteps(order)...)
 	k.judge(c)
 	c.Capacity = k.capacity(base, cur)
+	c.Headroom = Headroom(base.Headroom, cur.Headroom)
+	if (base.Headroom == nil) != (cur.Headroom == nil) {
+		c.Differences = append(c.Differences, "only one run is a headroom report (slaprobe headroom): its headroom is not compared")
+	}
 	out.Comparison = c
 	return &out
 }

@@ -78,6 +78,9 @@ func WriteSummary(w io.Writer, c *report.Comparison) {
 		fmt.Fprintf(w, "note: %s\n", d)
 	}
 	fmt.Fprintf(w, "compared with %s: %d significant regression(s), %d significant improvement(s)\n", c.BaseLabel, len(worse), len(better))
+	if c.Headroom != nil && !c.Headroom.Significant() {
+		fmt.Fprintln(w, "  "+render.HeadroomChangeText(c.Headroom))
+	}
 	for _, f := range worse {
 		fmt.Fprintf(w, "  worse:  %s\n", render.FindingText(f))
 	}

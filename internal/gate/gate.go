@@ -1,7 +1,7 @@
 // Package gate turns a comparison of two benchmark reports into a CI
 // verdict: `slaprobe compare --fail-on=…` and `slaprobe bench
 // --baseline=… --fail-on=…`. A rule names the kind of regression that
-// fails the gate (any, one metric, capacity, goodput share); Evaluate finds
+// fails the gate (any, one metric, capacity, goodput share, headroom); Evaluate finds
 // the figures a rule covers that the comparison called significantly worse
 // (the reasons) and those it could give no verdict (too few rounds or
 // slices, no raw samples, a step measured in one run only), which fail the
@@ -39,6 +39,7 @@ const (
 	KindMetric   = "metric"
 	KindCapacity = "capacity"
 	KindGoodput  = "goodput"
+	KindHeadroom = "headroom"
 )
 
 // MetricGoodputShare is the name a comparison gives the goodput share
@@ -65,7 +66,8 @@ type Rule struct {
 	// Metric is the metric of a metric rule.
 	Metric string
 	// Points is a goodput rule's tolerated drop of the goodput share, in
-	// percentage points: the gate fails on a significant drop larger than it.
+	// percentage points, or a headroom rule's of the headroom, in percent:
+	// the gate fails on a significant drop larger than it.
 	Points float64
 }
 
@@ -73,13 +75,13 @@ func (r Rule) String() string {
 	switch r.Kind {
 	case KindMetric:
 		return KindMetric + ":" + r.Metric
-	case KindGoodput:
-		return KindGoodput + ":" + strconv.FormatFloat(r.Points, 'g', -1, 64)
+	case KindGoodput, KindHeadroom:
+		return r.Kind + ":" + strconv.FormatFloat(r.Points, 'g', -1, 64)
 	}
 	return r.Kind
 }
 
-const expected = "any, capacity, metric:<" + "ttft|itl|decode|e2e|prefill>, or goodput:<percentage points, 0 to 100>"
+const expected = "any, capacity, metric:<" + "ttft|itl|decode|e2e|prefill>, goodput:<percentage points, 0 to 100>, or headroom:<percent, 0 to 100>"
 
 // ParseRule reads one kind: "any", "capacity", "metric:ttft", "goodput:5".
 func ParseRule(s string) (Rule, error) {
@@ -108,6 +110,12 @@ func ParseRule(s string) (Rule, error) {
 			return bad("goodput needs the tolerated drop in percentage points")
 		}
 		return Rule{Kind: KindGoodput, Points: p}, nil
+	case KindHeadroom:
+		p, err := strconv.ParseFloat(strings.TrimSuffix(arg, "%"), 64)
+		if !hasArg || err != nil || p < 0 || p > 100 {
+			return bad("headroom needs the tolerated drop in percent")
+		}
+		return Rule{Kind: KindHeadroom, Points: p}, nil
 	case "":
 		return bad("empty")
 	}
@@ -301,6 +309,7 @@ func Evaluate(c *report.Comparison, rules Rules, unknown string) Result {
 				Why: "no goodput figure in these runs"})
 		}
 	}
+	res.headroom(c.Headroom, rules)
 	for i := range c.Capacity {
 		cc := &c.Capacity[i]
 		var names []string
@@ -354,6 +363,39 @@ func Evaluate(c *report.Comparison, rules Rules, unknown string) Result {
 		res.Summary = fmt.Sprintf("gate passed: no significant regression named by --fail-on=%s, and every figure it covers got a verdict", strings.Join(res.FailOn, ","))
 	}
 	return res
+}
+
+// headroom adds a headroom comparison's figure: any and capacity count a
+// significant drop, headroom:<percent> one larger than the percent.
+func (res *Result) headroom(h *report.HeadroomChange, rules Rules) {
+	var names []string
+	counts := false
+	for _, r := range rules {
+		switch {
+		case r.Kind == KindHeadroom && h == nil:
+			res.NoVerdict = append(res.NoVerdict, Figure{Rules: []string{r.String()}, Figure: "headroom", Metric: report.CapacityHeadroom,
+				Why: "no headroom in these runs (reports of slaprobe headroom have one)"})
+		case h == nil:
+		case r.Kind == KindAny || r.Kind == KindCapacity || r.Kind == KindHeadroom:
+			names = append(names, r.String())
+			if h.Verdict == report.VerdictWorse && (r.Kind != KindHeadroom || -100*h.Change > r.Points) {
+				counts = true
+			}
+		}
+	}
+	if len(names) == 0 {
+		return
+	}
+	f := Figure{Rules: names, Figure: h.Workload + " headroom", Scenario: h.Workload, Metric: report.CapacityHeadroom,
+		Base: ptr(h.Base), New: ptr(h.New), Change: ptr(h.Change)}
+	switch {
+	case counts:
+		f.Why = fmt.Sprintf("headroom %s → %s (%+.0f%%): down past a measured speed-up (%s)", h.BaseText, h.NewText, 100*h.Change, h.Resolution)
+		res.Reasons = append(res.Reasons, f)
+	case h.Verdict == report.VerdictUnknown:
+		f.Why = "no verdict: " + h.Note
+		res.NoVerdict = append(res.NoVerdict, f)
+	}
 }
 
 func stepFigure(name string, s report.StepChange, m report.MetricChange, rules []string, level float64) Figure {

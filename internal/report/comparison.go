@@ -61,13 +61,16 @@ const (
 	// CapacityConversations is the capacity in concurrent conversations
 	// (Capacity.Conversations).
 	CapacityConversations = "conversations"
+	// CapacityHeadroom is a headroom report's multiple of its trace's
+	// traffic (Report.Headroom, Comparison.Headroom).
+	CapacityHeadroom = "headroom"
 )
 
 // HigherIsBetter says which way a compared metric improves.
 func HigherIsBetter(metric string) bool {
 	switch metric {
 	case MetricDecode, MetricPrefill, MetricSystemThroughput, MetricGoodShare, MetricCachedShare,
-		CapacityMaxSafeQueue, CapacityUseCase, CapacityOn, CapacityConversations:
+		CapacityMaxSafeQueue, CapacityUseCase, CapacityOn, CapacityConversations, CapacityHeadroom:
 		return true
 	}
 	return false
@@ -94,6 +97,35 @@ type Comparison struct {
 	// Confidence is false when either report has no samples (a v1 report):
 	// every step metric is then VerdictUnknown.
 	Confidence bool `json:"confidence"`
+	// Headroom compares two headroom reports (Report.Headroom).
+	Headroom *HeadroomChange `json:"headroom,omitempty"`
+}
+
+// HeadroomChange compares the headrooms of two replay sweeps of one
+// workload. Each headroom is known only to its bracket (sweep.Headroom
+// Bracket: the last speed-up that held, the first that did not): a change
+// is significant when the brackets do not overlap, that is when one run
+// failed at a speed-up the other held at. Within the brackets the
+// interpolated multiples are shown, never judged.
+type HeadroomChange struct {
+	Workload string `json:"workload"`
+	// Base and New are the multiples (sweep.Headroom.Multiple), BaseText
+	// and NewText as shown: "3.05×", "≥4×", "<0.5×".
+	Base     float64 `json:"base"`
+	New      float64 `json:"new"`
+	BaseText string  `json:"base_text"`
+	NewText  string  `json:"new_text"`
+	// Change is New / Base − 1; 0 when Base is 0.
+	Change  float64 `json:"change_ratio"`
+	Verdict string  `json:"verdict"`
+	// Resolution names both brackets.
+	Resolution string `json:"resolution,omitempty"`
+	Note       string `json:"note,omitempty"`
+}
+
+// Significant reports a better or worse verdict.
+func (h HeadroomChange) Significant() bool {
+	return h.Verdict == VerdictBetter || h.Verdict == VerdictWorse
 }
 
 // CompareMethod is how changes were judged.
@@ -208,7 +240,8 @@ type Finding struct {
 	Metric      string     // a Metric* or Capacity* name
 	Worse       bool
 	Step        *MetricChange   // a step metric, or
-	Capacity    *CapacityChange // a capacity figure
+	Capacity    *CapacityChange // a capacity figure, or
+	Headroom    *HeadroomChange // a headroom (Metric CapacityHeadroom)
 	// Level and FigureLevel are the comparison's (CompareMethod): the
 	// family's confidence and that of the step metric's interval.
 	Level, FigureLevel float64
@@ -218,6 +251,9 @@ type Finding struct {
 func (f Finding) magnitude() float64 {
 	if f.Step != nil {
 		return abs(f.Step.Change)
+	}
+	if f.Headroom != nil {
+		return abs(f.Headroom.Change)
 	}
 	return abs(f.Capacity.Change)
 }
@@ -236,6 +272,9 @@ func (c *Comparison) Findings() []Finding {
 		return nil
 	}
 	var out []Finding
+	if h := c.Headroom; h != nil && h.Significant() {
+		out = append(out, Finding{Scenario: h.Workload, Metric: CapacityHeadroom, Worse: h.Verdict == VerdictWorse, Headroom: h})
+	}
 	for i := range c.Capacity {
 		cc := &c.Capacity[i]
 		if cc.Significant() {
@@ -259,8 +298,8 @@ func (c *Comparison) Findings() []Finding {
 			}
 			return 1
 		}
-		if (a.Capacity != nil) != (b.Capacity != nil) {
-			if a.Capacity != nil {
+		if (a.Step == nil) != (b.Step == nil) {
+			if a.Step == nil {
 				return -1
 			}
 			return 1

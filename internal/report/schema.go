@@ -75,6 +75,10 @@ type Report struct {
 	// Comparison is set on a report drawn against a baseline (`slaprobe
 	// compare`, `bench --baseline`, the daemon against its previous sweep).
 	Comparison *Comparison `json:"comparison,omitempty"`
+	// Headroom is set on the report of `slaprobe headroom`: a trace
+	// replayed at speed-ups, the largest multiple of its traffic that met
+	// the rule. Such a report has no scenarios.
+	Headroom *sweep.Headroom `json:"headroom,omitempty"`
 }
 
 // Meta says what was measured, when and with what.

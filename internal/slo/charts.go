@@ -44,3 +44,7 @@ var Charts = []string{
 	ChartSystemThroughput, ChartTokensPerHour,
 	ChartQueueWait, ChartPrefillVsContext, ChartPower,
 }
+
+// ChartHeadroom is the figure of a headroom report (slaprobe headroom):
+// good share against speed-up, with the rule's line and the headroom.
+const ChartHeadroom = "traffic-headroom"

@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/slaprobe/slaprobe/internal/report"
+	"github.com/slaprobe/slaprobe/internal/sweep"
 	"github.com/slaprobe/slaprobe/prober"
 )
 
@@ -61,9 +63,7 @@ type HeadroomCommand struct {
 	Rule             string
 	TTFT, E2E        time.Duration // 0: the length class's threshold; no E2E limit
 	Timeout          time.Duration
-	Report, Metrics  string // files to write; "" for none
-	Baseline         string // an earlier Report to compare with; "" for none
-	MaxDrop          float64
+	Metrics          string // the textfile to write; "" for none
 	Prober           *prober.Prober
 }
 
@@ -73,31 +73,23 @@ type HeadroomOutcome int
 const (
 	HeadroomOK          HeadroomOutcome = iota
 	HeadroomFailed                      // bad input or a failed run; the error says which
-	HeadroomRegressed                   // the headroom fell by more than MaxDrop against the baseline
 	HeadroomInterrupted                 // the context was cancelled
 )
 
-// Run replays the trace, writes what was asked and compares with the
-// baseline; progress goes to stderr, the result to stdout.
-func (c HeadroomCommand) Run(ctx context.Context, stdout, stderr io.Writer) (HeadroomOutcome, error) {
+// Run replays the trace and writes the metrics file; progress goes to
+// stderr, the result to stdout. The report it returns (nil when the run
+// could not start) is the caller's to write and judge (internal/bench).
+func (c HeadroomCommand) Run(ctx context.Context, stdout, stderr io.Writer) (*report.Report, HeadroomOutcome, error) {
 	if c.Spec.Path == "" {
-		return HeadroomFailed, errors.New("--trace is required")
+		return nil, HeadroomFailed, errors.New("--trace is required")
 	}
 	speeds, err := ParseSpeedups(c.Speedups)
 	if err != nil {
-		return HeadroomFailed, fmt.Errorf("--speedups: %w", err)
+		return nil, HeadroomFailed, fmt.Errorf("--speedups: %w", err)
 	}
 	u, err := url.Parse(c.TargetURL)
 	if err != nil || u.Host == "" {
-		return HeadroomFailed, fmt.Errorf("--target.url=%q: expected a URL such as http://vllm:8000", c.TargetURL)
-	}
-	var base *HeadroomReport
-	if c.Baseline != "" {
-		b, err := ReadHeadroomReport(c.Baseline)
-		if err != nil {
-			return HeadroomFailed, fmt.Errorf("--baseline: %w", err)
-		}
-		base = &b
+		return nil, HeadroomFailed, fmt.Errorf("--target.url=%q: expected a URL such as http://vllm:8000", c.TargetURL)
 	}
 	classes := DefaultClassTTFT
 	if c.TTFT > 0 {
@@ -114,7 +106,7 @@ func (c HeadroomCommand) Run(ctx context.Context, stdout, stderr io.Writer) (Hea
 		Requests: c.Requests, Workload: c.Workload, Timeout: c.Timeout,
 		Thresholds: prober.Thresholds{TTFT: c.TTFT, E2E: c.E2E}, TTFT: classes,
 		Options: ReplayOptions{Speedups: speeds, Refine: refine, Rule: c.Rule,
-			Step: func(s ReplayStep) {
+			Step: func(s sweep.ReplayStep) {
 				fmt.Fprintf(stderr, "×%-5g %7.2f req/s  good %5.1f %% (%d/%d)  TTFT p50 %s p99 %s  sent late p99 %s\n",
 					s.Speedup, s.OfferedRate, 100*s.GoodShare, s.Good, s.Requests, secs(s.TTFT.P50), secs(s.TTFT.P99), s.Late.Round(time.Millisecond))
 			}},
@@ -123,30 +115,19 @@ func (c HeadroomCommand) Run(ctx context.Context, stdout, stderr io.Writer) (Hea
 	rep, err := RunHeadroom(ctx, hr)
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
-			return HeadroomInterrupted, err
+			return rep, HeadroomInterrupted, err
 		}
-		return HeadroomFailed, err
+		return rep, HeadroomFailed, err
 	}
+	h := rep.Headroom
 	fmt.Fprintf(stdout, "headroom of %s on %s (%d requests, %.3g req/s at ×1, %s): %s\n",
-		rep.Target, rep.Workload, rep.Requests, rep.BaseRate, rep.Rule, rep.Headroom)
-	if c.Report != "" {
-		if err := rep.WriteReport(c.Report); err != nil {
-			return HeadroomFailed, fmt.Errorf("--report: %w", err)
-		}
-	}
+		u.Host, h.Workload, h.Requests, h.BaseRate, h.Rule, h)
 	if c.Metrics != "" {
-		if err := rep.WriteMetrics(c.Metrics); err != nil {
-			return HeadroomFailed, fmt.Errorf("--metrics.file: %w", err)
+		if err := WriteHeadroomMetrics(c.Metrics, u.Host, rep); err != nil {
+			return rep, HeadroomFailed, fmt.Errorf("--metrics.file: %w", err)
 		}
 	}
-	if base != nil {
-		change, text := CompareHeadroom(rep, *base)
-		fmt.Fprintln(stdout, text)
-		if change < -c.MaxDrop {
-			return HeadroomRegressed, nil
-		}
-	}
-	return HeadroomOK, nil
+	return rep, HeadroomOK, nil
 }
 
 func secs(s float64) string {

@@ -2,17 +2,19 @@ package workload
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/version"
 
+	"github.com/slaprobe/slaprobe/internal/report"
+	"github.com/slaprobe/slaprobe/internal/sweep"
 	"github.com/slaprobe/slaprobe/prober"
 )
 
@@ -31,24 +33,13 @@ type HeadroomRun struct {
 	Prober     *prober.Prober
 }
 
-// HeadroomReport is what slaprobe headroom writes (--report) and reads back
-// (--baseline).
-type HeadroomReport struct {
-	Target   string    `json:"target"`
-	Model    string    `json:"model,omitempty"`
-	Workload string    `json:"workload"`
-	Trace    string    `json:"trace"`
-	Format   Format    `json:"format"`
-	Requests int       `json:"requests"`
-	Time     time.Time `json:"time"`
-	Headroom
-}
-
-// RunHeadroom reads the trace and replays it against the target.
-func RunHeadroom(ctx context.Context, hr HeadroomRun) (HeadroomReport, error) {
+// RunHeadroom reads the trace and replays it against the target. The
+// report holds the target in its Meta and the result in Headroom; it is
+// partial (Meta.Interrupted) when the context ended the replay.
+func RunHeadroom(ctx context.Context, hr HeadroomRun) (*report.Report, error) {
 	r, err := Open(hr.Spec)
 	if err != nil {
-		return HeadroomReport{}, err
+		return nil, err
 	}
 	var reqs []Request
 	for hr.Requests <= 0 || len(reqs) < hr.Requests {
@@ -59,7 +50,7 @@ func RunHeadroom(ctx context.Context, hr HeadroomRun) (HeadroomReport, error) {
 		}
 		if err != nil {
 			r.Close()
-			return HeadroomReport{}, err
+			return nil, err
 		}
 		if req.Input < DefaultMinInput || req.Output == 0 {
 			continue // a probe cannot send it (docs/workloads.md)
@@ -73,48 +64,35 @@ func RunHeadroom(ctx context.Context, hr HeadroomRun) (HeadroomReport, error) {
 	if name == "" {
 		name = strings.TrimSuffix(filepath.Base(hr.Spec.Path), filepath.Ext(hr.Spec.Path))
 	}
-	rep := HeadroomReport{Target: hr.Target.Name, Model: hr.Model, Workload: name, Trace: hr.Spec.Path, Format: hr.Spec.Format,
-		Requests: len(reqs), Time: time.Now().UTC()}
+	rep := &report.Report{Meta: report.Meta{ToolVersion: version.Version, TargetURL: report.RedactURL(hr.Target.BaseURL),
+		API: string(hr.Target.API), Model: hr.Model, StartedAt: time.Now().UTC(),
+		Host: report.Host{OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU(), GoVersion: runtime.Version()}}}
+	rep.Meta.Host.Hostname, _ = os.Hostname()
 	rp := &Replayer{Prompts: prober.NewPrefixPrompts(hr.Prober), Prober: hr.Prober, Target: hr.Target, Model: hr.Model,
 		Scenario:    prober.Scenario{Name: "headroom_" + name, Family: prober.FamilyCustom, Timeout: hr.Timeout},
 		BlockTokens: hr.Spec.Block(), Reqs: reqs}
 	o := hr.Options
 	o.Prepare = rp.Prepare
-	rep.Headroom, err = Replay(ctx, reqs, rp.Send, Judge(hr.Thresholds, hr.TTFT), o)
+	h, err := Replay(ctx, reqs, rp.Send, Judge(hr.Thresholds, hr.TTFT), o)
+	h.Workload, h.Trace, h.Format, h.Requests = name, hr.Spec.Path, string(hr.Spec.Format), len(reqs)
+	rep.Headroom = &h
+	rep.Meta.FinishedAt = time.Now().UTC()
+	rep.Meta.Interrupted = err != nil
 	return rep, err
 }
 
-// WriteReport writes rep as JSON.
-func (rep HeadroomReport) WriteReport(path string) error {
-	b, err := json.MarshalIndent(rep, "", "  ")
-	if err != nil {
-		return err
+// WriteHeadroomMetrics writes slaprobe_capacity_traffic_multiple{target,
+// workload} of a headroom report in the Prometheus text format,
+// atomically, for a textfile collector (node_exporter's
+// --collector.textfile.directory). target is the label's value. A headroom
+// below the smallest speed-up tested is written as 0; one at least the
+// largest tested as that speed-up, with
+// slaprobe_capacity_traffic_multiple_lower_bound 1.
+func WriteHeadroomMetrics(path, target string, rep *report.Report) error {
+	h := rep.Headroom
+	if h == nil {
+		return errors.New("no headroom in the report")
 	}
-	return os.WriteFile(path, append(b, '\n'), 0o644)
-}
-
-// ReadHeadroomReport reads a report WriteReport wrote.
-func ReadHeadroomReport(path string) (HeadroomReport, error) {
-	var rep HeadroomReport
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return rep, err
-	}
-	if err := json.Unmarshal(b, &rep); err != nil {
-		return rep, fmt.Errorf("%s: not a headroom report: %w", path, err)
-	}
-	if rep.Bound == "" || rep.Workload == "" {
-		return rep, fmt.Errorf("%s: not a headroom report (no bound or workload)", path)
-	}
-	return rep, nil
-}
-
-// WriteMetrics writes slaprobe_capacity_traffic_multiple{target, workload}
-// in the Prometheus text format, atomically, for a textfile collector
-// (node_exporter's --collector.textfile.directory). A headroom below the
-// smallest speed-up tested is written as 0; one at least the largest tested
-// as that speed-up, with slaprobe_capacity_traffic_multiple_lower_bound 1.
-func (rep HeadroomReport) WriteMetrics(path string) error {
 	reg := prometheus.NewRegistry()
 	labels := []string{"target", "workload"}
 	m := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "slaprobe_capacity_traffic_multiple",
@@ -124,34 +102,12 @@ func (rep HeadroomReport) WriteMetrics(path string) error {
 	ts := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "slaprobe_capacity_traffic_multiple_timestamp_seconds",
 		Help: "When the replay sweep that measured slaprobe_capacity_traffic_multiple ended."}, labels)
 	reg.MustRegister(m, lb, ts)
-	m.WithLabelValues(rep.Target, rep.Workload).Set(rep.Multiple)
+	m.WithLabelValues(target, h.Workload).Set(h.Multiple)
 	bound := 0.0
-	if rep.Bound == "at_least" {
+	if h.Bound == sweep.BoundAtLeast {
 		bound = 1
 	}
-	lb.WithLabelValues(rep.Target, rep.Workload).Set(bound)
-	ts.WithLabelValues(rep.Target, rep.Workload).Set(float64(rep.Time.UnixNano()) / 1e9)
+	lb.WithLabelValues(target, h.Workload).Set(bound)
+	ts.WithLabelValues(target, h.Workload).Set(float64(rep.Meta.FinishedAt.UnixNano()) / 1e9)
 	return prometheus.WriteToTextfile(path, reg)
-}
-
-// CompareHeadroom says how now's headroom moved against base's: the
-// relative change (−0.17 for 17 % less) and a line saying it.
-func CompareHeadroom(now, base HeadroomReport) (change float64, text string) {
-	if base.Multiple <= 0 || now.Bound == "unknown" || base.Bound == "unknown" {
-		return 0, fmt.Sprintf("headroom %s against baseline %s: not comparable", now.Headroom, base.Headroom)
-	}
-	change = now.Multiple/base.Multiple - 1
-	word := "more"
-	if change < 0 {
-		word = "less"
-	}
-	return change, fmt.Sprintf("headroom %s against baseline %s (%s): %.0f %% %s", now.Headroom, base.Headroom, base.Time.Format(time.DateOnly),
-		100*abs(change), word)
-}
-
-func abs(x float64) float64 {
-	if x < 0 {
-		return -x
-	}
-	return x
 }

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,56 +45,8 @@ type ReplayOptions struct {
 	// of a step are prepared before its clock starts (calibration).
 	Prepare func(ctx context.Context, step int) error
 	// Step, when set, sees each step as it ends.
-	Step func(ReplayStep)
+	Step func(sweep.ReplayStep)
 }
-
-// ReplayStep is one speed-up replayed.
-type ReplayStep struct {
-	Speedup     float64       `json:"speedup"`
-	Requests    int           `json:"requests"`
-	Succeeded   int           `json:"succeeded"`
-	Good        int           `json:"good"`
-	GoodShare   float64       `json:"good_share"`
-	Dropped     int           `json:"dropped,omitempty"` // not sent: MaxInFlight reached
-	OfferedRate float64       `json:"offered_rate"`      // requests per second the trace asked for at this speed-up
-	Duration    time.Duration `json:"duration_ns"`       // first send to last answer
-	// Late is the 99th percentile of how far behind its timestamp a request
-	// was sent: a replay that cannot keep its schedule says so here.
-	Late time.Duration `json:"late_p99_ns"`
-	// TTFT of the requests that succeeded, seconds.
-	TTFT sweep.Summary `json:"ttft_seconds"`
-}
-
-// Headroom is a replay sweep's result.
-type Headroom struct {
-	Rule string `json:"rule"`
-	// Multiple is the largest speed-up at which the rule holds, interpolated
-	// between the steps that bracket the crossing as capacity is; with
-	// Bound at_least the largest tested, with below 0.
-	Multiple float64             `json:"multiple"`
-	Bound    sweep.CapacityBound `json:"bound"`
-	// BaseRate is the trace's own request rate (speed-up 1), per second.
-	BaseRate float64      `json:"base_rate"`
-	Steps    []ReplayStep `json:"steps"`
-}
-
-// String is "2.31× (within, between ×2 and ×4)", "≥4×", "<0.5×".
-func (h Headroom) String() string {
-	switch h.Bound {
-	case sweep.BoundAtLeast:
-		return fmt.Sprintf("≥%s×", fmtX(h.Multiple))
-	case sweep.BoundBelow:
-		if len(h.Steps) == 0 {
-			return "?"
-		}
-		return fmt.Sprintf("<%s×", fmtX(h.Steps[0].Speedup))
-	case sweep.BoundWithin:
-		return fmt.Sprintf("%s×", fmtX(h.Multiple))
-	}
-	return "?"
-}
-
-func fmtX(x float64) string { return strconv.FormatFloat(math.Round(x*100)/100, 'f', -1, 64) }
 
 // SendFunc sends one request of the trace and returns its result.
 type SendFunc func(ctx context.Context, r Request) prober.Result
@@ -115,17 +66,14 @@ func Judge(th prober.Thresholds, ttft ClassTTFT) func(*prober.Result) bool {
 	}
 }
 
-// speedKey turns a speed-up into the integer N capacity is computed on.
-func speedKey(f float64) int { return int(math.Round(f * 1000)) }
-
 // Replay replays reqs (in trace order; At their timestamps) open-loop at
 // each speed-up: request i is sent (At_i − At_0) ÷ speed-up after the step
 // starts, whatever the answers before it. Each step is judged by the rule's
 // share of good requests; the headroom is the largest speed-up at which it
 // holds.
-func Replay(ctx context.Context, reqs []Request, send SendFunc, good func(*prober.Result) bool, o ReplayOptions) (Headroom, error) {
+func Replay(ctx context.Context, reqs []Request, send SendFunc, good func(*prober.Result) bool, o ReplayOptions) (sweep.Headroom, error) {
 	if len(reqs) < 2 {
-		return Headroom{}, errors.New("workload: replay needs at least two requests")
+		return sweep.Headroom{}, errors.New("workload: replay needs at least two requests")
 	}
 	ruleText := o.Rule
 	if ruleText == "" {
@@ -133,10 +81,10 @@ func Replay(ctx context.Context, reqs []Request, send SendFunc, good func(*probe
 	}
 	rule, err := sweep.ParseCapacityRule(ruleText)
 	if err != nil {
-		return Headroom{}, fmt.Errorf("workload: replay capacity_on: %w", err)
+		return sweep.Headroom{}, fmt.Errorf("workload: replay capacity_on: %w", err)
 	}
 	if rule.Metric != "goodput" {
-		return Headroom{}, fmt.Errorf("workload: replay capacity_on %q: a replay is judged by goodput only, e.g. %q", ruleText, sweep.DefaultCapacityOn)
+		return sweep.Headroom{}, fmt.Errorf("workload: replay capacity_on %q: a replay is judged by goodput only, e.g. %q", ruleText, sweep.DefaultCapacityOn)
 	}
 	speeds := o.Speedups
 	if len(speeds) == 0 {
@@ -144,7 +92,7 @@ func Replay(ctx context.Context, reqs []Request, send SendFunc, good func(*probe
 	}
 	for i, f := range speeds {
 		if !(f > 0) || math.IsInf(f, 0) || (i > 0 && f <= speeds[i-1]) {
-			return Headroom{}, fmt.Errorf("workload: speed-ups %v: expected positive numbers in ascending order", speeds)
+			return sweep.Headroom{}, fmt.Errorf("workload: speed-ups %v: expected positive numbers in ascending order", speeds)
 		}
 	}
 	refine := o.Refine
@@ -153,9 +101,9 @@ func Replay(ctx context.Context, reqs []Request, send SendFunc, good func(*probe
 	}
 	span := reqs[len(reqs)-1].At - reqs[0].At
 	if span <= 0 {
-		return Headroom{}, errors.New("workload: replay needs a trace whose timestamps span some time")
+		return sweep.Headroom{}, errors.New("workload: replay needs a trace whose timestamps span some time")
 	}
-	h := Headroom{Rule: rule.Text, BaseRate: float64(len(reqs)-1) / span.Seconds()}
+	h := sweep.Headroom{Rule: rule.Text, BaseRate: float64(len(reqs)-1) / span.Seconds()}
 	run := func(f float64) error {
 		if o.Settle != nil {
 			if err := o.Settle(ctx); err != nil {
@@ -184,7 +132,7 @@ func Replay(ctx context.Context, reqs []Request, send SendFunc, good func(*probe
 		}
 	}
 	for range max(refine, 0) {
-		lo, hi, ok := h.bracket(rule.Limit)
+		lo, hi, ok := h.Crossing(rule.Limit)
 		if !ok || hi-lo < 0.02*lo {
 			break
 		}
@@ -192,47 +140,13 @@ func Replay(ctx context.Context, reqs []Request, send SendFunc, good func(*probe
 			return h, err
 		}
 	}
-	h.judge(rule.Limit)
+	h.Judge(rule.Limit)
 	return h, nil
 }
 
-// points are the steps as capacity points, N the speed-up in thousandths.
-func (h *Headroom) points() []sweep.CapacityPoint {
-	pts := make([]sweep.CapacityPoint, 0, len(h.Steps))
-	for _, s := range h.Steps {
-		v := s.GoodShare
-		if s.Requests == 0 {
-			v = math.NaN()
-		}
-		pts = append(pts, sweep.CapacityPoint{N: speedKey(s.Speedup), Value: v})
-	}
-	return pts
-}
-
-// bracket is the last speed-up that held and the first that did not.
-func (h *Headroom) bracket(limit float64) (lo, hi float64, ok bool) {
-	c := sweep.MaxWithin(h.points(), limit, sweep.HigherIsBetter)
-	if c.Bound != sweep.BoundWithin || len(c.Between) != 2 {
-		return 0, 0, false
-	}
-	return float64(c.Between[0]) / 1000, float64(c.Between[1]) / 1000, true
-}
-
-func (h *Headroom) judge(limit float64) {
-	sort.SliceStable(h.Steps, func(i, j int) bool { return h.Steps[i].Speedup < h.Steps[j].Speedup })
-	c := sweep.MaxWithin(h.points(), limit, sweep.HigherIsBetter)
-	h.Bound = c.Bound
-	switch c.Bound {
-	case sweep.BoundWithin:
-		h.Multiple = c.Estimate / 1000
-	case sweep.BoundAtLeast:
-		h.Multiple = float64(c.MaxTested) / 1000
-	}
-}
-
 // replayStep sends reqs at speed-up f and judges them.
-func replayStep(ctx context.Context, reqs []Request, send SendFunc, good func(*prober.Result) bool, f float64) ReplayStep {
-	st := ReplayStep{Speedup: f, Requests: len(reqs)}
+func replayStep(ctx context.Context, reqs []Request, send SendFunc, good func(*prober.Result) bool, f float64) sweep.ReplayStep {
+	st := sweep.ReplayStep{Speedup: f, Requests: len(reqs)}
 	var (
 		mu    sync.Mutex
 		wg    sync.WaitGroup
@@ -301,22 +215,4 @@ func ParseSpeedups(s string) ([]float64, error) {
 		out = append(out, x)
 	}
 	return out, nil
-}
-
-// bracketOf is the pair of measured speed-ups around the headroom: the
-// last that held and the first that did not (both the largest tested when
-// every step held).
-func (h *Headroom) bracketOf() (lo, hi float64, ok bool) {
-	for i, s := range h.Steps {
-		if s.Speedup > h.Multiple {
-			if i == 0 {
-				return 0, s.Speedup, false
-			}
-			return h.Steps[i-1].Speedup, s.Speedup, true
-		}
-	}
-	if n := len(h.Steps); n > 0 {
-		return h.Steps[n-1].Speedup, h.Steps[n-1].Speedup, false
-	}
-	return 0, 0, false
 }

@@ -4,9 +4,14 @@ import (
 	"context"
 	"log/slog"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/slaprobe/slaprobe/internal/compare"
+	"github.com/slaprobe/slaprobe/internal/gate"
+	"github.com/slaprobe/slaprobe/internal/report"
+	"github.com/slaprobe/slaprobe/internal/report/render"
 	"github.com/slaprobe/slaprobe/internal/sweep"
 	"github.com/slaprobe/slaprobe/internal/vllmsim"
 	"github.com/slaprobe/slaprobe/prober"
@@ -52,7 +57,7 @@ func replayTrace() []Request {
 	return reqs
 }
 
-func replaySweep(t *testing.T, target prober.Target) Headroom {
+func replaySweep(t *testing.T, target prober.Target) sweep.Headroom {
 	t.Helper()
 	p := prober.New(slog.New(slog.DiscardHandler), prober.SystemClock{})
 	rp := &Replayer{Prompts: prober.NewPrefixPrompts(p), Prober: p, Target: target,
@@ -60,9 +65,9 @@ func replaySweep(t *testing.T, target prober.Target) Headroom {
 	good := Judge(prober.Thresholds{TTFT: 100 * time.Millisecond}, nil)
 	h, err := Replay(context.Background(), rp.Reqs, rp.Send, good, ReplayOptions{
 		Speedups: []float64{1, 2, 4}, Prepare: rp.Prepare,
-		Step: func(s ReplayStep) {
+		Step: func(s sweep.ReplayStep) {
 			t.Logf("×%-5s %5.1f req/s: good %3.0f %% (%d/%d), TTFT p50 %.0f ms p99 %.0f ms, late p99 %s",
-				fmtX(s.Speedup), s.OfferedRate, 100*s.GoodShare, s.Good, s.Requests, 1000*s.TTFT.P50, 1000*s.TTFT.P99, s.Late.Round(time.Millisecond))
+				sweep.FormatSpeedup(s.Speedup), s.OfferedRate, 100*s.GoodShare, s.Good, s.Requests, 1000*s.TTFT.P50, 1000*s.TTFT.P99, s.Late.Round(time.Millisecond))
 		},
 	})
 	if err != nil {
@@ -83,14 +88,16 @@ func TestReplayHeadroom(t *testing.T) {
 	// machine sends late and slows the engine; the step lines log how late).
 	testproc.TimingAttempts(t, func(errorf func(string, ...any)) {
 		var found [2]float64
+		var reports [2]string
 		for i, scale := range []float64{1, 1.3} {
 			target, e := simTarget(t, func(c *vllmsim.Config) { replayEngine(c); c.TimeScale = scale })
 			want := trueCapacity(e.Config()) / replayRate
 			h := replaySweep(t, target)
 			found[i] = h.Multiple
-			lo, hi, _ := h.bracketOf()
+			reports[i] = writeHeadroomReport(t, target, h)
+			lo, hi, _ := h.Bracket()
 			t.Logf("time scale %.1f: true multiple %.2f× (capacity %.1f req/s over the trace's %.0f), headroom found %s (steps ×%s … ×%s)",
-				scale, want, trueCapacity(e.Config()), replayRate, h, fmtX(lo), fmtX(hi))
+				scale, want, trueCapacity(e.Config()), replayRate, h, sweep.FormatSpeedup(lo), sweep.FormatSpeedup(hi))
 			step := hi - lo
 			if h.Bound != sweep.BoundWithin || math.Abs(h.Multiple-want) > step {
 				errorf("time scale %.1f: headroom %s (%s); want within one step (%.2f) of %.2f×", scale, h, h.Bound, step, want)
@@ -99,5 +106,53 @@ func TestReplayHeadroom(t *testing.T) {
 		if r := found[1] / found[0]; r < 0.65 || r > 0.9 {
 			errorf("the 30 %% slower engine's headroom is %.2f of the other's; want about 1/1.3 = 0.77", r)
 		}
+		compareHeadroomReports(t, reports, errorf)
 	})
+}
+
+// writeHeadroomReport writes h as slaprobe headroom --out does and returns
+// the directory.
+func writeHeadroomReport(t *testing.T, target prober.Target, h sweep.Headroom) string {
+	t.Helper()
+	h.Workload, h.Requests = "steady", replayRequests
+	dir := t.TempDir()
+	rep := &report.Report{Meta: report.Meta{TargetURL: target.BaseURL, FinishedAt: time.Now()}, Headroom: &h}
+	if _, err := render.Write(dir, rep); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// compareHeadroomReports is slaprobe compare on the two reports of
+// TestReplayHeadroom, as files: the slower engine's headroom is about
+// 1/1.3 of the other's (within the new run's step), called significantly
+// worse, and --fail-on=headroom:10 trips; the faster engine's report
+// against itself (unchanged) does not.
+func compareHeadroomReports(t *testing.T, dirs [2]string, errorf func(string, ...any)) {
+	var reps [2]*report.Report
+	for i, d := range dirs {
+		r, err := compare.LoadReport(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reps[i] = r
+	}
+	rules := gate.Rules{{Kind: gate.KindHeadroom, Points: 10}}
+	c := compare.Compare(reps[0], reps[1], compare.Options{BaseLabel: "base"}).Comparison
+	var summary strings.Builder
+	compare.WriteSummary(&summary, c)
+	t.Logf("compare base slower:\n%s", summary.String())
+	h := c.Headroom
+	lo, hi, _ := reps[1].Headroom.Bracket()
+	if want := h.Base / 1.3; h.Verdict != report.VerdictWorse || math.Abs(h.New-want) > hi-lo || !strings.Contains(summary.String(), "% less (significant") {
+		errorf("compare: headroom %s → %s (%s); want worse, %s within one step (%.2f) of %.2f× (the base's over 1.3)", h.BaseText, h.NewText, h.Verdict,
+			h.NewText, hi-lo, want)
+	}
+	if res := gate.Evaluate(c, rules, gate.UnknownFail); res.ExitCode != gate.ExitRegression {
+		errorf("--fail-on=headroom:10 against the 30 %% slower engine: exit %d (%s); want %d", res.ExitCode, res.Summary, gate.ExitRegression)
+	}
+	same := compare.Compare(reps[0], reps[0], compare.Options{BaseLabel: "base"}).Comparison
+	if res := gate.Evaluate(same, rules, gate.UnknownFail); res.ExitCode != 0 || same.Headroom.Verdict != report.VerdictNoChange {
+		errorf("the unchanged engine against itself: %s, exit %d (%s); want no change, 0", same.Headroom.Verdict, res.ExitCode, res.Summary)
+	}
 }

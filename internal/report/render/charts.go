@@ -308,6 +308,9 @@ func newFigure(name, title, how string) figure {
 
 // buildFigures returns the page's figures grouped by section.
 func buildSections(r *report.Report) []section {
+	if isHeadroomOnly(r) {
+		return []section{headroomSection(r)}
+	}
 	idx := chartScenarios(r)
 	th := r.Config.Thresholds
 	if th.MaxSafeQueueTTFTSeconds == 0 && th.ITLInstantSeconds == 0 && th.ITLCeilingSeconds == 0 {
@@ -379,6 +382,9 @@ func buildSections(r *report.Report) []section {
 		out = append(out, conv)
 	}
 	out = append(out, tech)
+	if r.Headroom != nil {
+		out = append(out, headroomSection(r))
+	}
 	for i := range out {
 		balance(out[i].Figures)
 	}

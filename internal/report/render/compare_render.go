@@ -142,6 +142,9 @@ func metricValue(metric string, v float64) string {
 // FindingText is one line of the summary at the top (and of the
 // terminal summary of `slaprobe compare`).
 func FindingText(f report.Finding) string {
+	if h := f.Headroom; h != nil {
+		return HeadroomChangeText(h)
+	}
 	if c := f.Capacity; c != nil {
 		label := metricLabel(c.Kind)
 		if c.Rule != "" {
@@ -221,6 +224,10 @@ func buildCompareView(r *report.Report) *compareView {
 				unknown++
 			}
 		}
+	}
+	if c.Headroom != nil && len(c.Steps) == 0 {
+		v.Counts = "The headroom is known to its bracket (the last speed-up that held, the first that did not): it changed significantly when the two runs' brackets do not overlap."
+		return v
 	}
 	v.Counts = fmt.Sprintf("%d step figures compared: %d worse, %d better, %d with no detectable change, %d without a confidence interval (system throughput, too few requests, rounds or slices for the report's level, or no raw samples).",
 		worse+better+same+unknown, worse, better, same, unknown)

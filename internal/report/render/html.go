@@ -137,8 +137,13 @@ func buildPage(r *report.Report) page {
 	case !r.Config.PromptCaching:
 		p.Methodology = append(p.Methodology, kv{"Prompt caching", "off: every request carries a fresh context, so TTFT is the worst case. With a warm prefix cache a long conversation answers about as fast as its newest turn."})
 	}
-	if r.Comparison != nil {
+	if r.Comparison != nil && !isHeadroomOnly(r) {
 		p.Methodology = append(p.Methodology, compareMethod(r.Comparison))
+	}
+	if isHeadroomOnly(r) {
+		p.Kicker = strings.Replace(p.Kicker, "benchmark", "headroom", 1)
+		p.Headline, p.Bands = headroomTiles(r), nil
+		p.Methodology = headroomMethod(r)
 	}
 	p.Generated = m.FinishedAt.UTC().Format(time.RFC3339)
 	return p
@@ -154,6 +159,9 @@ func reportTitle(r *report.Report) string {
 func baseTitle(r *report.Report) string {
 	if r.Meta.Title != "" {
 		return r.Meta.Title
+	}
+	if r.Headroom != nil {
+		return headroomTitle(r)
 	}
 	if r.Meta.Model != "" {
 		return r.Meta.Model + " benchmark"
@@ -571,7 +579,7 @@ footer{margin-top:48px;padding-top:12px;border-top:1px solid var(--line);color:v
 <h1>{{.Title}}</h1>
 {{if .Subtitle}}<p class="subtitle">{{.Subtitle}}</p>{{end}}
 <dl class="meta">{{range .Meta}}<div><dt>{{.K}}</dt><dd>{{.V}}</dd></div>{{end}}</dl>
-<nav class="toc" aria-label="Contents">{{if .Compare}}<a href="#chart-comparison">What changed</a>{{end}}<a href="#chart-headline">Headline</a>{{range .Sections}}<a href="#{{.ID}}">{{.Title}}</a>{{end}}<a href="#data">All measurements</a><a href="#method">Method</a></nav>
+<nav class="toc" aria-label="Contents">{{if .Compare}}<a href="#chart-comparison">What changed</a>{{end}}<a href="#chart-headline">Headline</a>{{range .Sections}}<a href="#{{.ID}}">{{.Title}}</a>{{end}}{{if .Appendix}}<a href="#data">All measurements</a>{{end}}<a href="#method">Method</a></nav>
 </header>
 {{if .Notes}}<div class="notes" role="note">{{range .Notes}}<p>{{.}}</p>{{end}}</div>{{end}}
 {{with .Compare}}
@@ -593,13 +601,13 @@ footer{margin-top:48px;padding-top:12px;border-top:1px solid var(--line);color:v
 <div class="tiles">{{range .Headline}}<div class="tile{{if .Level}} {{.Level}}{{end}}"><div class="label">{{.Label}}</div><div class="value">{{.Value}}{{if .Unit}} <span class="unit">{{.Unit}}</span>{{end}}</div>{{if .Sub}}<div class="sub">{{.Sub}}</div>{{end}}{{if .Extra}}<div class="extra">{{.Extra}}</div>{{end}}{{if .Change}}<div class="change{{if .ChangeClass}} {{.ChangeClass}}{{end}}">{{.Change}}</div>{{end}}</div>{{else}}<p>No step completed a request: there is no figure to give (the notes under each scenario say why).</p>{{end}}</div>
 </section>
 
-<section id="how-to-read" aria-label="Experience bands">
+{{if .Bands}}<section id="how-to-read" aria-label="Experience bands">
 <div class="table-wrap"><table class="bands">
 <caption>Experience bands: the faint colours behind the charts</caption>
 <thead><tr><th>metric</th><th class="lv"><span class="sw excellent"></span>excellent</th><th class="lv"><span class="sw good"></span>good</th><th class="lv"><span class="sw acceptable"></span>acceptable</th><th class="lv"><span class="sw poor"></span>poor</th></tr></thead>
 <tbody>{{range .Bands}}<tr><td>{{.Metric}}</td>{{range .Cells}}<td class="lv">{{.}}</td>{{end}}</tr>{{end}}</tbody>
 </table></div>
-</section>
+</section>{{end}}
 
 {{range .Sections}}
 <section id="{{.ID}}">
@@ -611,7 +619,7 @@ footer{margin-top:48px;padding-top:12px;border-top:1px solid var(--line);color:v
 </section>
 {{end}}
 
-<section id="data">
+{{if .Appendix}}<section id="data">
 <h2>All measurements</h2>
 <p class="intro">Every step as measured. Times in seconds unless the column says ms; decode and prefill per user; percentiles over the requests of the step.</p>
 {{range .Appendix}}
@@ -622,7 +630,7 @@ footer{margin-top:48px;padding-top:12px;border-top:1px solid var(--line);color:v
 {{range .Tables}}{{template "table" .}}{{end}}
 </section>
 {{end}}
-</section>
+</section>{{end}}
 
 <section id="method">
 <h2>Method</h2>

@@ -62,9 +62,15 @@ func RenderMarkdown(w io.Writer, r *report.Report) error {
 		p("### Significant improvements\n\n")
 		list(v.Improvements, "None.")
 		p("%s\n\n", mdEscape(v.Counts))
-		p("%s\n\n", mdEscape(sentence(compareMethod(r.Comparison).V)))
+		if !isHeadroomOnly(r) {
+			p("%s\n\n", mdEscape(sentence(compareMethod(r.Comparison).V)))
+		}
 	}
 
+	if isHeadroomOnly(r) {
+		markdownHeadroom(bw, r)
+		return bw.Flush()
+	}
 	p("## Headline\n\n")
 	var rows [][]string
 	compared := r.Comparison != nil

@@ -1,14 +1,11 @@
 package sweep
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"math"
 	"os"
 	"runtime"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -592,15 +589,9 @@ func (r *traceRunner) Run(ctx context.Context, t prober.Target, prep *prober.Pre
 	return res
 }
 
-// processCPU is this process's user + system CPU time (Linux).
+// processCPU is this process's user + system CPU time, read with getrusage: a file under /proc/self
+// would differ in every process and keep go test from reusing the result.
 func processCPU() time.Duration {
-	b, err := os.ReadFile("/proc/self/stat")
-	if err != nil {
-		return 0
-	}
-	i := bytes.LastIndexByte(b, ')')
-	f := strings.Fields(string(b[i+1:]))
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	s, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(u+s) * 10 * time.Millisecond
+	d, _ := testproc.ProcessCPU()
+	return d
 }

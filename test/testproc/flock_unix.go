@@ -22,8 +22,8 @@ func flock(f *os.File, exclusive bool) error {
 	}
 }
 
-// processCPU is the user and system time of this process and of the children it has waited for.
-func processCPU() (time.Duration, bool) {
+// ProcessCPU is the user and system time of this process and of the children it has waited for.
+func ProcessCPU() (time.Duration, bool) {
 	var sum time.Duration
 	for _, who := range []int{syscall.RUSAGE_SELF, syscall.RUSAGE_CHILDREN} {
 		var ru syscall.Rusage

@@ -360,7 +360,7 @@ type cpuTimes struct {
 }
 
 func readCPUTimes() cpuTimes {
-	d, ok := processCPU()
+	d, ok := ProcessCPU()
 	return cpuTimes{cpu: d, at: time.Now(), ok: ok}
 }
 

@@ -74,6 +74,7 @@ type App struct {
 	Joiner     *tracing.Joiner
 	TraceAddrs []net.Addr
 
+	mixes   *liveMixes // nil when engine.enabled is false
 	cancel  context.CancelFunc
 	closers []func()
 }
@@ -123,6 +124,9 @@ func New(o Options) (a *App, err error) {
 	cfg := d.Config()
 	if cfg.Engine.Enabled {
 		if err := a.addEngineSignals(cfg.Engine); err != nil {
+			return nil, err
+		}
+		if err := a.addLiveMixes(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -344,6 +348,9 @@ func (a *App) addStatus(description string, links []status.Link) error {
 			}
 			return w.Status(), true
 		}
+	}
+	if a.mixes != nil {
+		opts.LiveMix = a.mixes.mix
 	}
 	srv, err := status.New(opts)
 	if err != nil {

@@ -209,9 +209,12 @@ func (l *Live) now() time.Time {
 	return time.Now()
 }
 
-// MetricsURL is where a target's engine metrics are read: its base URL's
-// /metrics, as vLLM serves them.
+// MetricsURL is where a target's engine metrics are read: its
+// metrics_url when set, else its base URL's /metrics, as vLLM serves them.
 func MetricsURL(t prober.Target) string {
+	if t.MetricsURL != "" {
+		return t.MetricsURL
+	}
 	return strings.TrimSuffix(strings.TrimSuffix(t.BaseURL, "/"), "/v1") + "/metrics"
 }
 
@@ -254,6 +257,19 @@ func (l *Live) Mix(ctx context.Context, t prober.Target) (LiveMix, error) {
 		return lt.mix, fmt.Errorf("workload: live: the engine at %s finished no request in the last %s (or it was read once only)", url, l.window())
 	}
 	return lt.mix, nil
+}
+
+// Cached returns t's mix as last read, without reading the engine: the
+// status page's view of a mix that a background loop keeps fresh with Mix.
+// read is when the engine was last read (zero: never).
+func (l *Live) Cached(t prober.Target) (mix LiveMix, read time.Time, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lt := l.targets[MetricsURL(t)]
+	if lt == nil {
+		return LiveMix{}, time.Time{}, nil
+	}
+	return lt.mix, lt.read, lt.err
 }
 
 // add keeps s and the snapshots the window needs, and computes the mix from

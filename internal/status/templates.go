@@ -137,8 +137,8 @@ var pageTmpl = template.Must(template.New("page").Funcs(funcs).Parse(`<!DOCTYPE 
 <div class="small"><b>Live length mix</b> <span class="mute">{{if .Err}}none{{else}}prompts of the {{.Requests}} requests the engine finished in the last {{.Window}}{{end}}{{if .ReadAgo}}, /metrics read {{.ReadAgo}}{{end}}</span></div>
 {{if .Err}}<p class="small mute">{{.Err}}</p>{{else}}<div class="mix-bar">{{range .Classes}}<span class="mc-{{.Class}}" style="width:{{printf "%.2f" .Width}}%" title="{{.Class}} {{.Share}}"></span>{{end}}</div>
 <div class="conv-classes small">{{range .Classes}}<span data-mix-class="{{.Class}}" data-share="{{.Share}}"><span class="key mc-{{.Class}}"></span><b>{{.Class}}</b> {{.Share}}</span>{{end}}{{with .Output}}<span class="mute">{{.}}</span>{{end}}</div>{{end}}
-<div class="scroll"><table class="small"><tr><th>scenario probed</th><th>shape</th><th>class</th><th class="num">live share of its class</th></tr>
-{{range .Shapes}}<tr data-shape="{{.Scenario}}" data-stale="{{.Stale}}"><td>{{.Scenario}}</td><td>{{.Shape}}</td><td>{{or .Class "–"}}</td><td class="num">{{if .Stale}}<span class="err">{{.Share}}</span>{{else}}{{or .Share "–"}}{{end}}</td></tr>
+<div class="scroll"><table class="small stack"><tr><th>scenario probed</th><th>shape</th><th>class</th><th class="num">live share of its class</th></tr>
+{{range .Shapes}}<tr data-shape="{{.Scenario}}" data-stale="{{.Stale}}"><td><b>{{.Scenario}}</b></td><td data-label="shape">{{.Shape}}</td><td data-label="class">{{or .Class "–"}}</td><td data-label="live share of its class">{{if .Stale}}<span class="err">{{.Share}}</span>{{else}}{{or .Share "–"}}{{end}}</td></tr>
 {{end}}</table></div>
 {{range .Shapes}}{{if .Stale}}<p class="err small" data-stale-scenario="{{.Scenario}}">{{.Warning}}.</p>{{end}}{{end}}
 {{with .Note}}<p class="small mute">{{.}}</p>{{end}}</div>{{end}}

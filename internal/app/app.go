@@ -48,6 +48,10 @@ type Options struct {
 	// place of tracing.otlp_grpc_listen_address (the demo opens it first,
 	// to point its engine at it).
 	TraceGRPCListener net.Listener
+	// LiveMixRefresh is how often each target's live length mix is read
+	// for the status page and slaprobe_live_mix_*; 0 means a tenth of
+	// workload.DefaultLiveWindow (90 s). Tests set less.
+	LiveMixRefresh time.Duration
 	// Daemon holds test seams of the daemon (Probe, ListModels,
 	// SchedulerSleep); its other fields are ignored.
 	Daemon daemon.Options
@@ -126,7 +130,7 @@ func New(o Options) (a *App, err error) {
 		if err := a.addEngineSignals(cfg.Engine); err != nil {
 			return nil, err
 		}
-		if err := a.addLiveMixes(ctx); err != nil {
+		if err := a.addLiveMixes(ctx, o.LiveMixRefresh); err != nil {
 			return nil, err
 		}
 	}

@@ -23,10 +23,14 @@ type liveMixes struct {
 	targets map[string]prober.Target
 }
 
-// addLiveMixes starts the loop; engine metrics must be on.
-func (a *App) addLiveMixes(ctx context.Context) error {
+// addLiveMixes starts the loop, reading every refresh (0: a tenth of the
+// window); engine metrics must be on.
+func (a *App) addLiveMixes(ctx context.Context, refresh time.Duration) error {
 	d, logger := a.Daemon, a.Daemon.Logger()
-	m := &liveMixes{live: &workload.Live{Seed: 1}, targets: map[string]prober.Target{}}
+	if refresh <= 0 {
+		refresh = max(workload.DefaultLiveWindow/10, 10*time.Second)
+	}
+	m := &liveMixes{live: &workload.Live{Seed: 1, Refresh: refresh}, targets: map[string]prober.Target{}}
 	d.OnReload(func(c *config.Config) {
 		targets, err := c.Targets()
 		if err != nil {
@@ -44,7 +48,7 @@ func (a *App) addLiveMixes(ctx context.Context) error {
 		return err
 	}
 	a.mixes = m
-	go m.run(ctx)
+	go m.run(ctx, refresh)
 	return nil
 }
 
@@ -58,9 +62,9 @@ func (m *liveMixes) list() []prober.Target {
 	return out
 }
 
-// run reads every target's engine now and then every tenth of the window.
-func (m *liveMixes) run(ctx context.Context) {
-	tick := time.NewTicker(max(workload.DefaultLiveWindow/10, 10*time.Second))
+// run reads every target's engine now and then every refresh.
+func (m *liveMixes) run(ctx context.Context, refresh time.Duration) {
+	tick := time.NewTicker(refresh)
 	defer tick.Stop()
 	for {
 		for _, t := range m.list() {

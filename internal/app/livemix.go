@@ -37,12 +37,15 @@ func (a *App) addLiveMixes(ctx context.Context, refresh time.Duration) error {
 			logger.Error("live mix: cannot build targets", "err", err)
 			return
 		}
+		urls := map[string]bool{}
 		m.mu.Lock()
 		m.targets = map[string]prober.Target{}
 		for _, t := range targets {
 			m.targets[t.Name] = t
+			urls[workload.MetricsURL(t)] = true
 		}
 		m.mu.Unlock()
+		m.live.Retain(urls) // a removed target's mix goes with it
 	})
 	if err := d.AddCollector(collector.NewLiveMixMetrics(m.mixes)); err != nil {
 		return err

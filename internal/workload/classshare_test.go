@@ -35,3 +35,13 @@ func TestClassShares(t *testing.T) {
 		})
 	}
 }
+
+// TestLiveRetain: a reader forgets the targets it is no longer given.
+func TestLiveRetain(t *testing.T) {
+	l := &Live{}
+	l.targets = map[string]*liveTarget{"http://a/metrics": {}, "http://b/metrics": {}}
+	l.Retain(map[string]bool{"http://b/metrics": true})
+	if _, ok := l.targets["http://a/metrics"]; ok || len(l.targets) != 1 {
+		t.Errorf("after Retain(b): %d targets, a kept %v", len(l.targets), ok)
+	}
+}

@@ -272,6 +272,18 @@ func (l *Live) Cached(t prober.Target) (mix LiveMix, read time.Time, err error) 
 	return lt.mix, lt.read, lt.err
 }
 
+// Retain forgets the mixes of every target whose metrics URL is not in
+// urls: a reader kept across reloads holds only the current targets'.
+func (l *Live) Retain(urls map[string]bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for u := range l.targets {
+		if !urls[u] {
+			delete(l.targets, u)
+		}
+	}
+}
+
 // add keeps s and the snapshots the window needs, and computes the mix from
 // the newest snapshot at least a window old (else the oldest) to s.
 func (lt *liveTarget) add(s snapshot, window time.Duration) {

@@ -1,8 +1,15 @@
 package workload
 
 import (
+	"context"
+	"io"
 	"math"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
+
+	"github.com/slaprobe/slaprobe/prober"
 )
 
 // TestClassShares: a histogram's counts split over the length classes, a
@@ -43,5 +50,30 @@ func TestLiveRetain(t *testing.T) {
 	l.Retain(map[string]bool{"http://b/metrics": true})
 	if _, ok := l.targets["http://a/metrics"]; ok || len(l.targets) != 1 {
 		t.Errorf("after Retain(b): %d targets, a kept %v", len(l.targets), ok)
+	}
+}
+
+// TestLivePageBounded: a metrics page past MaxLivePage is an error naming
+// the bound, not a page parsed in memory whatever its size.
+func TestLivePageBounded(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		size int
+		err  bool
+	}{{"small", 1 << 10, false}, {"too large", MaxLivePage + 1<<10, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := "# HELP vllm:request_prompt_tokens x\n# TYPE vllm:request_prompt_tokens histogram\n" +
+				"vllm:request_prompt_tokens_bucket{le=\"+Inf\"} 1\nvllm:request_prompt_tokens_sum 1\nvllm:request_prompt_tokens_count 1\n" +
+				"# HELP vllm:request_generation_tokens x\n# TYPE vllm:request_generation_tokens histogram\n" +
+				"vllm:request_generation_tokens_bucket{le=\"+Inf\"} 1\nvllm:request_generation_tokens_sum 1\nvllm:request_generation_tokens_count 1\n"
+			body += strings.Repeat("# padding\n", (tc.size-len(body))/10)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, body) }))
+			defer srv.Close()
+			l := &Live{}
+			_, err := l.scrape(context.Background(), prober.Target{BaseURL: srv.URL}, srv.URL+"/metrics")
+			if (err != nil) != tc.err || (err != nil && !strings.Contains(err.Error(), "metrics page longer than")) {
+				t.Errorf("a %d-byte page: %v", len(body), err)
+			}
+		})
 	}
 }

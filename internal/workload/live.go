@@ -330,11 +330,34 @@ func (l *Live) scrape(ctx context.Context, t prober.Target, url string) (snapsho
 	if resp.StatusCode != http.StatusOK {
 		return snapshot{}, fmt.Errorf("workload: live: GET %s: HTTP %d", url, resp.StatusCode)
 	}
-	p, o, err := ParseLengthHistograms(io.LimitReader(resp.Body, 64<<20))
+	p, o, err := ParseLengthHistograms(&pageCap{r: resp.Body, left: MaxLivePage})
 	if err != nil {
 		return snapshot{}, fmt.Errorf("workload: live: %s: %w", url, err)
 	}
 	return snapshot{prompt: p, output: o}, nil
+}
+
+// MaxLivePage bounds one read of an engine's metrics for the live mix, as
+// the engine watcher bounds its own: a vLLM page is tens of KiB, and the
+// daemon reads every target's for the status page.
+const MaxLivePage = 4 << 20
+
+// pageCap fails once more than left bytes came, rather than parse a
+// truncated page.
+type pageCap struct {
+	r    io.Reader
+	left int64
+}
+
+func (c *pageCap) Read(p []byte) (int, error) {
+	if int64(len(p)) > c.left+1 {
+		p = p[:c.left+1]
+	}
+	n, err := c.r.Read(p)
+	if c.left -= int64(n); c.left < 0 {
+		return 0, fmt.Errorf("metrics page longer than %d bytes; an engine's page is tens of KiB: check metrics_url", MaxLivePage)
+	}
+	return n, err
 }
 
 // Draw draws one prompt and one answer length from t's current mix.

@@ -48,6 +48,10 @@ type Options struct {
 	// place of tracing.otlp_grpc_listen_address (the demo opens it first,
 	// to point its engine at it).
 	TraceGRPCListener net.Listener
+	// LiveMixRefresh is how often each target's live length mix is read
+	// for the status page and slaprobe_live_mix_*; 0 means a tenth of
+	// workload.DefaultLiveWindow (90 s). Tests set less.
+	LiveMixRefresh time.Duration
 	// Daemon holds test seams of the daemon (Probe, ListModels,
 	// SchedulerSleep); its other fields are ignored.
 	Daemon daemon.Options
@@ -74,6 +78,7 @@ type App struct {
 	Joiner     *tracing.Joiner
 	TraceAddrs []net.Addr
 
+	mixes   *liveMixes // nil when engine.enabled is false
 	cancel  context.CancelFunc
 	closers []func()
 }
@@ -123,6 +128,9 @@ func New(o Options) (a *App, err error) {
 	cfg := d.Config()
 	if cfg.Engine.Enabled {
 		if err := a.addEngineSignals(cfg.Engine); err != nil {
+			return nil, err
+		}
+		if err := a.addLiveMixes(ctx, o.LiveMixRefresh); err != nil {
 			return nil, err
 		}
 	}
@@ -344,6 +352,9 @@ func (a *App) addStatus(description string, links []status.Link) error {
 			}
 			return w.Status(), true
 		}
+	}
+	if a.mixes != nil {
+		opts.LiveMix = a.mixes.mix
 	}
 	srv, err := status.New(opts)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/exporter-toolkit/web"
@@ -75,6 +76,8 @@ func NewDemo(webFlags *web.FlagConfig, logger *slog.Logger) (*Demo, error) {
 		Logger:            logger,
 		TraceGRPCListener: otlpLn,
 		Description:       "Demo: probing the simulated vLLM engine at " + d.EngineURL + ".",
+		// The demo's page shows a live mix within seconds, not 90 s.
+		LiveMixRefresh: 10 * time.Second,
 		// Served by slaprobe itself, so the link works wherever the page
 		// is opened from.
 		Links: []status.Link{

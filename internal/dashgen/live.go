@@ -110,6 +110,8 @@ max by (scenario) (slaprobe_sla_threshold{metric="ttft_seconds", %s}),
 		"short", steps(colorExcellent, 1.0, colorAcceptable),
 		instantQ(fmt.Sprintf("sum by (target) (increase(%s[$__range]))", sel("slaprobe_engine_scrape_errors_total", mTarget)), "{{target}}")))
 
+	liveMixRow(b)
+
 	tailRow(b)
 
 	b.row("GPU power, energy and cost")

@@ -192,6 +192,7 @@ func overview() *Dashboard {
 		},
 		tableQ(fmt.Sprintf(`max by (scenario, metric) (slaprobe_sla_threshold{%s})`, mScenario)),
 	))
+	classRow(b)
 	return b.d
 }
 

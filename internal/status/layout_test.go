@@ -3,6 +3,7 @@ package status
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +17,7 @@ import (
 	"github.com/slaprobe/slaprobe/internal/engine"
 	"github.com/slaprobe/slaprobe/internal/report"
 	"github.com/slaprobe/slaprobe/internal/sweeper"
+	"github.com/slaprobe/slaprobe/internal/workload"
 	"github.com/slaprobe/slaprobe/prober"
 	"github.com/slaprobe/slaprobe/test/browser"
 )
@@ -31,6 +33,9 @@ const (
 	// longConversation is a conversation scenario: its card draws TTFT by
 	// turn and counts its follow-ups by cache class.
 	longConversation = "coding_agent_over_the_monorepo_with_tool_results_v3"
+	// longTrace is a trace-shaped scenario: its card counts its probes by
+	// length class, and the target's live mix lists it.
+	longTrace = "replay_of_the_production_gateway_trace_2026_11_excerpt"
 )
 
 // TestPageFitsAnyScreen opens the status page in headless Chromium at each
@@ -51,7 +56,7 @@ func TestPageFitsAnyScreen(t *testing.T) {
 		shotHeight int
 	}{
 		{"few", fewTargets(t), 4, 1400},
-		{"many", manyTargets(t), 14, 0},
+		{"many", manyTargets(t), 16, 0},
 	} {
 		page := pageHTML(t, c.url)
 		if n := strings.Count(page, `<section class="card"`); n != c.cards {
@@ -106,14 +111,22 @@ func fewTargets(t *testing.T) string {
 // show.
 func manyTargets(t *testing.T) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "slaprobe.yml")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "slaprobe.yml")
+	trace := filepath.Join(dir, "trace.jsonl")
+	if err := os.WriteFile(trace, []byte(`{"timestamp": 0, "input_length": 700, "output_length": 90, "hash_ids": [1, 2]}
+{"timestamp": 10, "input_length": 5000, "output_length": 300, "hash_ids": [1, 3, 4, 5, 6, 7, 8, 9, 10, 11]}
+{"timestamp": 20, "input_length": 900, "output_length": 120, "hash_ids": [1, 2]}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	yml := `targets:
   - name: prod-a
     url: http://vllm-a.inference.svc.cluster.local:8000
   - name: ` + longTarget + `
     url: https://` + longTarget + `.inference.example.com:8443/v1
     model: meta-llama/Meta-Llama-3.1-70B-Instruct-FP8-dynamic
-    scenarios: [chatbot, rag, agentic, tool_calling, ` + longScenario + `, ` + longConversation + `]
+    scenarios: [chatbot, rag, agentic, tool_calling, ` + longScenario + `, ` + longConversation + `, ` + longTrace + `]
   - name: staging
     url: http://10.0.12.7:8000
     api: completions
@@ -134,6 +147,8 @@ scenarios:
     interval: 5m
     conversation: {turns: 12, new_tokens: 2048}
     thresholds: {ttft: 2s}
+  - name: ` + longTrace + `
+    workload: {trace: ` + trace + `, format: mooncake, ttft_by_class: {4k: 300ms}}
 `
 	if err := os.WriteFile(path, []byte(yml), 0o644); err != nil {
 		t.Fatal(err)
@@ -188,6 +203,9 @@ scenarios:
 				if sc.IsConversation() {
 					res = conversationResult(tc.Name, sc.Name, c.t, sc.Turns(), rng)
 				}
+				if sc.Shape != nil {
+					res.LengthClass = []string{"1k", "4k", "16k"}[i%3]
+				}
 				if tc.Name == longTarget && sc.Name == "tool_calling" && i == 69 {
 					res = prober.Result{Target: tc.Name, Scenario: sc.Name, Kind: prober.KindError, Reason: prober.ReasonStall, Err: prober.ErrStall}
 				}
@@ -213,8 +231,20 @@ scenarios:
 			return engine.Status{Target: target, URL: "https://" + target + ".inference.example.com:8443/metrics", Up: true, Tried: true, HasLatest: true,
 				Latest: engine.Snapshot{Time: c.t, Flavor: "vllm", Running: 12, Waiting: 3, HasQueue: true, KVCacheUsage: 0.87, HasKVCache: true}}, true
 		},
-		GPUs:        fakeGPUs{up: true},
-		Sweeps:      func() sweeper.Snapshot { return snap },
+		GPUs:   fakeGPUs{up: true},
+		Sweeps: func() sweeper.Snapshot { return snap },
+		LiveMix: func(target string) (workload.LiveMix, time.Time, error) {
+			switch target {
+			case "prod-a": // short prompts only: rag and agentic are flagged
+				inf := math.Inf(1)
+				return workload.LiveMix{Prompt: workload.Hist{Upper: []float64{200, 500, 1000, 2000, inf}, Counts: []float64{120, 300, 60, 20, 0}},
+					Output: workload.Hist{Upper: []float64{50, 100, 200, 500, inf}, Counts: []float64{100, 200, 150, 50, 0}},
+					Window: 15 * time.Minute, Requests: 500}, c.t.Add(-40 * time.Second), nil
+			case longTarget:
+				return workload.LiveMix{}, c.t.Add(-10 * time.Second), fmt.Errorf("workload: live: https://%s.inference.example.com:8443/metrics: no histogram vllm:request_prompt_tokens in the engine's metrics (%s)", longTarget, strings.Repeat("why ", 20))
+			}
+			return workload.LiveMix{}, time.Time{}, nil
+		},
 		Description: "probing three vLLM deployments of " + longTarget,
 		Links:       []Link{{Address: "/grafana/d/slaprobe-overview/slaprobe-overview", Text: "Grafana: slaprobe overview"}},
 		Now:         c.now,

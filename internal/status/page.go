@@ -41,6 +41,7 @@ type targetView struct {
 	ProbesURL                string
 	Held                     bool
 	Engine                   *engineView
+	Mix                      *liveMixView // nil when engine metrics are off
 	Scenarios                []scenarioView
 }
 
@@ -67,6 +68,8 @@ type scenarioView struct {
 	Rows               []metricRow
 	Split              *splitView
 	Conversation       *conversationView // conversation scenarios only
+	Classes            *classesView      // trace-shaped and live scenarios only
+	LiveWarning        string            // the live mix no longer sends this shape
 	ProbesURL          string
 }
 
@@ -173,6 +176,13 @@ func (s *Server) servePage(w http.ResponseWriter, r *http.Request) {
 			}
 			d.Summary = append(d.Summary, tile)
 		}
+		if s.o.LiveMix != nil {
+			mix, read, err := s.o.LiveMix(tc.Name)
+			tv.Mix = buildLiveMix(mix, read, err, cfg.Scenarios(tc.Name), now)
+			for i, sh := range tv.Mix.Shapes {
+				tv.Scenarios[i].LiveWarning = sh.Warning
+			}
+		}
 		if tv.Model == "" {
 			tv.Model = "auto-detect (not detected yet)"
 		}
@@ -206,6 +216,7 @@ func (s *Server) scenarioView(target string, sc prober.Scenario, now time.Time, 
 	}
 	sv.Split = buildSplit(done, since)
 	sv.Conversation = buildConversation(sv.Anchor, sc, done, since)
+	sv.Classes = buildClasses(sc, done, since)
 	ok, n := 0, 0
 	good, turns := 0, 0 // the joint SLO: probes that met every threshold at once
 	for i := range done {

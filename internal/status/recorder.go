@@ -87,7 +87,12 @@ type Probe struct {
 	// Conversation holds the turns of a conversation probe, priming turn
 	// first; nil for a cold probe.
 	Conversation []ConvTurn
-	thresholds   prober.Thresholds // the scenario's, as the probe was sent
+	// LengthClass is the prompt-length class of a probe of a trace-shaped
+	// or live scenario ("" otherwise); ClassTTFT its TTFT as
+	// slaprobe_trace_ttft_seconds records it (0: no first token).
+	LengthClass string
+	ClassTTFT   time.Duration
+	thresholds  prober.Thresholds // the scenario's, as the probe was sent
 }
 
 // OK reports whether the probe succeeded.
@@ -297,6 +302,10 @@ func fill(p *Probe, res *prober.Result, now time.Time) {
 		}
 	}
 	p.Conversation = conversationTurns(res)
+	p.LengthClass = res.LengthClass
+	if res.LengthClass != "" && res.Kind != prober.KindError && !res.FirstToken.IsZero() {
+		p.ClassTTFT = res.TTFT()
+	}
 	if !res.Timed() {
 		return
 	}

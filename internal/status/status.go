@@ -22,6 +22,7 @@ import (
 	"github.com/slaprobe/slaprobe/internal/report"
 	"github.com/slaprobe/slaprobe/internal/report/render"
 	"github.com/slaprobe/slaprobe/internal/sweeper"
+	"github.com/slaprobe/slaprobe/internal/workload"
 )
 
 // DefaultWindow is the window of the p50 and tail figures, the one the
@@ -61,6 +62,10 @@ type Options struct {
 	GPUs GPUs
 	// Sweeps is the daemon sweep job's state; nil when there is none.
 	Sweeps func() sweeper.Snapshot
+	// LiveMix returns a target's live length mix as last read
+	// (workload.Live.Cached): read is zero when it was never read; nil
+	// when engine metrics are off.
+	LiveMix func(target string) (mix workload.LiveMix, read time.Time, err error)
 	// Ready reports whether the scheduler runs.
 	Ready func() bool
 

@@ -65,6 +65,11 @@ td.num{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}
 .cc{border-left:4px solid var(--mute);padding-left:5px}
 .cc-hit{border-left-color:var(--ok)}.cc-partial{border-left-color:#d4a72c}.cc-miss{border-left-color:var(--bad)}
 .conv-chart{max-width:640px}
+.mix{margin:10px 0;max-width:900px}
+.mix-bar{display:flex;height:14px;background:var(--bg);border-radius:2px;overflow:hidden;margin:4px 0}
+.mix-bar span{display:block;height:100%}
+.mc-1k{background:#54aeff}.mc-4k{background:#0969da}.mc-16k{background:#8250df}.mc-32k{background:#bf3989}.mc-96k{background:#bc4c00}
+.classes{margin:8px 0 2px}
 svg.plot{width:100%;height:auto;display:block;overflow:visible}
 svg.plot text{font-family:inherit}
 .tick{font-size:11px;fill:var(--mute)}
@@ -128,6 +133,15 @@ var pageTmpl = template.Must(template.New("page").Funcs(funcs).Parse(`<!DOCTYPE 
 <dt>Engine</dt><dd>{{with .Engine}}{{if .Up}}{{if .Running}}<b>{{.Running}}</b> running, <b>{{.Waiting}}</b> waiting{{else}}queue not reported{{end}}{{if .KV}}, KV cache {{.KV}}{{end}}{{if .Flavor}} <span class="mute">({{.Flavor}}, scraped {{.ScrapedAgo}})</span>{{end}}{{else if .Tried}}<span class="err">/metrics unreadable: {{.Err}}</span>{{else}}<span class="mute">not scraped yet</span>{{end}} <span class="mute small">from <code>{{.URL}}</code></span>{{else}}<span class="mute">engine metrics off (engine.enabled: false)</span>{{end}}</dd>
 <dt>Probes</dt><dd><a href="{{.ProbesURL}}">recent probes of {{.Name}} with their log lines</a>{{if .Held}} · <b>held while a sweep loads the target</b>{{end}}</dd>
 </dl>
+{{with .Mix}}<div class="mix" data-live-requests="{{.Requests}}" data-stale="{{.Stale}}">
+<div class="small"><b>Live length mix</b> <span class="mute">{{if .Err}}none{{else}}prompts of the {{.Requests}} requests the engine finished in the last {{.Window}}{{end}}{{if .ReadAgo}}, /metrics read {{.ReadAgo}}{{end}}</span></div>
+{{if .Err}}<p class="small mute">{{.Err}}</p>{{else}}<div class="mix-bar">{{range .Classes}}<span class="mc-{{.Class}}" style="width:{{printf "%.2f" .Width}}%" title="{{.Class}} {{.Share}}"></span>{{end}}</div>
+<div class="conv-classes small">{{range .Classes}}<span data-mix-class="{{.Class}}" data-share="{{.Share}}"><span class="key mc-{{.Class}}"></span><b>{{.Class}}</b> {{.Share}}</span>{{end}}{{with .Output}}<span class="mute">{{.}}</span>{{end}}</div>{{end}}
+<div class="scroll"><table class="small stack"><tr><th>scenario probed</th><th>shape</th><th>class</th><th class="num">live share of its class</th></tr>
+{{range .Shapes}}<tr data-shape="{{.Scenario}}" data-stale="{{.Stale}}"><td><b>{{.Scenario}}</b></td><td data-label="shape">{{.Shape}}</td><td data-label="class">{{or .Class "–"}}</td><td data-label="live share of its class">{{if .Stale}}<span class="err">{{.Share}}</span>{{else}}{{or .Share "–"}}{{end}}</td></tr>
+{{end}}</table></div>
+{{range .Shapes}}{{if .Stale}}<p class="err small" data-stale-scenario="{{.Scenario}}">{{.Warning}}.</p>{{end}}{{end}}
+{{with .Note}}<p class="small mute">{{.}}</p>{{end}}</div>{{end}}
 <div class="cards">
 {{range .Scenarios}}
 <section class="card" id="{{.Anchor}}" data-scenario="{{.Name}}" data-status="{{.Status}}">
@@ -138,6 +152,7 @@ var pageTmpl = template.Must(template.New("page").Funcs(funcs).Parse(`<!DOCTYPE 
 {{if .InFlight}}<dt>In flight</dt><dd>{{.InFlight}}</dd>{{end}}
 <dt>Next probe</dt><dd>{{.Next}}</dd>
 <dt>Success</dt><dd>{{if .SuccessRate}}{{.SuccessRate}} in the window{{else}}<span class="mute">no probe in the window</span>{{end}} · <a href="{{.ProbesURL}}">probes and logs</a></dd>
+{{with .LiveWarning}}<dt>Live mix</dt><dd class="err" data-live-stale>{{.}}</dd>{{end}}
 </dl>
 <div class="metrics" role="table" aria-label="{{.Name}}: latest, p50 and tail of each metric, its SLA, its recent probes">
 <div class="mrow mhead" role="row"><span role="columnheader">metric</span><span role="columnheader" class="num">last</span><span role="columnheader" class="num">p50</span><span role="columnheader" class="num">tail</span><span role="columnheader" class="num">SLA</span><span role="columnheader" class="spark-cell">recent probes</span></div>
@@ -162,6 +177,11 @@ var pageTmpl = template.Must(template.New("page").Funcs(funcs).Parse(`<!DOCTYPE 
 <div class="conv-classes small">{{range .Classes}}<span class="cc cc-{{.Class}}" data-cache="{{.Class}}" data-count="{{.Count}}"><b>{{.Class}}</b> {{.Count}}{{with .Share}} <span class="mute">({{.}})</span>{{end}}</span>{{end}}</div>
 <div class="conv-chart">{{.Chart}}</div>{{.Legend}}
 <p class="small mute">{{.Note}}</p></div>{{end}}
+{{with .Classes}}<div class="classes" data-classes="{{.Total}}">
+<div class="small"><b>TTFT by length class</b> <span class="mute">({{.Total}} probes in the window, drawn from {{if .Live}}the live mix{{else}}the trace{{end}}; good: answered within the class's TTFT)</span></div>
+<div class="scroll"><table class="small"><tr><th>class</th><th class="num">probes</th><th class="num">good</th><th class="num">slow</th><th class="num">error</th><th class="num">good share</th><th class="num">TTFT p50</th><th class="num">p99</th><th class="num">SLA</th></tr>
+{{range .Rows}}<tr data-class="{{.Class}}" data-probes="{{.Probes}}" data-good="{{.Good}}" data-slow="{{.Slow}}" data-error="{{.Error}}"><td>{{.Class}}</td><td class="num">{{.Probes}}</td><td class="num">{{.Good}}</td><td class="num">{{.Slow}}</td><td class="num">{{.Error}}</td><td class="num">{{or .GoodShare "–"}}</td><td class="num">{{or .P50 "–"}}</td><td class="num">{{or .P99 "–"}}</td><td class="num">{{.Limit}}</td></tr>
+{{end}}</table></div></div>{{end}}
 </section>
 {{end}}
 </div>

@@ -3,6 +3,7 @@ package workload
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 )
@@ -80,4 +81,85 @@ func (c ClassTTFT) String() string {
 		}
 	}
 	return strings.Join(parts, " ")
+}
+
+// classBounds are the upper bounds of Classes but the last: the geometric
+// means of neighbouring centres, as ClassOf draws them.
+func classBounds() []float64 {
+	b := make([]float64, len(Classes)-1)
+	for i := range b {
+		b[i] = math.Sqrt(float64(Classes[i].Tokens) * float64(Classes[i+1].Tokens))
+	}
+	return b
+}
+
+// bucketBounds are a bucket's bounds as draw reads them: from 0.5 (the
+// first bucket) or its lower bound, to its upper bound or, for +Inf, twice
+// its lower bound.
+func (h Hist) bucketBounds(i int) (lo, hi float64) {
+	if i > 0 {
+		lo = h.Upper[i-1]
+	}
+	hi = h.Upper[i]
+	if math.IsInf(hi, 1) {
+		hi = 2 * max(lo, 1)
+	}
+	return max(lo, 0.5), max(hi, max(lo, 0.5))
+}
+
+// ClassShares splits a histogram of prompt lengths over Classes, in their
+// order: each bucket's count spread log-uniformly between its bounds, as
+// live probes are drawn. All zeros when the histogram counts nothing.
+func ClassShares(h Hist) []float64 {
+	out := make([]float64, len(Classes))
+	total := h.Total()
+	if total == 0 {
+		return out
+	}
+	bounds := classBounds()
+	for i, c := range h.Counts {
+		if c == 0 {
+			continue
+		}
+		lo, hi := h.bucketBounds(i)
+		if hi <= lo { // a point: all of it in its class
+			out[slices.IndexFunc(Classes, func(k Class) bool { return k == ClassOf(int(math.Ceil(hi))) })] += c / total
+			continue
+		}
+		from := math.Log(lo)
+		for k := range Classes {
+			to := math.Log(hi)
+			if k < len(bounds) {
+				to = min(to, math.Log(bounds[k]))
+			}
+			if to > from {
+				out[k] += c / total * (to - from) / (math.Log(hi) - math.Log(lo))
+				from = to
+			}
+		}
+	}
+	return out
+}
+
+// Quantile is the q-quantile of the lengths the histogram counts, log-
+// uniform inside a bucket as draw reads it; 0 when it counts nothing.
+func (h Hist) Quantile(q float64) float64 {
+	total := h.Total()
+	if total == 0 {
+		return 0
+	}
+	rank, last := q*total, 0.0
+	for i, c := range h.Counts {
+		if c == 0 {
+			continue
+		}
+		lo, hi := h.bucketBounds(i)
+		if rank > c {
+			rank, last = rank-c, hi
+			continue
+		}
+		f := max(rank/c, 0)
+		return math.Exp(math.Log(lo) + f*(math.Log(hi)-math.Log(lo)))
+	}
+	return last // rounding left rank past the last bucket
 }

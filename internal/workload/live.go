@@ -209,9 +209,12 @@ func (l *Live) now() time.Time {
 	return time.Now()
 }
 
-// MetricsURL is where a target's engine metrics are read: its base URL's
-// /metrics, as vLLM serves them.
+// MetricsURL is where a target's engine metrics are read: its
+// metrics_url when set, else its base URL's /metrics, as vLLM serves them.
 func MetricsURL(t prober.Target) string {
+	if t.MetricsURL != "" {
+		return t.MetricsURL
+	}
 	return strings.TrimSuffix(strings.TrimSuffix(t.BaseURL, "/"), "/v1") + "/metrics"
 }
 
@@ -254,6 +257,31 @@ func (l *Live) Mix(ctx context.Context, t prober.Target) (LiveMix, error) {
 		return lt.mix, fmt.Errorf("workload: live: the engine at %s finished no request in the last %s (or it was read once only)", url, l.window())
 	}
 	return lt.mix, nil
+}
+
+// Cached returns t's mix as last read, without reading the engine: the
+// status page's view of a mix that a background loop keeps fresh with Mix.
+// read is when the engine was last read (zero: never).
+func (l *Live) Cached(t prober.Target) (mix LiveMix, read time.Time, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lt := l.targets[MetricsURL(t)]
+	if lt == nil {
+		return LiveMix{}, time.Time{}, nil
+	}
+	return lt.mix, lt.read, lt.err
+}
+
+// Retain forgets the mixes of every target whose metrics URL is not in
+// urls: a reader kept across reloads holds only the current targets'.
+func (l *Live) Retain(urls map[string]bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for u := range l.targets {
+		if !urls[u] {
+			delete(l.targets, u)
+		}
+	}
 }
 
 // add keeps s and the snapshots the window needs, and computes the mix from
@@ -302,11 +330,34 @@ func (l *Live) scrape(ctx context.Context, t prober.Target, url string) (snapsho
 	if resp.StatusCode != http.StatusOK {
 		return snapshot{}, fmt.Errorf("workload: live: GET %s: HTTP %d", url, resp.StatusCode)
 	}
-	p, o, err := ParseLengthHistograms(io.LimitReader(resp.Body, 64<<20))
+	p, o, err := ParseLengthHistograms(&pageCap{r: resp.Body, left: MaxLivePage})
 	if err != nil {
 		return snapshot{}, fmt.Errorf("workload: live: %s: %w", url, err)
 	}
 	return snapshot{prompt: p, output: o}, nil
+}
+
+// MaxLivePage bounds one read of an engine's metrics for the live mix, as
+// the engine watcher bounds its own: a vLLM page is tens of KiB, and the
+// daemon reads every target's for the status page.
+const MaxLivePage = 4 << 20
+
+// pageCap fails once more than left bytes came, rather than parse a
+// truncated page.
+type pageCap struct {
+	r    io.Reader
+	left int64
+}
+
+func (c *pageCap) Read(p []byte) (int, error) {
+	if int64(len(p)) > c.left+1 {
+		p = p[:c.left+1]
+	}
+	n, err := c.r.Read(p)
+	if c.left -= int64(n); c.left < 0 {
+		return 0, fmt.Errorf("metrics page longer than %d bytes; an engine's page is tens of KiB: check metrics_url", MaxLivePage)
+	}
+	return n, err
 }
 
 // Draw draws one prompt and one answer length from t's current mix.

@@ -40,6 +40,13 @@ var noData = map[string]string{
 	`slaprobe-live.json: panel "Conversation waiting time" query B`:                "no warm scenario probed (opt-in)",
 	`slaprobe-live.json: panel "Follow-ups that missed (range)" query A`:           "no warm scenario probed (opt-in)",
 	`slaprobe-live.json: panel "Conversation cache alerts" query A`:                "ALERTS of SlaprobeConversationCacheLost and SlaprobePrefixCachingNotWorking: only while they fire",
+	// Trace-shaped and live scenarios (workload:) are opt-in; the demo probes none. Their series are
+	// checked against vllmsim in collector and internal/status tests.
+	`slaprobe-overview.json: panel "TTFT by length class: p50 and p99" query A`:   "no workload: scenario probed (opt-in)",
+	`slaprobe-overview.json: panel "TTFT by length class: p50 and p99" query B`:   "no workload: scenario probed (opt-in)",
+	`slaprobe-overview.json: panel "TTFT by length class: p50 and p99" query C`:   "no workload: scenario probed (opt-in)",
+	`slaprobe-overview.json: panel "Good share by length class" query A`:          "no workload: scenario probed (opt-in)",
+	`slaprobe-live.json: panel "Probes by length class vs live requests" query B`: "no workload: scenario probed (opt-in)",
 	// The "Why the tail" row: engine families the demo's simulated engine has no cause for. Each is
 	// read from fixtures of the engines' own expositions in internal/engine, and the row's other
 	// panels are checked moving with their causes in TestTailRowSignalsFollowTheirCauses.

@@ -14,6 +14,7 @@ import (
 	"github.com/slaprobe/slaprobe/internal/report"
 	"github.com/slaprobe/slaprobe/internal/sweep"
 	"github.com/slaprobe/slaprobe/internal/sweeper"
+	"github.com/slaprobe/slaprobe/test/testproc"
 )
 
 // headroomScenario is a swept scenario whose closed-loop step N completed
@@ -78,6 +79,7 @@ const headroomTolerance = 0.05
 // against C/R; then that it is absent while the engine is idle, while the
 // target is being swept and right after its sweep.
 func TestLiveTrafficMultipleAgainstSim(t *testing.T) {
+	testproc.QuietLight(t) // an open-loop rate within 5 %: a loaded machine sent 0.61 of it late
 	cfg, _, srv, target, pool := decodeBoundSim(t, 50*time.Millisecond)
 	const (
 		window = 3 * time.Second

@@ -3,6 +3,7 @@ package prober_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -43,7 +45,9 @@ import (
 //     vocabulary splits many corpus words into several tokens, and a
 //     calibrated tail is a whole number of words, so where two word counts
 //     straddle the trace's length the prompt is the nearer (measured: 9 of
-//     24 exact, the others 1 to 4 tokens off).
+//     24 exact, the others 1 to 4 tokens off). The test holds the gap to
+//     that: every inexact prompt's gap is its tail's calibration's, a
+//     search that ended on two word counts one apart (3 to 7 rounds).
 //   - (b) A follow-up, a probe whose leading blocks are those of the probe
 //     before it, is served from the cache with sharing on: the engine took
 //     at least the shared blocks from it, and its TTFT is lower than the
@@ -146,7 +150,8 @@ func TestTraceOnOllama(t *testing.T) {
 		}
 	}
 
-	p := prober.New(nil, prober.SystemClock{})
+	cals := &calLog{tails: map[int64][3]int64{}}
+	p := prober.New(slog.New(cals), prober.SystemClock{})
 	s := prober.Scenario{Name: "trace", Family: prober.FamilyCustom, Interval: time.Minute, Timeout: 60 * time.Second}
 	// Calibrate every length first (on the sharing engine; the two have
 	// the same tokenizer): the tails on p, which the Shapes' probes use;
@@ -165,16 +170,44 @@ func TestTraceOnOllama(t *testing.T) {
 		classes[d.Class.Name]++
 	}
 	t.Logf("calibrated %d lengths in %v", n, time.Since(tStarted).Round(time.Millisecond))
+	if cals.block <= 0 {
+		t.Fatalf("no block calibration logged")
+	}
+	// sent is the blocks of d a probe sends (as many as fit before the
+	// tail's fixed part and 8 tokens of words, as Prepare does); follows,
+	// how many leading blocks the probe before it sent too.
+	sent := func(d workload.Draw) []uint64 {
+		return d.HashIDs[:min(len(d.HashIDs), max(0, (d.Input-int(cals.overhead)-8)/int(cals.block)))]
+	}
+	// Why a prompt is not the trace's length to the token: its blocks count
+	// what the block calibration counted, and its tail (the rest, a whole
+	// number of corpus words) what the tail's calibration found nearest.
+	// The whole gap must be the tail's.
+	var why []string
+	cals.mu.Lock()
+	for i, d := range draws {
+		if planned[i] == d.Input {
+			continue
+		}
+		k := len(sent(d))
+		tail := int64(d.Input - k*int(cals.block))
+		c, ok := cals.tails[tail]
+		// The search stops on an exact count, on two word counts one apart
+		// (the nearest kept), or after 12 rounds; the last would be a
+		// search that failed, not word granularity.
+		if !ok || int64(planned[i]-d.Input) != c[0]-tail || c[2] >= 12 {
+			t.Errorf("line %d: %d tokens planned for %d (%d blocks of %d): the tail's calibration (of %d tokens: counted, words, rounds %v, found %v) does not account for the gap within 12 rounds",
+				d.Line, planned[i], d.Input, k, cals.block, tail, c, ok)
+			continue
+		}
+		why = append(why, fmt.Sprintf("%d→%d (%d words, %d rounds)", tail, c[0], c[1], c[2]))
+	}
+	cals.mu.Unlock()
+	t.Logf("blocks of %d tokens counted %d; tails calibrated nearest, not exact (tokens asked → counted): %s", workload.DefaultBlockTokens, cals.block, strings.Join(why, ", "))
 	if len(classes) < 2 {
 		t.Fatalf("the excerpt's prompts fall in the classes %v; want two or more", classes)
 	}
 
-	// sent is the blocks of d a probe sends (as many as fit before the
-	// tail's fixed part); follows, how many leading blocks the probe before
-	// it sent too.
-	sent := func(d workload.Draw) []uint64 {
-		return d.HashIDs[:min(len(d.HashIDs), max(0, (d.Input-workload.DefaultMinInput)/workload.DefaultBlockTokens))]
-	}
 	follows := func(i int) int {
 		if i == 0 {
 			return 0
@@ -276,6 +309,37 @@ func TestTraceOnOllama(t *testing.T) {
 			ollamaAgree(t, fmt.Sprintf("class %s (%d probes, median TTFT %v)", c.Name, len(ts[0]), medianD(ts[0]).Round(time.Millisecond)), ts[0], ts[1], ollamaTTFTRel)
 		}
 	}
+}
+
+// calLog keeps what the prober logged of its calibrations: each tail's
+// asked tokens → counted, words, rounds; the block's counted tokens and
+// the tail's fixed part.
+type calLog struct {
+	mu              sync.Mutex
+	tails           map[int64][3]int64
+	block, overhead int64
+}
+
+func (c *calLog) Enabled(context.Context, slog.Level) bool { return true }
+func (c *calLog) WithAttrs([]slog.Attr) slog.Handler       { return c }
+func (c *calLog) WithGroup(string) slog.Handler            { return c }
+func (c *calLog) Handle(_ context.Context, r slog.Record) error {
+	a := map[string]int64{}
+	r.Attrs(func(at slog.Attr) bool {
+		if at.Value.Kind() == slog.KindInt64 {
+			a[at.Key] = at.Value.Int64()
+		}
+		return true
+	})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch r.Message {
+	case "calibrated prompt":
+		c.tails[a["input_tokens"]] = [3]int64{a["counted"], a["words"], a["rounds"]}
+	case "calibrated prompt block":
+		c.block, c.overhead = a["counted"], a["tail_overhead"]
+	}
+	return nil
 }
 
 func absI(x int) int {

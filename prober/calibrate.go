@@ -13,6 +13,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -75,6 +76,7 @@ type calKey struct {
 // one per target name and scenario (the output length is part of the body).
 type calEntry struct {
 	words       int
+	fill        string // fill units after the words (fillUnits): the count is then exact
 	tokens      int
 	method      string
 	rounds      int
@@ -213,7 +215,7 @@ func (p *Prober) calibrate(ctx context.Context, t Target, key calKey) (*calEntry
 	var c0, base int
 	var err error
 	if !noTokenize {
-		base, e.maxModelLen, err = p.tokenizeCount(ctx, t, key, calSpec(baseKey, 0))
+		base, e.maxModelLen, err = p.tokenizeCount(ctx, t, key, calSpec(baseKey, 0, ""))
 		if errors.Is(err, errNoTokenize) {
 			p.logger.Info("target has no /tokenize; calibrating with max_tokens=1 requests",
 				"target", t.Name, "err", err)
@@ -240,17 +242,20 @@ func (p *Prober) calibrate(ctx context.Context, t Target, key calKey) (*calEntry
 				}
 			}
 		}
-		if base, err = countSpec(calSpec(baseKey, 0)); err != nil {
+		if base, err = countSpec(calSpec(baseKey, 0, "")); err != nil {
 			return nil, err
 		}
 	}
-	count := func(words int) (int, error) { return countSpec(calSpec(key, words)) }
+	countFill := func(words int, fill string) (int, error) { return countSpec(calSpec(key, words, fill)) }
 	c0 = base
 	if key.step {
-		count = func(words int) (int, error) {
-			n, err := countSpec(calSpec(key, words+shift))
+		countFill = func(words int, fill string) (int, error) {
+			n, err := countSpec(calSpec(key, words+shift, fill))
 			return n - base, err
 		}
+	}
+	count := func(words int) (int, error) { return countFill(words, "") }
+	if key.step {
 		if c0, err = count(0); err != nil {
 			return nil, err
 		}
@@ -262,9 +267,14 @@ func (p *Prober) calibrate(ctx context.Context, t Target, key calKey) (*calEntry
 		}
 		return nil, err
 	}
+	if e.tokens != key.input {
+		var rounds int
+		e.words, e.fill, e.tokens, rounds = fillToExact(key.input, e.words, e.tokens, count, countFill)
+		e.rounds += rounds
+	}
 	e.words += shift
 	p.logger.Info("calibrated prompt", "target", t.Name, "model", key.model, "api", key.api,
-		"input_tokens", key.input, "tools", key.tools, "follow_up_step", key.step, "counted", e.tokens, "words", e.words, "method", e.method, "rounds", e.rounds)
+		"input_tokens", key.input, "tools", key.tools, "follow_up_step", key.step, "counted", e.tokens, "words", e.words, "fill", e.fill, "method", e.method, "rounds", e.rounds)
 	return e, nil
 }
 
@@ -361,6 +371,54 @@ func searchWords(target, c0 int, count func(words int) (int, error)) (words, got
 	return best.n, best.c, rounds, nil
 }
 
+// fillToExact closes the gap words leave: from the word count just below target (words, or one
+// fewer when words counts above), it appends the missing tokens as fill units (fillUnits, in turn;
+// a unit that counts k tokens each is repeated gap/k times when k divides the gap) and keeps the
+// first fill the server counts exactly at target. Otherwise, or when a count fails, it keeps what
+// the word search found. It returns the words, fill and count it settled on and the counts it
+// asked for (at most 1 + 2 per unit).
+func fillToExact(target, words, got int, count func(int) (int, error), countFill func(int, string) (int, error)) (w int, fill string, c, rounds int) {
+	w, c = words, got
+	if got > target {
+		if words < 1 {
+			return words, "", got, 0
+		}
+		n, err := count(words - 1)
+		rounds++
+		if err != nil || n >= target {
+			return words, "", got, rounds
+		}
+		w, c = words-1, n
+	}
+	gap := target - c
+	if gap < 1 || gap > maxFill {
+		return words, "", got, rounds
+	}
+	for _, unit := range fillUnits {
+		n, err := countFill(w, strings.Repeat(unit, gap))
+		rounds++
+		if err != nil {
+			return words, "", got, rounds
+		}
+		if n == target {
+			return w, strings.Repeat(unit, gap), n, rounds
+		}
+		// A unit of k tokens, each of gap units alike: gap/k units, if k divides the gap.
+		if k := (n - c) / gap; k > 1 && (n-c)%gap == 0 && gap%k == 0 {
+			fill := strings.Repeat(unit, gap/k)
+			n, err := countFill(w, fill)
+			rounds++
+			if err != nil {
+				return words, "", got, rounds
+			}
+			if n == target {
+				return w, fill, n, rounds
+			}
+		}
+	}
+	return words, "", got, rounds
+}
+
 // calSpec is the request a calibration of key counts for words words: the
 // prompt of a cold probe or priming turn; for a step key, a priming prompt
 // without corpus words followed by one follow-up step whose replayed answer
@@ -368,14 +426,14 @@ func searchWords(target, c0 int, count func(words int) (int, error)) (words, got
 // whose new text is words words. A step's count thus includes the template
 // tokens of the assistant message, the synthesized tool call and the new
 // message.
-func calSpec(key calKey, words int) requestSpec {
+func calSpec(key calKey, words int, fill string) requestSpec {
 	spec := requestSpec{API: key.api, Model: key.model, Tools: key.tools}
 	if !key.step {
-		spec.Prompt = promptText(newNonce(), bodyWords(words))
+		spec.Prompt = promptText(newNonce(), bodyText(words, fill))
 		return spec
 	}
 	spec.Prompt = promptText(newNonce(), "")
-	spec.Steps = []convStep{{Turn: 2, New: bodyWords(words)}}
+	spec.Steps = []convStep{{Turn: 2, New: bodyText(words, fill)}}
 	return spec
 }
 

@@ -161,7 +161,7 @@ func calScenario(name string, in, out int) Scenario {
 
 // serverCount is what the fake server counts for a prompt of prep's length.
 func serverCount(prep *Prepared) int {
-	text := promptText(newNonce(), bodyWords(prep.Words))
+	text := promptText(newNonce(), bodyText(prep.Words, prep.Fill))
 	if prep.API == APICompletions {
 		return fakeBOS + fakeTokens(text)
 	}
@@ -192,16 +192,16 @@ func TestCalibrateTokenize(t *testing.T) {
 			if !PromptLengthWithin(got, tc.in) {
 				t.Fatalf("calibrated prompt is %d tokens, want %d±%d", got, tc.in, PromptTolerance(tc.in))
 			}
-			if d := absInt(got - tc.in); d > 3 {
-				t.Errorf("calibrated prompt is %d tokens, %d off %d; expected word-level precision", got, d, tc.in)
+			if got != tc.in {
+				t.Errorf("calibrated prompt is %d tokens (%d words, fill %q), want exactly %d", got, prep.Words, prep.Fill, tc.in)
 			}
-			if calls := f.tokenizeCalls.Load(); calls > 6 {
+			if calls := f.tokenizeCalls.Load(); calls > 8 { // the word search, then at most two counts to fill the gap
 				t.Errorf("%d /tokenize calls, want few", calls)
 			}
 			if prep.Method != CalibrationTokenize || prep.MaxModelLen != 200000 {
 				t.Errorf("method %q max_model_len %d", prep.Method, prep.MaxModelLen)
 			}
-			t.Logf("%d tokens in %d words with %d /tokenize calls", got, prep.Words, f.tokenizeCalls.Load())
+			t.Logf("%d tokens in %d words and fill %q with %d /tokenize calls", got, prep.Words, prep.Fill, f.tokenizeCalls.Load())
 
 			r := p.Run(context.Background(), target, prep)
 			if r.Kind != KindSuccess || !r.PromptLengthOK || r.PromptTokens != got {

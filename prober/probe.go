@@ -107,6 +107,7 @@ type Prepared struct {
 
 	API          API    // endpoint form
 	Words        int    // body length in corpus words
+	Fill         string // fill units after the words, for an exact count (fillUnits)
 	PromptTokens int    // the server's count of the calibrated prompt
 	MaxModelLen  int    // from /tokenize; 0 when unknown
 	Method       string // CalibrationTokenize or CalibrationUsage
@@ -188,13 +189,13 @@ func (p *Prober) Prepare(ctx context.Context, t Target, model string, s Scenario
 	if prep != nil {
 		return prep, nil
 	}
-	body, err := newBodyTemplate(key.api, model, entry.words, s.OutputTokens, key.tools, t.PerRequestMetrics)
+	body, err := newBodyTemplateText(key.api, model, bodyText(entry.words, entry.fill), s.OutputTokens, key.tools, t.PerRequestMetrics)
 	if err != nil {
 		return nil, fmt.Errorf("calibrate %s: %w", s.Name, err)
 	}
 	prep = &Prepared{
 		Target: t.Name, Model: model, Scenario: s,
-		API: key.api, Words: entry.words, PromptTokens: entry.tokens, MaxModelLen: entry.maxModelLen, Method: entry.method,
+		API: key.api, Words: entry.words, Fill: entry.fill, PromptTokens: entry.tokens, MaxModelLen: entry.maxModelLen, Method: entry.method,
 		key: key, entry: entry, body: body,
 	}
 	if prep.followUps, err = p.prepareFollowUps(ctx, t, key, s); err != nil {
@@ -293,7 +294,7 @@ func (p *Prober) newHistory(t Target, prep *Prepared, nonce string) *history {
 	p.convSeq.put(pk, n+1)
 	p.mu.Unlock()
 	draw, think := conversationDraws(prep.Scenario.ConversationSeed(), n)
-	return &history{prep: prep, first: promptText(nonce, bodyWords(prep.Words)), draw: draw, think: think,
+	return &history{prep: prep, first: promptText(nonce, bodyText(prep.Words, prep.Fill)), draw: draw, think: think,
 		includeMetrics: t.PerRequestMetrics}
 }
 
@@ -336,7 +337,7 @@ func (h *history) seen() int { return h.prevPrompt() + h.prev.OutputTokens }
 func (h *history) next(k int, salt string) (body []byte, f followUp, want int, err error) {
 	s := h.prep.Scenario
 	f = h.prep.followUps[h.draw.Int(IntRange{Min: 0, Max: len(h.prep.followUps) - 1})]
-	h.steps = append(h.steps, convStep{Turn: k, Answer: h.prev.Answer, New: bodyWords(f.entry.words)})
+	h.steps = append(h.steps, convStep{Turn: k, Answer: h.prev.Answer, New: bodyText(f.entry.words, f.entry.fill)})
 	body, err = marshalRequest(requestSpec{
 		API: h.prep.API, Model: h.prep.Model, Prompt: h.first, Steps: h.steps, Tools: s.Conversation.Tools,
 		MaxTokens: s.OutputTokens, MinTokens: s.OutputTokens, Stream: true, CacheSalt: salt,

@@ -81,6 +81,25 @@ type textCorpus struct {
 
 // bodyWords returns the first n words of the corpus.
 func bodyWords(n int) string {
+	return bodyWordsOnly(n)
+}
+
+// fillUnits are what a calibration appends, repeated, after the corpus words when two word counts
+// one apart straddle the asked token count, in the order it tries them: a unit is one token in
+// most tokenizers (a byte-level BPE that never merged " ." counts it as two; then "." alone). The
+// calibration counts the filled prompt and keeps a fill only when the count is exact, so a
+// tokenizer that merges units costs a count or two, never a wrong length.
+var fillUnits = []string{" .", ".", " ,", "\n"}
+
+// maxFill bounds the gap, in tokens, a calibration fills: a wider one is left to the words.
+const maxFill = 16
+
+// bodyText is the first n words of the corpus followed by fill (fill units, or "").
+func bodyText(n int, fill string) string {
+	return bodyWordsOnly(n) + fill
+}
+
+func bodyWordsOnly(n int) string {
 	if n <= 0 {
 		return ""
 	}

@@ -77,10 +77,16 @@ type bodyTemplate struct {
 // vLLM's per-request metrics when includeMetrics is set and the API has
 // include_metrics.
 func newBodyTemplate(api API, model string, words, outputTokens int, tools, includeMetrics bool) (*bodyTemplate, error) {
+	return newBodyTemplateText(api, model, bodyWords(words), outputTokens, tools, includeMetrics)
+}
+
+// newBodyTemplateText is newBodyTemplate for a prompt body already built (a calibration's words
+// and fill).
+func newBodyTemplateText(api API, model, text string, outputTokens int, tools, includeMetrics bool) (*bodyTemplate, error) {
 	b, err := marshalRequest(requestSpec{
 		API:            api,
 		Model:          model,
-		Prompt:         promptText(nonceMark, bodyWords(words)),
+		Prompt:         promptText(nonceMark, text),
 		MaxTokens:      outputTokens,
 		MinTokens:      outputTokens,
 		Stream:         true,

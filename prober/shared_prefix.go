@@ -235,7 +235,7 @@ func (pp *PrefixPrompts) finish(ctx context.Context, t Target, s Scenario, sp Sh
 	}
 	b, err := marshalRequest(requestSpec{
 		API: key.api, Model: key.model,
-		Prompt:    blocks + promptText(nonceMark, bodyWords(entry.words)),
+		Prompt:    blocks + promptText(nonceMark, bodyText(entry.words, entry.fill)),
 		MaxTokens: s.OutputTokens, MinTokens: s.OutputTokens, Stream: true,
 		CacheSalt:      sp.CacheSalt,
 		IncludeMetrics: t.PerRequestMetrics,
@@ -250,7 +250,7 @@ func (pp *PrefixPrompts) finish(ctx context.Context, t Target, s Scenario, sp Sh
 	body := &bodyTemplate{pre: b[:n], mid: b[n+len(nonceMark):], noSalt: true}
 	return &Prepared{
 		Target: t.Name, Model: key.model, Scenario: s,
-		API: key.api, Words: entry.words, PromptTokens: blockTokens + entry.tokens, MaxModelLen: entry.maxModelLen, Method: entry.method,
+		API: key.api, Words: entry.words, Fill: entry.fill, PromptTokens: blockTokens + entry.tokens, MaxModelLen: entry.maxModelLen, Method: entry.method,
 		key: key, entry: entry, body: body,
 	}, nil
 }

@@ -147,3 +147,23 @@ func TestReadmeFrontPage(t *testing.T) {
 		}
 	}
 }
+
+// TestDocsInProportion: docs/ stays a reference a user can read, 200 KB of Markdown at most; how a
+// figure was reached goes in a commit message, not in docs/.
+func TestDocsInProportion(t *testing.T) {
+	pages, err := filepath.Glob(filepath.Join("..", "..", "docs", "*.md"))
+	if err != nil || len(pages) == 0 {
+		t.Fatalf("no docs/*.md (%v)", err)
+	}
+	total := 0
+	for _, p := range pages {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += int(fi.Size())
+	}
+	if limit := 200_000; total > limit {
+		t.Errorf("docs/*.md hold %d bytes, over %d: tighten wording or move stories to commit messages", total, limit)
+	}
+}

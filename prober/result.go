@@ -274,6 +274,23 @@ func (r *Result) InferSeenCachedShare() (share float64, ok bool) {
 	return min(max((float64(r.PromptTokens)-uncached)/float64(r.SeenTokens), 0), 1), true
 }
 
+// Recomputed is what a follow-up cost its engine for want of cache: history
+// is what it could have reused (SeenTokens, everything before its new
+// tokens), recomputed the prompt tokens it prefilled beyond its new tokens,
+// prompt − cached − new with new = prompt − history, floored at 0, which is
+// history × (1 − SeenCachedShare). The cached count is the server's where it
+// reports one, else inferred from TTFT (InferSeenCachedShare); method is
+// CachedNoMethod, and both 0, where the share is unknown (the unknown class
+// of ConversationCache): such a turn counts in neither.
+func (r *Result) Recomputed() (history, recomputed float64, method CachedMethod) {
+	share, m := r.SeenCached()
+	if m == CachedNoMethod {
+		return 0, 0, m
+	}
+	history = float64(r.SeenTokens)
+	return history, max(history*(1-share), 0), m
+}
+
 // ConversationCache classes a follow-up by SeenCachedShare.
 func (r *Result) ConversationCache() ConversationCache {
 	share, ok := r.SeenCachedShare()

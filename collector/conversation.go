@@ -37,7 +37,7 @@ var (
 func newConversationMetrics(o ProbeMetricsOptions) conversationMetrics {
 	return conversationMetrics{
 		turns: newCounter("conversation_turns_total",
-			"Successful follow-up turns of conversation scenarios by the share of what the engine had already seen of the conversation (the turn before's prompt and answer) that it served from its cache: hit (at least 0.9), partial, miss (under 0.1), unknown (neither reported by the server nor inferable from the turn's TTFT).", "cache"),
+			"Successful follow-up turns of conversation scenarios by the share of what the engine had already seen of the conversation (the turn before's prompt and answer) that it served from its cache: hit (at least 0.9), partial, miss (under 0.1), unknown (neither reported by the server nor inferable from the turn's TTFT within an error of 0.1).", "cache"),
 		cachedRatio: newHistogram("conversation_cached_ratio",
 			"Share of what the engine had already seen of a conversation (the turn before's prompt and answer) that it served from its cache, per successful follow-up turn whose share is known: reported by the server, else inferred from the turn's TTFT.",
 			o.buckets(cachedRatioBuckets, cachedRatioBuckets)),

@@ -70,7 +70,8 @@ type Params struct {
 // again more than RecomputedShare of what they could have reused
 // (slaprobe_conversation_recomputed_tokens_total ÷ slaprobe_conversation_history_tokens_total, source
 // reported), or more than MissShare of them were misses (where the server reports no cached tokens,
-// the inferred share reads too low on hits to judge RecomputedShare: docs/conversations.md).
+// the inferred share may read a hit up to 0.1 low, too much to judge RecomputedShare:
+// docs/conversations.md).
 type ConversationCacheLost struct {
 	Window time.Duration
 	// RecomputedShare: round-robin over two replicas recomputes about 12 % on a 12-turn

@@ -398,8 +398,8 @@ func conversationCacheLost(c ConversationCacheLost) Rule {
 beyond their new tokens, more than %[2]s of what the engine had already seen of the conversation
 (slaprobe_conversation_recomputed_tokens_total / slaprobe_conversation_history_tokens_total, counted
 where the server reports cached tokens), or more than %[4]s of the follow-ups whose cache class is known
-were misses (under 10 %% cached: the only class the TTFT-inferred share gets right, as it reads hits up
-to 0.2 low). Round-robin over two replicas recomputes about 12 %% on a 12-turn coding_agent while
+were misses (under 10 %% cached: the only class a TTFT-inferred share tells apart, as it may read a hit
+up to 0.1 low, its stated error). Round-robin over two replicas recomputes about 12 %% on a 12-turn coding_agent while
 missing only its first follow-up (9 %%); affinity recomputes under 1 %%. At least %[3]d known
 follow-ups in the window, so one miss on a quiet probe never fires (1/%[3]d <= %[4]s). The window,
 shares, floor and for are alertgen.Params.ConversationCache.`, w, rs, c.MinFollowUps, ms),

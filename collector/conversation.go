@@ -21,6 +21,7 @@ type conversationMetrics struct {
 	misses                                 *prometheus.CounterVec
 
 	turns                            *prometheus.CounterVec
+	history, recomputed              *prometheus.CounterVec
 	cachedRatio, conversationSeconds *snapHist
 }
 
@@ -36,13 +37,17 @@ var (
 func newConversationMetrics(o ProbeMetricsOptions) conversationMetrics {
 	return conversationMetrics{
 		turns: newCounter("conversation_turns_total",
-			"Successful follow-up turns of conversation scenarios by the share of what the engine had already seen of the conversation (the turn before's prompt and answer) that it served from its cache: hit (at least 0.9), partial, miss (under 0.1), unknown (neither reported by the server nor inferable from the turn's TTFT).", "cache"),
+			"Successful follow-up turns of conversation scenarios by the share of what the engine had already seen of the conversation (the turn before's prompt and answer) that it served from its cache: hit (at least 0.9), partial, miss (under 0.1), unknown (neither reported by the server nor inferable from the turn's TTFT within an error of 0.1).", "cache"),
 		cachedRatio: newHistogram("conversation_cached_ratio",
 			"Share of what the engine had already seen of a conversation (the turn before's prompt and answer) that it served from its cache, per successful follow-up turn whose share is known: reported by the server, else inferred from the turn's TTFT.",
 			o.buckets(cachedRatioBuckets, cachedRatioBuckets)),
 		conversationSeconds: newHistogram("conversation_seconds",
 			"Waiting time of each conversation whose every turn succeeded: the sum of its turns' E2E latencies, priming turn included.",
 			o.buckets(conversationBuckets, conversationBucketsReduced)),
+		history: newCounter("conversation_history_tokens_total",
+			"Prompt tokens that successful follow-up turns of conversation scenarios could have reused from the prefix cache: what the engine had already seen of the conversation (the turn before's prompt and answer), summed over the turns whose cached share is known; source says where the share came from (reported by the server, or inferred from the turn's TTFT).", "source"),
+		recomputed: newCounter("conversation_recomputed_tokens_total",
+			"Prompt tokens that successful follow-up turns of conversation scenarios prefilled beyond their new tokens (prompt minus cached minus new tokens, at least 0): the part of slaprobe_conversation_history_tokens_total the engine computed again for want of cache, e.g. behind a router without session affinity.", "source"),
 		hitRatio: newGauge("conversation_cache_hit_ratio",
 			"Share of the last conversation follow-up's prompt the server served from its prefix cache (cached_tokens / prompt_tokens). Absent when the server does not report cached tokens."),
 		saved: newGauge("conversation_ttft_saved_seconds",
@@ -58,7 +63,19 @@ func newConversationMetrics(o ProbeMetricsOptions) conversationMetrics {
 
 func (w conversationMetrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{sorted(w.hitRatio), sorted(w.saved), sorted(w.savedRatio), sorted(w.primeTTFT),
-		sorted(w.misses), sorted(w.turns), w.cachedRatio, w.conversationSeconds}
+		sorted(w.misses), sorted(w.turns), sorted(w.history), sorted(w.recomputed), w.cachedRatio, w.conversationSeconds}
+}
+
+// recomputedSources are the source label's values of the history and
+// recomputed token counters: the server's cached count, or the share
+// inferred from TTFT.
+var recomputedSources = []string{"reported", "inferred"}
+
+func recomputedSource(m prober.CachedMethod) string {
+	if m == prober.CachedReportedMethod {
+		return "reported"
+	}
+	return "inferred"
 }
 
 // observePrime records a successful priming turn.
@@ -76,6 +93,15 @@ func (w conversationMetrics) observeFollowUp(r *prober.Result) {
 		w.turns.WithLabelValues(r.Target, r.Model, r.Scenario, apiOf(r), string(c))
 	}
 	w.turns.WithLabelValues(r.Target, r.Model, r.Scenario, apiOf(r), string(r.ConversationCache())).Inc()
+	for _, s := range recomputedSources { // both from the first follow-up on, as the classes
+		w.history.WithLabelValues(r.Target, r.Model, r.Scenario, apiOf(r), s)
+		w.recomputed.WithLabelValues(r.Target, r.Model, r.Scenario, apiOf(r), s)
+	}
+	if history, recomputed, m := r.Recomputed(); m != prober.CachedNoMethod {
+		s := recomputedSource(m)
+		w.history.WithLabelValues(r.Target, r.Model, r.Scenario, apiOf(r), s).Add(history)
+		w.recomputed.WithLabelValues(r.Target, r.Model, r.Scenario, apiOf(r), s).Add(recomputed)
+	}
 	if share, ok := r.SeenCachedShare(); ok {
 		w.cachedRatio.WithLabelValues(lv...).Observe(share)
 	}

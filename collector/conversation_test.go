@@ -5,13 +5,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/slaprobe/slaprobe/prober"
 )
 
 // TestConversationCacheMetrics: the cache-hit and TTFT-saved series of
-// conversation scenarios appear with the first follow-up and go with the target.
+// conversation scenarios appear with the first follow-up and go with the target;
+// the history and recomputed token counters add a follow-up's seen tokens and
+// what of them was not cached, by source, and nothing for an unknown share.
 func TestConversationCacheMetrics(t *testing.T) {
 	reg, m := newTestMetrics(t)
 	m.SetScenarioEnabled("a", "m", "chatbot", "chat", true)
@@ -29,17 +32,38 @@ func TestConversationCacheMetrics(t *testing.T) {
 	miss.FirstToken = miss.Start.Add(1500 * time.Millisecond) // slower than the priming turn
 	m.Observe(&miss)
 
+	inferred := warmConversation() // no count reported: the share is inferred from TTFT
+	inferred.CachedReported, inferred.CachedTokens, inferred.PrimePromptTokens = false, 0, 32768
+	infShare, ok := inferred.SeenCachedShare()
+	if !ok {
+		t.Fatal("the inferred follow-up has no share")
+	}
+	m.Observe(&inferred)
+	unknown := inferred // no priming length: not inferable, counts in neither
+	unknown.PrimePromptTokens = 0
+	m.Observe(&unknown)
+
 	lv := []string{"a", "m", "general_chat_followup", "chat"}
+	tok := func(v interface {
+		WithLabelValues(...string) prometheus.Counter
+	}, source string) float64 {
+		return testutil.ToFloat64(v.WithLabelValues(append(append([]string(nil), lv...), source)...))
+	}
 	for _, c := range []struct {
 		name      string
 		got, want float64
 	}{
-		{"followups", followUps(m, lv), 2},
+		{"followups", followUps(m, lv), 4},
+		// hit: 32,752 of 32,768 cached; miss: none.
+		{"history reported", tok(m.conv.history, "reported"), 2 * 32768},
+		{"recomputed reported", tok(m.conv.recomputed, "reported"), 16 + 32768},
+		{"history inferred", tok(m.conv.history, "inferred"), 32768},
+		{"recomputed inferred", tok(m.conv.recomputed, "inferred"), 32768 * (1 - infShare)},
 		{"misses", testutil.ToFloat64(m.conv.misses.WithLabelValues(lv...)), 1},
 		{"hit ratio (last)", testutil.ToFloat64(m.conv.hitRatio.WithLabelValues(lv...)), 0},
 		{"prime ttft", testutil.ToFloat64(m.conv.primeTTFT.WithLabelValues(lv...)), 1.4},
-		{"saved (last)", testutil.ToFloat64(m.conv.saved.WithLabelValues(lv...)), 1.4 - 1.5},
-		{"probes ok", testutil.ToFloat64(m.probes.WithLabelValues("a", "m", "general_chat_followup", "chat", "success")), 2},
+		{"saved (last)", testutil.ToFloat64(m.conv.saved.WithLabelValues(lv...)), 1.4 - 0.2}, // the unknown one
+		{"probes ok", testutil.ToFloat64(m.probes.WithLabelValues("a", "m", "general_chat_followup", "chat", "success")), 4},
 		{"cold cache hits", testutil.ToFloat64(m.cacheHits.WithLabelValues(lv...)), 0},
 		{"ttft observations", float64(testutil.CollectAndCount(m.ttft)), 2}, // chatbot and the conversation scenario
 	} {

@@ -430,6 +430,6 @@ func (m *ProbeMetrics) vecs() []*prometheus.MetricVec {
 		m.planned.MetricVec, m.contextNeeded.MetricVec,
 		m.conv.hitRatio.MetricVec, m.conv.saved.MetricVec, m.conv.savedRatio.MetricVec, m.conv.primeTTFT.MetricVec,
 		m.conv.misses.MetricVec,
-		m.conv.turns.MetricVec, m.conv.cachedRatio.MetricVec, m.conv.conversationSeconds.MetricVec,
+		m.conv.turns.MetricVec, m.conv.history.MetricVec, m.conv.recomputed.MetricVec, m.conv.cachedRatio.MetricVec, m.conv.conversationSeconds.MetricVec,
 	)
 }

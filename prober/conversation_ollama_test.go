@@ -79,10 +79,13 @@ func TestOllamaConversation(t *testing.T) {
 				r.TTFT().Round(10*time.Microsecond), ict.ttft.Round(10*time.Microsecond))
 			if r.FollowUp() {
 				followTTFT = append(followTTFT, r.TTFT())
-				share, m := r.SeenCached()
-				line += fmt.Sprintf(", %d of them seen before, cached share %.3f by %s: %s", r.SeenTokens, share, m, r.ConversationCache())
-				if m != prober.CachedTTFTMethod || r.CachedReported {
-					t.Errorf("conversation %d turn %d: share by %q (reported %v); Ollama reports no cached tokens, so it is inferred", c+1, r.Turn, m, r.CachedReported)
+				_, m := r.SeenCached()
+				// The raw inference, kept or not: its error is what is measured.
+				share, bound, ok := r.InferSeenCachedShareBound()
+				line += fmt.Sprintf(", %d of them seen before, inferred share %.3f (stated error %.3f) by %q: %s", r.SeenTokens, share, bound, m, r.ConversationCache())
+				if !ok || r.CachedReported || (m == prober.CachedTTFTMethod) != (bound <= prober.InferMaxError) {
+					t.Errorf("conversation %d turn %d: share by %q (reported %v, stated error %.3f); Ollama reports no cached tokens, so it is inferred where the stated error is at most %.2f, else unknown",
+						c+1, r.Turn, m, r.CachedReported, bound, prober.InferMaxError)
 				}
 				truth := loadShare(loads, i)
 				inferErr, inferred = append(inferErr, share-truth), append(inferred, share)

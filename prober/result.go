@@ -236,42 +236,76 @@ func (r *Result) SeenCached() (share float64, method CachedMethod) {
 	return 0, CachedNoMethod
 }
 
-// InferSeenCachedShare infers SeenCachedShare from timing alone, for a
-// server that does not count cached tokens. Prefill time grows with the
-// tokens prefilled, so the conversation's own cold priming turn (PrimeTTFT
-// for PrimePromptTokens) gives the pace, and the follow-up's TTFT at that
-// pace is what it prefilled, U; the rest of its prompt came from the cache:
+// InferSeenCachedShare is InferSeenCachedShareBound's share where its
+// stated error is at most InferMaxError; ok is false otherwise: the share
+// is then unknown rather than a wrong class.
+func (r *Result) InferSeenCachedShare() (share float64, ok bool) {
+	share, bound, ok := r.InferSeenCachedShareBound()
+	if !ok || bound > InferMaxError {
+		return 0, false
+	}
+	return share, true
+}
+
+// The stated error of a share inferred from TTFT: a fixed cost per request
+// of InferFixedSteps decode steps (the turn's ITL) that the inference cannot
+// see, and the largest error still reported (InferMaxError). The simulated
+// engine's default, modelled on vLLM on one H100, has 70 ms of fixed prefill
+// cost against a 6 ms ITL (docs/conversations.md has the measured errors).
+const (
+	InferFixedSteps = 10
+	InferMaxError   = 0.1
+)
+
+// InferSeenCachedShareBound infers SeenCachedShare from timing alone, for a
+// server that does not count cached tokens, with the bound of its error.
+// Prefill time grows with the tokens prefilled, so the conversation's own
+// cold priming turn (PrimeTTFT for PrimePromptTokens) gives the pace, and
+// the follow-up's TTFT at that pace is what it prefilled, U; the rest of its
+// prompt came from the cache:
 //
 //	U     = PrimePromptTokens × (TTFT − o) / (PrimeTTFT − o)
 //	share = (PromptTokens − U) / SeenTokens, clamped to [0, 1]
 //
 // o is the turn's ITL (the engine's one forward pass that even a fully
-// cached prompt costs), or 0 when the turn has no measured decode; at most
-// half the priming turn's TTFT. What else is fixed per request (the round
-// trip, tokenization, a slow scheduler step) and the new tokens' higher
-// per-token cost deep in a long context (attention) count as prefilled
-// tokens, so the share reads low rather than high, by about that overhead's
-// share of the cold TTFT: a miss reads as a miss; a hit may read as partial where
-// the fixed overhead is large against the cold prefill (docs/conversations.md has the
-// measured error). ok is false unless r is a successful, timed follow-up
-// with its priming turn known, and false where the priming turn's TTFT is
-// under four decode steps (4·o): its prefill is then not measurably more than
-// one forward pass, and timing cannot tell a hit from a miss (a server that
-// streams its first token at once, as a simulator set to no prefill time).
-func (r *Result) InferSeenCachedShare() (share float64, ok bool) {
-	if !r.FollowUp() || r.Kind != KindSuccess || !r.Timed() || r.PrimeTTFT <= 0 || r.PrimePromptTokens <= 0 ||
+// cached prompt costs), at most half the priming turn's TTFT. What else is
+// fixed per request (the round trip, tokenization, scheduling) counts as
+// prefilled tokens: a hit reads low and a miss a little high, by about
+// that cost over the priming turn's TTFT times PrimePromptTokens/SeenTokens.
+// bound is that error for a fixed cost of InferFixedSteps·o:
+//
+//	bound = InferFixedSteps × o / (PrimeTTFT − o) × PrimePromptTokens / SeenTokens
+//
+// small where the cold prefill is long against a decode step, large on
+// small prompts and a fast prefill. ok is false unless r is a successful
+// follow-up with a measured decode (o) and its priming turn known.
+func (r *Result) InferSeenCachedShareBound() (share, bound float64, ok bool) {
+	if !r.FollowUp() || r.Kind != KindSuccess || !r.DecodeMeasured() || r.PrimeTTFT <= 0 || r.PrimePromptTokens <= 0 ||
 		r.PromptTokens <= 0 || r.SeenTokens <= 0 {
-		return 0, false
+		return 0, 0, false
 	}
-	var o time.Duration
-	if r.DecodeMeasured() {
-		if r.PrimeTTFT < 4*r.ITL() {
-			return 0, false
-		}
-		o = min(r.ITL(), r.PrimeTTFT/2)
-	}
+	o := min(r.ITL(), r.PrimeTTFT/2)
 	uncached := float64(r.PrimePromptTokens) * float64(max(r.TTFT()-o, 0)) / float64(r.PrimeTTFT-o)
-	return min(max((float64(r.PromptTokens)-uncached)/float64(r.SeenTokens), 0), 1), true
+	share = min(max((float64(r.PromptTokens)-uncached)/float64(r.SeenTokens), 0), 1)
+	bound = InferFixedSteps * float64(o) / float64(r.PrimeTTFT-o) * float64(r.PrimePromptTokens) / float64(r.SeenTokens)
+	return share, bound, true
+}
+
+// Recomputed is what a follow-up cost its engine for want of cache: history
+// is what it could have reused (SeenTokens, everything before its new
+// tokens), recomputed the prompt tokens it prefilled beyond its new tokens,
+// prompt − cached − new with new = prompt − history, floored at 0, which is
+// history × (1 − SeenCachedShare). The cached count is the server's where it
+// reports one, else inferred from TTFT (InferSeenCachedShare); method is
+// CachedNoMethod, and both 0, where the share is unknown (the unknown class
+// of ConversationCache): such a turn counts in neither.
+func (r *Result) Recomputed() (history, recomputed float64, method CachedMethod) {
+	share, m := r.SeenCached()
+	if m == CachedNoMethod {
+		return 0, 0, m
+	}
+	history = float64(r.SeenTokens)
+	return history, max(history*(1-share), 0), m
 }
 
 // ConversationCache classes a follow-up by SeenCachedShare.

@@ -65,12 +65,20 @@ type Params struct {
 }
 
 // ConversationCacheLost is the condition of SlaprobeConversationCacheLost, per conversation scenario
-// and target: over Window, more than MissShare of the follow-up turns whose cache class is known
-// (slaprobe_conversation_turns_total, cache hit, partial or miss) were misses, and at least
-// MinFollowUps such follow-ups were counted, for For.
+// and target, over Window, with at least MinFollowUps follow-ups of known cache class
+// (slaprobe_conversation_turns_total, cache hit, partial or miss), for For: the follow-ups prefilled
+// again more than RecomputedShare of what they could have reused
+// (slaprobe_conversation_recomputed_tokens_total ÷ slaprobe_conversation_history_tokens_total, source
+// reported), or more than MissShare of them were misses (where the server reports no cached tokens,
+// the inferred share may read a hit up to 0.1 low, too much to judge RecomputedShare:
+// docs/conversations.md).
 type ConversationCacheLost struct {
-	Window    time.Duration
-	MissShare float64
+	Window time.Duration
+	// RecomputedShare: round-robin over two replicas recomputes about 12 % on a 12-turn
+	// coding_agent (each follow-up lands on the replica that saw the conversation two turns before),
+	// affinity under 1 % (the last partial block of each turn).
+	RecomputedShare float64
+	MissShare       float64
 	// MinFollowUps is the least number of known-class follow-ups the share divides by, so that one miss
 	// on a quiet probe does not fire: 1/MinFollowUps must not exceed MissShare.
 	MinFollowUps int
@@ -94,7 +102,7 @@ func Default() Params {
 		// A 12-turn agent conversation every 5 minutes counts 66 follow-ups in 30 minutes; the two-turn
 		// built-ins (one follow-up every 5 or 10 minutes) stay under the floor and are left to
 		// SlaprobePrefixCachingNotWorking.
-		ConversationCache:  ConversationCacheLost{Window: 30 * time.Minute, MissShare: 0.25, MinFollowUps: 8, For: 10 * time.Minute},
+		ConversationCache:  ConversationCacheLost{Window: 30 * time.Minute, RecomputedShare: 0.05, MissShare: 0.25, MinFollowUps: 8, For: 10 * time.Minute},
 		MinTrafficMultiple: DefaultMinTrafficMultiple,
 	}
 }
@@ -116,6 +124,8 @@ func (p Params) Validate() error {
 	switch c := p.ConversationCache; {
 	case c.Window <= 0:
 		return fmt.Errorf("alertgen: conversation_cache.window=%s; expected a positive duration, e.g. 30m", c.Window)
+	case !(c.RecomputedShare > 0 && c.RecomputedShare < 1):
+		return fmt.Errorf("alertgen: conversation_cache.recomputed_share=%v; expected a share between 0 and 1, e.g. 0.05", c.RecomputedShare)
 	case c.MissShare <= 0 || c.MissShare >= 1:
 		return fmt.Errorf("alertgen: conversation_cache.miss_share=%v; expected a share between 0 and 1, e.g. 0.25", c.MissShare)
 	case c.MinFollowUps < 1 || 1/float64(c.MinFollowUps) > c.MissShare:

@@ -52,6 +52,7 @@ func TestParamsValidate(t *testing.T) {
 	}{
 		{func(c *ConversationCacheLost) { c.MinFollowUps = 3 }, "conversation_cache.min_follow_ups=3; expected at least 4"}, // one miss of 3 is 33 % > 25 %
 		{func(c *ConversationCacheLost) { c.MissShare = 1 }, "conversation_cache.miss_share=1"},
+		{func(c *ConversationCacheLost) { c.RecomputedShare = 0 }, "conversation_cache.recomputed_share=0"},
 		{func(c *ConversationCacheLost) { c.Window = 0 }, "conversation_cache.window=0s"},
 		{func(c *ConversationCacheLost) { c.For = -time.Minute }, "conversation_cache.for=-1m0s"},
 	} {

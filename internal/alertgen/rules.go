@@ -374,31 +374,54 @@ func conversationCacheLost(c ConversationCacheLost) Rule {
 	share := func(class string) string {
 		return fmt.Sprintf(`sum by (%s) (increase(slaprobe_conversation_turns_total{cache=%q}[%s]))`, by, class, w)
 	}
-	q := func(class string) string {
-		return fmt.Sprintf(`{{ with printf "sum(increase(slaprobe_conversation_turns_total{job=%%q,instance=%%q,target=%%q,model=%%q,scenario=%%q,cache=\"%s\"}[%s])) / sum(increase(slaprobe_conversation_turns_total{job=%%q,instance=%%q,target=%%q,model=%%q,scenario=%%q,cache!=\"unknown\"}[%s]))" $labels.job $labels.instance $labels.target $labels.model $labels.scenario $labels.job $labels.instance $labels.target $labels.model $labels.scenario | query }}{{ . | first | value | humanizePercentage }}{{ else }}none{{ end }}`,
-			class, w, w)
+	tokens := func(name string) string {
+		return fmt.Sprintf(`sum by (%s) (increase(slaprobe_conversation_%s_tokens_total{source="reported"}[%s]))`, by, name, w)
 	}
+	// q renders the share num/den of the alert's series in the description, or "none".
+	sel := `job=%q,instance=%q,target=%q,model=%q,scenario=%q`
+	args := `$labels.job $labels.instance $labels.target $labels.model $labels.scenario`
+	q := func(num, den, none string) string {
+		return fmt.Sprintf(`{{ with printf "sum(increase(%s[%s])) / sum(increase(%s[%s]))" %s %s | query }}{{ . | first | value | humanizePercentage }}{{ else }}%s{{ end }}`,
+			num, w, den, w, args, args, none)
+	}
+	class := func(c string) string {
+		return q(`slaprobe_conversation_turns_total{`+sel+`,cache=\"`+c+`\"}`, `slaprobe_conversation_turns_total{`+sel+`,cache!=\"unknown\"}`, "none")
+	}
+	recomputed := q(`slaprobe_conversation_recomputed_tokens_total{`+sel+`,source=\"reported\"}`,
+		`slaprobe_conversation_history_tokens_total{`+sel+`,source=\"reported\"}`, "an unknown share")
 	forDur := dur(c.For)
 	if c.For == 0 {
 		forDur = ""
 	}
-	return commentedAlert(fmt.Sprintf(`Conversation scenarios lose their prefix cache: over %[1]s more than %[2]s of the follow-up turns
-whose cache class is known (slaprobe_conversation_turns_total: hit, partial or miss; unknown means the
-server reports no cached tokens) were misses, under 10 %% of what the engine had already seen of the
-conversation served from its cache. At least %[3]d known follow-ups in the window, so one miss on a
-quiet probe never fires (1/%[3]d <= %[2]s). The window, share, floor and for are
-alertgen.Params.ConversationCache.`, w, strconv.FormatFloat(c.MissShare, 'g', -1, 64), c.MinFollowUps),
+	rs, ms := strconv.FormatFloat(c.RecomputedShare, 'g', -1, 64), strconv.FormatFloat(c.MissShare, 'g', -1, 64)
+	return commentedAlert(fmt.Sprintf(`Conversation scenarios lose their prefix cache: over %[1]s the follow-up turns prefilled again,
+beyond their new tokens, more than %[2]s of what the engine had already seen of the conversation
+(slaprobe_conversation_recomputed_tokens_total / slaprobe_conversation_history_tokens_total, counted
+where the server reports cached tokens), or more than %[4]s of the follow-ups whose cache class is known
+were misses (under 10 %% cached: the only class a TTFT-inferred share tells apart, as it may read a hit
+up to 0.1 low, its stated error). Round-robin over two replicas recomputes about 12 %% on a 12-turn coding_agent while
+missing only its first follow-up (9 %%); affinity recomputes under 1 %%. At least %[3]d known
+follow-ups in the window, so one miss on a quiet probe never fires (1/%[3]d <= %[4]s). The window,
+shares, floor and for are alertgen.Params.ConversationCache.`, w, rs, c.MinFollowUps, ms),
 		"SlaprobeConversationCacheLost", "warning", forDur, fmt.Sprintf(`(
-  %s
-  /
-  %s
-) > %s
+  (
+    %s
+    /
+    %s
+  ) > %s
+  or
+  (
+    %s
+    /
+    %s
+  ) > %s
+)
 and on (%s)
 %s >= %d
-`, share("miss"), known, strconv.FormatFloat(c.MissShare, 'g', -1, 64), by, known, c.MinFollowUps),
+`, tokens("recomputed"), tokens("history"), rs, share("miss"), known, ms, by, known, c.MinFollowUps),
 		`Conversations of {{ $labels.scenario }} on {{ $labels.target }} lose their prefix cache.`,
-		fmt.Sprintf(`{{ $value | humanizePercentage }} of the follow-up turns of conversation scenario {{ $labels.scenario }} on target {{ $labels.target }} (model {{ $labels.model }}) in the last %s were cache misses (under 10 %% of what the engine had already seen of the conversation came from its cache; more than %s fires); hits %s, partial %s. Each miss costs a user a cold prefill of the whole conversation. Partial follow-ups and a hit share near 1/replicas point at a router without affinity, misses on every follow-up at prefix caching off, misses that rise with load and a full KV cache at a cache too small for the load.`,
-			w, pctOf(c.MissShare), q("hit"), q("partial")))
+		fmt.Sprintf(`Follow-up turns of conversation scenario {{ $labels.scenario }} on target {{ $labels.target }} (model {{ $labels.model }}) in the last %s prefilled again %s of what the engine had already seen of the conversation, beyond their new tokens (more than %s fires; unknown where the server reports no cached tokens), and %s of them were cache misses (more than %s fires); hits %s, partial %s. A high recomputed share with few misses points at a router without affinity (each follow-up lands on a replica that saw the conversation turns before), misses on every follow-up at prefix caching off, misses that rise with load and a full KV cache at a cache too small for the load.`,
+			w, recomputed, pctOf(c.RecomputedShare), class("miss"), pctOf(c.MissShare), class("hit"), class("partial")))
 }
 
 // pctOf prints a share as a percentage: 0.25 is "25 %".

@@ -29,7 +29,8 @@ import (
 const conversationBudget = 3 * time.Minute
 
 // conversationParams are the operators' rules with SlaprobeConversationCacheLost's window and `for`
-// scaled down for a test; its share (25 %) and floor (8 known follow-ups) stay the operators'.
+// scaled down for a test; its shares (5 % recomputed, 25 % misses) and floor (8 known follow-ups) stay
+// the operators'.
 func conversationParams() alertgen.Params {
 	p := pagingParams()
 	p.ConversationCache.Window = 20 * time.Second
@@ -37,13 +38,20 @@ func conversationParams() alertgen.Params {
 	return p
 }
 
+// conversationOldRule is SlaprobeConversationCacheLost's expression before it judged the recomputed
+// share (misses only), over conversationParams' window: the round-robin fleet must escape it.
+const conversationOldRule = `sum by (target) (increase(slaprobe_conversation_turns_total{cache="miss"}[20s])) / sum by (target) (increase(slaprobe_conversation_turns_total{cache!="unknown"}[20s])) > 0.25`
+
 // TestConversationCacheAlertOnPrometheus proves SlaprobeConversationCacheLost end to end against a
-// truth the test controls. Two fleets of two simulated engines, each behind the test gateway:
-// "sticky" routes with cookie affinity, "spread" round-robin. A 4-turn conversation runs on each about
-// every half second, its results exported by slaprobe's collector and scraped by a real Prometheus
-// every second with the generated rules. Round-robin misses one follow-up in three (the first; the
-// others are partial): the alert fires on spread and never on sticky. Then spread's gateway turns to
-// cookie affinity, its follow-ups hit, and the alert resolves once the misses leave the window.
+// truth the test controls. Two fleets of two simulated engines (prefix caching on), each behind the
+// test gateway: "sticky" routes with cookie affinity, "spread" round-robin. A 12-turn conversation
+// (4K priming, 256 new tokens a turn, the shape of coding_agent scaled down) runs on each about every
+// half second, its results exported by slaprobe's collector and scraped by a real Prometheus every
+// second with the generated rules. Round-robin misses only the first follow-up of eleven (9 %; the
+// others land on the engine that saw the conversation two turns before and read partial or hit), so
+// the rule before, misses only, stays quiet, while the follow-ups recompute over 10 % of their
+// history: the alert fires on spread and never on sticky. Then spread's gateway turns to cookie
+// affinity and the alert resolves once the recomputed tokens leave the window.
 func TestConversationCacheAlertOnPrometheus(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs simulated engines, conversations and Prometheus for about a minute")
@@ -91,8 +99,8 @@ func TestConversationCacheAlertOnPrometheus(t *testing.T) {
 	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	t.Cleanup(srv.Close)
 
-	s := prober.Scenario{Name: "agent", Family: prober.FamilyCustom, InputTokens: 1024, OutputTokens: 16,
-		Interval: time.Second, Timeout: 20 * time.Second, Conversation: prober.Conversation{Turns: 4, NewTokens: 256}}
+	s := prober.Scenario{Name: "agent", Family: prober.FamilyCustom, InputTokens: 4096, OutputTokens: 16,
+		Interval: time.Second, Timeout: 20 * time.Second, Conversation: prober.Conversation{Turns: 12, NewTokens: 256, Tools: true}}
 	p := prober.New(nil, nil)
 	var wg sync.WaitGroup
 	runCtx, stop := context.WithCancel(ctx)
@@ -158,9 +166,8 @@ func TestConversationCacheAlertOnPrometheus(t *testing.T) {
 			}
 		}
 	}
-	share := func(target, class string) float64 {
+	value := func(q string) float64 {
 		t.Helper()
-		q := fmt.Sprintf(`sum(slaprobe_conversation_turns_total{target=%q, cache=%q}) / sum(slaprobe_conversation_turns_total{target=%q, cache!="unknown"})`, target, class, target)
 		res, err := pm.query(ctx, q)
 		if err != nil || len(res) != 1 {
 			t.Fatalf("%s: %v %v", q, res, err)
@@ -171,18 +178,35 @@ func TestConversationCacheAlertOnPrometheus(t *testing.T) {
 		}
 		return v
 	}
+	share := func(target, class string) float64 {
+		t.Helper()
+		return value(fmt.Sprintf(`sum(slaprobe_conversation_turns_total{target=%q, cache=%q}) / sum(slaprobe_conversation_turns_total{target=%q, cache!="unknown"})`, target, class, target))
+	}
+	recomputed := func(target string) float64 {
+		t.Helper()
+		return value(fmt.Sprintf(`sum(slaprobe_conversation_recomputed_tokens_total{target=%q, source="reported"}) / sum(slaprobe_conversation_history_tokens_total{target=%q, source="reported"})`, target, target))
+	}
 
 	poll("SlaprobeConversationCacheLost firing on spread", func() error { return pm.wantNonEmpty(ctx, alert("spread")) })
-	t.Logf("%5.1fs fires on spread: misses %.2f, partial %.2f, hits %.2f of its follow-ups; sticky: hits %.2f",
-		since(start), share("spread", "miss"), share("spread", "partial"), share("spread", "hit"), share("sticky", "hit"))
+	t.Logf("%5.1fs fires on spread: recomputed %.4f of the history; misses %.3f, partial %.3f, hits %.3f of its follow-ups; sticky: recomputed %.4f, hits %.3f",
+		since(start), recomputed("spread"), share("spread", "miss"), share("spread", "partial"), share("spread", "hit"), recomputed("sticky"), share("sticky", "hit"))
 	if err := pm.wantEmpty(ctx, `ALERTS{alertname="SlaprobeConversationCacheLost", target="sticky"}`); err != nil {
 		t.Errorf("the alert is active on sticky, whose follow-ups hit: %v", err)
 	}
-	if m := share("spread", "miss"); m < 0.3 || m > 0.37 {
-		t.Errorf("spread: %.3f of the follow-ups missed; round-robin over two engines misses the first of three (1/3)", m)
+	if err := pm.wantEmpty(ctx, conversationOldRule); err != nil {
+		t.Errorf("the rule before (misses over 25 %%) selects a series; this test is about the case it misses: %v", err)
+	}
+	if m := share("spread", "miss"); m < 0.08 || m > 0.1 {
+		t.Errorf("spread: %.3f of the follow-ups missed; round-robin over two engines misses the first of eleven (0.091)", m)
+	}
+	if r := recomputed("spread"); r < 0.1 || r > 0.15 {
+		t.Errorf("spread: %.4f of the history recomputed; round-robin over two engines recomputes the first follow-up's and each later one's turn before (about 0.12)", r)
 	}
 	if h := share("sticky", "hit"); h != 1 {
 		t.Errorf("sticky: %.3f of the follow-ups hit; cookie affinity keeps every conversation on its engine", h)
+	}
+	if r := recomputed("sticky"); r > 0.01 {
+		t.Errorf("sticky: %.4f of the history recomputed; affinity recomputes only the last partial block of each turn", r)
 	}
 
 	fleets[1].gw.Store(newGateway(gateway.CookieAffinity, fleets[1].urls))

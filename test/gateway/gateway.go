@@ -12,11 +12,14 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"strconv"
+	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Policy is how the gateway picks a backend.
@@ -53,6 +56,8 @@ const (
 	DefaultHeader = "X-Session-Id"
 	// BackendHeader, on every response, names the backend (its index) that served it.
 	BackendHeader = "X-Gateway-Backend"
+	// SlowedHeader, on a response the gateway slowed (SetSlow), holds the factor.
+	SlowedHeader = "X-Gateway-Slowed"
 
 	// maxRequestBytes bounds a request the gateway reads before proxying it.
 	maxRequestBytes = 64 << 20
@@ -65,7 +70,13 @@ type Gateway struct {
 	header   string
 	backends []*backend
 	next     atomic.Uint64
+
+	slow     atomic.Pointer[slowdown]
+	requests atomic.Uint64 // requests seen, for the slowed share
 }
+
+// slowdown is SetSlow's setting.
+type slowdown struct{ share, factor float64 }
 
 type backend struct {
 	proxy  *httputil.ReverseProxy
@@ -102,8 +113,42 @@ func (g *Gateway) Served() []uint64 {
 	return out
 }
 
+// SetSlow slows a share of the requests (0 to 1; every 1/share-th, evenly
+// spread) by a factor (>= 1): each byte of a slowed response reaches the
+// client at factor × the time the engine took to send it, measured from the
+// request's arrival at the gateway. TTFT, every gap between chunks and E2E
+// are stretched by the factor from the engine's own timing, as a slower
+// build of the same engine would give them. SetSlow(0, 1) turns it off; it
+// applies to requests that arrive after it.
+func (g *Gateway) SetSlow(share, factor float64) error {
+	switch {
+	case !(share >= 0 && share <= 1):
+		return fmt.Errorf("gateway: slow share: got %v, want a share between 0 and 1", share)
+	case !(factor >= 1) || math.IsInf(factor, 0):
+		return fmt.Errorf("gateway: slow factor: got %v, want a finite factor >= 1", factor)
+	}
+	if share == 0 || factor == 1 {
+		g.slow.Store(nil)
+		return nil
+	}
+	g.slow.Store(&slowdown{share: share, factor: factor})
+	return nil
+}
+
+// slowed returns the factor of the request numbered n (from 0), 0 when it is not slowed: the
+// request whose count crosses a multiple of 1/share.
+func (g *Gateway) slowed(n uint64) float64 {
+	s := g.slow.Load()
+	if s == nil || math.Floor(float64(n+1)*s.share) == math.Floor(float64(n)*s.share) {
+		return 0
+	}
+	return s.factor
+}
+
 // ServeHTTP picks a backend by the policy and proxies the request to it.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	factor := g.slowed(g.requests.Add(1) - 1)
 	i, sticky := g.pick(r)
 	if g.policy == CookieAffinity && !sticky {
 		http.SetCookie(w, &http.Cookie{Name: g.cookie, Value: strconv.Itoa(i), Path: "/", HttpOnly: true})
@@ -126,7 +171,79 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength, r.TransferEncoding = int64(len(body)), nil
-	b.proxy.ServeHTTP(w, r)
+	if factor == 0 {
+		b.proxy.ServeHTTP(w, r)
+		return
+	}
+	w.Header().Set(SlowedHeader, strconv.FormatFloat(factor, 'g', -1, 64))
+	sw := newSlowWriter(w, start, factor)
+	b.proxy.ServeHTTP(sw, r)
+	sw.close()
+}
+
+// slowWriter delays each write of a response to start + factor × its arrival
+// time since start. Write only stamps and queues the bytes, so the proxy keeps
+// reading the engine at the engine's pace and the arrival times stay the
+// engine's; a goroutine delivers them, flushing each.
+type slowWriter struct {
+	w      http.ResponseWriter
+	start  time.Time
+	factor float64
+	chunks chan slowChunk
+	done   chan struct{}
+	once   sync.Once
+}
+
+type slowChunk struct {
+	at time.Time
+	b  []byte
+}
+
+func newSlowWriter(w http.ResponseWriter, start time.Time, factor float64) *slowWriter {
+	sw := &slowWriter{w: w, start: start, factor: factor, chunks: make(chan slowChunk, 4096), done: make(chan struct{})}
+	go sw.deliver()
+	return sw
+}
+
+func (sw *slowWriter) Header() http.Header { return sw.w.Header() }
+
+// WriteHeader passes the status through at once: headers are not the engine's work.
+func (sw *slowWriter) WriteHeader(code int) {
+	sw.w.WriteHeader(code)
+	if f, ok := sw.w.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (sw *slowWriter) Write(b []byte) (int, error) {
+	sw.chunks <- slowChunk{at: time.Now(), b: bytes.Clone(b)}
+	return len(b), nil
+}
+
+// Flush is a no-op: every chunk is flushed when it is delivered.
+func (sw *slowWriter) Flush() {}
+
+func (sw *slowWriter) deliver() {
+	defer close(sw.done)
+	flusher, _ := sw.w.(http.Flusher)
+	for c := range sw.chunks {
+		due := sw.start.Add(time.Duration(sw.factor * float64(c.at.Sub(sw.start))))
+		if d := time.Until(due); d > 0 {
+			time.Sleep(d)
+		}
+		if _, err := sw.w.Write(c.b); err != nil {
+			continue // the client left; drain the rest
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+}
+
+// close waits until every queued byte is delivered.
+func (sw *slowWriter) close() {
+	sw.once.Do(func() { close(sw.chunks) })
+	<-sw.done
 }
 
 // pick returns the backend's index, and whether the request named it (a valid affinity cookie).

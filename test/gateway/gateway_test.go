@@ -179,3 +179,89 @@ func TestNewRejects(t *testing.T) {
 		}
 	}
 }
+
+// TestSlow: SetSlow(0.5, 2) slows every second request, evenly spread; each
+// chunk of a slowed response reaches the client no earlier than twice the
+// time the engine took to send it (the engine writes its own elapsed time
+// into each chunk, so the bound needs no clock but the engine's), the bytes
+// intact; the others pass untouched. SetSlow(0, 1) turns it off.
+func TestSlow(t *testing.T) {
+	const gap = 40 * time.Millisecond
+	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		for range 3 {
+			time.Sleep(gap)
+			fmt.Fprintf(w, "data: %d\n\n", time.Since(start))
+			w.(http.Flusher).Flush()
+		}
+	}))
+	t.Cleanup(engine.Close)
+	g, err := New(RoundRobin, engine.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := httptest.NewServer(g)
+	t.Cleanup(gw.Close)
+	if err := g.SetSlow(0.5, 2); err != nil {
+		t.Fatal(err)
+	}
+	get := func(n int) (slowed string) {
+		t.Helper()
+		start := time.Now()
+		resp, err := gw.Client().Get(gw.URL + "/v1/chat/completions")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		slowed = resp.Header.Get(SlowedHeader)
+		buf := make([]byte, 0, 256)
+		chunks := 0
+		for chunks < 3 {
+			b := make([]byte, 256)
+			k, err := resp.Body.Read(b)
+			arrived := time.Since(start)
+			buf = append(buf, b[:k]...)
+			for {
+				i := bytes.Index(buf, []byte("\n\n"))
+				if i < 0 {
+					break
+				}
+				var engineNS int64
+				if _, err := fmt.Sscanf(string(buf[:i]), "data: %d", &engineNS); err != nil {
+					t.Fatalf("request %d: chunk %q: %v", n, buf[:i], err)
+				}
+				buf, chunks = buf[i+2:], chunks+1
+				if want := 2 * time.Duration(engineNS); slowed != "" && arrived < want {
+					t.Errorf("request %d chunk %d: arrived after %v, the engine sent it after %v: want at least %v", n, chunks, arrived, time.Duration(engineNS), want)
+				}
+			}
+			if err != nil {
+				break
+			}
+		}
+		if chunks != 3 {
+			t.Errorf("request %d: %d chunks, want 3", n, chunks)
+		}
+		return slowed
+	}
+	var got []string
+	for n := range 4 {
+		got = append(got, get(n))
+	}
+	if fmt.Sprint(got) != "[ 2  2]" {
+		t.Errorf("%s by request: %q, want every second one slowed by 2", SlowedHeader, got)
+	}
+	if err := g.SetSlow(0, 1); err != nil || get(4) != "" {
+		t.Errorf("SetSlow(0, 1): %v; the next request is still slowed", err)
+	}
+	for _, tc := range []struct {
+		share, factor float64
+		want          string
+	}{{1.5, 2, "slow share: got 1.5"}, {0.5, 0.5, "slow factor: got 0.5, want a finite factor >= 1"}} {
+		if err := g.SetSlow(tc.share, tc.factor); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("SetSlow(%v, %v) = %v, want an error containing %q", tc.share, tc.factor, err, tc.want)
+		}
+	}
+}

@@ -91,7 +91,10 @@ func conversationRow(b *board) {
 	b.add(6, 8, stat("Follow-ups that missed (range)",
 		fmt.Sprintf("Follow-up turns classed miss over those whose class is known (hit, partial or miss) in "+
 			"the time range. SlaprobeConversationCacheLost fires at more than %.0f %% over %s (red from "+
-			"there). A miss is a result, not a failed probe.", lost.MissShare*100, model.Duration(lost.Window)),
+			"there), or when follow-ups recompute more than %.0f %% of the history they could have reused "+
+			"(slaprobe_conversation_recomputed_tokens_total over slaprobe_conversation_history_tokens_total, "+
+			"reported counts), which a router without affinity does while most follow-ups still read partial "+
+			"or hit. A miss is a result, not a failed probe.", lost.MissShare*100, model.Duration(lost.Window), lost.RecomputedShare*100),
 		"percentunit", steps(colorExcellent, lost.MissShare, colorPoor),
 		instantQ(fmt.Sprintf("sum by (target, scenario, api) (increase(%s[$__range]))\n/\n%s",
 			probeSel("slaprobe_conversation_turns_total", `cache="miss"`), known), legendTS)))

@@ -322,7 +322,7 @@ func TestConversationInferredShare(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real-time conversations")
 	}
-	testproc.QuietLight(t)
+	testproc.Quiet(t) // the stated error holds alone: beside a light check the 16K row read −0.099 to −0.110 against 0.088
 	for _, row := range inferredShareTable {
 		t.Run(strconv.Itoa(row.prime), func(t *testing.T) {
 			t.Parallel()

@@ -282,13 +282,14 @@ func TestConversationCookiesStayInTheirConversation(t *testing.T) {
 // prefill cost is most of its cold TTFT); the share's accuracy is
 // TestConversationInferredShare's.
 func TestConversationUnknownCache(t *testing.T) {
+	testproc.QuietLight(t) // the stated error is read from TTFT and ITL: a loaded machine inflates it
 	engines, _, target := conversationFleet(t, 1, gateway.RoundRobin, func(c *vllmsim.Config) { c.EnablePromptTokensDetails = false })
 	p := New(nil, nil)
 	conversationClasses(t, p, target, conversationTestScenario(3, 1024, 256), 1, engines)
 	for _, tc := range []struct {
 		input, newTokens int
 		want             CachedMethod
-	}{{1024, 256, CachedNoMethod}, {16384, 2048, CachedTTFTMethod}} {
+	}{{1024, 256, CachedNoMethod}, {32768, 4096, CachedTTFTMethod}} { // stated errors about 0.53 and 0.04
 		prep, err := p.Prepare(context.Background(), target, "", conversationTestScenario(3, tc.input, tc.newTokens))
 		if err != nil {
 			t.Fatal(err)

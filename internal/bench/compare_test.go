@@ -195,6 +195,7 @@ func TestCompareAgainstSim(t *testing.T) {
 		t.Skip("runs three small sweeps against the simulated engine")
 	}
 	testproc.QuietLight(t) // a rerun must match the base: not beside a browser, a real engine or promtool
+	t.Parallel()           // beside TestGateAgainstSim, another light check (each under 0.35 of a core)
 	dir := t.TempDir()
 	if d := os.Getenv("SLAPROBE_COMPARE_DIR"); d != "" {
 		dir = d // keep the reports to look at

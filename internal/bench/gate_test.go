@@ -79,6 +79,7 @@ func TestGateAgainstSim(t *testing.T) {
 		t.Skip("runs four small sweeps against the simulated engine")
 	}
 	testproc.QuietLight(t) // a rerun must match the base
+	t.Parallel()           // beside TestCompareAgainstSim, another light check
 	dir := t.TempDir()
 	base := filepath.Join(dir, "base")
 	if code, _, _ := gateBench(t, 1, base, "", "", "", simRounds); code != ExitOK {

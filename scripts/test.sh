@@ -23,7 +23,7 @@
 # busiest first):
 #   go-test-tools  go test -race of those that run llm-d or Ollama              go-build; ollama
 #   go-test        go test -race of the packages whose tests need no built tool go-build; ollama
-#   checkrules     promtool and amtool, one process per rule test file          apt (beside the builds)
+#   checkrules     promtool and amtool, one process per rule test file          apt; ollama
 #   test-e2e-go    go test -race ./test/e2e (Prometheus, Alertmanager)          go-build; ollama
 #   fuzz-short     both fuzz targets, a fixed count of runs each                ; ollama
 #   test-deploy    the test/deploy module                                       ; ollama
@@ -398,8 +398,6 @@ fi
 # go-build compiles without linking (go list -export): go test links each test binary anyway.
 stage apt "" "" "scripts/test-deps.sh apt"
 stage llmd "" "" "scripts/test-deps.sh llmd"
-# checkrules needs only promtool: niced, it starts beside the builds (the longest stage, 234 CPU-s).
-stage checkrules apt "" "$busy scripts/test.sh --stamped checkrules 'make --no-print-directory checkrules'"
 stage go-build "" llmd "set -e; CGO_ENABLED=1 $GO list -race -test -export -deps -f '' ./...; scripts/test.sh --partition '$logs'; CGO_ENABLED=1 $GO build -trimpath -o /dev/null ./cmd/slaprobe; $GO build -o '$summary' ./test/testsummary; cd test/deploy; CGO_ENABLED=1 $GO list -test -export -deps -f '' ./...; cd ../grafana; $GO list -test -export -deps -f '' ./...; echo 'every package and test package compiled'"
 stage ollama apt go-build "scripts/test-deps.sh ollama"
 stage grafana-npm apt "" "scripts/test-deps.sh grafana"
@@ -408,6 +406,7 @@ gotest="set -o pipefail; SLAPROBE_QUIET_DEFER=- CGO_ENABLED=1 $GO test -race -js
 tosummary="| '$summary' -defer '$deferred' -held '$quiet_held'"
 stage go-test-tools go-build ollama "$gotest -p 2 -timeout 20m \$(cat '$logs/pkgs-tools') $tosummary"
 stage go-test go-build ollama "$gotest -p 2 -timeout 20m \$(cat '$logs/pkgs-other') $tosummary"
+stage checkrules apt ollama "$busy scripts/test.sh --stamped checkrules 'make --no-print-directory checkrules'"
 stage test-e2e-go go-build ollama "$gotest -timeout 20m ./test/e2e $tosummary"
 stage fuzz-short "" ollama "$busy make --no-print-directory fuzz-short"
 stage test-deploy "" ollama "$busy make --no-print-directory test-deploy TEST_COUNT='$count'"

@@ -1,7 +1,6 @@
 package app
 
 import (
-	"context"
 	"io"
 	"log/slog"
 	"net/http"
@@ -43,27 +42,13 @@ scenarios:
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	a, err := New(Options{ConfigFile: cfgPath, LiveMixRefresh: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(a.Daemon.Handler())
-	defer srv.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	srv := runApp(t, Options{ConfigFile: cfgPath, LiveMixRefresh: 200 * time.Millisecond})
 
 	p := prober.New(slog.New(slog.DiscardHandler), prober.SystemClock{})
 	target := prober.Target{Name: "bg", BaseURL: sim.URL, API: prober.APIChat, Client: sim.Client()}
 	bg := prober.Scenario{Name: "bg", Family: prober.FamilyCustom, InputTokens: 300, OutputTokens: 4, Timeout: 30 * time.Second}
 	for range 12 {
-		if res := p.Probe(ctx, target, "", bg); res.Kind != prober.KindSuccess {
+		if res := p.Probe(t.Context(), target, "", bg); res.Kind != prober.KindSuccess {
 			t.Fatalf("background request: %s %v", res.Reason, res.Err)
 		}
 	}

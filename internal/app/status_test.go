@@ -55,21 +55,7 @@ sweep:
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	a, err := New(Options{ConfigFile: cfgPath, Description: "status page test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(a.Daemon.Handler())
-	defer srv.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	srv := runApp(t, Options{ConfigFile: cfgPath, Description: "status page test"})
 
 	page := func() string {
 		resp, err := http.Get(srv.URL + "/")
@@ -153,4 +139,26 @@ sweep:
 			t.Errorf("the status page does not link %s", want)
 		}
 	}
+}
+
+// runApp builds the daemon from opts, serves its handler and runs it until the test ends; a Run
+// that ends in an error fails the test.
+func runApp(t *testing.T, opts Options) *httptest.Server {
+	t.Helper()
+	a, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(a.Daemon.Handler())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+		srv.Close()
+	})
+	return srv
 }

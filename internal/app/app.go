@@ -254,8 +254,8 @@ func (a *App) addSweeper(ctx context.Context) error {
 		Config: d.Config().Sweep,
 		Runner: d.Prober(),
 		// Plans are set up from the config current when a sweep starts.
-		Plans: func(ctx context.Context, sc config.SweepConfig) ([]*sweeper.Plan, error) {
-			return sweeper.PlansFor(ctx, d.Config(), sc, env)
+		Plans: func(ctx context.Context, sc config.SweepConfig, names []string) ([]*sweeper.Plan, error) {
+			return sweeper.PlansFor(ctx, d.Config(), sc, names, env)
 		},
 		Logger: logger,
 		// A scheduled probe sent during a sweep would measure the sweep's

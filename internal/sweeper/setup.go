@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -151,16 +152,21 @@ func LookupScenarios(catalog []prober.Scenario, names []string) ([]prober.Scenar
 	return out, nil
 }
 
-// PlansFor sets up the sweep of every target of cfg with settings sc over
-// sc's scenarios. Any target that cannot be set up fails the whole sweep,
-// so that an on-demand request gets the error.
-func PlansFor(ctx context.Context, cfg *config.Config, sc config.SweepConfig, env Env) ([]*Plan, error) {
+// PlansFor sets up the sweep of the named targets of cfg (every target when
+// names is empty) with settings sc over sc's scenarios. Any of them that
+// cannot be set up fails the whole sweep, so that an on-demand request gets
+// the error; a target not named is not set up, so that one down does not
+// stop the sweep of another.
+func PlansFor(ctx context.Context, cfg *config.Config, sc config.SweepConfig, names []string, env Env) ([]*Plan, error) {
 	targets, err := cfg.Targets()
 	if err != nil {
 		return nil, err
 	}
 	out := make([]*Plan, 0, len(targets))
 	for _, t := range targets {
+		if len(names) > 0 && !slices.Contains(names, t.Name) {
+			continue
+		}
 		p, err := NewPlan(ctx, cfg, sc, t, sc.ScenarioNames(), env)
 		if err != nil {
 			return nil, err

@@ -55,7 +55,7 @@ sweep:
 	defer r.Close()
 	env := Env{GPUs: r, PowerSampleInterval: 5 * time.Millisecond}
 
-	plans, err := PlansFor(context.Background(), cfg, cfg.Sweep, env)
+	plans, err := PlansFor(context.Background(), cfg, cfg.Sweep, nil, env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,5 +101,32 @@ func TestPlanUnknownScenario(t *testing.T) {
 	_, err = NewPlan(context.Background(), cfg, cfg.Sweep, targets[0], []string{"chatbot", "nope"}, Env{})
 	if err == nil || !strings.Contains(err.Error(), `unknown scenario "nope"; expected one of:`) {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// A sweep of named targets sets up those only: another target that is down (its /v1/models
+// refused) does not stop it. Setting up every target used to fail a request for one while any other
+// was down.
+func TestPlansForNamedTargetsOnly(t *testing.T) {
+	up := fakeServer(t)
+	down := httptest.NewServer(http.NotFoundHandler())
+	downURL := down.URL
+	down.Close()
+	cfg, err := config.LoadBytes([]byte(`
+targets:
+  - {name: up, url: '` + up + `', model: base}
+  - {name: down, url: '` + downURL + `'}
+sweep:
+  scenarios: [chatbot]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plans, err := PlansFor(context.Background(), cfg, cfg.Sweep, []string{"up"}, Env{})
+	if err != nil || len(plans) != 1 || plans[0].Target.Name != "up" {
+		t.Fatalf("plans for [up]: %v, %v; want up's alone", plans, err)
+	}
+	if _, err := PlansFor(context.Background(), cfg, cfg.Sweep, nil, Env{}); err == nil || !strings.Contains(err.Error(), "down") {
+		t.Errorf("plans for every target: error %v, want one naming the target that is down", err)
 	}
 }

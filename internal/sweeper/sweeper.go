@@ -56,10 +56,11 @@ var (
 type Options struct {
 	Config config.SweepConfig
 	Runner sweep.Runner
-	// Plans sets up every target's sweep with settings sc when a sweep
-	// starts, so a config reload takes effect at the next sweep; the daemon
-	// passes PlansFor bound to its current config.
-	Plans func(ctx context.Context, sc config.SweepConfig) ([]*Plan, error)
+	// Plans sets up the sweep of the named targets (the request's, else
+	// sc.Targets; none: every target) with settings sc when a sweep starts,
+	// so a config reload takes effect at the next sweep; the daemon passes
+	// PlansFor bound to its current config.
+	Plans func(ctx context.Context, sc config.SweepConfig, names []string) ([]*Plan, error)
 	// Hold, optional, pauses the scheduled probes of a target for the whole
 	// of its sweep: it stops new ones and waits for those in flight
 	// (pass (*prober.Holds).Hold). Release is called once the target's
@@ -321,7 +322,11 @@ func (s *Sweeper) start(trigger string, names []string, deadline time.Time) erro
 
 	// Resolve targets before answering, so a request naming an unknown
 	// target gets an error rather than a silent no-op.
-	targets, err := s.opts.Plans(ctx, cfg)
+	want := names
+	if len(want) == 0 {
+		want = cfg.Targets
+	}
+	targets, err := s.opts.Plans(ctx, cfg, want)
 	if err == nil {
 		targets, err = pick(targets, names, cfg.Targets)
 	}

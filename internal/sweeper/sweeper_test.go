@@ -85,7 +85,7 @@ func newFixture(t *testing.T) *fixture {
 
 // targets sets up the plans of targets a and b by hand (NewPlan would
 // read /v1/models), with an engine whose queue the test controls.
-func (f *fixture) targets(_ context.Context, sc config.SweepConfig) ([]*Plan, error) {
+func (f *fixture) targets(_ context.Context, sc config.SweepConfig, _ []string) ([]*Plan, error) {
 	s, _ := prober.LookupBuiltin("chatbot")
 	plan := func(name string) *Plan {
 		p := &Plan{Target: prober.Target{Name: name}, Model: prober.ModelInfo{ID: "m"}, Scenarios: []prober.Scenario{s},
@@ -616,7 +616,7 @@ func TestNextScheduledRemembersMissed(t *testing.T) {
 	at := func(d, h, m int) time.Time { return time.Date(2025, 6, d, h, m, 0, 0, time.UTC) }
 	f := newFixture(t)
 	f.cfg.Schedule.Interval = model.Duration(time.Hour)
-	failing := func(context.Context, config.SweepConfig) ([]*Plan, error) {
+	failing := func(context.Context, config.SweepConfig, []string) ([]*Plan, error) {
 		return nil, errors.New("target a: /v1/models: connection refused")
 	}
 	s, err := New(Options{Config: f.cfg, Runner: f.runner, Plans: failing})

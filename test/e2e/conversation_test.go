@@ -21,6 +21,7 @@ import (
 	"github.com/slaprobe/slaprobe/internal/alertgen"
 	"github.com/slaprobe/slaprobe/internal/vllmsim"
 	"github.com/slaprobe/slaprobe/prober"
+	"github.com/slaprobe/slaprobe/test/alerting"
 	"github.com/slaprobe/slaprobe/test/gateway"
 	"github.com/slaprobe/slaprobe/test/testproc"
 )
@@ -29,14 +30,8 @@ import (
 const conversationBudget = 3 * time.Minute
 
 // conversationParams are the operators' rules with SlaprobeConversationCacheLost's window and `for`
-// scaled down for a test; its shares (5 % recomputed, 25 % misses) and floor (8 known follow-ups) stay
-// the operators'.
-func conversationParams() alertgen.Params {
-	p := pagingParams()
-	p.ConversationCache.Window = 20 * time.Second
-	p.ConversationCache.For = 4 * time.Second
-	return p
-}
+// scaled down for a test (test/alerting).
+func conversationParams() alertgen.Params { return alerting.ConversationParams() }
 
 // conversationOldRule is SlaprobeConversationCacheLost's expression before it judged the recomputed
 // share (misses only), over conversationParams' window: the round-robin fleet must escape it.

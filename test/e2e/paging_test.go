@@ -2,20 +2,17 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/slaprobe/slaprobe/internal/alertgen"
+	"github.com/slaprobe/slaprobe/test/alerting"
 	"github.com/slaprobe/slaprobe/test/llmd"
 	"github.com/slaprobe/slaprobe/test/testproc"
 	"gopkg.in/yaml.v3"
@@ -29,14 +26,8 @@ const (
 	pageAlert    = "SlaprobeTTFTAboveMaxSafe"
 )
 
-// pagingParams are the operators' rules with windows short enough for a test: the same generator,
-// objective and burn rates, only the windows, `for` and the probe floor scaled down.
-func pagingParams() alertgen.Params {
-	p := alertgen.Default()
-	p.Page = []alertgen.Tier{{Long: 40 * time.Second, Short: 10 * time.Second, Burn: 14.4, MinProbes: 10, For: 4 * time.Second}}
-	p.Ticket = []alertgen.Tier{{Long: 2 * time.Minute, Short: 20 * time.Second, Burn: 3, MinProbes: 40, For: 30 * time.Second}}
-	return p
-}
+// pagingParams are the operators' rules with windows short enough for a test (test/alerting).
+func pagingParams() alertgen.Params { return alerting.PagingParams() }
 
 // The scenario the test probes every second: 256 prompt tokens, 8 output tokens, TTFT limit 500 ms
 // (a bucket bound). Healthy, the simulator prefills it in about 45 ms; degraded, in about 1.3 s.
@@ -71,11 +62,7 @@ func TestPaging(t *testing.T) {
 	}
 	t.Parallel() // mostly waiting on Prometheus and the probes: the package runs its long tests at once
 	promBin := requireTool(t, "prometheus")
-	// Debian installs Alertmanager as prometheus-alertmanager; upstream builds call it alertmanager.
-	amBin, err := exec.LookPath("prometheus-alertmanager")
-	if err != nil {
-		amBin = requireTool(t, "alertmanager")
-	}
+	amBin := alerting.AlertmanagerBinary(t)
 	llmd.SkipIfMissing(t)
 	root := repoRoot(t)
 	bin := buildSlaprobe(t, root)
@@ -100,12 +87,12 @@ func TestPaging(t *testing.T) {
 	t.Logf("%5.1fs slaprobe at %s", since(start), spAddr)
 
 	// The webhook receiver: every notification Alertmanager sends.
-	hook := &webhook{}
+	hook := &alerting.Webhook{}
 	hookSrv := httptest.NewServer(hook)
 	t.Cleanup(hookSrv.Close)
 
 	// Alertmanager routing to it.
-	am := startAlertmanager(t, ctx, amBin, dir, hookSrv.URL)
+	am := alerting.StartAlertmanager(t, ctx, amBin, dir, hookSrv.URL)
 	t.Logf("%5.1fs alertmanager at %s", since(start), am)
 
 	// Prometheus with the generated rules.
@@ -138,7 +125,7 @@ func TestPaging(t *testing.T) {
 	degraded := time.Now()
 	t.Logf("%5.1fs simulator restarted with a slow prefill (5 ms/token)", since(start))
 
-	firing := hook.wait(t, ctx, "firing", p, sp)
+	firing := waitPage(t, ctx, hook, "firing", p, sp)
 	pageAfter := time.Since(degraded)
 	t.Logf("%5.1fs page delivered %.1fs after the degradation: %s", since(start), pageAfter.Seconds(), firing.Annotations["summary"])
 	checkPage(t, firing, spAddr)
@@ -150,7 +137,7 @@ func TestPaging(t *testing.T) {
 	llmd.Start(t, fast)
 	restored := time.Now()
 	t.Logf("%5.1fs simulator restarted healthy", since(start))
-	resolved := hook.wait(t, ctx, "resolved", p, sp)
+	resolved := waitPage(t, ctx, hook, "resolved", p, sp)
 	t.Logf("%5.1fs resolved notification %.1fs after the restore (page took %.1fs end to end)",
 		since(start), time.Since(restored).Seconds(), pageAfter.Seconds())
 	if resolved.Labels["scenario"] != "paging" {
@@ -159,7 +146,7 @@ func TestPaging(t *testing.T) {
 }
 
 // checkPage checks what the on-call engineer reads.
-func checkPage(t *testing.T, a amAlert, spAddr string) {
+func checkPage(t *testing.T, a alerting.Alert, spAddr string) {
 	t.Helper()
 	want := map[string]string{
 		"alertname": pageAlert, "severity": "critical", "job": "slaprobe", "instance": spAddr,
@@ -241,88 +228,14 @@ func pagingPrometheusConfig(t *testing.T, slaprobeAddr, simURL, amAddr, ruleFile
 	return b
 }
 
-// startAlertmanager runs Alertmanager on a free loopback port without clustering, routing every alert
-// to the webhook at url at once; it returns host:port.
-func startAlertmanager(t *testing.T, ctx context.Context, bin, dir, url string) string {
-	t.Helper()
-	cfg := fmt.Sprintf(`route:
-  receiver: test
-  group_by: [alertname, target, scenario]
-  group_wait: 1s
-  group_interval: 1s
-  repeat_interval: 1h
-receivers:
-  - name: test
-    webhook_configs:
-      - url: %s
-        send_resolved: true
-`, url)
-	path := filepath.Join(dir, "alertmanager.yml")
-	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for try := 1; ; try++ {
-		addr := testproc.FreeAddr(t)
-		proc := startProcess(t, "alertmanager", bin,
-			"--config.file="+path,
-			"--storage.path="+filepath.Join(dir, fmt.Sprintf("am%d", try)),
-			"--web.listen-address="+addr,
-			"--cluster.listen-address=", // no gossip port: a single instance
-			"--log.level=warn")
-		err := waitReady(ctx, "http://"+addr+"/-/ready", proc)
-		if err == nil {
-			return addr
-		}
-		if try < 3 && strings.Contains(proc.Output(), "address already in use") {
-			proc.Stop(0)
-			continue
-		}
-		t.Fatalf("alertmanager not ready: %v\n%s", err, proc.Output())
-	}
-}
-
-// amAlert is one alert of Alertmanager's webhook payload.
-type amAlert struct {
-	Status      string            `json:"status"`
-	Labels      map[string]string `json:"labels"`
-	Annotations map[string]string `json:"annotations"`
-}
-
-// webhook records every notification.
-type webhook struct {
-	mu     sync.Mutex
-	alerts []amAlert
-	bodies []string
-}
-
-func (h *webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var msg struct {
-		Version string    `json:"version"`
-		Alerts  []amAlert `json:"alerts"`
-	}
-	if err := json.NewDecoder(r.Body).Decode(&msg); err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.alerts = append(h.alerts, msg.Alerts...)
-	h.bodies = append(h.bodies, fmt.Sprintf("version %s: %d alerts", msg.Version, len(msg.Alerts)))
-}
-
-// wait returns the first page notification with the given status.
-func (h *webhook) wait(t *testing.T, ctx context.Context, status string, p *prometheus, sp *testproc.Process) amAlert {
+// waitPage returns the first page notification with the given status.
+func waitPage(t *testing.T, ctx context.Context, h *alerting.Webhook, status string, p *prometheus, sp *testproc.Process) alerting.Alert {
 	t.Helper()
 	for {
-		h.mu.Lock()
-		for _, a := range h.alerts {
-			if a.Labels["alertname"] == pageAlert && a.Status == status {
-				h.mu.Unlock()
-				return a
-			}
+		if a, ok := h.First(status, map[string]string{"alertname": pageAlert}); ok {
+			return a
 		}
-		got := fmt.Sprint(h.bodies)
-		h.mu.Unlock()
+		got := h.Bodies()
 		select {
 		case <-ctx.Done():
 			res, _ := p.query(context.Background(), `{__name__=~"ALERTS|target_scenario:slaprobe_sla_bad_probes:ratio_10s|target_scenario:slaprobe_sla_bad_probes:increase40s|target_scenario:slaprobe_sla_probes:increase40s"}`)

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"net/url"
@@ -23,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slaprobe/slaprobe/test/alerting"
 	"github.com/slaprobe/slaprobe/test/testproc"
 	"gopkg.in/yaml.v3"
 )
@@ -262,31 +262,8 @@ func startPrometheus(t *testing.T, ctx context.Context, bin string, m histogramM
 // on a free loopback port, its data under dir.
 func startPrometheusWith(t *testing.T, ctx context.Context, bin, dir string, config []byte, flags ...string) *prometheus {
 	t.Helper()
-	cfg := filepath.Join(dir, "prometheus.yml")
-	if err := os.WriteFile(cfg, config, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	// A free port can be taken between picking and binding it: try again then.
-	for try := 1; ; try++ {
-		addr := testproc.FreeAddr(t)
-		args := append([]string{
-			"--config.file=" + cfg,
-			"--storage.tsdb.path=" + filepath.Join(dir, fmt.Sprintf("data%d", try)),
-			"--web.listen-address=" + addr,
-			"--log.level=warn", // what is left is what went wrong
-		}, flags...)
-		proc := startProcess(t, "prometheus", bin, args...)
-		p := &prometheus{base: "http://" + addr, logs: proc, hc: &http.Client{Timeout: 5 * time.Second}}
-		err := waitReady(ctx, p.base+"/-/ready", proc)
-		if err == nil {
-			return p
-		}
-		if try < 3 && strings.Contains(proc.Output(), "address already in use") {
-			proc.Stop(0) // it exited as it should have: nothing to stop or report
-			continue
-		}
-		t.Fatalf("prometheus not ready: %v\n%s", err, proc.Output())
-	}
+	ap := alerting.StartPrometheus(t, ctx, bin, dir, config, flags...)
+	return &prometheus{base: ap.URL, logs: ap.Proc, hc: &http.Client{Timeout: 5 * time.Second}}
 }
 
 func prometheusConfig(t *testing.T, demo *demoProcess, ruleFiles []string) []byte {
@@ -322,28 +299,6 @@ func prometheusConfig(t *testing.T, demo *demoProcess, ruleFiles []string) []byt
 		t.Fatal(err)
 	}
 	return b
-}
-
-// waitReady polls url (a /-/ready endpoint) until it answers 200, the process exits or ctx ends.
-func waitReady(ctx context.Context, url string, proc *testproc.Process) error {
-	hc := &http.Client{Timeout: 2 * time.Second}
-	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if resp, err := hc.Do(req); err == nil {
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-proc.Exited():
-			return fmt.Errorf("exited: %v", proc.Err())
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
 }
 
 // apiGet calls a Prometheus HTTP API endpoint and decodes its data field into data.

@@ -1,10 +1,8 @@
 package deploy
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"maps"
 	"math"
 	"os"
@@ -14,12 +12,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"text/template"
 
 	argov1 "github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	"github.com/argoproj/argo-rollouts/utils/evaluate"
 	argotemplate "github.com/argoproj/argo-rollouts/utils/template"
 	flaggerv1 "github.com/fluxcd/flagger/pkg/apis/flagger/v1beta1"
+	"github.com/fluxcd/flagger/pkg/metrics/observers"
 	"sigs.k8s.io/yaml"
 )
 
@@ -190,7 +188,7 @@ func TestFlaggerMetricTemplates(t *testing.T) {
 		if m.ThresholdRange == nil || (m.ThresholdRange.Min == nil) == (m.ThresholdRange.Max == nil) {
 			t.Errorf("the Canary's metric %s: want a thresholdRange with one bound", m.Name)
 		}
-		if _, err := renderFlagger(mt.Spec.Query, flaggerModel(canary, m)); err != nil {
+		if _, err := observers.RenderQuery(mt.Spec.Query, flaggerModel(canary, m)); err != nil {
 			t.Errorf("%s with the Canary's variables: %v", mt.Name, err)
 		}
 	}
@@ -206,25 +204,6 @@ func flaggerModel(c *flaggerv1.Canary, m flaggerv1.CanaryMetric) flaggerv1.Metri
 		Interval:  m.Interval,
 		Variables: m.TemplateVariables,
 	}
-}
-
-// renderFlagger is Flagger's observers.RenderQuery (pkg/metrics/observers/render.go at the pinned
-// version): text/template with missingkey=error and MetricTemplateModel's own functions. The observers
-// package is not imported because it pulls every metrics provider's cloud SDK.
-func renderFlagger(query string, model flaggerv1.MetricTemplateModel) (string, error) {
-	t, err := template.New("tmpl").Option("missingkey=error").Funcs(model.TemplateFunctions()).Parse(query)
-	if err != nil {
-		return "", fmt.Errorf("template parsing failed: %w", err)
-	}
-	var data bytes.Buffer
-	b := bufio.NewWriter(&data)
-	if err := t.Execute(b, nil); err != nil {
-		return "", fmt.Errorf("template excution failed: %w", err)
-	}
-	if err := b.Flush(); err != nil {
-		return "", err
-	}
-	return data.String(), nil
 }
 
 var argoBound = regexp.MustCompile(`^result\[0\] (>=|<=) (-?[0-9.]+)$`)
@@ -297,7 +276,7 @@ func renderAll(t *testing.T) []renderedQuery {
 			model := flaggerModel(canary, m)
 			model.Interval = e2eWindow
 			model.Variables = map[string]string{"stable_target": e2eStable, "canary_target": c, "scenario": e2eScenario}
-			q, err := renderFlagger(templates[m.TemplateRef.Name].Spec.Query, model)
+			q, err := observers.RenderQuery(templates[m.TemplateRef.Name].Spec.Query, model)
 			if err != nil {
 				t.Fatalf("flagger %s: %v", m.Name, err)
 			}

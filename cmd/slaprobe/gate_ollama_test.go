@@ -61,10 +61,14 @@ type gateRun struct {
 // bench's closed-loop steps on 8 slices of its requests. The machine's load
 // differs from run to run, and no comparison of two runs can tell that from
 // the engine, so the rates are what this machine gives, not a property of
-// the gate alone. What is asserted holds whatever the load: every rerun gets
-// at least 5 figures judged, and at most a quarter of the judged figures'
-// intervals miss their true change (0 unchanged; gateTruth slower). With the
-// intervals halved (each around its estimate) that fails.
+// the gate alone; they are logged. What is asserted: every rerun gets at
+// least 5 figures judged, and few judged figures' intervals miss their true
+// change (0 unchanged; gateTruth slower): at most 2 in make test's 2 trials
+// (24 intervals; at the 2 % measured it passes with probability 0.99), at
+// most a tenth in the long run. That bound is loose: with every interval
+// halved around its estimate, 4 and 0 of 24 missed in two tries, so the
+// halving is caught by internal/compare's checks of the intervals' level
+// (TestWholeReportFalseAlarmsAtEverySize, TestClosedLoopSlices), not here.
 //
 // make test runs 2 trials; SLAPROBE_GATE_OLLAMA_LONG=1 runs 20 (about 12
 // minutes).
@@ -196,8 +200,14 @@ sweep:
 	if judged < 10*trials {
 		t.Errorf("%d figures judged in %d trials, want 5 or more in each rerun", judged, trials)
 	}
-	if missed := judged - covered; 2*missed > judged {
-		t.Errorf("%d of %d judged figures' intervals missed the true change, want at most half", missed, judged)
+	// At their level about 2 % of the intervals missed (5 of 240 over 20
+	// trials).
+	maxMissed := 2
+	if trials > 2 {
+		maxMissed = judged / 10
+	}
+	if missed := judged - covered; missed > maxMissed {
+		t.Errorf("%d of %d judged figures' intervals missed the true change, want at most %d", missed, judged, maxMissed)
 	}
 }
 

@@ -33,12 +33,13 @@ const (
 // The three checks, by Argo metric name; Flagger's MetricTemplates are named slaprobe-<check>.
 var rolloutChecks = []string{"goodput-share-drop", "ttft-p95-ratio", "success-share-drop"}
 
-// The arguments test/e2e's TestRolloutGatesOnPrometheus runs the rendered queries with: its slaprobe
-// probes a stable engine and three canaries (identical, 30 % slower, 30 % errors) with scenario
-// "chat", and Prometheus evaluates over 30 s windows.
+// The arguments test/e2e's TestRolloutGatesOnOllama and TestRolloutGatesOnPrometheus run the
+// rendered queries with: their slaprobe probes a stable engine and canaries (identical, 10 % slower
+// (Ollama only), 30 % slower, 30 % errors) with scenario "chat", and Prometheus evaluates over 30 s
+// windows.
 var (
 	e2eStable   = "stable"
-	e2eCanaries = []string{"canary-same", "canary-slow", "canary-errors"}
+	e2eCanaries = []string{"canary-same", "canary-slow10", "canary-slow", "canary-errors"}
 	e2eScenario = "chat"
 	e2eWindow   = "30s"
 	// e2eTolerances replace the templates' defaults in the e2e run, for Argo's args and the

@@ -65,9 +65,9 @@ type gateRun struct {
 // least 5 figures judged, and few judged figures' intervals miss their true
 // change (0 unchanged; gateTruth slower): at most a quarter in make test's
 // 2 trials (6 of 24), a tenth in the long run. That catches intervals gone
-// far too narrow, and no less: with every interval
-// halved around its estimate, 4 and 0 of 24 missed in two tries, so the
-// halving is caught by internal/compare's checks of the intervals' level
+// far too narrow (of zero width, 20 of 24 missed), and no less: with every
+// interval halved around its estimate, 4 and 0 of 24 missed in two tries, so
+// the halving is caught by internal/compare's checks of the intervals' level
 // (TestWholeReportFalseAlarmsAtEverySize, TestClosedLoopSlices), not here.
 //
 // make test runs 2 trials; SLAPROBE_GATE_OLLAMA_LONG=1 runs 20 (about 12

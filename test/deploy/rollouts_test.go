@@ -1,10 +1,8 @@
 package deploy
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"maps"
 	"math"
 	"os"
@@ -14,12 +12,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"text/template"
 
 	argov1 "github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	"github.com/argoproj/argo-rollouts/utils/evaluate"
 	argotemplate "github.com/argoproj/argo-rollouts/utils/template"
 	flaggerv1 "github.com/fluxcd/flagger/pkg/apis/flagger/v1beta1"
+	"github.com/fluxcd/flagger/pkg/metrics/observers"
 	"sigs.k8s.io/yaml"
 )
 
@@ -35,12 +33,13 @@ const (
 // The three checks, by Argo metric name; Flagger's MetricTemplates are named slaprobe-<check>.
 var rolloutChecks = []string{"goodput-share-drop", "ttft-p95-ratio", "success-share-drop"}
 
-// The arguments test/e2e's TestRolloutGatesOnPrometheus runs the rendered queries with: its slaprobe
-// probes a stable engine and three canaries (identical, 30 % slower, 30 % errors) with scenario
-// "chat", and Prometheus evaluates over 30 s windows.
+// The arguments test/e2e's TestRolloutGatesOnOllama and TestRolloutGatesOnPrometheus run the
+// rendered queries with: their slaprobe probes a stable engine and canaries (identical, 10 % slower
+// (Ollama only), 30 % slower, 30 % errors) with scenario "chat", and Prometheus evaluates over 30 s
+// windows.
 var (
 	e2eStable   = "stable"
-	e2eCanaries = []string{"canary-same", "canary-slow", "canary-errors"}
+	e2eCanaries = []string{"canary-same", "canary-slow10", "canary-slow", "canary-errors"}
 	e2eScenario = "chat"
 	e2eWindow   = "30s"
 	// e2eTolerances replace the templates' defaults in the e2e run, for Argo's args and the
@@ -190,7 +189,7 @@ func TestFlaggerMetricTemplates(t *testing.T) {
 		if m.ThresholdRange == nil || (m.ThresholdRange.Min == nil) == (m.ThresholdRange.Max == nil) {
 			t.Errorf("the Canary's metric %s: want a thresholdRange with one bound", m.Name)
 		}
-		if _, err := renderFlagger(mt.Spec.Query, flaggerModel(canary, m)); err != nil {
+		if _, err := observers.RenderQuery(mt.Spec.Query, flaggerModel(canary, m)); err != nil {
 			t.Errorf("%s with the Canary's variables: %v", mt.Name, err)
 		}
 	}
@@ -206,25 +205,6 @@ func flaggerModel(c *flaggerv1.Canary, m flaggerv1.CanaryMetric) flaggerv1.Metri
 		Interval:  m.Interval,
 		Variables: m.TemplateVariables,
 	}
-}
-
-// renderFlagger is Flagger's observers.RenderQuery (pkg/metrics/observers/render.go at the pinned
-// version): text/template with missingkey=error and MetricTemplateModel's own functions. The observers
-// package is not imported because it pulls every metrics provider's cloud SDK.
-func renderFlagger(query string, model flaggerv1.MetricTemplateModel) (string, error) {
-	t, err := template.New("tmpl").Option("missingkey=error").Funcs(model.TemplateFunctions()).Parse(query)
-	if err != nil {
-		return "", fmt.Errorf("template parsing failed: %w", err)
-	}
-	var data bytes.Buffer
-	b := bufio.NewWriter(&data)
-	if err := t.Execute(b, nil); err != nil {
-		return "", fmt.Errorf("template excution failed: %w", err)
-	}
-	if err := b.Flush(); err != nil {
-		return "", err
-	}
-	return data.String(), nil
 }
 
 var argoBound = regexp.MustCompile(`^result\[0\] (>=|<=) (-?[0-9.]+)$`)
@@ -297,7 +277,7 @@ func renderAll(t *testing.T) []renderedQuery {
 			model := flaggerModel(canary, m)
 			model.Interval = e2eWindow
 			model.Variables = map[string]string{"stable_target": e2eStable, "canary_target": c, "scenario": e2eScenario}
-			q, err := renderFlagger(templates[m.TemplateRef.Name].Spec.Query, model)
+			q, err := observers.RenderQuery(templates[m.TemplateRef.Name].Spec.Query, model)
 			if err != nil {
 				t.Fatalf("flagger %s: %v", m.Name, err)
 			}

@@ -63,21 +63,22 @@ type gateRun struct {
 // the engine, so the rates are what this machine gives, not a property of
 // the gate alone; they are logged. What is asserted: every rerun gets at
 // least 5 figures judged, and few judged figures' intervals miss their true
-// change (0 unchanged; gateTruth slower): at most a quarter in make test's
-// 2 trials (6 of 24), a tenth in the long run. That catches intervals gone
-// far too narrow (of zero width, 20 of 24 missed), and no less: with every
+// change (0 unchanged; gateTruth slower): at most half in make test's one
+// trial (6 of 12: one trial's figures share its machine's load, and 3 of 12
+// missed in one run here), a tenth in the long run. That catches intervals
+// gone far too narrow (of zero width, 20 of 24 missed), and no less: with every
 // interval halved around its estimate, 4 and 0 of 24 missed in two tries, so
 // the halving is caught by internal/compare's checks of the intervals' level
 // (TestWholeReportFalseAlarmsAtEverySize, TestClosedLoopSlices), not here.
 //
-// make test runs 2 trials; SLAPROBE_GATE_OLLAMA_LONG=1 runs 20 (about 12
-// minutes).
+// make test runs 1 trial (about 35 s); SLAPROBE_GATE_OLLAMA_LONG=1 runs 20
+// (about 12 minutes).
 func TestGateOnOllama(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs benches against a real engine")
 	}
 	ollama.SkipIfMissing(t)
-	trials := 2
+	trials := 1
 	if os.Getenv(EnvGateOllamaLong) == "1" {
 		trials = 20
 	}
@@ -202,8 +203,8 @@ sweep:
 	}
 	// At their level 2 % of the intervals missed over 20 trials (5 of 240),
 	// but 2 of 24 in 2 trials under the race detector on a busy machine.
-	maxMissed := judged / 4
-	if trials > 2 {
+	maxMissed := judged / 2
+	if trials > 1 {
 		maxMissed = judged / 10
 	}
 	if missed := judged - covered; missed > maxMissed {

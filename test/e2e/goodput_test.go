@@ -14,6 +14,10 @@ import (
 	"github.com/slaprobe/slaprobe/test/testproc"
 )
 
+// EnvSimAlerts runs the simulator's alert tests that the Ollama fleet (test/fleet) supersedes in
+// make test.
+const EnvSimAlerts = "SLAPROBE_SIM_ALERTS"
+
 // goodputBudget bounds the goodput test after the build.
 const goodputBudget = 3 * time.Minute
 
@@ -22,9 +26,16 @@ const goodputBudget = 3 * time.Minute
 // one request in four each; `slaprobe run` probes it every second; Prometheus scrapes slaprobe every
 // second with the generated rules (the paging test's short windows). Every metric's mean stays within
 // its threshold, half the probes are good, and SlaprobeGoodputBelowObjective fires.
+//
+// It runs with SLAPROBE_SIM_ALERTS=1 only: in make test the goodput pages come from a real cause on
+// Ollama (test/fleet's TestPagesOnOllama), the counting of alternating faults is checked by
+// collector's TestGoodputAlternatingFaults, and the rules by promtool (alerts/slaprobe.goodput_test.yml).
 func TestGoodputAlertOnPrometheus(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the simulated engine, slaprobe and Prometheus for up to 3 minutes")
+	}
+	if os.Getenv(EnvSimAlerts) != "1" {
+		t.Skip("the simulator's goodput page: set " + EnvSimAlerts + "=1 (make test proves the goodput pages on Ollama, test/fleet)")
 	}
 	// Its probes are judged against thresholds between the fast and the
 	// slow halves: timing, so the quiet pass.

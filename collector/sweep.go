@@ -279,15 +279,27 @@ func (c *SweepCollector) changes(gauge func(*prometheus.Desc, float64, ...string
 			}
 		}
 	}
+	// Only the two capacities the metric names: the others (capacity on a
+	// rule, in conversations, headroom) share a scenario with them, and one
+	// series apiece would be a duplicate, which fails the scrape's gather.
+	seen := map[[2]string]bool{}
 	for _, cc := range cmp.Capacity {
 		if cc.Presence != report.InBoth {
 			continue
 		}
-		name := changeMaxSafeQueue
-		if cc.Kind == report.CapacityUseCase {
+		var name string
+		switch cc.Kind {
+		case report.CapacityMaxSafeQueue:
+			name = changeMaxSafeQueue
+		case report.CapacityUseCase:
 			name = changeUseCase
+		default:
+			continue
 		}
-		export(cc.Scenario, name, cc.Change, cc.Significant())
+		if k := [2]string{cc.Scenario, name}; !seen[k] {
+			seen[k] = true
+			export(cc.Scenario, name, cc.Change, cc.Significant())
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -118,5 +119,56 @@ func TestSweepCollectorEmpty(t *testing.T) {
 	}
 	if n != 2 { // slaprobe_sweep_enabled and slaprobe_sweep_running
 		t.Errorf("an idle sweeper without results exports %d series; want 2", n)
+	}
+}
+
+// TestSweepChangeCapacityKinds: a comparison holds, beside a scenario's max
+// safe queue depth, its capacity on each capacity_on rule and in
+// conversations. Only the max safe queue depth and the use-case capacity
+// are slaprobe_sweep_change_ratio's; the others once went out under
+// metric="max_safe_queue" too, a duplicate series that failed every gather
+// after a daemon's second sweep (the default capacity_on rule is enough).
+func TestSweepChangeCapacityKinds(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	r := changedFixture(t0)
+	var safe *report.CapacityChange
+	for i := range r.Comparison.Capacity {
+		if c := &r.Comparison.Capacity[i]; c.Kind == report.CapacityMaxSafeQueue && c.Presence == report.InBoth {
+			safe = c
+		}
+	}
+	if safe == nil {
+		t.Fatal("the fixture's comparison has no max safe queue depth in both runs")
+	}
+	for _, extra := range []report.CapacityChange{
+		{Kind: report.CapacityOn, Rule: "goodput >= 95%", Change: 0.5},
+		{Kind: report.CapacityOn, Rule: "p99 ttft <= 2s", Change: 0.25},
+		{Kind: report.CapacityConversations, Change: 0.75},
+	} {
+		extra.Scenario, extra.Presence, extra.Verdict = safe.Scenario, report.InBoth, report.VerdictWorse
+		r.Comparison.Capacity = append(r.Comparison.Capacity, extra)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(NewSweepCollector(staticSweeps{Enabled: true, Targets: []sweeper.TargetSnapshot{{Target: "gpu-c", Result: r,
+		LastAttempt: sweeper.Attempt{Started: t0, Finished: t0.Add(time.Minute), Complete: true}}}}.Snapshot))
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	var got []string
+	for _, mf := range mfs {
+		if mf.GetName() != "slaprobe_sweep_change_ratio" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "metric" && (l.GetValue() == changeMaxSafeQueue || l.GetValue() == changeUseCase) {
+					got = append(got, fmt.Sprintf("%s=%g", l.GetValue(), m.GetGauge().GetValue()))
+				}
+			}
+		}
+	}
+	if want := fmt.Sprintf("%s=%g", changeMaxSafeQueue, safe.Change); len(got) != 1 || got[0] != want {
+		t.Errorf("capacity changes exported %v, want [%s]", got, want)
 	}
 }

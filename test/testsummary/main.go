@@ -96,10 +96,12 @@ func (s *summary) handle(raw string) error {
 }
 
 // end prints a package's result: its own lines (go test's "ok" or "FAIL" line, a panic), and, when
-// it failed, the output of each test that failed, in the order it came.
+// it failed, the output of each test that failed, in the order it came, or of every test when none
+// is named as failed (the binary's exit status failed the package: whatever it printed may say why).
 func (s *summary) end(name string, failed bool) error {
 	p := s.pkg(name)
 	delete(s.pkgs, name)
+	all := failed && len(p.failed) == 0
 	cached := false
 	for _, l := range p.lines {
 		if l.test == "" && strings.Contains(l.text, "(cached)") {
@@ -108,7 +110,7 @@ func (s *summary) end(name string, failed bool) error {
 		if !failed && l.test == "" && l.text == "PASS\n" || strings.HasPrefix(l.text, "=== ") {
 			continue // go test without -json prints neither
 		}
-		if l.test == "" || failed && p.failed[l.test] {
+		if l.test == "" || failed && (all || p.failed[l.test]) {
 			if _, err := fmt.Fprint(s.out, l.text); err != nil {
 				return err
 			}

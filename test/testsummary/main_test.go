@@ -53,7 +53,15 @@ func TestSummary(t *testing.T) {
 	}, {
 		name:       "not json, and a package go test never ended",
 		in:         []string{"# p\n./x.go:1: syntax error", ev("output", "q", "TestA", "    started\n")},
-		wantOut:    "# p\n./x.go:1: syntax error\n",
+		wantOut:    "# p\n./x.go:1: syntax error\n    started\n",
+		wantFailed: true,
+	}, {
+		name: "a package failed with no test failed: every test's output",
+		in: []string{
+			ev("output", "p", "TestA", "    a_test.go:1: fine\n"), ev("output", "p", "TestA", "--- PASS: TestA (0.00s)\n"), ev("pass", "p", "TestA", ""),
+			ev("output", "p", "", "FAIL\n"), ev("output", "p", "", "FAIL\tp\t0.02s\n"), ev("fail", "p", "", ""),
+		},
+		wantOut:    "    a_test.go:1: fine\n--- PASS: TestA (0.00s)\nFAIL\nFAIL\tp\t0.02s\n",
 		wantFailed: true,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {

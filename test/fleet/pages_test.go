@@ -94,7 +94,7 @@ var pagesWanted = []page{
 // slaprobe probes seven targets on eight engines; Prometheus evaluates the generated rules (test/alerting's compressed
 // windows; the `for` of SlaprobeProbesFailing and the sweep alerts scaled down too) and sends to
 // Alertmanager. First everything is healthy for at least one conversation window, and swept is swept
-// once: nothing is pending or firing. Then, at once:
+// once: nothing is firing. Then, at once:
 //
 //   - overload: an engine with one slot (OLLAMA_NUM_PARALLEL=1, a 4-layer 512-wide model) gets three
 //     streams of 500-token answers: probes queue behind them (TTFT, E2E, goodput, budget burns);
@@ -110,7 +110,7 @@ var pagesWanted = []page{
 //
 // sticky (the same conversations with affinity on two engines of their own) and healthy (the short
 // and stream scenarios on the engine slowed sees, through an unchanged gateway) must have
-// nothing pending or firing at the end, and the webhook nothing of theirs.
+// nothing firing at the end, and the webhook nothing of theirs (a burn may go pending: see below).
 func TestPagesOnOllama(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs eight Ollama engines, slaprobe, Prometheus and Alertmanager for about two minutes")
@@ -240,7 +240,7 @@ func TestPagesOnOllama(t *testing.T) {
 	}
 
 	// Healthy: every target probed, the conversations' follow-ups known, swept swept once, for at least
-	// one conversation window; nothing pending or firing.
+	// one conversation window; nothing firing.
 	poll("every target probed", atLeast(`sum by (target) (target_scenario:slaprobe_sla_probes:increase10s) > 3`, 7))
 	poll("the first sweep started", sweep())
 	poll("the first sweep done", atLeast(`slaprobe_sweep_last_attempt_success{target="swept"} == 1`, 1))
@@ -249,10 +249,31 @@ func TestPagesOnOllama(t *testing.T) {
 	case <-time.After(time.Until(probing.Add(alerting.ConversationParams().ConversationCache.Window + 5*time.Second))):
 	case <-ctx.Done():
 	}
-	if res := series(`ALERTS`); len(res) > 0 || len(st.Hook.Alerts()) > 0 {
-		fail("the healthy fleet has %d alerts pending or firing", len(res))
+	// healthyFigures logs what healthy's stream scenario measured over the last 2 minutes, the
+	// goodput and each threshold's side, to read beside a failure.
+	healthyFigures := func() {
+		t.Helper()
+		for _, q := range []string{
+			`sum(increase(slaprobe_probes_good_total{target="healthy", scenario="stream"}[2m])) / sum(increase(slaprobe_probes_total{target="healthy", scenario="stream"}[2m]))`,
+			`sum(increase(slaprobe_probe_errors_total{target="healthy"}[2m])) or vector(0)`,
+			`max_over_time(target_scenario:slaprobe_sla_bad_probes:increase10s{target="healthy"}[2m]) > 0`,
+			`histogram_quantile(0.99, sum by (le) (rate(slaprobe_ttft_seconds_bucket{target="healthy", scenario="stream"}[2m])))`,
+			`histogram_quantile(0.99, sum by (le) (rate(slaprobe_itl_seconds_bucket{target="healthy", scenario="stream"}[2m])))`,
+			`histogram_quantile(0.99, sum by (le) (rate(slaprobe_e2e_latency_seconds_bucket{target="healthy", scenario="stream"}[2m])))`,
+			`histogram_quantile(0.01, sum by (le) (rate(slaprobe_decode_tokens_per_second_bucket{target="healthy", scenario="stream"}[2m])))`,
+		} {
+			res, err := st.Prom.Query(ctx, q)
+			logf("healthy: %s = %v %v", q, res, err)
+		}
 	}
-	logf("healthy: every target probed, swept swept, nothing pending or firing")
+	// Firing is what pages. A burn can go pending on an unchanged target: its stream scenario runs at
+	// 95 to 100 % goodput here against the 99 % objective, whose ticket tier is pending past 3 % bad
+	// in both windows; it must not last the `for`.
+	if res := series(`ALERTS{alertstate="firing"}`); len(res) > 0 || len(st.Hook.Alerts()) > 0 {
+		healthyFigures()
+		fail("the healthy fleet has %d alerts firing", len(res))
+	}
+	logf("healthy: every target probed, swept swept, nothing firing; pending: %v", series(`ALERTS{alertstate="pending"}`))
 
 	// The causes, at once.
 	causes := time.Now()
@@ -311,10 +332,12 @@ func TestPagesOnOllama(t *testing.T) {
 		}
 	}
 
+	healthyFigures()
 	// The unchanged part of the fleet paged nothing over the same time.
-	if res := series(`ALERTS{target=~"sticky|healthy"}`); len(res) > 0 {
-		fail("the unchanged targets have alerts pending or firing: %v", res)
+	if res := series(`ALERTS{alertstate="firing", target=~"sticky|healthy"}`); len(res) > 0 {
+		fail("the unchanged targets have alerts firing: %v", res)
 	}
+	logf("unchanged targets' pending alerts (not paged): %v", series(`ALERTS{alertstate="pending", target=~"sticky|healthy"}`))
 	var others []string
 	for _, a := range st.Hook.Alerts() {
 		if a.Labels["target"] == "sticky" || a.Labels["target"] == "healthy" {
@@ -326,4 +349,8 @@ func TestPagesOnOllama(t *testing.T) {
 	}
 	sort.Strings(others)
 	logf("done; also delivered: %v", others)
+	// A scrape that lost series to a duplicate still answers 200 (ContinueOnError): only the log tells.
+	if logs := st.Slaprobe.Logs(); strings.Contains(logs, "error gathering metrics") {
+		t.Errorf("slaprobe failed to gather its metrics during the run:\n%s", logs[strings.Index(logs, "error gathering metrics"):][:min(2000, len(logs)-strings.Index(logs, "error gathering metrics"))])
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -358,4 +359,23 @@ func (h *Webhook) First(status string, labels map[string]string) (Alert, bool) {
 		}
 	}
 	return Alert{}, false
+}
+
+var listeningRE = regexp.MustCompile(`msg="Listening on" address=(127\.0\.0\.1:\d+)`)
+
+// WaitListening reads the address slaprobe bound (port 0) from its log.
+func WaitListening(t testing.TB, ctx context.Context, p *testproc.Process) string {
+	t.Helper()
+	for {
+		if m := listeningRE.FindStringSubmatch(p.Stderr()); m != nil {
+			return m[1]
+		}
+		select {
+		case <-p.Exited():
+			t.Fatalf("%s exited: %v\n%s", p.Name(), p.Err(), p.Output())
+		case <-ctx.Done():
+			t.Fatalf("%s logged no listen address\n%s", p.Name(), p.Output())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }

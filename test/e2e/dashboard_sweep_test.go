@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/slaprobe/slaprobe/test/alerting"
 )
 
 // noData lists the dashboard queries that return nothing here, each with its reason: most need NVML
@@ -117,7 +119,7 @@ func TestDashboardQueriesAfterSweep(t *testing.T) {
 		t.Fatal(err)
 	}
 	sw := startProcess(t, "slaprobe run (sweeper)", bin, "run", "--config.file="+cfg, "--web.listen-address=127.0.0.1:0")
-	swAddr := waitListening(t, ctx, sw)
+	swAddr := alerting.WaitListening(t, ctx, sw)
 	t.Logf("%5.1fs demo at %s, sweeper at %s", since(start), demo.metrics, swAddr)
 
 	iv := scrapeInterval.String()

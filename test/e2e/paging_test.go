@@ -6,7 +6,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -83,7 +82,7 @@ func TestPaging(t *testing.T) {
 		t.Fatal(err)
 	}
 	sp := startProcess(t, "slaprobe run", bin, "run", "--config.file="+cfg, "--web.listen-address=127.0.0.1:0")
-	spAddr := waitListening(t, ctx, sp)
+	spAddr := alerting.WaitListening(t, ctx, sp)
 	t.Logf("%5.1fs slaprobe at %s", since(start), spAddr)
 
 	// The webhook receiver: every notification Alertmanager sends.
@@ -168,25 +167,6 @@ func checkPage(t *testing.T, a alerting.Alert, spAddr string) {
 	}
 	if got, want := a.Annotations["runbook_url"], alertgen.RunbookBase+"#"+strings.ToLower(pageAlert); got != want {
 		t.Errorf("runbook_url %q, want %q", got, want)
-	}
-}
-
-var listeningRE = regexp.MustCompile(`msg="Listening on" address=(127\.0\.0\.1:\d+)`)
-
-// waitListening reads the address slaprobe bound (port 0) from its log.
-func waitListening(t *testing.T, ctx context.Context, p *testproc.Process) string {
-	t.Helper()
-	for {
-		if m := listeningRE.FindStringSubmatch(p.Stderr()); m != nil {
-			return m[1]
-		}
-		select {
-		case <-p.Exited():
-			t.Fatalf("%s exited: %v\n%s", p.Name(), p.Err(), p.Output())
-		case <-ctx.Done():
-			t.Fatalf("%s logged no listen address\n%s", p.Name(), p.Output())
-		case <-time.After(50 * time.Millisecond):
-		}
 	}
 }
 

@@ -19,7 +19,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -62,7 +61,7 @@ func StartStack(t testing.TB, ctx context.Context, slaprobeConfig string, rules 
 	}
 	s := &Stack{Hook: &alerting.Webhook{}}
 	s.Slaprobe = alerting.StartProcess(t, "slaprobe run", bin, "run", "--config.file="+cfg, "--web.listen-address=127.0.0.1:0")
-	s.SlaprobeAddr = waitListening(t, ctx, s.Slaprobe)
+	s.SlaprobeAddr = alerting.WaitListening(t, ctx, s.Slaprobe)
 	hook := httptest.NewServer(s.Hook)
 	t.Cleanup(hook.Close)
 	s.Alertmanager = alerting.StartAlertmanager(t, ctx, amBin, dir, hook.URL)
@@ -84,25 +83,6 @@ func StartStack(t testing.TB, ctx context.Context, slaprobeConfig string, rules 
 	}
 	s.Prom = alerting.StartPrometheus(t, ctx, promBin, t.TempDir(), promCfg, "--rules.alert.resend-delay=1s")
 	return s
-}
-
-var listeningRE = regexp.MustCompile(`msg="Listening on" address=(127\.0\.0\.1:\d+)`)
-
-// waitListening reads the address slaprobe bound (port 0) from its log.
-func waitListening(t testing.TB, ctx context.Context, p *testproc.Process) string {
-	t.Helper()
-	for {
-		if m := listeningRE.FindStringSubmatch(p.Stderr()); m != nil {
-			return m[1]
-		}
-		select {
-		case <-p.Exited():
-			t.Fatalf("%s exited: %v\n%s", p.Name(), p.Err(), p.Output())
-		case <-ctx.Done():
-			t.Fatalf("%s logged no listen address\n%s", p.Name(), p.Output())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 }
 
 var slaprobeBuild struct {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -66,15 +65,6 @@ func TestParamsValidate(t *testing.T) {
 	ok.ConversationCache.MinFollowUps = 4 // one miss of 4 is 25 %: not over the share
 	if err := ok.Validate(); err != nil {
 		t.Errorf("min_follow_ups 4 at miss share 0.25: %v", err)
-	}
-}
-
-// TestLeMatch covers both spellings of an integer bound (Prometheus 3 writes le="3.0").
-func TestLeMatch(t *testing.T) {
-	for f, want := range map[float64]string{3: `le=~"3|3.0"`, 0.07: `le="0.07"`, 120: `le=~"120|120.0"`} {
-		if got := leMatch(f); got != want {
-			t.Errorf("leMatch(%s) = %s, want %s", strconv.FormatFloat(f, 'g', -1, 64), got, want)
-		}
 	}
 }
 

@@ -50,15 +50,6 @@ var sloMetrics = []sloMetric{
 // num formats a bound as PromQL and client_golang write it.
 func num(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 
-// leMatch matches a bucket bound in the spelling of Prometheus 2 (le="3") and 3 (le="3.0").
-func leMatch(f float64) string {
-	s := num(f)
-	if !strings.ContainsAny(s, ".e") {
-		return fmt.Sprintf(`le=~"%s|%s.0"`, s, s)
-	}
-	return fmt.Sprintf(`le="%s"`, s)
-}
-
 func indent(s string, n int) string {
 	pad := strings.Repeat(" ", n)
 	lines := strings.Split(s, "\n")
@@ -79,40 +70,59 @@ func (m sloMetric) threshold(cond string) string {
 	return fmt.Sprintf(`and on (job, instance, scenario) (slaprobe_sla_threshold{metric="%s"} %s)`, m.metric, cond)
 }
 
-// badExpr counts the probes outside the threshold over window w, per probe series. The threshold is a
-// value, not a label, so one branch per bucket picks the bucket that matches it. For a threshold
-// between two bounds the stricter bound is used (probes between it and the threshold count as bad):
-// the count stays exact at every bound and errs toward alerting elsewhere.
-func (m sloMetric) badExpr(w string) string {
-	count := increase(m.hist+"_count", w)
-	bucket := func(f float64) string {
-		return increase(fmt.Sprintf("%s_bucket{%s}", m.hist, leMatch(f)), w)
+// boundName records, per scenario and SLA metric, the bucket bound that judges the scenario's
+// threshold, as label le in Prometheus 2's spelling ("3"); badExpr adds Prometheus 3's ("3.0").
+// The threshold is a value, not a label: this rule turns it into one, once per evaluation, so each
+// window's bad-probe rule reads its histogram's buckets with one selector and one join.
+const boundName = "scenario:slaprobe_sla_threshold:bucket_bound"
+
+// boundExpr picks m's bound for each threshold. For a threshold between two bounds the stricter is
+// used (probes between it and the threshold count as bad): the count stays exact at every bound and
+// errs toward alerting elsewhere. A latency threshold under every bound, or a minimum above every
+// bound, has no bucket: badExpr counts every probe as bad there.
+func (m sloMetric) boundExpr() string {
+	sel := fmt.Sprintf(`slaprobe_sla_threshold{metric="%s"}`, m.metric)
+	var terms []string
+	add := func(f float64, cond string) {
+		terms = append(terms, fmt.Sprintf(`label_replace(%s %s, "le", "%s", "", "")`, sel, cond, num(f)))
 	}
-	var branches []string
 	e := m.edges
 	if m.minimum {
 		// Bad: at or under the threshold. Use the smallest bound at or above it.
-		branches = append(branches, bucket(e[0])+"\n"+m.threshold("<= "+num(e[0])))
+		add(e[0], "<= "+num(e[0]))
 		for i := 1; i < len(e); i++ {
-			branches = append(branches, bucket(e[i])+"\n"+m.threshold(fmt.Sprintf("> %s <= %s", num(e[i-1]), num(e[i]))))
+			add(e[i], fmt.Sprintf("> %s <= %s", num(e[i-1]), num(e[i])))
 		}
-		// Above every bound: no bucket tells; every probe counts as bad.
-		branches = append(branches, count+"\n"+m.threshold("> "+num(e[len(e)-1])))
-		return fmt.Sprintf("label_replace(\n%s,\n  \"metric\", \"%s\", \"\", \"\"\n)",
-			indent(strings.Join(branches, "\nor\n"), 2), m.metric)
+		return strings.Join(terms, "\nor\n")
 	}
-	// Good: at or under the threshold. Use the largest bound at or under it; bad = all - good.
-	for i := 0; i < len(e); i++ {
+	// Good: at or under the threshold. Use the largest bound at or under it.
+	for i := range e {
 		cond := ">= " + num(e[i])
 		if i+1 < len(e) {
 			cond += " < " + num(e[i+1])
 		}
-		branches = append(branches, bucket(e[i])+"\n"+m.threshold(cond))
+		add(e[i], cond)
 	}
-	// Under every bound: no probe is known to be within it.
-	branches = append(branches, "0 * "+count+"\n"+m.threshold("< "+num(e[0])))
+	return strings.Join(terms, "\nor\n")
+}
+
+// badExpr counts the probes outside the threshold over window w, per probe series, from the bucket
+// at the bound boundName picked.
+func (m sloMetric) badExpr(w string) string {
+	count := increase(m.hist+"_count", w)
+	bound := fmt.Sprintf(`%s{metric="%s"}`, boundName, m.metric)
+	atBound := fmt.Sprintf("sum by (%s) (\n  increase(%s_bucket[%s])\n  and on (job, instance, scenario, le)\n  (%s or label_replace(%s, \"le\", \"$1.0\", \"le\", \"([0-9]+)\"))\n)",
+		by, m.hist, w, bound, bound)
+	if m.minimum {
+		// Above every bound: no bucket tells; every probe counts as bad.
+		return fmt.Sprintf("label_replace(\n%s,\n  \"metric\", \"%s\", \"\", \"\"\n)", indent(atBound+"\nor\n"+count+"\n"+
+			m.threshold("> "+num(m.edges[len(m.edges)-1])), 2), m.metric)
+	}
+	// Good: the probes at or under the bound; bad = all - good. Under every bound: no probe is
+	// known to be within it.
+	good := atBound + "\nor\n0 * " + count + "\n" + m.threshold("< "+num(m.edges[0]))
 	return fmt.Sprintf("label_replace(\n  %s\n  - on (%s)\n  (\n%s\n  ),\n  \"metric\", \"%s\", \"\", \"\"\n)",
-		count, by, indent(strings.Join(branches, "\nor\n"), 4), m.metric)
+		count, by, indent(good, 4), m.metric)
 }
 
 // totalExpr counts the probes that measured m over window w, where m has a threshold.
@@ -137,7 +147,16 @@ func (p Params) isShort(w time.Duration) bool {
 
 // sliRecordingRules count probes, and bad probes, per window and SLA metric.
 func sliRecordingRules(p Params) []Rule {
-	var out []Rule
+	var bounds []string
+	for _, m := range sloMetrics {
+		bounds = append(bounds, m.boundExpr())
+	}
+	out := []Rule{{
+		Comment: "SLO: the bucket bound (label le) that judges each scenario's threshold, per SLA metric; the\n" +
+			"bad-probe rules below join on it. It must come before them in the group.",
+		Record: boundName,
+		Expr:   strings.Join(bounds, "\nor\n") + "\n",
+	}}
 	for i, wd := range p.windows() {
 		w := dur(wd)
 		var total, bad []string

@@ -13,7 +13,7 @@ FUZZTIME_SHORT ?=
 # go test's count flag for the test modules run from here; make test passes none (go test's cache
 # may serve an unchanged package) unless TEST_FRESH=1.
 TEST_COUNT ?= -count=1
-FUZZ_TARGETS := ./prober/:FuzzStreamDecoder:60000x ./prober/:FuzzTypedStreamDecoder:40000x ./internal/config/:FuzzLoadBytes:20000x
+FUZZ_TARGETS := ./prober/:FuzzStreamDecoder:30000x ./prober/:FuzzTypedStreamDecoder:20000x ./internal/config/:FuzzLoadBytes:10000x
 BENCH_PKGS ?= ./prober/ ./...
 DEMO_ARGS ?=
 
@@ -56,7 +56,7 @@ help:
 	@echo '  checkrules  promtool check rules / test rules on alerts/, amtool check-config on deploy/'
 	@echo '  bench       benchmarks, 5 runs each ($(BENCH_PKGS))'
 	@echo '  fuzz        fuzz the stream decoder for $(FUZZTIME)'
-	@echo '  fuzz-short  fuzz the stream decoders (60000 runs chat and completions, 40000 responses and messages) and the config parser (20000 runs); part of test'
+	@echo '  fuzz-short  fuzz the stream decoders (30000 runs chat and completions, 20000 responses and messages) and the config parser (10000 runs); part of test'
 	@echo '  soak        the 30-minute soak (SLAPROBE_SOAK=1), figures in docs/reliability.md'
 	@echo '  attack      the attack suite (TestAttack*): /probe, hostile servers, redirects, secrets, the listener, cross-site posts, config'
 	@echo '  flood       a minute of floods on the OTLP receivers (SLAPROBE_FLOOD=1), figures in docs/reliability.md'

@@ -60,7 +60,7 @@ say() { printf '==> %s\n' "$*"; }
 # <class>"), with go test -json through test/testsummary ($summary), so that go test's cache serves a
 # check whose package, tree and tools are unchanged (scripts/test.sh's head). First the light checks
 # (testproc.QuietLight: their own work keeps well under a core busy), a package's together in one go
-# test, one package more at once than there are cores, holding the lock shared (SLAPROBE_QUIET_SHARED);
+# test, two packages more at once than there are cores, holding the lock shared (SLAPROBE_QUIET_SHARED);
 # then the others, a package at a time, with the machine to themselves. A deferred subtest runs with
 # its whole top-level test; a top-level test with any whole-machine part is not light. A package's go
 # test links its test binary before the first check in it starts: beside a light check runs at most
@@ -85,9 +85,10 @@ quiet_pass() {
 			}
 			for (i = 1; i <= m; i++) { split(jobs[i], f, "\t"); print (f[2] == "light" ? 0 : 1) "\t" cnt[jobs[i]] "\t" f[1] "\t" tests[jobs[i]] "\t" f[2] }
 		}' "$list" | sort -t$'\t' -k1,1n -k2,2nr -s | cut -f3- >"$jobs"
-	# Light checks keep 0.02-0.46 of a core busy each (the quiet table's cores): one more lane than
-	# cores keeps their sum, and a neighbour's link, within the cores.
-	lanes=$(( $(nproc 2>/dev/null || echo 1) + 1 ))
+	# Light checks keep 0.02-0.46 of a core busy each (the quiet table's cores; 0.62 for under a second):
+	# two more lanes than cores keep their sum within the cores. With one more, 2 cores took 147 s
+	# for the 9 light packages, 51 s longer than their longest (mt19).
+	lanes=$(( $(nproc 2>/dev/null || echo 1) + 2 ))
 	say "$(cut -f2 "$jobs" | tr '|' '\n' | wc -l) timing checks in $(cut -f1 "$jobs" | sort -u | wc -l) packages ($(grep $'\tlight$' "$jobs" | cut -f2 | tr '|' '\n' | wc -l) light, $lanes packages at once; the others alone, a package at a time)"
 	local rc=0 running=0 pkg tests class
 	check() { # package tests class: runs one package's checks, prints a line, and go test's output when they failed

@@ -126,6 +126,7 @@ func TestAttackHostile(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs slaprobe against a hostile server for 25 s")
 	}
+	t.Parallel() // mostly waits on its own slaprobe: beside the package's other waiting tests
 	r := startHostile(t, "http://127.0.0.1:1", `  - {name: bigchunks, url: "{URL}/bigchunks", scenarios: [hostile_conv]}
   - {name: hugeline, url: "{URL}/hugeline"}
   - {name: noline, url: "{URL}/noline"}
@@ -197,6 +198,7 @@ func TestAttackRedirect(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs slaprobe against redirecting targets for 12 s")
 	}
+	t.Parallel() // mostly waits on its own slaprobe: beside the package's other waiting tests
 	secrets := []string{"bearer-s3cr3t-41", "basic-pa55-41", "api-key-s3cr3t-41", "custom-s3cr3t-41", "prom-header-s3cr3t-41"}
 	var mu sync.Mutex
 	var got []string // what reached the second server

@@ -143,6 +143,7 @@ func TestAttackListener(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs slaprobe")
 	}
+	t.Parallel() // mostly waits on its own slaprobe: beside the package's other waiting tests
 	l := startListener(t, true)
 	client := &http.Client{Timeout: 10 * time.Second}
 

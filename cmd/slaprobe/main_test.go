@@ -116,6 +116,7 @@ func TestDemoSmoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the demo for up to a minute")
 	}
+	t.Parallel() // mostly waits on its own slaprobe: beside the package's other waiting tests
 	bin := binary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()

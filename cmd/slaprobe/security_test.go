@@ -113,6 +113,7 @@ func TestSecurityEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs slaprobe")
 	}
+	t.Parallel() // mostly waits on its own slaprobe: beside the package's other waiting tests
 	bin := binary(t)
 	engine := authEngine(t)
 	dir := t.TempDir()

@@ -167,6 +167,7 @@ func TestForgedEngineSpans(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs slaprobe for about a minute")
 	}
+	t.Parallel() // mostly waits on its own slaprobe: beside the package's other waiting tests
 	bin := binary(t)
 	otlpAddr, webAddr := testproc.FreeAddr(t), testproc.FreeAddr(t)
 	relay := &truthRelay{queue: map[string]float64{}, prefill: map[string]float64{}, forward: "http://" + otlpAddr + "/v1/traces"}

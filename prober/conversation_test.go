@@ -329,62 +329,79 @@ func TestConversationInferredShare(t *testing.T) {
 			t.Parallel()
 			s := conversationTestScenario(4, row.prime, row.prime/8)
 			scale := max(1, 0.3/vllmsim.DefaultConfig().PrefillTime(row.prime).Seconds())
-			var hit, miss, later, bounds []float64
-			kept := 0
-			for _, policy := range []gateway.Policy{gateway.CookieAffinity, gateway.RoundRobin} {
-				_, _, target := conversationFleet(t, 2, policy, func(c *vllmsim.Config) { c.TimeScale = scale })
-				p := New(nil, nil)
-				prep, err := p.Prepare(context.Background(), target, "", s)
-				if err != nil {
-					t.Fatal(err)
-				}
-				res := p.Run(context.Background(), target, prep)
-				if res.Kind != KindSuccess || res.Turn != s.Turns() {
-					t.Fatalf("%s: %s/%s at turn %d: %v", policy, res.Kind, res.Reason, res.Turn, res.Err)
-				}
-				for _, r := range append(slices.Clone(res.Earlier), res)[1:] {
-					rep, m := r.SeenCached()
-					if m != CachedReportedMethod {
-						t.Fatalf("turn %d: method %q; the simulated engine reports cached tokens", r.Turn, m)
+			// Up to inferAttempts measurements: the miss is one request, and in one
+			// run of nine it read 15 ms slow alone on the machine (mt22: miss
+			// +0.137 at 1K, where eight quiet runs read +0.084 to +0.090). A
+			// wrong inference is wrong every time: 10 % off moves a row by more
+			// than the tolerance in every attempt.
+			for attempt := 1; attempt <= inferAttempts; attempt++ {
+				var hit, miss, later, bounds []float64
+				kept := 0
+				for _, policy := range []gateway.Policy{gateway.CookieAffinity, gateway.RoundRobin} {
+					_, _, target := conversationFleet(t, 2, policy, func(c *vllmsim.Config) { c.TimeScale = scale })
+					p := New(nil, nil)
+					prep, err := p.Prepare(context.Background(), target, "", s)
+					if err != nil {
+						t.Fatal(err)
 					}
-					hidden := r
-					hidden.CachedReported, hidden.CachedTokens = false, 0
-					inf, bound, ok := hidden.InferSeenCachedShareBound()
-					if !ok {
-						t.Fatalf("turn %d: no inference", r.Turn)
+					res := p.Run(context.Background(), target, prep)
+					if res.Kind != KindSuccess || res.Turn != s.Turns() {
+						t.Fatalf("%s: %s/%s at turn %d: %v", policy, res.Kind, res.Reason, res.Turn, res.Err)
 					}
-					if _, m := hidden.SeenCached(); (m == CachedTTFTMethod) != (bound <= InferMaxError) {
-						t.Errorf("turn %d: stated error %.3f, kept by %q; want kept exactly when at most %.2f", r.Turn, bound, m, InferMaxError)
-					} else if m == CachedTTFTMethod {
-						kept++
-						// The stated error assumes 10 ITLs of fixed cost; under the race detector
-						// (make test) a kept 16K turn read up to 0.031 past it (-0.119 against 0.098).
-						if math.Abs(inf-rep) > bound+inferTableTol+0.01 {
-							t.Errorf("turn %d: inferred %.3f, reported %.3f: off by more than the stated error %.3f + %.2f", r.Turn, inf, rep, bound, inferTableTol)
+					for _, r := range append(slices.Clone(res.Earlier), res)[1:] {
+						rep, m := r.SeenCached()
+						if m != CachedReportedMethod {
+							t.Fatalf("turn %d: method %q; the simulated engine reports cached tokens", r.Turn, m)
 						}
+						hidden := r
+						hidden.CachedReported, hidden.CachedTokens = false, 0
+						inf, bound, ok := hidden.InferSeenCachedShareBound()
+						if !ok {
+							t.Fatalf("turn %d: no inference", r.Turn)
+						}
+						if _, m := hidden.SeenCached(); (m == CachedTTFTMethod) != (bound <= InferMaxError) {
+							t.Errorf("turn %d: stated error %.3f, kept by %q; want kept exactly when at most %.2f", r.Turn, bound, m, InferMaxError)
+						} else if m == CachedTTFTMethod {
+							kept++
+							// The stated error assumes 10 ITLs of fixed cost; under the race detector
+							// (make test) a kept 16K turn read up to 0.031 past it (-0.119 against 0.098).
+							if math.Abs(inf-rep) > bound+inferTableTol+0.01 {
+								t.Errorf("turn %d: inferred %.3f, reported %.3f: off by more than the stated error %.3f + %.2f", r.Turn, inf, rep, bound, inferTableTol)
+							}
+						}
+						bounds = append(bounds, bound)
+						switch {
+						case policy == gateway.CookieAffinity:
+							hit = append(hit, inf-rep)
+						case r.Turn == 2:
+							miss = append(miss, inf-rep)
+						default:
+							later = append(later, inf-rep)
+						}
+						t.Logf("%s turn %d: TTFT %v (priming %v, ITL %v), reported %.3f (%s), inferred %.3f, error %+.3f, stated %.3f",
+							policy, r.Turn, r.TTFT().Round(time.Millisecond), r.PrimeTTFT.Round(time.Millisecond), r.ITL().Round(10*time.Microsecond),
+							rep, r.ConversationCache(), inf, inf-rep, bound)
 					}
-					bounds = append(bounds, bound)
-					switch {
-					case policy == gateway.CookieAffinity:
-						hit = append(hit, inf-rep)
-					case r.Turn == 2:
-						miss = append(miss, inf-rep)
-					default:
-						later = append(later, inf-rep)
-					}
-					t.Logf("%s turn %d: TTFT %v (priming %v, ITL %v), reported %.3f (%s), inferred %.3f, error %+.3f, stated %.3f",
-						policy, r.Turn, r.TTFT().Round(time.Millisecond), r.PrimeTTFT.Round(time.Millisecond), r.ITL().Round(10*time.Microsecond),
-						rep, r.ConversationCache(), inf, inf-rep, bound)
 				}
-			}
-			got := inferredShareRow{prime: row.prime, hit: medianFloat(hit), miss: medianFloat(miss), later: medianFloat(later), bound: medianFloat(bounds), kept: kept}
-			t.Logf("| vllmsim | %d + 3 × %d | %.3f | %d of 6 | %+.3f | %+.3f | %+.3f |", row.prime, row.prime/8, got.bound, got.kept, got.hit, got.miss, got.later)
-			if math.Abs(got.hit-row.hit) > inferTableTol || math.Abs(got.miss-row.miss) > inferTableTol {
-				t.Errorf("median error hit %+.3f, miss %+.3f; the table says %+.3f, %+.3f (±%.2f)", got.hit, got.miss, row.hit, row.miss, inferTableTol)
+				got := inferredShareRow{prime: row.prime, hit: medianFloat(hit), miss: medianFloat(miss), later: medianFloat(later), bound: medianFloat(bounds), kept: kept}
+				t.Logf("| vllmsim | %d + 3 × %d | %.3f | %d of 6 | %+.3f | %+.3f | %+.3f |", row.prime, row.prime/8, got.bound, got.kept, got.hit, got.miss, got.later)
+				if math.Abs(got.hit-row.hit) <= inferTableTol && math.Abs(got.miss-row.miss) <= inferTableTol {
+					return
+				}
+				problem := fmt.Sprintf("median error hit %+.3f, miss %+.3f; the table says %+.3f, %+.3f (±%.2f)", got.hit, got.miss, row.hit, row.miss, inferTableTol)
+				if attempt == inferAttempts {
+					t.Error(problem)
+					return
+				}
+				t.Logf("attempt %d: %s", attempt, problem)
 			}
 		})
 	}
 }
+
+// inferAttempts is how many times TestConversationInferredShare measures a
+// row before its medians fail.
+const inferAttempts = 3
 
 // inferredShareRow is a row of the inferred share's error on the simulated
 // engine's default model: by priming length, the median stated error, the

@@ -167,7 +167,7 @@ func TestConversationCacheAlertOnPrometheus(t *testing.T) {
 		if err != nil || len(res) != 1 {
 			t.Fatalf("%s: %v %v", q, res, err)
 		}
-		v, err := res[0].float()
+		v, err := res[0].Float()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -102,7 +102,7 @@ scenarios:
 		if err != nil || len(res) != 1 {
 			t.Fatalf("%s: %v %v", q, res, err)
 		}
-		v, err := res[0].float()
+		v, err := res[0].Float()
 		if err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -330,28 +329,11 @@ func (p *prometheus) apiGet(ctx context.Context, path string, params url.Values,
 	return json.Unmarshal(r.Data, data)
 }
 
-type sample struct {
-	Metric map[string]string `json:"metric"`
-	Value  [2]any            `json:"value"`     // [time, "value"] for a float sample
-	Hist   json.RawMessage   `json:"histogram"` // a native histogram sample
-}
-
-func (s sample) float() (float64, error) {
-	if s.Hist != nil {
-		return 0, errors.New("a histogram, not a float")
-	}
-	v, ok := s.Value[1].(string)
-	if !ok {
-		return 0, fmt.Errorf("value %v", s.Value[1])
-	}
-	return strconv.ParseFloat(v, 64)
-}
-
 // query runs an instant query that must return a vector.
-func (p *prometheus) query(ctx context.Context, q string) ([]sample, error) {
+func (p *prometheus) query(ctx context.Context, q string) ([]alerting.Sample, error) {
 	var data struct {
-		ResultType string   `json:"resultType"`
-		Result     []sample `json:"result"`
+		ResultType string            `json:"resultType"`
+		Result     []alerting.Sample `json:"result"`
 	}
 	if err := p.apiGet(ctx, "/api/v1/query", url.Values{"query": {q}}, &data); err != nil {
 		return nil, err
@@ -413,7 +395,7 @@ func (p *prometheus) wantFinite(ctx context.Context, q string) error {
 	}
 	var finite []string
 	for _, s := range res {
-		v, err := s.float()
+		v, err := s.Float()
 		if err != nil {
 			return fmt.Errorf("%s: %s: %v", q, s.Metric, err)
 		}

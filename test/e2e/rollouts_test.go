@@ -15,6 +15,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/slaprobe/slaprobe/test/alerting"
 	"github.com/slaprobe/slaprobe/test/testproc"
 )
 
@@ -178,8 +179,8 @@ targets:
 // queryOne runs an instant query at a time and returns its one float sample.
 func (p *prometheus) queryOne(ctx context.Context, q string, at time.Time) (float64, error) {
 	var data struct {
-		ResultType string   `json:"resultType"`
-		Result     []sample `json:"result"`
+		ResultType string            `json:"resultType"`
+		Result     []alerting.Sample `json:"result"`
 	}
 	params := url.Values{"query": {q}, "time": {strconv.FormatFloat(float64(at.UnixMilli())/1000, 'f', 3, 64)}}
 	if err := p.apiGet(ctx, "/api/v1/query", params, &data); err != nil {
@@ -188,7 +189,7 @@ func (p *prometheus) queryOne(ctx context.Context, q string, at time.Time) (floa
 	if data.ResultType != "vector" || len(data.Result) != 1 {
 		return math.NaN(), fmt.Errorf("%s %d samples, want a vector of 1: %v", data.ResultType, len(data.Result), data.Result)
 	}
-	return data.Result[0].float()
+	return data.Result[0].Float()
 }
 
 // judgeRollouts logs each value and fails the test where a check the want table judges does not

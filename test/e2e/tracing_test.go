@@ -186,7 +186,7 @@ scrape_configs:
 	for _, s := range samples {
 		t.Logf("slaprobe_probe_engine_timing_total{source=%q} = %v", s.Metric["source"], s.Value[1])
 		if s.Metric["source"] == "response" {
-			if v, _ := s.float(); v > 0 {
+			if v, _ := s.Float(); v > 0 {
 				t.Errorf("source=response counted %v probes, but the engine's per-request metrics are off", v)
 			}
 		}

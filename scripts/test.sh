@@ -104,7 +104,7 @@ quiet_pass() {
 		start=$SECONDS
 		# shellcheck disable=SC2086 # $count is one flag or none
 		(set -o pipefail; SLAPROBE_QUIET_SHARED=$([ "$3" = light ] && echo 1) CGO_ENABLED=1 $GO test -race -json $count \
-			-run "^($2)\$" -timeout 20m "$1" | "$summary" -held "$quiet_held") >"$log" 2>&1 || r=$?
+			-run "^($2)\$" -timeout 20m "$1" | "$summary" -held "$quiet_held" -why "$why_log") >"$log" 2>&1 || r=$?
 		how=$((SECONDS - start))s
 		grep -q '(cached)' "$log" && how="cached"
 		if [ $r -eq 0 ]; then
@@ -204,7 +204,7 @@ case ${1:-} in
 	exit
 	;;
 --quiet-pass)
-	summary=$3 quiet_held=$4
+	summary=$3 quiet_held=$4 why_log=$5
 	quiet_pass "$2"
 	exit
 	;;
@@ -221,6 +221,8 @@ trap 'rm -rf "$logs"' EXIT
 export SLAPROBE_QUIET_LOG=-
 quiet_held=$logs/quiet.tsv
 deferred=$logs/deferred.tsv
+# Each failed test's last logged lines (testsummary -why), printed again at the end.
+why_log=$logs/why.txt
 summary=$logs/testsummary
 SLAPROBE_TEST_TREE=$(tree_key)
 export SLAPROBE_TEST_TREE
@@ -411,7 +413,7 @@ stage ollama apt go-build "scripts/test-deps.sh ollama"
 stage grafana-npm apt "" "scripts/test-deps.sh grafana"
 # gotest ARGS: go test -race -json ARGS through test/testsummary, the timing checks deferred.
 gotest="set -o pipefail; SLAPROBE_QUIET_DEFER=- CGO_ENABLED=1 $GO test -race -json $count"
-tosummary="| '$summary' -defer '$deferred' -held '$quiet_held'"
+tosummary="| '$summary' -defer '$deferred' -held '$quiet_held' -why '$why_log'"
 stage go-test-tools go-build ollama "$gotest -p 2 -timeout 20m \$(cat '$logs/pkgs-tools') $tosummary"
 stage go-test go-build ollama "$gotest -p 2 -timeout 20m \$(cat '$logs/pkgs-other') $tosummary"
 stage checkrules apt ollama "$busy scripts/test.sh --stamped checkrules 'make --no-print-directory checkrules'"
@@ -420,7 +422,7 @@ stage fuzz-short "" ollama "$busy make --no-print-directory fuzz-short"
 stage test-deploy "" ollama "$busy make --no-print-directory test-deploy TEST_COUNT='$count'"
 stage e2e apt,go-build ollama "$busy scripts/e2e.sh"
 stage test-grafana grafana-npm ollama "cd test/grafana && $busy $GO test $count ./..."
-stage go-test-quiet "" go-test,go-test-tools,test-e2e-go,checkrules,e2e,test-deploy,test-grafana,fuzz-short "scripts/test.sh --quiet-pass '$deferred' '$summary' '$quiet_held'"
+stage go-test-quiet "" go-test,go-test-tools,test-e2e-go,checkrules,e2e,test-deploy,test-grafana,fuzz-short "scripts/test.sh --quiet-pass '$deferred' '$summary' '$quiet_held' '$why_log'"
 
 # missing_summary: what could not be installed (.tools/apt-missing, written by the apt stage) and the
 # tests that failed because a program was missing (testproc and test/browser end such a failure with
@@ -443,10 +445,20 @@ missing_summary() {
 	fi
 }
 
+# why_summary: each failed test's last logged lines, after the tables, so that the end of make test's
+# output says why (its whole output is further up, in its stage's).
+why_summary() {
+	[ -s "$why_log" ] || return 0
+	echo
+	echo "==> the tests that failed, and the last lines each logged (the first line of each log or error; its whole output is above)"
+	head -c 8000 "$why_log"
+}
+
 rc=0
 run_stages || rc=1
 table
 missing_summary
+why_summary
 if [ $rc -ne 0 ]; then
 	echo "==> make test: FAILED in stage(s): ${failed[*]}"
 	exit 1

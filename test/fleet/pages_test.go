@@ -121,6 +121,14 @@ func TestPagesOnOllama(t *testing.T) {
 	// Seven engines and a load generator keep the machine busy: make test's quiet pass runs this
 	// alone, after every other stage (a timing check of another package never runs beside it).
 	testproc.Quiet(t)
+	// fail's message is followed by the engines' log tails, which their cleanups print: say it again
+	// after them (this cleanup, registered first, runs last), where the end of the output shows it.
+	var why string
+	t.Cleanup(func() {
+		if why != "" {
+			t.Logf("failed (said again after the engines' logs): %s", why)
+		}
+	})
 	start := time.Now()
 	logf := func(format string, args ...any) {
 		t.Helper()
@@ -172,9 +180,12 @@ func TestPagesOnOllama(t *testing.T) {
 	probing := time.Now()
 	logf("slaprobe at %s, prometheus at %s, alertmanager at %s", st.SlaprobeAddr, st.Prom.URL, st.Alertmanager)
 
+	// fail ends the test with the message, the alerts Prometheus holds and the webhook got, and the
+	// logs of Prometheus and slaprobe.
 	fail := func(format string, args ...any) {
 		t.Helper()
 		res, _ := st.Prom.Query(context.Background(), `ALERTS`)
+		why = fmt.Sprintf(format, args...) + fmt.Sprintf("; ALERTS: %s; the webhook got: %s", alertNames(res), hookNames(st.Hook.Alerts()))
 		t.Fatalf(format+"\nALERTS: %v\nwebhook: %v\n--- prometheus log ---\n%s\n--- slaprobe ---\n%s",
 			append(args, res, st.Hook.Bodies(), st.Prom.Proc.Stderr(), st.Slaprobe.Output())...)
 	}
@@ -271,7 +282,7 @@ func TestPagesOnOllama(t *testing.T) {
 	// in both windows; it must not last the `for`.
 	if res := series(`ALERTS{alertstate="firing"}`); len(res) > 0 || len(st.Hook.Alerts()) > 0 {
 		healthyFigures()
-		fail("the healthy fleet has %d alerts firing", len(res))
+		fail("the healthy fleet has %d alerts firing (%s), the webhook got %d", len(res), alertNames(res), len(st.Hook.Alerts()))
 	}
 	logf("healthy: every target probed, swept swept, nothing firing; pending: %v", series(`ALERTS{alertstate="pending"}`))
 
@@ -353,4 +364,24 @@ func TestPagesOnOllama(t *testing.T) {
 	if logs := st.Slaprobe.Logs(); strings.Contains(logs, "error gathering metrics") {
 		t.Errorf("slaprobe failed to gather its metrics during the run:\n%s", logs[strings.Index(logs, "error gathering metrics"):][:min(2000, len(logs)-strings.Index(logs, "error gathering metrics"))])
 	}
+}
+
+// alertNames lists ALERTS samples as alertname/target (alertstate).
+func alertNames(res []alerting.Sample) string {
+	var names []string
+	for _, r := range res {
+		names = append(names, r.Metric["alertname"]+"/"+r.Metric["target"]+" ("+r.Metric["alertstate"]+")")
+	}
+	sort.Strings(names)
+	return "[" + strings.Join(names, " ") + "]"
+}
+
+// hookNames lists the webhook's alerts as alertname/target (status).
+func hookNames(as []alerting.Alert) string {
+	var names []string
+	for _, a := range as {
+		names = append(names, a.Labels["alertname"]+"/"+a.Labels["target"]+" ("+a.Status+")")
+	}
+	sort.Strings(names)
+	return "[" + strings.Join(names, " ") + "]"
 }

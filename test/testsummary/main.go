@@ -3,8 +3,12 @@
 // takes out the lines that testproc.Quiet prints when make test asks it to (EnvQuietDefer and
 // EnvQuietLog set to "-") and appends them to the files -defer and -held name. Because go test
 // replays a cached result's output, the timing checks a cached package deferred are listed too.
+// With -why, it appends to that file a short account of each failed test: the last lines it logged
+// (the first line of each t.Log or t.Error, repeats folded), which make test prints again at its
+// end, where a reader of only the last lines of its output (a CI page) sees them; a failure's own
+// message is often followed by long logs that cleanups print (an engine's log tail).
 //
-//	go test -json ./... | testsummary -defer deferred.tsv -held quiet.tsv
+//	go test -json ./... | testsummary -defer deferred.tsv -held quiet.tsv -why why.txt
 //
 // It exits 1 when a package or a test failed, 2 when it could not write a file.
 package main
@@ -16,6 +20,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 
 	"github.com/slaprobe/slaprobe/test/testproc"
@@ -42,6 +47,7 @@ type summary struct {
 	out        io.Writer
 	deferF     io.Writer
 	heldF      io.Writer
+	whyF       io.Writer
 	pkgs       map[string]*pkgState
 	anyFailure bool
 }
@@ -116,6 +122,11 @@ func (s *summary) end(name string, failed bool) error {
 			}
 		}
 	}
+	if failed {
+		if err := s.why(name, p); err != nil {
+			return err
+		}
+	}
 	for _, h := range p.held {
 		c := ""
 		if cached {
@@ -123,6 +134,59 @@ func (s *summary) end(name string, failed bool) error {
 		}
 		if _, err := fmt.Fprintf(s.heldF, "%s\t%s\n", h, c); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// logLine is the first line of a t.Log or t.Error: go test indents it and names the file and line.
+var logLine = regexp.MustCompile(`^\s+[^\s:]+\.go:\d+: `)
+
+const (
+	whyLines = 6   // the lines -why keeps of each failed test
+	whyWidth = 300 // the characters it keeps of each line
+)
+
+// why appends to -why's file, for each test of the package that failed (in the order they failed), its
+// name and the last whyLines lines it logged, a run of equal lines folded into one with its count.
+func (s *summary) why(name string, p *pkgState) error {
+	type folded struct {
+		text string
+		n    int
+	}
+	logged := map[string][]folded{}
+	var order []string
+	for _, l := range p.lines {
+		if !p.failed[l.test] || !logLine.MatchString(l.text) {
+			continue
+		}
+		if _, ok := logged[l.test]; !ok {
+			order = append(order, l.test)
+		}
+		text := strings.TrimSpace(l.text)
+		if r := []rune(text); len(r) > whyWidth {
+			text = string(r[:whyWidth]) + "…"
+		}
+		f := logged[l.test]
+		if len(f) > 0 && f[len(f)-1].text == text {
+			f[len(f)-1].n++
+			continue
+		}
+		logged[l.test] = append(f, folded{text, 1})
+	}
+	for _, test := range order {
+		if _, err := fmt.Fprintf(s.whyF, "%s %s\n", name, test); err != nil {
+			return err
+		}
+		f := logged[test]
+		for _, l := range f[max(0, len(f)-whyLines):] {
+			n := ""
+			if l.n > 1 {
+				n = fmt.Sprintf(" (%d times)", l.n)
+			}
+			if _, err := fmt.Fprintf(s.whyF, "    %s%s\n", l.text, n); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -142,8 +206,9 @@ func open(path string) (io.Writer, func() error, error) {
 func main() {
 	deferPath := flag.String("defer", "", "append the timing checks deferred to make test's quiet pass (package dir, test, class) to this file")
 	heldPath := flag.String("held", "", "append the timing checks that held the quiet cores (name, asked, got, done, cores, \"cached\" when go test replayed the result) to this file")
+	whyPath := flag.String("why", "", "append each failed test's name and the last lines it logged to this file")
 	flag.Parse()
-	failed, err := run(os.Stdin, os.Stdout, *deferPath, *heldPath)
+	failed, err := run(os.Stdin, os.Stdout, files{*deferPath, *heldPath, *whyPath})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testsummary:", err)
 		os.Exit(2)
@@ -153,19 +218,21 @@ func main() {
 	}
 }
 
+// files are the paths of the files testsummary appends to ("" for none).
+type files struct{ deferred, held, why string }
+
 // run reads in to its end and says whether a package or a test failed.
-func run(in io.Reader, out io.Writer, deferPath, heldPath string) (failed bool, err error) {
-	d, closeD, err := open(deferPath)
-	if err != nil {
-		return false, err
+func run(in io.Reader, out io.Writer, paths files) (failed bool, err error) {
+	var ws [3]io.Writer
+	for i, path := range []string{paths.deferred, paths.held, paths.why} {
+		w, closeW, err := open(path)
+		if err != nil {
+			return false, err
+		}
+		defer closeW()
+		ws[i] = w
 	}
-	defer closeD()
-	h, closeH, err := open(heldPath)
-	if err != nil {
-		return false, err
-	}
-	defer closeH()
-	s := &summary{out: out, deferF: d, heldF: h, pkgs: map[string]*pkgState{}}
+	s := &summary{out: out, deferF: ws[0], heldF: ws[1], whyF: ws[2], pkgs: map[string]*pkgState{}}
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
 	for sc.Scan() {

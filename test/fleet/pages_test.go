@@ -277,14 +277,37 @@ func TestPagesOnOllama(t *testing.T) {
 			logf("healthy: %s = %v %v", q, res, err)
 		}
 	}
+	// lastMinute logs, for every target and scenario, the probes of the last minute that were not
+	// good (each threshold's bad probes; the probes not good, which may break no single threshold but
+	// lack a figure; the failed ones, by reason), the conversations' cache classes and recomputed
+	// share, and the slowest TTFT, E2E and ITL (the upper bound of the highest bucket), to read beside
+	// a page that should not have come.
+	lastMinute := func() {
+		t.Helper()
+		for _, q := range []string{
+			`max by (target, scenario, metric) (max_over_time(target_scenario:slaprobe_sla_bad_probes:increase10s[1m])) > 0`,
+			`sum by (target, scenario) (increase(slaprobe_probes_total[1m])) - sum by (target, scenario) (increase(slaprobe_probes_good_total[1m])) > 0.5`,
+			`sum by (target, scenario, reason) (increase(slaprobe_probe_errors_total[1m])) > 0`,
+			`sum by (target, cache) (increase(slaprobe_conversation_turns_total[1m])) > 0`,
+			`histogram_quantile(1, sum by (target, scenario, le) (increase(slaprobe_ttft_seconds_bucket[1m])))`,
+			`histogram_quantile(1, sum by (target, scenario, le) (increase(slaprobe_e2e_latency_seconds_bucket[1m])))`,
+			`histogram_quantile(1, sum by (target, scenario, le) (increase(slaprobe_itl_seconds_bucket[1m])))`,
+			`sum by (target) (increase(slaprobe_conversation_recomputed_tokens_total{source="reported"}[1m])) / sum by (target) (increase(slaprobe_conversation_history_tokens_total{source="reported"}[1m]))`,
+		} {
+			res, err := st.Prom.Query(ctx, q)
+			logf("the last minute: %s = %v %v", q, res, err)
+		}
+	}
 	// Firing is what pages. A burn can go pending on an unchanged target: its stream scenario runs at
 	// 95 to 100 % goodput here against the 99 % objective, whose ticket tier is pending past 3 % bad
 	// in both windows; it must not last the `for`.
 	if res := series(`ALERTS{alertstate="firing"}`); len(res) > 0 || len(st.Hook.Alerts()) > 0 {
 		healthyFigures()
+		lastMinute()
 		fail("the healthy fleet has %d alerts firing (%s), the webhook got %d", len(res), alertNames(res), len(st.Hook.Alerts()))
 	}
-	logf("healthy: every target probed, swept swept, nothing firing; pending: %v", series(`ALERTS{alertstate="pending"}`))
+	logf("healthy: every target probed, swept swept, nothing firing; pending: %s", alertNames(series(`ALERTS{alertstate="pending"}`)))
+	lastMinute()
 
 	// The causes, at once.
 	causes := time.Now()

@@ -1,15 +1,21 @@
 package prober
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/slaprobe/slaprobe/internal/vllmsim"
 	"github.com/slaprobe/slaprobe/test/gateway"
+	"github.com/slaprobe/slaprobe/test/testproc"
 )
 
 // TestConversationBodies: a follow-up carries the whole history in each
@@ -212,5 +218,85 @@ func TestConversationReasoningNotReplayed(t *testing.T) {
 		if i < 2 && (!r.Reasoning || strings.Contains(r.Answer, "think")) {
 			t.Errorf("turn %d: reasoning %v, answer %q", i+1, r.Reasoning, r.Answer)
 		}
+	}
+}
+
+// TestConversationReplayCountedAgain: the server tokenizes the replayed
+// answer again as part of the follow-up's prompt, and may count it
+// differently from the completion tokens it reported (a tiny model's
+// 16-token answer counted 25 more on Ollama). A follow-up within the answer's
+// tokens of the derived length, each end with its tolerance, is the right
+// length; further, or 10 % off, it is not.
+func TestConversationReplayCountedAgain(t *testing.T) {
+	const out = 24
+	promptTokens := regexp.MustCompile(`"prompt_tokens":(\d+)`)
+	for _, tc := range []struct {
+		name  string
+		drift int // added to the server's count of a prompt that replays an answer
+		ok    bool
+	}{
+		{"counted as generated", 0, true},
+		{"counted 30 more, past the tolerance, within the answer's 24 and the tolerance", 30, true},
+		{"counted 30 fewer", -30, true},
+		{"counted 45 more: past the answer and the tolerance", 45, false},
+		{"counted 10 % more", 130, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := vllmsim.DefaultConfig()
+			cfg.TimeScale = 0.1
+			e, err := vllmsim.New(cfg, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(e.Close)
+			h := e.Handler()
+			url, client := testproc.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				body, _ := io.ReadAll(r.Body)
+				r.Body = io.NopCloser(bytes.NewReader(body))
+				if !bytes.Contains(body, []byte(`"role":"assistant"`)) {
+					h.ServeHTTP(w, r)
+					return
+				}
+				h.ServeHTTP(recountWriter{ResponseWriter: w, re: promptTokens, drift: tc.drift}, r)
+			}))
+			s := conversationTestScenario(3, 1024, 256)
+			s.OutputTokens = out
+			res := New(nil, nil).Probe(context.Background(), Target{Name: "sim", BaseURL: url, API: APIChat, Client: client}, "", s)
+			if res.Kind != KindSuccess || len(res.Earlier) != 2 {
+				t.Fatalf("conversation: %s %s %v", res.Kind, res.Reason, res.Err)
+			}
+			r := res.Earlier[1]
+			if r.PromptLengthOK != tc.ok {
+				t.Errorf("turn 2: %d prompt tokens, derived %d (answer %d tokens): ok %v, want %v",
+					r.PromptTokens, r.WantPromptTokens, res.Earlier[0].OutputTokens, r.PromptLengthOK, tc.ok)
+			}
+			if d := r.PromptTokens - r.WantPromptTokens; d < tc.drift-1 || d > tc.drift+1 {
+				t.Errorf("turn 2: %d prompt tokens, %+d from the derived %d; want the drift %+d", r.PromptTokens, d, r.WantPromptTokens, tc.drift)
+			}
+		})
+	}
+}
+
+// recountWriter adds drift to every prompt_tokens the response carries.
+type recountWriter struct {
+	http.ResponseWriter
+	re    *regexp.Regexp
+	drift int
+}
+
+func (w recountWriter) Write(b []byte) (int, error) {
+	out := w.re.ReplaceAllFunc(b, func(m []byte) []byte {
+		n, _ := strconv.Atoi(string(w.re.FindSubmatch(m)[1]))
+		return []byte(`"prompt_tokens":` + strconv.Itoa(n+w.drift))
+	})
+	if _, err := w.ResponseWriter.Write(out); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
+func (w recountWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
 	}
 }

@@ -198,7 +198,7 @@ func conversationTurns(t *testing.T, s prober.Scenario, res prober.Result) []pro
 	all := append(slices.Clone(res.Earlier), res)
 	for i, r := range all {
 		if !r.PromptLengthOK {
-			t.Errorf("turn %d: %d prompt tokens, want %d", i+1, r.PromptTokens, s.TurnInputTokens(i+1))
+			t.Errorf("turn %d: %d prompt tokens, want %d (derived from the turn before's counts; nominal %d)", i+1, r.PromptTokens, r.WantPromptTokens, s.TurnInputTokens(i+1))
 		}
 	}
 	return all

@@ -310,18 +310,18 @@ func (h *history) prevPrompt() int {
 	return h.prev.WantPromptTokens
 }
 
-// replayAllowance is how many of the turn before's completion tokens the
-// replay may lack: its reasoning, which chat templates drop from history
-// and the probe does not replay, when it streamed reasoning before its
-// answer (Result.Reasoning; the whole completion, as the split is not
-// reported); else none. A follow-up's prompt between want less this and
-// want is the right length.
-func (h *history) replayAllowance() int {
-	if h.prev.Reasoning {
-		return h.prev.OutputTokens
-	}
-	return 0
-}
+// replayAllowance is how far, either way, a follow-up's prompt may be from
+// want for the turn before's completion as it is replayed (want counts it as
+// the server's completion tokens): its reasoning, which chat templates drop
+// from history and the probe does not replay (up to the whole completion, as
+// the split is not reported); and its answer text, which the server
+// tokenizes again as part of the prompt and may count differently from the
+// tokens it generated. A model that emits tokens its tokenizer would not
+// produce for that text does: a tiny model's 16-token answer counted 25
+// more in its follow-up's prompt on Ollama; real models seldom differ. A
+// follow-up's prompt within want ± this (each end with its tolerance) is
+// the right length.
+func (h *history) replayAllowance() int { return h.prev.OutputTokens }
 
 // seen is what the engine has seen of the conversation before the next
 // follow-up: the turn before's prompt and its answer, as the server counted
@@ -520,12 +520,13 @@ func (p *Prober) runTurn(ctx context.Context, t Target, prep *Prepared, turn int
 		nonce, salt = "", ""
 	}
 	res.WantPromptTokens = want
-	// floor is the shortest prompt the server can have read without cutting
-	// it: want, less on a follow-up the replayed answer's share that is not
+	// floor and ceiling are the shortest and the longest prompt the server
+	// can have read without cutting or adding to it: want, and on a
+	// follow-up want less and plus the replayed answer's count that is not
 	// certain (replayAllowance).
-	floor := want
+	floor, ceiling := want, want
 	if turn >= 2 {
-		floor = want - h.replayAllowance()
+		floor, ceiling = want-h.replayAllowance(), want+h.replayAllowance()
 	}
 	// The probe's span ends last (deferred first), so it records the final
 	// outcome: a prompt found cut below, or a recovered panic.
@@ -549,7 +550,7 @@ func (p *Prober) runTurn(ctx context.Context, t Target, prep *Prepared, turn int
 	span = p.send(ctx, t, prep, turn, body, nonce, salt, keep, &res)
 	if res.PromptTokens > 0 {
 		res.PromptLengthOK = PromptLengthWithin(res.PromptTokens, want) ||
-			(floor < want && res.PromptTokens >= floor-PromptTolerance(floor) && res.PromptTokens <= want)
+			(floor < ceiling && res.PromptTokens >= floor-PromptTolerance(floor) && res.PromptTokens <= ceiling+PromptTolerance(ceiling))
 		if !res.PromptLengthOK {
 			p.logger.Warn("prompt length out of tolerance; recalibrating on the next probe",
 				"target", t.Name, "model", prep.Model, "scenario", s.Name, "turn", turn,

@@ -225,21 +225,26 @@ func TestConversationReasoningNotReplayed(t *testing.T) {
 // answer again as part of the follow-up's prompt, and may count it
 // differently from the completion tokens it reported (a tiny model's
 // 16-token answer counted 25 more on Ollama). A follow-up within the answer's
-// tokens of the derived length, each end with its tolerance, is the right
-// length; further, or 10 % off, it is not.
+// tokens, and a twentieth of the derived length, of it (each end with its
+// tolerance) is the right length; further, or 10 % off, it is not. Turn 2's
+// derived length is 1024 + the answer + 256 tokens: 1304 with a 24-token
+// answer (tolerance 13), 1480 with a 200-token one (a twentieth: 74).
 func TestConversationReplayCountedAgain(t *testing.T) {
-	const out = 24
 	promptTokens := regexp.MustCompile(`"prompt_tokens":(\d+)`)
 	for _, tc := range []struct {
 		name  string
+		out   int // the answer's tokens
 		drift int // added to the server's count of a prompt that replays an answer
 		ok    bool
 	}{
-		{"counted as generated", 0, true},
-		{"counted 30 more, past the tolerance, within the answer's 24 and the tolerance", 30, true},
-		{"counted 30 fewer", -30, true},
-		{"counted 45 more: past the answer and the tolerance", 45, false},
-		{"counted 10 % more", 130, false},
+		{"counted as generated", 24, 0, true},
+		{"counted 30 more, past the tolerance, within the answer's 24 and the tolerance", 24, 30, true},
+		{"counted 30 fewer", 24, -30, true},
+		{"counted 45 more: past the answer and the tolerance", 24, 45, false},
+		{"counted 10 % more", 24, 130, false},
+		{"a 200-token answer counted 80 more: within a twentieth and the tolerance", 200, 80, true},
+		{"a 200-token answer counted 100 more: past a twentieth and the tolerance", 200, 100, false},
+		{"a 200-token answer counted 10 % fewer", 200, -148, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := vllmsim.DefaultConfig()
@@ -260,8 +265,15 @@ func TestConversationReplayCountedAgain(t *testing.T) {
 				h.ServeHTTP(recountWriter{ResponseWriter: w, re: promptTokens, drift: tc.drift}, r)
 			}))
 			s := conversationTestScenario(3, 1024, 256)
-			s.OutputTokens = out
+			s.OutputTokens = tc.out
 			res := New(nil, nil).Probe(context.Background(), Target{Name: "sim", BaseURL: url, API: APIChat, Client: client}, "", s)
+			if tc.drift < 0 && !tc.ok {
+				// Too short a follow-up is a prompt the server cut.
+				if res.Reason != ReasonPromptTruncated || len(res.Earlier) != 1 {
+					t.Errorf("conversation: %s %s at turn %d, want turn 2 failed as %s", res.Kind, res.Reason, res.Turn, ReasonPromptTruncated)
+				}
+				return
+			}
 			if res.Kind != KindSuccess || len(res.Earlier) != 2 {
 				t.Fatalf("conversation: %s %s %v", res.Kind, res.Reason, res.Err)
 			}

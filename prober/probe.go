@@ -310,18 +310,31 @@ func (h *history) prevPrompt() int {
 	return h.prev.WantPromptTokens
 }
 
-// replayAllowance is how far, either way, a follow-up's prompt may be from
-// want for the turn before's completion as it is replayed (want counts it as
-// the server's completion tokens): its reasoning, which chat templates drop
-// from history and the probe does not replay (up to the whole completion, as
-// the split is not reported); and its answer text, which the server
-// tokenizes again as part of the prompt and may count differently from the
-// tokens it generated. A model that emits tokens its tokenizer would not
-// produce for that text does: a tiny model's 16-token answer counted 25
-// more in its follow-up's prompt on Ollama; real models seldom differ. A
-// follow-up's prompt within want ± this (each end with its tolerance) is
-// the right length.
-func (h *history) replayAllowance() int { return h.prev.OutputTokens }
+// replayAllowance is how far below and above want a follow-up's prompt may
+// be for the turn before's completion as it is replayed (want counts it as
+// the server's completion tokens). Its reasoning, which chat templates drop
+// from history and the probe does not replay, may be missing: up to the
+// whole completion below, as the split is not reported. Its answer text,
+// which the server tokenizes again as part of the prompt, may count
+// differently from the tokens it generated: a model that emits tokens its
+// tokenizer would not produce for that text does (a tiny model's 16-token
+// answer counted 25 more on Ollama; real models seldom differ); up to the
+// completion either way, and at most a twentieth of want (replayShare), so
+// that a prompt 10 % off is still out of tolerance at every size. A
+// follow-up's prompt within [want-below, want+above], each end with its
+// tolerance, is the right length.
+func (h *history) replayAllowance(want int) (below, above int) {
+	above = min(h.prev.OutputTokens, want/replayShare)
+	below = above
+	if h.prev.Reasoning {
+		below = h.prev.OutputTokens
+	}
+	return below, above
+}
+
+// replayShare: a follow-up's replayed answer may count differently by at
+// most want/replayShare tokens (replayAllowance).
+const replayShare = 20
 
 // seen is what the engine has seen of the conversation before the next
 // follow-up: the turn before's prompt and its answer, as the server counted
@@ -522,11 +535,12 @@ func (p *Prober) runTurn(ctx context.Context, t Target, prep *Prepared, turn int
 	res.WantPromptTokens = want
 	// floor and ceiling are the shortest and the longest prompt the server
 	// can have read without cutting or adding to it: want, and on a
-	// follow-up want less and plus the replayed answer's count that is not
-	// certain (replayAllowance).
+	// follow-up want less and plus what is not certain of the replayed
+	// answer's count (replayAllowance).
 	floor, ceiling := want, want
 	if turn >= 2 {
-		floor, ceiling = want-h.replayAllowance(), want+h.replayAllowance()
+		below, above := h.replayAllowance(want)
+		floor, ceiling = want-below, want+above
 	}
 	// The probe's span ends last (deferred first), so it records the final
 	// outcome: a prompt found cut below, or a recovered panic.

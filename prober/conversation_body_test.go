@@ -247,13 +247,7 @@ func TestConversationReplayCountedAgain(t *testing.T) {
 		{"a 200-token answer counted 10 % fewer", 200, -148, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := vllmsim.DefaultConfig()
-			cfg.TimeScale = 0.1
-			e, err := vllmsim.New(cfg, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(e.Close)
+			e, _ := warmSim(t, nil) // its own target unused: the recounting one below serves e
 			h := e.Handler()
 			url, client := testproc.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				body, _ := io.ReadAll(r.Body)

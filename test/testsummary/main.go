@@ -147,7 +147,7 @@ const (
 	whyWidth = 300 // the characters it keeps of each line
 )
 
-// why appends to -why's file, for each test of the package that failed (in the order they failed), its
+// why appends to -why's file, for each test of the package that failed (in the order each first logged), its
 // name and the last whyLines lines it logged, a run of equal lines folded into one with its count.
 func (s *summary) why(name string, p *pkgState) error {
 	type folded struct {
